@@ -1,0 +1,30 @@
+"""neardup: near-duplicate detection with 64-bit simhash fingerprints.
+
+Bit order: a fingerprint is an unsigned 64-bit integer, bit 63 the most significant.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from neardup.layout import Layout, choose_blocks
+from neardup.search import (
+    QueryResult,
+    cluster_groups,
+    find_all,
+    find_all_values,
+    find_clusters,
+    query,
+)
+
+__all__ = [
+    "__version__",
+    "Layout",
+    "choose_blocks",
+    "find_all",
+    "find_all_values",
+    "find_clusters",
+    "cluster_groups",
+    "query",
+    "QueryResult",
+]

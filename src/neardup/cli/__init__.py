@@ -1,0 +1,1 @@
+"""Command-line entry points: the seed tools and the ``neardup`` command."""

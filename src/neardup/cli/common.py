@@ -1,0 +1,63 @@
+"""Shared command-line plumbing: one-line errors, exit codes, stderr progress."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from neardup.errors import InputError
+
+EXIT_USAGE = 2
+
+
+def fail(prog: str, message: str, code: int = EXIT_USAGE) -> None:
+    """Print ``prog: error: message`` on one line to stderr and exit with ``code``."""
+    click.echo(f"{prog}: error: {message}", err=True)
+    sys.exit(code)
+
+
+def run(command: click.Command, prog: str, argv: list[str] | None = None) -> None:
+    """Run a click command turning every user error into one line on stderr and exit status 2.
+
+    Usage errors, bad option values, bad input data and unreadable files never show a traceback.
+    """
+    try:
+        rv = command.main(args=argv, prog_name=prog, standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as e:
+        click.echo(e.ctx.get_help() if e.ctx else str(e), err=True)
+        sys.exit(EXIT_USAGE)
+    except click.UsageError as e:
+        fail(prog, e.format_message().replace("\n", " "))
+    except click.Abort:
+        fail(prog, "aborted", 130)
+    except InputError as e:
+        fail(prog, str(e))
+    except ValueError as e:
+        fail(prog, str(e))
+    except OSError as e:
+        name = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        fail(prog, f"{name}{e.strerror or e}")
+    except KeyboardInterrupt:
+        fail(prog, "interrupted", 130)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+class Reporter:
+    """Progress and timing lines on stderr, silenced by ``--quiet``."""
+
+    def __init__(self, prog: str, quiet: bool) -> None:
+        self.prog = prog
+        self.quiet = quiet
+        self._t0 = time.perf_counter()
+
+    def say(self, message: str) -> None:
+        if not self.quiet:
+            click.echo(f"{self.prog}: {message}", err=True)
+
+    def lap(self) -> float:
+        """Seconds since the previous lap (or creation)."""
+        now = time.perf_counter()
+        dt, self._t0 = now - self._t0, now
+        return dt

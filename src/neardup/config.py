@@ -1,0 +1,22 @@
+"""Defaults for threads and sizes, in one place. Nothing here changes numba's global state."""
+
+from __future__ import annotations
+
+import os
+
+#: Default Hamming distance (inclusive) for the search functions and the seed tools.
+DEFAULT_DISTANCE = 3
+
+#: Largest number of permuted tables a layout may need before it is refused as unusable.
+MAX_TABLES = 100_000
+
+
+def default_threads() -> int:
+    """Threads used by batch search: ``NEARDUP_THREADS`` if set, else the usable CPU count."""
+    env = os.environ.get("NEARDUP_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return max(1, os.cpu_count() or 1)

@@ -1,0 +1,70 @@
+"""Readers and writers at the edge: decimal fingerprint lines and atomic output files.
+
+Every writer here writes to a temporary file beside the target and renames it over the target only
+when the whole output is complete, so an error or an interrupt never leaves half an output behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import IO
+
+import numpy as np
+
+from neardup.bits import parse_decimal_lines
+
+STDIO = "-"
+
+
+def display_name(path: str | os.PathLike) -> str:
+    """How a path is named in messages (``<stdin>``/``<stdout>`` for ``-``)."""
+    return "<stdin>" if str(path) == STDIO else str(path)
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """Read a whole file (or stdin for ``-``) as bytes; OSError names the file."""
+    if str(path) == STDIO:
+        return sys.stdin.buffer.read()
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_fingerprints(path: str | os.PathLike) -> np.ndarray:
+    """Read one unsigned decimal 64-bit fingerprint per line (blank lines skipped).
+
+    Raises :class:`neardup.errors.InputError` naming the file, the 1-based line number and the
+    offending text on the first bad line.
+    """
+    return parse_decimal_lines(read_bytes(path), source=display_name(path))
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
+    """Open ``path`` for writing so that it appears only if the ``with`` block completes.
+
+    ``-`` yields stdout (binary or text according to ``mode``); nothing is written to stdout until
+    the caller writes, so callers should compute everything before writing.
+    """
+    if str(path) == STDIO:
+        stream = sys.stdout.buffer if "b" in mode else sys.stdout
+        yield stream
+        stream.flush()
+        return
+    target = os.path.abspath(os.fspath(path))
+    directory = os.path.dirname(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
+    try:
+        kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
+        with os.fdopen(fd, mode, **kwargs) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,281 @@
+"""numba kernels and nothing else: key building, run scans, verification, parsing, formatting.
+
+Every function here is ``_``-prefixed, takes contiguous arrays and scalars, validates nothing and
+never allocates Python objects. Bit 63 is the most significant bit of a fingerprint. All uint64
+arithmetic is kept in uint64 explicitly (numba would otherwise promote uint64 op int64 to float).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_U0 = np.uint64(0)
+_U1 = np.uint64(1)
+_M1 = np.uint64(0x5555555555555555)
+_M2 = np.uint64(0x3333333333333333)
+_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
+_H01 = np.uint64(0x0101010101010101)
+_S56 = np.uint64(56)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _popcount(x):
+    # SWAR popcount; LLVM turns this idiom into the popcnt instruction on the host CPU.
+    x = x - ((x >> _U1) & _M1)
+    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
+    x = (x + (x >> np.uint64(4))) & _M4
+    return (x * _H01) >> _S56
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _gather_bits(x, seg_src, seg_mask, seg_dst, nseg):
+    r = _U0
+    for s in range(nseg):
+        r |= ((x >> seg_src[s]) & seg_mask[s]) << seg_dst[s]
+    return r
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _first_table(x, chk, nchk):
+    # The pair belongs to this table only if no earlier-ordered block outside it also agrees.
+    for c in range(nchk):
+        if (x & chk[c]) == _U0:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _index_bits(n):
+    b = 1
+    while (1 << b) < n:
+        b += 1
+    return b
+
+
+@njit(cache=True, nogil=True)
+def _build_keys(fp, seg_src, seg_mask, seg_dst, nseg, pbits, keys):
+    """Fill ``keys[i]`` with element i's table prefix in the high bits and ``i`` in the low bits.
+
+    The prefix is the ``pbits`` leading bits of the table key, truncated to what fits beside the
+    index. Sorting ``keys`` then groups equal prefixes into runs with indices ascending.
+    """
+    n = fp.shape[0]
+    idx_bits = _index_bits(n)
+    kb = min(pbits, 64 - idx_bits)
+    drop = np.uint64(pbits - kb)
+    ib = np.uint64(idx_bits)
+    for i in range(n):
+        pre = _gather_bits(fp[i], seg_src, seg_mask, seg_dst, nseg) >> drop
+        keys[i] = (pre << ib) | np.uint64(i)
+
+
+@njit(cache=True, nogil=True)
+def _emit_pair(out, cnt, i, j):
+    if cnt == out.shape[0]:
+        grown = np.empty((2 * out.shape[0] + 1024, 2), dtype=np.int64)
+        grown[:cnt] = out[:cnt]
+        out = grown
+    out[cnt, 0] = i
+    out[cnt, 1] = j
+    return out, cnt + 1
+
+
+@njit(cache=True, nogil=True)
+def _scan_pairs(keys, fp, k, lead_mask, chk, nchk, out, cnt):
+    """Append to ``out[cnt:]`` every pair (i < j) in a run of equal prefixes of sorted ``keys``
+    that matches within ``k`` bits and that this table is the first to find; return (out, cnt).
+    """
+    n = keys.shape[0]
+    ib = np.uint64(_index_bits(n))
+    imask = (_U1 << ib) - _U1
+    kmax = np.uint64(k)
+    buf_fp = np.empty(64, dtype=np.uint64)
+    buf_ix = np.empty(64, dtype=np.int64)
+    r = 0
+    while r < n - 1:
+        pr = keys[r] >> ib
+        if (keys[r + 1] >> ib) != pr:
+            r += 1
+            continue
+        e = r + 2
+        while e < n and (keys[e] >> ib) == pr:
+            e += 1
+        s = e - r
+        if s > buf_fp.shape[0]:
+            buf_fp = np.empty(2 * s, dtype=np.uint64)
+            buf_ix = np.empty(2 * s, dtype=np.int64)
+        for t in range(s):
+            ix = np.int64(keys[r + t] & imask)
+            buf_ix[t] = ix
+            buf_fp[t] = fp[ix]
+        for a in range(s - 1):
+            fa = buf_fp[a]
+            c = a + 1
+            while c < s:
+                # tight search for the next match: no stores, so LLVM keeps it in registers
+                while c < s and _popcount(fa ^ buf_fp[c]) > kmax:
+                    c += 1
+                if c == s:
+                    break
+                x = fa ^ buf_fp[c]
+                if (x & lead_mask) == _U0 and _first_table(x, chk, nchk):
+                    out, cnt = _emit_pair(out, cnt, buf_ix[a], buf_ix[c])
+                c += 1
+        r = e
+    return out, cnt
+
+
+@njit(cache=True, nogil=True)
+def _permute(x, seg_src, seg_mask, seg_dst):
+    """Move bit segments: ``out = OR_s ((x >> src_s) & mask_s) << dst_s`` for every element."""
+    out = np.empty(x.shape[0], dtype=np.uint64)
+    ns = seg_src.shape[0]
+    for i in range(x.shape[0]):
+        out[i] = _gather_bits(x[i], seg_src, seg_mask, seg_dst, ns)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _emit_match(qi, pos, dist, cnt, q, j, d):
+    if cnt == qi.shape[0]:
+        cap = 2 * qi.shape[0] + 1024
+        qi2 = np.empty(cap, dtype=np.int64)
+        pos2 = np.empty(cap, dtype=np.int64)
+        dist2 = np.empty(cap, dtype=np.int64)
+        qi2[:cnt] = qi[:cnt]
+        pos2[:cnt] = pos[:cnt]
+        dist2[:cnt] = dist[:cnt]
+        qi, pos, dist = qi2, pos2, dist2
+    qi[cnt] = q
+    pos[cnt] = j
+    dist[cnt] = d
+    return qi, pos, dist, cnt + 1
+
+
+@njit(cache=True, nogil=True)
+def _query_table(table, queries, q_order, shift, k, lead_mask, chk, nchk):
+    """Probe one sorted permuted table with permuted queries sorted ascending.
+
+    ``table`` holds the permuted corpus sorted ascending; a candidate shares the query's leading
+    ``64 - shift`` bits. Returns (query index, table position, distance) for every match that this
+    table is the first (in table order) to find. Runs are located by galloping from the previous
+    query's position, so a large sorted batch costs about one merge of the two arrays.
+    """
+    n = table.shape[0]
+    sh = np.uint64(shift)
+    kmax = np.uint64(k)
+    qi = np.empty(1024, dtype=np.int64)
+    pos = np.empty(1024, dtype=np.int64)
+    dist = np.empty(1024, dtype=np.int64)
+    cnt = 0
+    lo = 0
+    for q in range(queries.shape[0]):
+        v = queries[q]
+        pre = v >> sh
+        # gallop forward to the first table entry with prefix >= pre
+        step = 1
+        hi = lo
+        while hi < n and (table[hi] >> sh) < pre:
+            lo = hi + 1
+            hi += step
+            step *= 2
+        if hi > n:
+            hi = n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if (table[mid] >> sh) < pre:
+                lo = mid + 1
+            else:
+                hi = mid
+        j = lo
+        while j < n and (table[j] >> sh) == pre:
+            x = table[j] ^ v
+            d = _popcount(x)
+            if d <= kmax and (x & lead_mask) == _U0 and _first_table(x, chk, nchk):
+                qi, pos, dist, cnt = _emit_match(qi, pos, dist, cnt, q_order[q], j, np.int64(d))
+            j += 1
+    return qi[:cnt].copy(), pos[:cnt].copy(), dist[:cnt].copy()
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_space(c):
+    return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
+
+
+@njit(cache=True, nogil=True)
+def _parse_decimal_lines(buf):
+    """Parse newline-separated unsigned decimals; returns (values, status, line, start, end).
+
+    status 0 = ok; 1 = a line that is not digits; 2 = a value >= 2**64. ``line`` is 1-based and
+    ``start:end`` the byte range of the offending line.
+    """
+    n = buf.shape[0]
+    lines = 1
+    for i in range(n):
+        if buf[i] == 10:
+            lines += 1
+    out = np.empty(lines, dtype=np.uint64)
+    cnt = 0
+    line = 1
+    i = 0
+    limit = np.uint64(1844674407370955161)
+    ten = np.uint64(10)
+    while i < n:
+        j = i
+        while j < n and buf[j] != 10:
+            j += 1
+        s = i
+        e = j
+        while s < e and _is_space(buf[s]):
+            s += 1
+        while e > s and _is_space(buf[e - 1]):
+            e -= 1
+        if s < e:
+            v = _U0
+            for t in range(s, e):
+                c = buf[t]
+                if c < 48 or c > 57:
+                    return out[:0], 1, line, i, j
+                d = np.uint64(c - 48)
+                if v > limit or (v == limit and d > np.uint64(5)):
+                    return out[:0], 2, line, i, j
+                v = v * ten + d
+            out[cnt] = v
+            cnt += 1
+        line += 1
+        i = j + 1
+    return out[:cnt], 0, 0, 0, 0
+
+
+@njit(cache=True, nogil=True)
+def _format_json_rows(values, row_ptr):
+    """Write rows ``values[row_ptr[r]:row_ptr[r+1]]`` as ``[a, b]\\n`` lines into a byte array."""
+    nrows = row_ptr.shape[0] - 1
+    out = np.empty(values.shape[0] * 22 + nrows * 3 + 16, dtype=np.uint8)
+    digits = np.empty(20, dtype=np.uint8)
+    w = 0
+    ten = np.uint64(10)
+    for r in range(nrows):
+        out[w] = 91  # [
+        w += 1
+        for t in range(row_ptr[r], row_ptr[r + 1]):
+            if t > row_ptr[r]:
+                out[w] = 44  # ,
+                out[w + 1] = 32
+                w += 2
+            v = values[t]
+            nd = 0
+            while True:
+                digits[nd] = np.uint8(v % ten) + 48
+                nd += 1
+                v = v // ten
+                if v == _U0:
+                    break
+            for d in range(nd - 1, -1, -1):
+                out[w] = digits[d]
+                w += 1
+        out[w] = 93  # ]
+        out[w + 1] = 10
+        w += 2
+    return out[:w]

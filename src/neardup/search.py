@@ -1,0 +1,369 @@
+"""Exact Hamming search over in-memory uint64 arrays: find_all, find_clusters and query.
+
+A match is ``popcount(a ^ b) <= distance`` (inclusive). Pairs are int64 index pairs ``(i, j)``
+with ``i < j`` into the input, each reported once (by the first table, in layout order, whose
+leading blocks agree for that pair) and returned sorted by ``(i, j)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse
+import scipy.sparse.csgraph
+
+from neardup import kernels
+from neardup.bits import as_fingerprints
+from neardup.config import DEFAULT_DISTANCE, default_threads
+from neardup.layout import Layout, Table, choose_blocks
+
+__all__ = [
+    "find_all",
+    "find_all_values",
+    "find_clusters",
+    "cluster_groups",
+    "clusters_from_pairs",
+    "query",
+    "QueryResult",
+    "resolve_layout",
+]
+
+_EMPTY_PAIRS = np.empty((0, 2), dtype=np.int64)
+
+
+def resolve_layout(n: int, distance: int, blocks: int | None) -> Layout:
+    """The layout used for ``n`` fingerprints: ``blocks`` if given, else :func:`choose_blocks`."""
+    if blocks is None:
+        Layout(distance + 1, distance)  # validates distance with a clear message
+        blocks = choose_blocks(n, distance)
+    return Layout(blocks, distance)
+
+
+def _u64(values: Sequence[int]) -> np.ndarray:
+    return np.array([v & ((1 << 64) - 1) for v in values], dtype=np.uint64)
+
+
+class _TableSpecs(NamedTuple):
+    """Table descriptions packed as arrays for the kernels (one row per table)."""
+
+    seg_src: np.ndarray
+    seg_mask: np.ndarray
+    seg_dst: np.ndarray
+    nseg: np.ndarray
+    pbits: np.ndarray
+    lead_mask: np.ndarray
+    chk: np.ndarray
+    nchk: np.ndarray
+
+
+def _pack_specs(tables: Sequence[Table]) -> _TableSpecs:
+    ns = max(len(t.segments) for t in tables)
+    nc = max(1, max(len(t.check_masks) for t in tables))
+    T = len(tables)
+    seg_src = np.zeros((T, ns), dtype=np.uint64)
+    seg_mask = np.zeros((T, ns), dtype=np.uint64)
+    seg_dst = np.zeros((T, ns), dtype=np.uint64)
+    chk = np.zeros((T, nc), dtype=np.uint64)
+    for r, t in enumerate(tables):
+        # prefix segments: the leading blocks only, shifted down so the prefix ends at bit 0
+        lead = [
+            (s, w, d - (64 - t.prefix_bits)) for s, w, d in t.segments if d >= 64 - t.prefix_bits
+        ]
+        seg_src[r, : len(lead)] = [s for s, _, _ in lead]
+        seg_mask[r, : len(lead)] = _u64([(1 << w) - 1 for _, w, _ in lead])
+        seg_dst[r, : len(lead)] = [d for _, _, d in lead]
+        chk[r, : len(t.check_masks)] = _u64(t.check_masks)
+    nseg = np.array(
+        [sum(1 for _, _, d in t.segments if d >= 64 - t.prefix_bits) for t in tables],
+        dtype=np.int64,
+    )
+    return _TableSpecs(
+        seg_src,
+        seg_mask,
+        seg_dst,
+        nseg,
+        np.array([t.prefix_bits for t in tables], dtype=np.int64),
+        _u64([t.lead_mask for t in tables]),
+        chk,
+        np.array([len(t.check_masks) for t in tables], dtype=np.int64),
+    )
+
+
+def _pairs_for_tables(fp: np.ndarray, specs: _TableSpecs, rows: np.ndarray, k: int) -> np.ndarray:
+    """Pairs found by the tables ``rows``, each pair by the first table that can find it.
+
+    One key buffer (8 bytes per fingerprint) is reused for every table. numpy's in-place sort
+    (vectorized, releases the GIL) orders the keys; the numba kernels build and scan them.
+    """
+    keys = np.empty(len(fp), dtype=np.uint64)
+    out = np.empty((1024, 2), dtype=np.int64)
+    cnt = 0
+    for t in rows:
+        kernels._build_keys(
+            fp,
+            specs.seg_src[t],
+            specs.seg_mask[t],
+            specs.seg_dst[t],
+            specs.nseg[t],
+            specs.pbits[t],
+            keys,
+        )
+        keys.sort()
+        out, cnt = kernels._scan_pairs(
+            keys, fp, k, specs.lead_mask[t], specs.chk[t], specs.nchk[t], out, cnt
+        )
+    return out[:cnt]
+
+
+def _sort_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
+    if len(pairs) == 0:
+        return _EMPTY_PAIRS.copy()
+    key = pairs[:, 0].astype(np.uint64) * np.uint64(n) + pairs[:, 1].astype(np.uint64)
+    key.sort()
+    out = np.empty((len(key), 2), dtype=np.int64)
+    out[:, 0] = key // np.uint64(n)
+    out[:, 1] = key % np.uint64(n)
+    return out
+
+
+def find_all(
+    fingerprints: Sequence[int] | np.ndarray,
+    distance: int = DEFAULT_DISTANCE,
+    blocks: int | None = None,
+    *,
+    threads: int | None = None,
+) -> np.ndarray:
+    """Every pair of positions whose fingerprints differ in at most ``distance`` bits.
+
+    Parameters
+    ----------
+    fingerprints : sequence of int or ndarray
+        Unsigned 64-bit fingerprints (bit 63 most significant). Repeated values are kept: equal
+        fingerprints at different positions form a pair at distance 0.
+    distance : int
+        Largest Hamming distance that matches (inclusive), ``0 <= distance < blocks``.
+    blocks : int, optional
+        Number of blocks the 64 bits are split into (``distance < blocks <= 64``). ``None``
+        picks the layout with the least estimated work for the input size
+        (:func:`neardup.layout.choose_blocks`).
+    threads : int, optional
+        Worker threads; tables are independent and run in parallel. Default: all usable CPUs.
+
+    Returns
+    -------
+    ndarray of int64, shape (p, 2)
+        Index pairs ``(i, j)``, ``i < j``, each pair once, sorted by ``i`` then ``j``.
+
+    Raises
+    ------
+    ValueError
+        For fingerprints outside ``[0, 2**64)`` or an invalid ``distance``/``blocks``.
+
+    Examples
+    --------
+    >>> find_all([0b1011, 0b1001, 1 << 40], distance=1).tolist()
+    [[0, 1]]
+    """
+    fp = as_fingerprints(fingerprints)
+    layout = resolve_layout(len(fp), distance, blocks)
+    n = len(fp)
+    if n < 2:
+        return _EMPTY_PAIRS.copy()
+    specs = _pack_specs(layout.tables)
+    T = len(layout.tables)
+    nthreads = max(1, min(threads or default_threads(), T))
+    if n < 20_000:
+        nthreads = 1
+
+    def run(rows: np.ndarray) -> np.ndarray:
+        return _pairs_for_tables(fp, specs, rows, layout.distance)
+
+    if nthreads == 1:
+        parts = [run(np.arange(T))]
+    else:
+        # interleave tables over workers so each keeps one key buffer for its whole share
+        shares = [np.arange(w, T, nthreads) for w in range(nthreads)]
+        with ThreadPoolExecutor(nthreads) as pool:
+            parts = list(pool.map(run, shares))
+    pairs = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    return _sort_pairs(pairs, n)
+
+
+def find_all_values(
+    fingerprints: Sequence[int] | np.ndarray,
+    distance: int = DEFAULT_DISTANCE,
+    blocks: int | None = None,
+    *,
+    threads: int | None = None,
+) -> np.ndarray:
+    """Set form used by ``simhash-find-all``: distinct values, pairs of values ``a < b``.
+
+    Repeated input values collapse to one. Returns uint64 ``(p, 2)`` sorted by ``a`` then ``b``.
+    """
+    uniq = np.unique(as_fingerprints(fingerprints))
+    pairs = find_all(uniq, distance, blocks, threads=threads)
+    return uniq[pairs] if len(pairs) else np.empty((0, 2), dtype=np.uint64)
+
+
+def clusters_from_pairs(n: int, pairs: np.ndarray) -> np.ndarray:
+    """Connected components of the graph on ``n`` nodes with edges ``pairs``.
+
+    Returns int64 labels; each label is the smallest index in its component, so a label names the
+    component's first member and singletons are labelled with their own index.
+    """
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    graph = scipy.sparse.coo_matrix(
+        (np.ones(len(pairs), dtype=np.int8), (pairs[:, 0], pairs[:, 1])), shape=(n, n)
+    ).tocsr()
+    _, comp = scipy.sparse.csgraph.connected_components(graph, directed=False)
+    first = np.full(comp.max() + 1, n, dtype=np.int64)
+    np.minimum.at(first, comp, np.arange(n, dtype=np.int64))
+    return first[comp]
+
+
+def find_clusters(
+    fingerprints: Sequence[int] | np.ndarray,
+    distance: int = DEFAULT_DISTANCE,
+    blocks: int | None = None,
+    *,
+    threads: int | None = None,
+) -> np.ndarray:
+    """Connected components of the match graph (``popcount(a ^ b) <= distance``).
+
+    A member of a cluster matches at least one other member, so two members may be further apart
+    than ``distance`` (A~B~C with A and C far apart is one cluster).
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        For each input position, the smallest position in its cluster (its own position for a
+        singleton). Use :func:`cluster_groups` for the member lists.
+    """
+    fp = as_fingerprints(fingerprints)
+    # identical values are always one cluster: search the distinct values only, which also
+    # keeps runs of one repeated value from producing a quadratic number of pairs
+    uniq, inverse = np.unique(fp, return_inverse=True)
+    pairs = find_all(uniq, distance, blocks, threads=threads)
+    ulabels = clusters_from_pairs(len(uniq), pairs)
+    # relabel by the first input position in each cluster
+    comp = ulabels[inverse.reshape(-1)]
+    n = len(fp)
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    first = np.full(len(uniq), n, dtype=np.int64)
+    np.minimum.at(first, comp, np.arange(n, dtype=np.int64))
+    return first[comp]
+
+
+def cluster_groups(labels: np.ndarray, min_size: int = 2) -> list[np.ndarray]:
+    """Member positions of each cluster with at least ``min_size`` members.
+
+    Groups are ordered by their first member; positions within a group ascend.
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    if len(labels) == 0:
+        return []
+    order = np.argsort(labels, kind="stable")
+    sorted_labels = labels[order]
+    cuts = np.flatnonzero(np.diff(sorted_labels)) + 1
+    groups = np.split(order, cuts)
+    return [g for g in groups if len(g) >= min_size]
+
+
+class QueryResult(NamedTuple):
+    """Flat query answers, sorted by query, then distance, then corpus position."""
+
+    query_index: np.ndarray
+    corpus_index: np.ndarray
+    distance: np.ndarray
+
+
+class PermutedTables:
+    """The corpus permuted and sorted once per table, ready for repeated queries.
+
+    ``tables[t]`` holds the corpus in table ``t``'s key order sorted ascending and
+    ``rows[t][i]`` the corpus position of ``tables[t][i]``.
+    """
+
+    def __init__(self, corpus: np.ndarray, layout: Layout) -> None:
+        self.layout = layout
+        self.corpus = corpus
+        self.tables: list[np.ndarray] = []
+        self.rows: list[np.ndarray] = []
+        for t in range(layout.n_tables):
+            perm = layout.apply(corpus, t)
+            order = np.argsort(perm, kind="stable")
+            self.tables.append(perm[order])
+            self.rows.append(order.astype(np.int64))
+
+    def probe(self, queries: np.ndarray, distance: int | None = None) -> QueryResult:
+        """Corpus positions within ``distance`` (at most the layout's) of each query."""
+        layout = self.layout
+        k = layout.distance if distance is None else int(distance)
+        if not 0 <= k <= layout.distance:
+            raise ValueError(
+                f"query distance must be between 0 and the layout's distance {layout.distance} "
+                f"(got {k})"
+            )
+        parts_q, parts_c, parts_d = [], [], []
+        for t, table in enumerate(layout.tables):
+            if len(queries) == 0 or len(self.tables[t]) == 0:
+                break
+            qperm = layout.apply(queries, t)
+            qord = np.argsort(qperm, kind="stable")
+            chk = np.array(
+                [layout.apply_mask(m, t) for m in table.check_masks] or [0], dtype=np.uint64
+            )
+            qi, pos, dist = kernels._query_table(
+                self.tables[t],
+                np.ascontiguousarray(qperm[qord]),
+                qord.astype(np.int64),
+                64 - table.prefix_bits,
+                k,
+                np.uint64(layout.apply_mask(table.lead_mask, t)),
+                chk,
+                len(table.check_masks),
+            )
+            parts_q.append(qi)
+            parts_c.append(self.rows[t][pos])
+            parts_d.append(dist)
+        if not parts_q:
+            e = np.empty(0, dtype=np.int64)
+            return QueryResult(e, e.copy(), e.copy())
+        qi, ci, di = np.concatenate(parts_q), np.concatenate(parts_c), np.concatenate(parts_d)
+        order = np.lexsort((ci, di, qi))
+        return QueryResult(qi[order], ci[order], di[order])
+
+
+def query(
+    corpus: Sequence[int] | np.ndarray,
+    queries: Sequence[int] | np.ndarray,
+    distance: int = DEFAULT_DISTANCE,
+    blocks: int | None = None,
+) -> QueryResult:
+    """For each query fingerprint, the corpus positions within ``distance`` bits.
+
+    Builds the permuted sorted tables of ``corpus`` (the online form of the search) and probes
+    them with every query. Each (query, corpus position) match is reported once.
+
+    Returns
+    -------
+    QueryResult
+        Three int64 arrays of equal length ``(query_index, corpus_index, distance)``, sorted by
+        query index, then distance (nearest first), then corpus position.
+
+    Examples
+    --------
+    >>> r = query([0b1011, 0b1001, 0b111 << 40], [0b1000], distance=2)
+    >>> r.corpus_index.tolist(), r.distance.tolist()
+    ([1, 0], [1, 2])
+    """
+    c = as_fingerprints(corpus, "corpus")
+    q = as_fingerprints(queries, "queries")
+    layout = resolve_layout(len(c), distance, blocks)
+    return PermutedTables(c, layout).probe(q)

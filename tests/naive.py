@@ -1,0 +1,55 @@
+"""Brute-force reference implementations (numpy XOR + popcount) for every search."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse
+import scipy.sparse.csgraph
+
+
+def distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """All-pairs Hamming distances, shape (len(a), len(b))."""
+    a = np.asarray(a, dtype=np.uint64)
+    b = np.asarray(b, dtype=np.uint64)
+    return np.bitwise_count(a[:, None] ^ b[None, :]).astype(np.int64)
+
+
+def find_all(fp, distance: int) -> np.ndarray:
+    fp = np.asarray(fp, dtype=np.uint64)
+    d = distances(fp, fp)
+    i, j = np.nonzero(np.triu(d <= distance, k=1))
+    return np.stack([i, j], axis=1).astype(np.int64).reshape(-1, 2)
+
+
+def find_all_values(fp, distance: int) -> np.ndarray:
+    u = np.unique(np.asarray(fp, dtype=np.uint64))
+    p = find_all(u, distance)
+    return u[p].reshape(-1, 2)
+
+
+def find_clusters(fp, distance: int) -> np.ndarray:
+    """Label of each position = smallest position in its connected component."""
+    n = len(fp)
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    p = find_all(fp, distance)
+    g = scipy.sparse.coo_matrix((np.ones(len(p)), (p[:, 0], p[:, 1])), shape=(n, n))
+    _, comp = scipy.sparse.csgraph.connected_components(g, directed=False)
+    first = {}
+    for i, c in enumerate(comp):
+        first.setdefault(c, i)
+    return np.array([first[c] for c in comp], dtype=np.int64)
+
+
+def query(corpus, queries, distance: int):
+    """(query_index, corpus_index, distance) sorted by query, distance, corpus index."""
+    corpus = np.asarray(corpus, dtype=np.uint64)
+    queries = np.asarray(queries, dtype=np.uint64)
+    if len(corpus) == 0 or len(queries) == 0:
+        e = np.empty(0, dtype=np.int64)
+        return e, e, e
+    d = distances(queries, corpus)
+    qi, ci = np.nonzero(d <= distance)
+    di = d[qi, ci]
+    order = np.lexsort((ci, di, qi))
+    return qi[order].astype(np.int64), ci[order].astype(np.int64), di[order].astype(np.int64)
