@@ -7,6 +7,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from neardup.fingerprint import PRESETS, Fingerprinter, compute, fingerprint
 from neardup.layout import Layout, choose_blocks
 from neardup.search import (
     QueryResult,
@@ -27,4 +28,8 @@ __all__ = [
     "cluster_groups",
     "query",
     "QueryResult",
+    "Fingerprinter",
+    "fingerprint",
+    "compute",
+    "PRESETS",
 ]

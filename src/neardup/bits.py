@@ -29,19 +29,20 @@ def as_fingerprints(values: Iterable[int] | np.ndarray, name: str = "fingerprint
             values = list(values)
         if len(values) == 0:
             return np.empty(0, dtype=np.uint64)
-        try:
-            arr = np.asarray(values)
-        except OverflowError as e:
-            raise ValueError(f"{name} must lie in [0, 2**64): {e}") from None
-        if arr.dtype == object:
+        arr = np.asarray(values)
+        if arr.dtype.kind not in "iub":
+            # Python ints above 2**63 make numpy choose float64 or object: check them exactly
+            flat = list(values)
             bad = [
                 v
-                for v in values
-                if not isinstance(v, (int, np.integer)) or not 0 <= v <= MAX_FINGERPRINT
+                for v in flat
+                if isinstance(v, bool)
+                or not isinstance(v, (int, np.integer))
+                or not 0 <= v <= MAX_FINGERPRINT
             ]
             if bad:
                 raise ValueError(f"{name} must be integers in [0, 2**64) (got {bad[0]!r})")
-            arr = np.array([int(v) for v in values], dtype=np.uint64)
+            arr = np.array([int(v) for v in flat], dtype=np.uint64)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional (got shape {arr.shape})")
     if arr.dtype == np.uint64:

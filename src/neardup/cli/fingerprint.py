@@ -1,0 +1,232 @@
+"""``neardup fingerprint``: documents in, 64-bit simhash fingerprints out."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+
+import click
+import numpy as np
+
+from neardup.errors import InputError
+from neardup.io import atomic_output
+from neardup.readers import FORMATS, Record, read_documents
+
+OUTPUT_FORMATS = ("auto", "decimal", "jsonl", "parquet")
+#: Documents read before each parallel fingerprinting round.
+BATCH_DOCS = 16384
+#: Inputs larger than this (bytes, all files together) show a progress bar on stderr.
+PROGRESS_BYTES = 16 << 20
+
+
+def _output_format(path: str, fmt: str) -> str:
+    if fmt != "auto":
+        return fmt
+    low = path.lower()
+    if low.endswith((".jsonl", ".ndjson")):
+        return "jsonl"
+    if low.endswith((".parquet", ".pq")):
+        return "parquet"
+    return "decimal"
+
+
+def _batches(records: Iterator[Record], size: int) -> Iterator[list[Record]]:
+    batch: list[Record] = []
+    for rec in records:
+        batch.append(rec)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _json_id(v: object) -> object:
+    return v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
+
+
+def fingerprint_options(func: Callable) -> Callable:
+    """The preset option shared by the commands that fingerprint documents."""
+    return click.option(
+        "--preset",
+        default="default",
+        show_default=True,
+        help="Fingerprint preset: 'default' (Unicode, any language) or 'reference' (simhash-cpp).",
+    )(func)
+
+
+def input_options(func: Callable) -> Callable:
+    """The document-input options (--format, --lines, --field, --column, --id-field) shared by
+    the commands that read documents; resolve them with :func:`resolve_input`."""
+    options = [
+        click.option(
+            "--format",
+            "in_format",
+            type=click.Choice(FORMATS),
+            default="auto",
+            show_default=True,
+            help="Input format; auto: *.jsonl/*.ndjson JSONL, *.parquet/*.pq Parquet, else a "
+            "document per file ('lines': a document per line).",
+        ),
+        click.option("--lines", is_flag=True, help="Shorthand for --format lines."),
+        click.option(
+            "--field",
+            "--text-field",
+            "field",
+            default=None,
+            help="JSONL field holding the text [default: text].",
+        ),
+        click.option(
+            "--column", default=None, help="Parquet column holding the text [default: text]."
+        ),
+        click.option(
+            "--id-field",
+            default="id",
+            show_default=True,
+            help="JSONL field / Parquet column holding the document id (else file:line).",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def check_preset(preset: str) -> None:
+    """Raise click.BadParameter for an unknown --preset."""
+    from neardup.fingerprint import PRESETS
+
+    if preset not in PRESETS:
+        raise click.BadParameter(
+            f"unknown preset {preset!r}; use one of {', '.join(sorted(PRESETS))}",
+            param_hint="--preset",
+        )
+
+
+def resolve_input(in_format: str, lines: bool, field: str | None, column: str | None):
+    """``(format, text_field)`` from the options of :func:`input_options`."""
+    if lines:
+        if in_format not in ("auto", "lines"):
+            raise click.UsageError(f"--lines conflicts with --format {in_format}")
+        in_format = "lines"
+    if field is not None and column is not None and field != column:
+        raise click.UsageError("give the text's name once: --field (JSONL) or --column (Parquet)")
+    return in_format, field or column or "text"
+
+
+@click.command("fingerprint")
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@fingerprint_options
+@input_options
+@click.option("-o", "--output", default="-", show_default=True, help="Output file ('-' stdout).")
+@click.option(
+    "--output-format",
+    type=click.Choice(OUTPUT_FORMATS),
+    default="auto",
+    show_default=True,
+    help="auto: by the output's extension (*.jsonl, *.parquet), else decimal lines.",
+)
+@click.option(
+    "--skip-bad",
+    is_flag=True,
+    help="Report undecodable or malformed records on stderr and skip them instead of failing.",
+)
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="Worker threads.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary on stderr.")
+def fingerprint(
+    inputs: tuple[str, ...],
+    preset: str,
+    in_format: str,
+    lines: bool,
+    field: str | None,
+    column: str | None,
+    id_field: str,
+    output: str,
+    output_format: str,
+    skip_bad: bool,
+    threads: int | None,
+    quiet: bool,
+) -> None:
+    """Fingerprint documents with 64-bit simhash.
+
+    Reads plain text (a document per file, or per line with --lines), JSONL (--field) or
+    Parquet (--column) and writes one unsigned decimal fingerprint per line, ready for
+    simhash-find-all, or JSONL/Parquet with the document id beside each fingerprint. The output
+    appears only when complete.
+    """
+    from neardup.fingerprint import Fingerprinter
+
+    check_preset(preset)
+    in_format, text_field = resolve_input(in_format, lines, field, column)
+    out_fmt = _output_format(output, output_format)
+    if out_fmt == "parquet" and output == "-":
+        raise click.UsageError("Parquet output needs a file: use -o OUT.parquet")
+    for path in inputs:
+        if path != "-" and not os.path.exists(path):
+            raise InputError(path, None, "no such file")
+
+    skipped = 0
+
+    def on_bad(err: InputError) -> None:
+        nonlocal skipped
+        skipped += 1
+        if not quiet:
+            click.echo(f"neardup fingerprint: skipped {err}", err=True)
+
+    fp = Fingerprinter(preset)
+    total = sum(os.path.getsize(p) for p in inputs if p != "-")
+    from tqdm import tqdm
+
+    bar = tqdm(
+        total=total or None,
+        unit="B",
+        unit_scale=True,
+        desc="fingerprint",
+        file=sys.stderr,
+        disable=quiet or total < PROGRESS_BYTES,
+        leave=False,
+    )
+    ids: list[object] = []
+    parts: list[np.ndarray] = []
+    records = read_documents(
+        inputs, in_format, text_field, id_field or None, on_bad if skip_bad else None
+    )
+    try:
+        for batch in _batches(records, BATCH_DOCS):
+            parts.append(fp.fingerprint_many([r.text for r in batch], threads=threads))
+            ids.extend(r.id for r in batch)
+            bar.update(sum(len(r.text) for r in batch))
+    finally:
+        bar.close()
+    fps = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+
+    if out_fmt == "parquet":
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:  # pragma: no cover
+            raise ImportError(
+                "Parquet output needs pyarrow: pip install 'neardup[parquet]'"
+            ) from None
+        table = pa.table(
+            {
+                "id": pa.array([None if i is None else str(i) for i in ids], type=pa.string()),
+                "fingerprint": pa.array(fps, type=pa.uint64()),
+            }
+        )
+        with atomic_output(output, "wb") as f:
+            pq.write_table(table, f)
+    elif out_fmt == "jsonl":
+        with atomic_output(output, "w") as f:
+            for rid, v in zip(ids, fps.tolist(), strict=True):
+                f.write(json.dumps({"id": _json_id(rid), "fingerprint": v}) + "\n")
+    else:
+        with atomic_output(output, "w") as f:
+            f.write("".join(f"{v}\n" for v in fps.tolist()))
+    if not quiet and (skipped or total >= PROGRESS_BYTES):
+        click.echo(
+            f"neardup fingerprint: {len(fps)} documents fingerprinted"
+            + (f", {skipped} skipped" if skipped else ""),
+            err=True,
+        )

@@ -1,0 +1,23 @@
+"""The ``neardup`` command and its subcommands."""
+
+from __future__ import annotations
+
+import click
+
+from neardup import __version__
+from neardup.cli.common import run
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="neardup")
+def cli() -> None:
+    """neardup: near-duplicate detection with 64-bit simhash fingerprints."""
+
+
+from neardup.cli.fingerprint import fingerprint  # noqa: E402
+
+cli.add_command(fingerprint)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(cli, "neardup", argv)

@@ -1,0 +1,113 @@
+"""``simhash-find-all`` and ``simhash-find-clusters``: the seed command-line tools.
+
+Contract (kept from seomoz/simhash-cpp's tools): newline-separated unsigned decimal fingerprints in,
+newline-separated JSON arrays out. Input values are a set (repeats collapse to one value).
+find-all writes ``[a, b]`` per matching pair with ``a < b``; find-clusters writes each cluster of
+two or more values as ``[h1, h2, ...]`` ascending. Rows are sorted, so output is deterministic.
+"""
+
+from __future__ import annotations
+
+import click
+import numpy as np
+
+from neardup.bits import format_json_rows
+from neardup.cli.common import Reporter, run
+from neardup.config import DEFAULT_DISTANCE
+from neardup.io import atomic_output, display_name, read_fingerprints
+from neardup.search import cluster_groups, find_all, find_clusters, resolve_layout
+
+
+def _common(f):
+    f = click.option(
+        "--quiet", "-q", is_flag=True, help="No progress or timing messages on stderr."
+    )(f)
+    f = click.option(
+        "--blocks",
+        "-b",
+        type=int,
+        default=None,
+        help="Blocks the 64 bits are split into (distance < blocks <= 64). Default: chosen "
+        "automatically for the input size.",
+    )(f)
+    f = click.option(
+        "--distance",
+        "-d",
+        type=int,
+        default=DEFAULT_DISTANCE,
+        show_default=True,
+        help="Largest number of differing bits that matches (inclusive).",
+    )(f)
+    f = click.option(
+        "--output", "-o", default="-", show_default=True, help="Output file ('-' = stdout)."
+    )(f)
+    f = click.option(
+        "--input", "-i", "input_", default="-", show_default=True, help="Input file ('-' = stdin)."
+    )(f)
+    return f
+
+
+def _out_name(output: str) -> str:
+    return "<stdout>" if output == "-" else display_name(output)
+
+
+def _load(input_: str, distance: int, blocks: int | None, rep: Reporter):
+    """Read the distinct input values and the layout; all validation happens before any output."""
+    if distance < 0:
+        raise click.UsageError(f"distance must be >= 0 (got distance={distance})")
+    if blocks is not None:
+        resolve_layout(0, distance, blocks)
+    values = np.unique(read_fingerprints(input_))
+    layout = resolve_layout(len(values), distance, blocks)
+    rep.say(
+        f"read {len(values)} distinct fingerprints from {display_name(input_)} in {rep.lap():.2f}s; "
+        f"blocks={layout.blocks}, tables={layout.n_tables}"
+    )
+    return values, layout
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@_common
+def find_all_command(
+    input_: str, output: str, distance: int, blocks: int | None, quiet: bool
+) -> None:
+    """Write every pair of input fingerprints within DISTANCE bits as a JSON array [a, b], a < b."""
+    rep = Reporter("simhash-find-all", quiet)
+    values, layout = _load(input_, distance, blocks, rep)
+    pairs = find_all(values, layout.distance, layout.blocks)
+    rep.say(f"found {len(pairs)} pairs in {rep.lap():.2f}s")
+    data = format_json_rows(values[pairs].reshape(-1), np.arange(0, 2 * len(pairs) + 1, 2))
+    with atomic_output(output) as f:
+        f.write(data)
+    rep.say(f"wrote {_out_name(output)} in {rep.lap():.2f}s")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@_common
+@click.option("--singletons", is_flag=True, help="Also write values that match nothing, as [h].")
+def find_clusters_command(
+    input_: str, output: str, distance: int, blocks: int | None, quiet: bool, singletons: bool
+) -> None:
+    """Write each cluster (connected component of matches) as a JSON array of its fingerprints."""
+    rep = Reporter("simhash-find-clusters", quiet)
+    values, layout = _load(input_, distance, blocks, rep)
+    labels = find_clusters(values, layout.distance, layout.blocks)
+    groups = cluster_groups(labels, min_size=1 if singletons else 2)
+    rep.say(f"found {sum(len(g) > 1 for g in groups)} clusters in {rep.lap():.2f}s")
+    # values are sorted and groups hold ascending positions, so each row is ascending and rows are
+    # ordered by their smallest value
+    flat = np.concatenate(groups) if groups else np.empty(0, dtype=np.int64)
+    ptr = np.zeros(len(groups) + 1, dtype=np.int64)
+    np.cumsum([len(g) for g in groups], out=ptr[1:])
+    data = format_json_rows(values[flat], ptr)
+    with atomic_output(output) as f:
+        f.write(data)
+    rep.say(f"wrote {_out_name(output)} in {rep.lap():.2f}s")
+
+
+def find_all_main(argv: list[str] | None = None) -> None:
+    run(find_all_command, "simhash-find-all", argv)
+
+
+def find_clusters_main(argv: list[str] | None = None) -> None:
+    run(find_clusters_command, "simhash-find-clusters", argv)

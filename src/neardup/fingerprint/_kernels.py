@@ -1,0 +1,470 @@
+"""Numba kernels for fingerprinting: feature hashes, tokenizing UTF-8 bytes, tallies.
+
+Only ``_``-prefixed ``@njit(cache=True, nogil=True)`` functions over arrays live here; the public
+modules validate and convert at the boundary. All 64-bit arithmetic is done on ``uint64`` values
+(constants are typed ``np.uint64`` so numba never falls back to float), and 32-bit arithmetic for
+lookup3 is done in ``uint64`` and masked to 32 bits after every step.
+
+Bit order: bit 63 is the most significant bit of a fingerprint; with ``reverse`` set the tally of
+feature bit ``i`` sets fingerprint bit ``63 - i`` (the order of the C++ original).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_U0 = np.uint64(0)
+_U1 = np.uint64(1)
+_M32 = np.uint64(0xFFFFFFFF)
+_DEADBEEF = np.uint64(0xDEADBEEF)
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+_FMIX_C1 = np.uint64(0xFF51AFD7ED558CCD)
+_FMIX_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_S33 = np.uint64(33)
+_S32 = np.uint64(32)
+_S8 = np.uint64(8)
+_S16 = np.uint64(16)
+_S24 = np.uint64(24)
+_S64 = np.uint64(64)
+
+# Token classes of the code-point table (see tokenize.py).
+CLS_SEP = 0
+CLS_WORD = 1
+CLS_CHAR = 2  # a letter/digit of a script written without spaces: one token per character
+CLS_CHAR_MARK = 3  # a combining mark of such a script: extends the current character token
+
+TOK_ASCII_LETTERS = 0
+TOK_UNICODE = 1
+TOK_UNICODE_WORDS = 2
+
+HASH_JENKINS = 0
+HASH_FNV1A64 = 1
+
+SHINGLE_CYCLIC = 0
+SHINGLE_CHAIN = 1
+
+WEIGHT_COUNT = 0
+WEIGHT_UNIQUE = 1
+WEIGHT_LOG = 2
+
+
+@njit(cache=True, nogil=True)
+def _rot32(x, k):
+    k64 = np.uint64(k)
+    return ((x << k64) | (x >> (_S32 - k64))) & _M32
+
+
+@njit(cache=True, nogil=True)
+def _rotl64(x, k):
+    k64 = np.uint64(k) % _S64
+    if k64 == _U0:
+        return x
+    return (x << k64) | (x >> (_S64 - k64))
+
+
+@njit(cache=True, nogil=True)
+def _fmix64(h):
+    """MurmurHash3's 64-bit finalizer: every output bit depends on every input bit."""
+    h ^= h >> _S33
+    h *= _FMIX_C1
+    h ^= h >> _S33
+    h *= _FMIX_C2
+    h ^= h >> _S33
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _word4(buf, i):
+    """Little-endian 32-bit word from the 4 bytes of ``buf`` at ``i``."""
+    return (
+        np.uint64(buf[i])
+        | (np.uint64(buf[i + 1]) << _S8)
+        | (np.uint64(buf[i + 2]) << _S16)
+        | (np.uint64(buf[i + 3]) << _S24)
+    )
+
+
+@njit(cache=True, nogil=True)
+def _word_at(buf, i, n):
+    """Little-endian 32-bit word from up to ``n`` (<= 4) bytes of ``buf`` at ``i``, zero-padded."""
+    if n >= 4:
+        return _word4(buf, i)
+    w = np.uint64(buf[i])
+    if n > 1:
+        w |= np.uint64(buf[i + 1]) << _S8
+    if n > 2:
+        w |= np.uint64(buf[i + 2]) << _S16
+    return w
+
+
+@njit(cache=True, nogil=True)
+def _lookup3_2(buf, start, end, pc, pb):
+    """Bob Jenkins' lookup3 ``hashlittle2`` over ``buf[start:end]``; returns ``(c, b)``."""
+    length = end - start
+    a = (_DEADBEEF + np.uint64(length) + pc) & _M32
+    b = a
+    c = (a + pb) & _M32
+    i = start
+    while length > 12:
+        a = (a + _word4(buf, i)) & _M32
+        b = (b + _word4(buf, i + 4)) & _M32
+        c = (c + _word4(buf, i + 8)) & _M32
+        # mix(a, b, c)
+        a = (a - c) & _M32
+        a ^= _rot32(c, 4)
+        c = (c + b) & _M32
+        b = (b - a) & _M32
+        b ^= _rot32(a, 6)
+        a = (a + c) & _M32
+        c = (c - b) & _M32
+        c ^= _rot32(b, 8)
+        b = (b + a) & _M32
+        a = (a - c) & _M32
+        a ^= _rot32(c, 16)
+        c = (c + b) & _M32
+        b = (b - a) & _M32
+        b ^= _rot32(a, 19)
+        a = (a + c) & _M32
+        c = (c - b) & _M32
+        c ^= _rot32(b, 4)
+        b = (b + a) & _M32
+        length -= 12
+        i += 12
+    if length == 0:
+        return c, b
+    # last block: 1..12 bytes, zero-padded
+    a = (a + _word_at(buf, i, min(length, 4))) & _M32
+    if length > 4:
+        b = (b + _word_at(buf, i + 4, min(length - 4, 4))) & _M32
+    if length > 8:
+        c = (c + _word_at(buf, i + 8, length - 8)) & _M32
+    # final(a, b, c)
+    c ^= b
+    c = (c - _rot32(b, 14)) & _M32
+    a ^= c
+    a = (a - _rot32(c, 11)) & _M32
+    b ^= a
+    b = (b - _rot32(a, 25)) & _M32
+    c ^= b
+    c = (c - _rot32(b, 16)) & _M32
+    a ^= c
+    a = (a - _rot32(c, 4)) & _M32
+    b ^= a
+    b = (b - _rot32(a, 14)) & _M32
+    c ^= b
+    c = (c - _rot32(b, 24)) & _M32
+    return c, b
+
+
+@njit(cache=True, nogil=True)
+def _jenkins64(buf, start, end, seed):
+    """64-bit lookup3 as the C++ library used it: ``(c << 32) | b`` with ``pc, pb`` from seed."""
+    c, b = _lookup3_2(buf, start, end, seed >> _S32, seed & _M32)
+    return (c << _S32) | b
+
+
+@njit(cache=True, nogil=True)
+def _fnv1a64(buf, start, end):
+    h = _FNV_OFFSET
+    for i in range(start, end):
+        h ^= np.uint64(buf[i])
+        h *= _FNV_PRIME
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _hash_bytes(buf, start, end, hash_code):
+    if hash_code == HASH_JENKINS:
+        return _jenkins64(buf, start, end, _U0)
+    return _fnv1a64(buf, start, end)
+
+
+@njit(cache=True, nogil=True)
+def _hash_many(buf, offsets, hash_code, out):
+    """Hash each ``buf[offsets[i]:offsets[i+1]]`` into ``out[i]``."""
+    for i in range(offsets.shape[0] - 1):
+        out[i] = _hash_bytes(buf, offsets[i], offsets[i + 1], hash_code)
+
+
+# ----------------------------------------------------------------------------------------------
+# tokenizing
+
+
+@njit(cache=True, nogil=True)
+def _is_ascii_letter(x):
+    return (65 <= x <= 90) or (97 <= x <= 122)
+
+
+@njit(cache=True, nogil=True)
+def _tokens_ascii(buf, start, end, starts, ends):
+    """Runs of ASCII letters in ``buf[start:end]``; a NUL byte ends the text (C string)."""
+    n = 0
+    i = start
+    while i < end:
+        x = buf[i]
+        if x == 0:
+            break
+        if _is_ascii_letter(x):
+            j = i + 1
+            while j < end and _is_ascii_letter(buf[j]):
+                j += 1
+            starts[n] = i
+            ends[n] = j
+            n += 1
+            i = j
+        else:
+            i += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _decode(buf, i, end):
+    """Code point and byte length of the UTF-8 sequence at ``buf[i]`` (lenient, never overruns)."""
+    x = np.int64(buf[i])
+    if x < 0x80:
+        return x, 1
+    if x < 0xE0:
+        n = 2
+        cp = x & 0x1F
+    elif x < 0xF0:
+        n = 3
+        cp = x & 0x0F
+    else:
+        n = 4
+        cp = x & 0x07
+    if i + n > end:
+        return 0xFFFD, 1
+    for k in range(1, n):
+        cp = (cp << 6) | (np.int64(buf[i + k]) & 0x3F)
+    if cp > 0x10FFFF:
+        cp = 0xFFFD
+    return cp, n
+
+
+@njit(cache=True, nogil=True)
+def _tokens_unicode(buf, start, end, table, split_chars, starts, ends):
+    """Tokens of UTF-8 text: runs of word characters; with ``split_chars`` every character of a
+    script written without spaces (class 2, plus its combining marks) is a token of its own."""
+    n = 0
+    i = start
+    tok_start = -1
+    while i < end:
+        x = buf[i]
+        if x < 0x80:
+            cp = np.int64(x)
+            ln = 1
+        else:
+            cp, ln = _decode(buf, i, end)
+        cls = table[cp]
+        if cls == CLS_SEP:
+            if tok_start >= 0:
+                starts[n] = tok_start
+                ends[n] = i
+                n += 1
+                tok_start = -1
+        elif cls == CLS_WORD or not split_chars:
+            if cls != CLS_SEP and tok_start < 0:
+                tok_start = i
+        elif cls == CLS_CHAR:
+            if tok_start >= 0:
+                starts[n] = tok_start
+                ends[n] = i
+                n += 1
+            tok_start = i
+        else:  # CLS_CHAR_MARK: stays with the current token (or starts one)
+            if tok_start < 0:
+                tok_start = i
+        # a character token ends after its marks: close it when the next char is not a mark
+        if split_chars and (cls == CLS_CHAR or cls == CLS_CHAR_MARK):
+            nxt = i + ln
+            if nxt >= end:
+                pass
+            else:
+                cp2, _ln2 = _decode(buf, nxt, end)
+                if table[cp2] != CLS_CHAR_MARK:
+                    starts[n] = tok_start
+                    ends[n] = nxt
+                    n += 1
+                    tok_start = -1
+        i += ln
+    if tok_start >= 0:
+        starts[n] = tok_start
+        ends[n] = end
+        n += 1
+    return n
+
+
+# ----------------------------------------------------------------------------------------------
+# tallies
+
+
+@njit(cache=True, nogil=True)
+def _tally_unit(feats, m, reverse):
+    """Fingerprint of ``feats[:m]`` with unit weights: bit = 1 where more than half are 1.
+
+    Counts the 64 bit positions in parallel with bit-sliced binary counters, so each feature
+    costs a couple of word operations instead of 64 additions.
+    """
+    if m == 0:
+        return _U0
+    counters = np.zeros(64, dtype=np.uint64)
+    levels = 0
+    for t in range(m):
+        carry = feats[t]
+        k = 0
+        while carry != _U0:
+            old = counters[k]
+            counters[k] = old ^ carry
+            carry = old & carry
+            k += 1
+        if k > levels:
+            levels = k
+    # lanes whose count > m // 2, compared bit-sliced from the top level down
+    threshold = m // 2
+    gt = _U0
+    eq = ~_U0
+    for k in range(levels - 1, -1, -1):
+        if (threshold >> k) & 1:
+            eq &= counters[k]
+        else:
+            gt |= eq & counters[k]
+            eq &= ~counters[k]
+    if threshold >> levels:  # threshold wider than any count: no lane exceeds it
+        gt = _U0
+    if not reverse:
+        return gt
+    return _reverse64(gt)
+
+
+@njit(cache=True, nogil=True)
+def _reverse64(x):
+    """Bit ``i`` of ``x`` moved to bit ``63 - i``."""
+    out = _U0
+    for _ in range(64):
+        out = (out << _U1) | (x & _U1)
+        x >>= _U1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _tally_weighted(feats, weights, m, reverse):
+    """Fingerprint of ``feats[:m]`` weighted by ``weights[:m]``: bit = 1 where the tally > 0."""
+    acc = np.zeros(64, dtype=np.float64)
+    for t in range(m):
+        h = feats[t]
+        w = weights[t]
+        for j in range(64):
+            if (h >> np.uint64(j)) & _U1:
+                acc[j] += w
+            else:
+                acc[j] -= w
+    out = _U0
+    for j in range(64):
+        if acc[j] > 0.0:
+            if reverse:
+                out |= _U1 << np.uint64(63 - j)
+            else:
+                out |= _U1 << np.uint64(j)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _compute_csr(hashes, offsets, weights, use_weights, out):
+    """``out[i]`` = weighted simhash of ``hashes[offsets[i]:offsets[i+1]]`` (natural bit order)."""
+    for i in range(offsets.shape[0] - 1):
+        a = offsets[i]
+        b = offsets[i + 1]
+        if use_weights:
+            out[i] = _tally_weighted(hashes[a:b], weights[a:b], b - a, False)
+        else:
+            out[i] = _tally_unit(hashes[a:b], b - a, False)
+
+
+@njit(cache=True, nogil=True)
+def _weigh_sorted(feats, m, weighting, weights):
+    """Sort ``feats[:m]`` in place and collapse equal hashes; returns the number of unique
+    features, with ``weights[k]`` = 1 (unique) or 1 + ln(count) (log)."""
+    f = feats[:m]
+    f.sort()
+    u = 0
+    t = 0
+    while t < m:
+        h = f[t]
+        r = t + 1
+        while r < m and f[r] == h:
+            r += 1
+        f[u] = h
+        if weighting == WEIGHT_LOG:
+            weights[u] = 1.0 + np.log(r - t)
+        else:
+            weights[u] = 1.0
+        u += 1
+        t = r
+    return u
+
+
+# ----------------------------------------------------------------------------------------------
+# the whole pipeline over a batch of documents
+
+
+@njit(cache=True, nogil=True)
+def _fingerprint_docs(
+    buf, offsets, table, tokenizer, hash_code, shingle, window, weighting, reverse, out
+):
+    """Fingerprint every document ``buf[offsets[i]:offsets[i+1]]`` (UTF-8) into ``out[i]``.
+
+    ``tokenizer``/``hash_code``/``shingle``/``weighting`` take the ``TOK_*``/``HASH_*``/
+    ``SHINGLE_*``/``WEIGHT_*`` codes above; ``window`` is the number of tokens per shingle.
+    """
+    ndocs = offsets.shape[0] - 1
+    maxlen = 1
+    for d in range(ndocs):
+        maxlen = max(maxlen, offsets[d + 1] - offsets[d])
+    starts = np.empty(maxlen + 1, dtype=np.int64)
+    ends = np.empty(maxlen + 1, dtype=np.int64)
+    toks = np.empty(maxlen + 1, dtype=np.uint64)
+    feats = np.empty(maxlen + 1, dtype=np.uint64)
+    weights = np.empty(maxlen + 1, dtype=np.float64)
+    ring = np.zeros(max(window, 1), dtype=np.uint64)
+    for d in range(ndocs):
+        a = offsets[d]
+        b = offsets[d + 1]
+        if tokenizer == TOK_ASCII_LETTERS:
+            ntok = _tokens_ascii(buf, a, b, starts, ends)
+        else:
+            ntok = _tokens_unicode(buf, a, b, table, tokenizer == TOK_UNICODE, starts, ends)
+        for t in range(ntok):
+            toks[t] = _hash_bytes(buf, starts[t], ends[t], hash_code)
+        m = 0
+        if shingle == SHINGLE_CYCLIC:
+            # moving-window cyclic polynomial: one value per token, from the first token on
+            for k in range(window):
+                ring[k] = _U0
+            cur = _U0
+            pos = 0
+            for t in range(ntok):
+                v = toks[t]
+                cur = _rotl64(cur, 1) ^ _rotl64(ring[pos], window) ^ v
+                ring[pos] = v
+                pos = (pos + 1) % window
+                feats[m] = cur
+                m += 1
+        elif ntok > 0:
+            width = min(window, ntok)
+            for s in range(ntok - width + 1):
+                h = toks[s]
+                for k in range(1, width):
+                    h = h * _GOLDEN + toks[s + k]
+                feats[m] = _fmix64(h)
+                m += 1
+        if weighting == WEIGHT_COUNT:
+            out[d] = _tally_unit(feats, m, reverse)
+        elif weighting == WEIGHT_UNIQUE:
+            u = _weigh_sorted(feats, m, weighting, weights)
+            out[d] = _tally_unit(feats, u, reverse)
+        else:
+            u = _weigh_sorted(feats, m, weighting, weights)
+            out[d] = _tally_weighted(feats, weights, u, reverse)

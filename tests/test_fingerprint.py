@@ -1,0 +1,276 @@
+"""Simhash combine, the reference preset (bit-exact to simhash-cpp) and the pipeline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup.fingerprint import (
+    PRESETS,
+    Fingerprinter,
+    compute,
+    compute_batch,
+    fingerprint,
+    fnv1a64,
+)
+from neardup.fingerprint import _kernels as K
+from neardup.fingerprint.tokenize import ascii_letters, unicode_tokens
+
+U64 = st.integers(min_value=0, max_value=2**64 - 1)
+
+
+def naive_simhash(hashes, weights=None) -> int:
+    """Plain numpy tally: +w where bit i is 1, -w where 0; bit i = tally > 0."""
+    h = np.asarray(hashes, dtype=np.uint64)
+    w = np.ones(len(h)) if weights is None else np.asarray(weights, dtype=np.float64)
+    bits = (h[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)
+    tally = (np.where(bits == 1, 1.0, -1.0) * w[:, None]).sum(axis=0)
+    return int(sum(1 << i for i in range(64) if tally[i] > 0))
+
+
+# ---- compute ----------------------------------------------------------------------------------
+
+
+def test_compute_small_and_empty():
+    assert compute([]) == 0
+    assert compute(np.zeros(0, dtype=np.uint64)) == 0
+    assert compute([0b1100, 0b1010, 0b1001]) == 0b1000
+    assert compute([2**64 - 1]) == 2**64 - 1
+    assert compute([5, 5]) == 5  # ties are 0, so two equal hashes give that hash
+    assert compute([1, 2]) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(U64, max_size=30))
+def test_compute_matches_naive_unit(hashes):
+    assert compute(hashes) == naive_simhash(hashes)
+    assert compute(np.array(hashes, dtype=np.uint64)) == naive_simhash(hashes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(U64, st.integers(-5, 20).map(lambda x: x / 4)), max_size=30))
+def test_compute_matches_naive_weighted(pairs):
+    hashes = [h for h, _ in pairs]
+    weights = [w for _, w in pairs]
+    expected = naive_simhash(hashes, weights)
+    assert compute(hashes, weights) == expected
+    assert compute(pairs) == expected
+
+
+def test_compute_feature_forms():
+    weights = {"apple": 2.0, "pear": 0.5, "plum": 0.25}
+    hashes = [fnv1a64(k) for k in weights]
+    expected = naive_simhash(hashes, list(weights.values()))
+    assert compute(weights) == expected
+    assert compute(list(weights.items())) == expected
+    assert compute([k.encode() for k in weights], list(weights.values())) == expected
+    assert compute(np.array(hashes, dtype=np.uint64).view(np.int64), list(weights.values())) == (
+        expected
+    )
+
+
+def test_compute_errors():
+    with pytest.raises(ValueError, match="weights"):
+        compute([1, 2], [1.0])
+    with pytest.raises(ValueError, match="64-bit"):
+        compute([-1])
+    with pytest.raises(TypeError, match="feature"):
+        compute([1.5])
+    with pytest.raises(ValueError, match="finite"):
+        compute([1], [float("nan")])
+    with pytest.raises(ValueError, match="pairs"):
+        compute({"a": 1.0}, [1.0])
+
+
+@settings(deadline=None)
+@given(st.lists(st.lists(U64, max_size=8), max_size=6))
+def test_compute_batch_matches_compute(docs):
+    flat = np.array([h for d in docs for h in d], dtype=np.uint64)
+    offsets = np.cumsum([0] + [len(d) for d in docs])
+    got = compute_batch(flat, offsets)
+    assert got.tolist() == [compute(d) for d in docs]
+    w = np.linspace(-1, 3, len(flat))
+    got = compute_batch(flat, offsets, w)
+    ws = np.split(w, offsets[1:-1]) if docs else []
+    assert got.tolist() == [naive_simhash(d, x) for d, x in zip(docs, ws, strict=True)]
+
+
+def test_compute_batch_bad_offsets():
+    with pytest.raises(ValueError, match="offsets"):
+        compute_batch(np.zeros(3, np.uint64), np.array([0, 2]))
+
+
+# ---- reference preset: seomoz/simhash-cpp ----------------------------------------------------
+
+# The poem and the pinned value are the "Simhash integrated test" of seomoz/simhash-cpp
+# (src/hash_test.cpp, removed in 2016): hash_text<jenkins, Strspn>(jabberwocky) == 0x041379A587C66880.
+JABBERWOCKY = (
+    "Twas brillig, and the slithy toves  Did gyre and gimble in the wabe:"
+    "All mimsy were the borogoves,  And the mome raths outgrabe."
+    "Beware the Jabberwock, my son!  The jaws that bite, the claws that catch!"
+    "Beware the Jubjub bird, and shun  The frumious Bandersnatch!"
+    "He took his vorpal sword in hand:  Long time the manxome foe he sought --"
+    "So rested he by the Tumtum tree,  And stood awhile in thought."
+    "And, as in uffish thought he stood,  The Jabberwock, with eyes of flame,"
+    "Came whiffling through the tulgey wood,  And burbled as it came!"
+    "One, two! One, two! And through and through  The vorpal blade went snicker-snack!"
+    "He left it dead, and with its head  He went galumphing back."
+    "And, has thou slain the Jabberwock?  Come to my arms, my beamish boy!"
+    "O frabjous day! Callooh! Callay!'  He chortled in his joy."
+)
+JABBERWOCKY_SIMHASH = 0x041379A587C66880
+POPE = (
+    "There once was a man named Popewho loved an oscilloscope.  and the cyclical trace"
+    "  of their carnal embracehad a damned-near-infinite slope"
+)
+
+
+def test_reference_pinned_value():
+    assert fingerprint(JABBERWOCKY, preset="reference") == JABBERWOCKY_SIMHASH
+    assert Fingerprinter("reference").fingerprint(JABBERWOCKY.encode()) == JABBERWOCKY_SIMHASH
+
+
+def test_reference_near_and_far():
+    fp = Fingerprinter("reference")
+    a = fp.fingerprint(JABBERWOCKY)
+    b = fp.fingerprint(JABBERWOCKY + " - Lewis Carroll 'Alice In Wonderland'")
+    assert 0 < bin(a ^ b).count("1") <= 3
+    assert bin(a ^ fp.fingerprint(POPE)).count("1") > 5
+
+
+def test_reference_python_path_is_bit_exact():
+    # the same pipeline through the Python path (a callable tokenizer) gives the same value
+    fp = Fingerprinter("reference", tokenizer=ascii_letters)
+    assert fp.fingerprint(JABBERWOCKY) == JABBERWOCKY_SIMHASH
+
+
+# seomoz/simhash-cpp src/hash_test.cpp, "Simhash" section: the tally with the library's bit order.
+def test_reference_tally_even_and_odd_samples():
+    assert K._tally_unit(np.zeros(0, np.uint64), 0, True) == 0
+    even = []
+    mask = 1
+    while mask < 0x4000000000000000:
+        even.append(mask)
+        mask = 2 * mask + 1
+    assert K._tally_unit(np.array(even, np.uint64), len(even), True) == 0xFFFFFFFE00000000
+    odd = []
+    mask = 0xFFFFFFFFFFFFFFFF
+    while mask > 1:
+        odd.append(mask)
+        mask >>= 1
+    assert K._tally_unit(np.array(odd, np.uint64), len(odd), True) == 0xFFFFFFFF80000000
+
+
+@pytest.mark.parametrize(
+    ("window", "expected"),
+    # simhash-cpp src/hash_test.cpp, "MovingWindowLegacyShingler": pushes 0x1, 0x10, 0x100
+    [(2, [0x0001, 0x0012, 0x0120]), (3, [0x0001, 0x0012, 0x0124])],
+)
+def test_cyclic_shingles(window, expected):
+    fp = Fingerprinter("reference", tokenizer=str.split, hash=lambda b: int(b, 16), window=window)
+    feats, _ = fp._features_py("1 10 100", 0)
+    assert feats == expected
+
+
+def test_rotate_vectors():
+    # simhash-cpp src/cyclic_test.cpp
+    assert K._rotl64(np.uint64(0xDEADBEEFDEADBEEF), 1) == 0xBD5B7DDFBD5B7DDF
+    assert K._rotl64(np.uint64(0xAAAAAAAAAAAAAAAA), 1) == 0x5555555555555555
+    assert K._rotl64(np.uint64(0xDEADBEEFDEADBEEF), 10) == 0xB6FBBF7AB6FBBF7A
+    assert K._rotl64(np.uint64(0xABCDEFFFABCDEFFF), 64) == 0xABCDEFFFABCDEFFF
+    assert K._rotl64(np.uint64(0xABCDEFFFABCDEFFF), 1024) == 0xABCDEFFFABCDEFFF
+
+
+# ---- the pipeline ----------------------------------------------------------------------------
+
+TEXTS = st.text(
+    alphabet=st.sampled_from(list("abc ABC.,\n1 é日本ภา\u0e48ЖΣσς\u0301ﬁ")), max_size=80
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(TEXTS, max_size=12))
+def test_fingerprint_many_matches_fingerprint(texts):
+    for preset in PRESETS:
+        fp = Fingerprinter(preset)
+        assert fp.fingerprint_many(texts).tolist() == [fp.fingerprint(t) for t in texts]
+
+
+@settings(max_examples=60, deadline=None)
+@given(TEXTS, st.sampled_from(["count", "unique", "log"]), st.integers(1, 4))
+def test_kernel_path_equals_python_path(text, weighting, window):
+    fast = Fingerprinter("default", weighting=weighting, window=window)
+    slow = Fingerprinter("default", weighting=weighting, window=window, tokenizer=unicode_tokens)
+    assert fast._fast and not slow._fast
+    assert fast.fingerprint(text) == slow.fingerprint(text)
+
+
+def test_fingerprint_many_threads_and_chunks(monkeypatch):
+    from neardup.fingerprint import simhash as S
+
+    monkeypatch.setattr(S, "CHUNK_DOCS", 7)
+    texts = [f"document number {i} with some words {i % 5}" for i in range(100)]
+    fp = Fingerprinter()
+    one = fp.fingerprint_many(texts, threads=1)
+    two = fp.fingerprint_many(iter(texts), threads=2)
+    assert one.dtype == np.uint64 and one.shape == (100,)
+    assert one.tolist() == two.tolist() == [fp.fingerprint(t) for t in texts]
+    assert fp.fingerprint_many([]).shape == (0,)
+
+
+def test_default_normalizes_and_handles_scripts():
+    assert fingerprint("") == 0
+    assert fingerprint("...!!") == 0
+    assert fingerprint("Hello, WORLD") == fingerprint("hello world")
+    assert fingerprint("ＨＥＬＬＯ world") == fingerprint("hello world")
+    assert fingerprint("日本語のテキスト") != 0
+    assert fingerprint("ภาษาไทย") != 0
+    # one token shorter than the window still counts
+    assert fingerprint("word") == Fingerprinter(window=1).fingerprint("word")
+
+
+def test_default_near_duplicates_are_close():
+    base = " ".join(f"w{i} alpha beta gamma{i % 7}" for i in range(300))
+    edited = base.replace("w150 ", "w150 inserted words here ")
+    a, b = fingerprint(base), fingerprint(edited)
+    assert bin(a ^ b).count("1") <= 6
+    zh = "我们在研究如何从大量的网页中找到几乎重复的文档这是一个很重要的问题" * 3
+    assert bin(fingerprint(zh) ^ fingerprint(zh + "。谢谢")).count("1") <= 6
+
+
+def test_custom_callables():
+    seen = []
+
+    def weigh(shingle: str, count: int) -> float:
+        seen.append((shingle, count))
+        return 2.0 if "b" in shingle else 1.0
+
+    fp = Fingerprinter(
+        "default",
+        normalize=str.upper,
+        tokenizer=str.split,
+        hash=fnv1a64,
+        weighting=weigh,
+        window=2,
+    )
+    assert fp.fingerprint("a b c a b") == fp.fingerprint_many(["a b c a b"])[0]
+    assert ("A B", 2) in seen and ("B C", 1) in seen
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="unknown preset"):
+        Fingerprinter("nope")
+    with pytest.raises(TypeError, match="unknown Fingerprinter option"):
+        Fingerprinter(widow=3)
+    with pytest.raises(ValueError, match="window"):
+        Fingerprinter(window=0)
+    with pytest.raises(ValueError, match="unknown tokenizer"):
+        Fingerprinter(tokenizer="spaces")
+    with pytest.raises(ValueError, match="unknown weighting"):
+        Fingerprinter(weighting="tfidf")
+    with pytest.raises(ValueError, match="not valid UTF-8"):
+        Fingerprinter().fingerprint(b"\xff\xfe")
+    with pytest.raises(TypeError, match="must be str or bytes"):
+        Fingerprinter().fingerprint_many(["ok", 3])  # type: ignore[list-item]

@@ -1,0 +1,110 @@
+"""Block widths, table order, permutations and the automatic choice of blocks."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup.bits import from_binary
+from neardup.layout import Layout, block_widths, choose_blocks, estimated_cost
+
+CORPUS = "0100101110111011001000101111101110111100001010011101100110110101"
+QUERY = "0100101110111011011000101111101110011100001010011100100110110101"
+
+
+def test_widths_follow_the_reference_picture():
+    assert block_widths(6) == (11, 11, 11, 11, 10, 10)
+    assert block_widths(64) == (1,) * 64
+    assert block_widths(1) == (64,)
+    for m in range(1, 65):
+        w = block_widths(m)
+        assert sum(w) == 64 and max(w) - min(w) <= 1 and list(w) == sorted(w, reverse=True)
+
+
+def test_worked_example_from_the_reference():
+    layout = Layout(6, 3)
+    a, b = from_binary(CORPUS), from_binary(QUERY)
+    x = a ^ b
+    assert bin(x).count("1") == 3
+    differing = [blk for blk in range(6) if x & layout.block_mask(blk)]
+    assert differing == [1, 3, 4]  # B, D, E
+    finders = [t for t in layout.tables if x & t.lead_mask == 0]
+    assert [t.leading for t in finders] == [(0, 2, 5)]  # A C F
+    t = finders[0].index
+    pa, pb = layout.apply(np.array([a, b], dtype=np.uint64), t)
+    assert int(pa) >> (64 - finders[0].prefix_bits) == int(pb) >> (64 - finders[0].prefix_bits)
+    assert [format(m, "064b").index("1") for m in layout.table_masks(t)] == [0, 22, 54, 11, 33, 44]
+
+
+def test_tables_are_combinations_in_lexicographic_order():
+    layout = Layout(6, 3)
+    assert layout.n_tables == 20
+    assert [t.leading for t in layout.tables] == list(itertools.combinations(range(6), 3))
+    assert layout.tables[0].order == (0, 1, 2, 3, 4, 5)
+    assert layout.tables[-1].order == (3, 4, 5, 0, 1, 2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 64).flatmap(lambda m: st.tuples(st.just(m), st.integers(0, m - 1))), st.data()
+)
+def test_permutation_masks_and_round_trip(mk, data):
+    m, k = mk
+    if math.comb(m, k) > 5000:
+        k = min(k, 2)
+    layout = Layout(m, k)
+    t = data.draw(st.integers(0, layout.n_tables - 1))
+    masks = layout.table_masks(t)
+    assert sum(bin(mask).count("1") for mask in masks) == 64
+    union = 0
+    for mask in masks:
+        assert mask & union == 0
+        low = (mask & -mask).bit_length() - 1
+        assert mask >> low == (1 << bin(mask).count("1")) - 1  # contiguous
+        union |= mask
+    assert union == 2**64 - 1
+    x = np.array(data.draw(st.lists(st.integers(0, 2**64 - 1), max_size=20)), dtype=np.uint64)
+    y = layout.apply(x, t)
+    np.testing.assert_array_equal(layout.reverse(y, t), x)
+    np.testing.assert_array_equal(np.bitwise_count(y), np.bitwise_count(x))
+    # the leading blocks land, in order, in the top bits
+    table = layout.tables[t]
+    for v, pv in zip(x.tolist(), y.tolist()):
+        expect = 0
+        for b in table.leading:
+            expect = (expect << layout.widths[b]) | ((v & layout.block_mask(b)) >> layout.lows[b])
+        assert pv >> (64 - table.prefix_bits) == expect
+
+
+@pytest.mark.parametrize("n", [0, 1, 100, 10_000, 1_000_000, 10_000_000, 1_000_000_000])
+@pytest.mark.parametrize("k", [0, 1, 3, 6, 8])
+def test_choose_blocks_is_valid_and_minimal(n, k):
+    m = choose_blocks(n, k)
+    assert k < m <= 64
+    costs = {b: estimated_cost(n, b, k) for b in range(k + 1, min(64, k + 12) + 1)}
+    assert estimated_cost(n, m, k) <= min(costs.values())
+
+
+def test_choose_blocks_grows_with_n():
+    picks = [choose_blocks(n, 3) for n in (10, 10_000, 10_000_000, 10_000_000_000)]
+    assert picks == sorted(picks) and picks[0] < picks[-1]
+
+
+@pytest.mark.parametrize(
+    "blocks, distance, message",
+    [
+        (3, 3, r"use blocks >= 4"),
+        (0, 0, "blocks must be > distance"),
+        (65, 3, "blocks must be <= 64"),
+        (5, -1, "distance must be >= 0"),
+        (64, 30, "tables"),
+    ],
+)
+def test_invalid_layouts(blocks, distance, message):
+    with pytest.raises(ValueError, match=message):
+        Layout(blocks, distance)
