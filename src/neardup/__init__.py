@@ -7,6 +7,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from neardup.dedup import DedupResult, decide, dedup
 from neardup.fingerprint import PRESETS, Fingerprinter, compute, fingerprint
 from neardup.layout import Layout, choose_blocks
 from neardup.search import (
@@ -32,4 +33,7 @@ __all__ = [
     "fingerprint",
     "compute",
     "PRESETS",
+    "dedup",
+    "decide",
+    "DedupResult",
 ]

@@ -17,6 +17,13 @@ def cli() -> None:
 from neardup.cli.fingerprint import fingerprint  # noqa: E402
 
 cli.add_command(fingerprint)
+from neardup.cli.dedup import dedup  # noqa: E402
+
+cli.add_command(dedup)
+from neardup.cli.distributed import clusters_cmd, find_all_cmd  # noqa: E402
+
+cli.add_command(find_all_cmd)
+cli.add_command(clusters_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,202 @@
+"""``neardup find-all`` and ``neardup clusters``: batch search over fingerprint files.
+
+Inputs are decimal fingerprint files (one unsigned value per line) or Parquet files with a
+fingerprint column, read as one sequence in the order given. Positions count from 0 over that
+sequence. ``--scheduler ADDRESS`` runs on a Dask cluster (Parquet files are then read by the
+workers, so they must see the same paths), ``--workers N`` on a local Dask cluster of N
+processes; without either, the single-machine threaded path runs.
+"""
+
+from __future__ import annotations
+
+import click
+import numpy as np
+
+from neardup.bits import as_fingerprints, format_json_rows
+from neardup.cli.common import Reporter
+from neardup.config import DEFAULT_DISTANCE
+from neardup.io import atomic_output, display_name, read_fingerprints
+from neardup.search import cluster_groups
+
+
+def _is_parquet(path: str) -> bool:
+    return path.lower().endswith((".parquet", ".pq"))
+
+
+def _read_local(inputs: tuple[str, ...], column: str) -> np.ndarray:
+    """All inputs as one uint64 array (decimal files parsed here, Parquet via pyarrow)."""
+    parts = []
+    for path in inputs:
+        if _is_parquet(path):
+            try:
+                import pyarrow.parquet as pq
+            except ImportError as e:  # pragma: no cover - depends on the environment
+                raise ImportError(
+                    "Parquet input needs pyarrow: pip install neardup[parquet]"
+                ) from e
+            table = pq.read_table(path)
+            if column not in table.column_names:
+                raise ValueError(
+                    f"{path}: no column {column!r} (columns: {', '.join(table.column_names)})"
+                )
+            col = table.column(column)
+            if col.null_count:
+                raise ValueError(f"{path}: column {column!r} has missing values")
+            parts.append(as_fingerprints(col.to_numpy(), f"{path}: column {column!r}"))
+        else:
+            parts.append(read_fingerprints(path))
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+
+
+def _search(
+    inputs: tuple[str, ...],
+    column: str,
+    distance: int,
+    blocks: int | None,
+    scheduler: str | None,
+    workers: int | None,
+    clusters: bool,
+    rep: Reporter,
+) -> tuple[int, np.ndarray]:
+    """(n, pairs) or (n, labels), on the cluster when asked, else on this machine."""
+    if scheduler is not None and workers is not None:
+        raise click.UsageError("use either --scheduler or --workers, not both")
+    if distance < 0:
+        raise click.UsageError(f"distance must be >= 0 (got distance={distance})")
+    if scheduler is None and workers is None:
+        from neardup.search import find_all, find_clusters
+
+        fp = _read_local(inputs, column)
+        rep.say(f"read {len(fp)} fingerprints in {rep.lap():.2f}s")
+        out = find_clusters(fp, distance, blocks) if clusters else find_all(fp, distance, blocks)
+        return len(fp), out
+
+    import neardup.distributed as nd
+    from neardup.distributed._dask import cluster_client
+
+    if all(_is_parquet(p) for p in inputs):
+        import pyarrow.parquet as pq
+
+        for path in inputs:  # fail before any cluster starts
+            names = pq.read_schema(path).names
+            if column not in names:
+                raise ValueError(f"{path}: no column {column!r} (columns: {', '.join(names)})")
+        data: object = list(inputs)
+    elif any(_is_parquet(p) for p in inputs):
+        raise click.UsageError("mix of Parquet and decimal inputs; convert them to one kind")
+    else:
+        data = _read_local(inputs, column)
+    client = None
+    if scheduler is not None:
+        from distributed import Client
+
+        client = Client(scheduler)
+    try:
+        with cluster_client(client, workers) as c:
+            rep.say(f"cluster: {len(c.nthreads())} workers, {sum(c.nthreads().values())} threads")
+            report = nd.search(data, distance, blocks, c, column=column, edges=clusters)
+    finally:
+        if client is not None:
+            client.close()
+    rep.say(
+        f"{report.plan.describe()}; moved {report.stats['shuffle_bytes'] / 1e6:.1f} MB into "
+        f"shards in {rep.lap():.2f}s"
+    )
+    if not clusters:
+        return report.n, report.pairs
+    nodes, roots = nd.components(report.pairs)
+    labels = np.arange(report.n, dtype=np.int64)
+    labels[nodes] = roots
+    return report.n, labels
+
+
+def _options(f):
+    f = click.option("--quiet", "-q", is_flag=True, help="No progress or timing messages.")(f)
+    f = click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Run on a local Dask cluster of N worker processes.",
+    )(f)
+    f = click.option(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="Run on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786).",
+    )(f)
+    f = click.option(
+        "--column",
+        default="fingerprint",
+        show_default=True,
+        help="Fingerprint column of Parquet inputs.",
+    )(f)
+    f = click.option("--blocks", "-b", type=int, default=None, help="Blocks (default: automatic).")(
+        f
+    )
+    f = click.option(
+        "--distance",
+        "-d",
+        type=int,
+        default=DEFAULT_DISTANCE,
+        show_default=True,
+        help="Largest number of differing bits that matches (inclusive).",
+    )(f)
+    f = click.option(
+        "--output", "-o", default="-", show_default=True, help="Output file ('-' = stdout)."
+    )(f)
+    f = click.argument("inputs", nargs=-1, required=True)(f)
+    return f
+
+
+@click.command("find-all", context_settings={"help_option_names": ["-h", "--help"]})
+@_options
+def find_all_cmd(
+    inputs: tuple[str, ...],
+    output: str,
+    distance: int,
+    blocks: int | None,
+    column: str,
+    scheduler: str | None,
+    workers: int | None,
+    quiet: bool,
+) -> None:
+    """Write every pair of positions within DISTANCE bits as a JSON row [i, j], i < j, sorted.
+
+    INPUTS are decimal fingerprint files or Parquet files, read as one sequence in order.
+    """
+    rep = Reporter("neardup find-all", quiet)
+    _, pairs = _search(inputs, column, distance, blocks, scheduler, workers, False, rep)
+    data = format_json_rows(
+        pairs.reshape(-1).astype(np.uint64), np.arange(0, 2 * len(pairs) + 1, 2)
+    )
+    with atomic_output(output) as f:
+        f.write(data)
+    rep.say(f"{len(pairs)} pairs written to {display_name(output)}")
+
+
+@click.command("clusters", context_settings={"help_option_names": ["-h", "--help"]})
+@_options
+def clusters_cmd(
+    inputs: tuple[str, ...],
+    output: str,
+    distance: int,
+    blocks: int | None,
+    column: str,
+    scheduler: str | None,
+    workers: int | None,
+    quiet: bool,
+) -> None:
+    """Write each cluster of two or more positions as a JSON row [i, j, ...], ascending.
+
+    Clusters are connected components of matches within DISTANCE bits; rows are ordered by their
+    first position. INPUTS are decimal fingerprint files or Parquet files, read in order.
+    """
+    rep = Reporter("neardup clusters", quiet)
+    _, labels = _search(inputs, column, distance, blocks, scheduler, workers, True, rep)
+    groups = cluster_groups(labels, min_size=2)
+    flat = np.concatenate(groups) if groups else np.empty(0, dtype=np.int64)
+    ptr = np.zeros(len(groups) + 1, dtype=np.int64)
+    np.cumsum([len(g) for g in groups], out=ptr[1:])
+    with atomic_output(output) as f:
+        f.write(format_json_rows(flat.astype(np.uint64), ptr))
+    rep.say(f"{len(groups)} clusters written to {display_name(output)}")

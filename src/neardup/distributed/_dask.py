@@ -1,0 +1,260 @@
+"""Dask execution of the shard plan: split partitions, submit shard tasks, gather, merge.
+
+Nothing here searches: every task calls a function of :mod:`neardup.distributed.plan`, which runs
+the single-machine routines of :mod:`neardup.search` on one shard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from neardup.bits import as_fingerprints
+from neardup.distributed import plan as _plan
+from neardup.search import _sort_pairs
+
+#: Fingerprints per partition when a NumPy array (or sequence) is sent to the cluster.
+DEFAULT_PARTITION_SIZE = 1 << 20
+
+#: Times a task is retried after an error or a lost worker before the job fails.
+RETRIES = 2
+
+
+def _require() -> tuple[Any, Any]:
+    try:
+        import dask
+        import distributed
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("neardup.distributed needs Dask: pip install neardup[dask]") from e
+    return dask, distributed
+
+
+class DistributedJobError(RuntimeError):
+    """The cluster lost work it could not recompute; no (partial) result is returned."""
+
+
+@contextlib.contextmanager
+def cluster_client(client: Any = None, workers: int | None = None) -> Iterator[Any]:
+    """Yield ``client``, or a client of a new LocalCluster (closed on exit).
+
+    ``workers`` sets the LocalCluster's worker processes (one thread each); default: the usable
+    CPU count.
+    """
+    if client is not None:
+        yield client
+        return
+    _, distributed = _require()
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be >= 1 (got {workers})")
+    n = workers or max(1, len(os.sched_getaffinity(0)))
+    with (
+        distributed.LocalCluster(
+            n_workers=n, threads_per_worker=1, dashboard_address=None, processes=True
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
+@dataclass
+class _Parts:
+    """Fingerprint partitions held on the cluster: futures of uint64 arrays and their sizes."""
+
+    futures: list[Any]
+    sizes: np.ndarray
+
+    @property
+    def offsets(self) -> list[int]:
+        return [0, *np.cumsum(self.sizes)[:-1].tolist()] if len(self.sizes) else []
+
+    @property
+    def n(self) -> int:
+        return int(self.sizes.sum())
+
+
+def _series_to_fp(part: Any, name: str, number: int) -> np.ndarray:
+    """A pandas Series / NumPy chunk of fingerprints as uint64; errors name the partition."""
+    values = part.to_numpy() if hasattr(part, "to_numpy") else np.asarray(part)
+    if values.dtype == object or values.dtype.kind == "f":
+        if hasattr(part, "isna") and bool(part.isna().any()):
+            raise ValueError(f"{name}, partition {number}: missing fingerprint values")
+    try:
+        return as_fingerprints(values, f"{name}, partition {number}: fingerprints")
+    except ValueError:
+        raise
+    except (TypeError, OverflowError) as e:
+        raise ValueError(f"{name}, partition {number}: not 64-bit fingerprints ({e})") from None
+
+
+def _text_to_fp(part: Any, preset: str, number: int) -> np.ndarray:
+    from neardup.fingerprint import Fingerprinter
+
+    texts = ["" if v is None else v for v in part.tolist()]
+    return Fingerprinter(preset).fingerprint_many(texts, threads=1)
+
+
+def _is_paths(data: Any) -> bool:
+    if isinstance(data, (str, os.PathLike)):
+        return True
+    return (
+        isinstance(data, (list, tuple))
+        and len(data) > 0
+        and all(isinstance(d, (str, os.PathLike)) for d in data)
+    )
+
+
+def to_frame(data: Any, columns: Sequence[str] | None = None) -> Any:
+    """Parquet path(s) to a Dask DataFrame (one partition per row group or file)."""
+    import dask.dataframe as dd
+
+    paths = (
+        [os.fspath(data)] if isinstance(data, (str, os.PathLike)) else [os.fspath(d) for d in data]
+    )
+    for p in paths:
+        if not any(ch in p for ch in "*?[") and not os.path.exists(p):
+            raise FileNotFoundError(2, "No such file or directory", p)
+    return dd.read_parquet(paths, columns=list(columns) if columns else None)
+
+
+def load_parts(
+    client: Any,
+    data: Any,
+    column: str = "fingerprint",
+    *,
+    text_column: str | None = None,
+    preset: str = "default",
+    partition_size: int = DEFAULT_PARTITION_SIZE,
+) -> _Parts:
+    """Put the fingerprints of ``data`` on the cluster as partitions; explicit dispatch on type.
+
+    ``data`` is a NumPy array or sequence of fingerprints (scattered in ``partition_size``
+    chunks), a 1-D Dask array, a Dask Series, a Dask DataFrame (``column`` holds fingerprints, or
+    ``text_column`` holds text fingerprinted per partition with ``Fingerprinter(preset)``), or
+    Parquet path(s) read as such a DataFrame.
+    """
+    dask, _ = _require()
+    import dask.array as da
+    import dask.dataframe as dd
+
+    if _is_paths(data):
+        data = to_frame(data)  # the column is selected below (read only that column)
+    if isinstance(data, dd.DataFrame):
+        want = text_column or column
+        if want not in data.columns:
+            raise ValueError(
+                f"no column {want!r} in the input (columns: {', '.join(map(str, data.columns))})"
+            )
+        data = data[want]
+    if isinstance(data, dd.Series):
+        fn: Callable[..., np.ndarray]
+        if text_column is not None:
+            fn, extra = _text_to_fp, preset
+        else:
+            fn, extra = _series_to_fp, str(data.name)
+        parts = data.to_delayed(optimize_graph=True)
+        tasks = [dask.delayed(fn)(p, extra, i) for i, p in enumerate(parts)]
+        futures = client.compute(tasks, retries=RETRIES)
+    elif isinstance(data, da.Array):
+        if data.ndim != 1:
+            raise ValueError(f"fingerprints must be one-dimensional (got shape {data.shape})")
+        parts = data.to_delayed(optimize_graph=True).ravel().tolist()
+        tasks = [dask.delayed(_series_to_fp)(p, "dask array", i) for i, p in enumerate(parts)]
+        futures = client.compute(tasks, retries=RETRIES)
+    else:
+        fp = as_fingerprints(data)
+        if partition_size < 1:
+            raise ValueError(f"partition_size must be >= 1 (got {partition_size})")
+        chunks = [fp[i : i + partition_size] for i in range(0, len(fp), partition_size)]
+        futures = client.scatter(chunks, hash=False) if chunks else []
+    sizes = np.array(client.gather(client.map(len, futures, pure=False)), dtype=np.int64)
+    return _Parts(list(futures), sizes)
+
+
+def _gather(client: Any, futures: list[Any], what: str) -> list[Any]:
+    _, distributed = _require()
+    try:
+        return client.gather(futures)
+    except (distributed.KilledWorker, distributed.client.FutureCancelledError) as e:
+        raise DistributedJobError(
+            f"distributed {what} failed: {type(e).__name__}: {e}; workers were lost beyond "
+            f"the retry limit, no partial result was returned"
+        ) from e
+    except Exception as e:
+        # dependencies that lived only on a dead worker (scattered NumPy input) cannot be
+        # recomputed; dask reports them in several ways, all of which end the job here
+        if "lost" in str(e).lower() or "cancel" in type(e).__name__.lower():
+            raise DistributedJobError(
+                f"distributed {what} failed: {type(e).__name__}: {e}; no partial result was "
+                f"returned"
+            ) from e
+        raise
+
+
+def run_shards(
+    client: Any,
+    parts: _Parts,
+    plan: _plan.ShardPlan,
+    *,
+    edges: bool = False,
+) -> tuple[list[np.ndarray], dict[str, int]]:
+    """Split every partition per group, run one task per (group, shard), gather their pairs.
+
+    Returns the per-shard pair (or edge) arrays and shuffle statistics: ``shuffle_bytes`` (bytes
+    of values + positions moved into shards), ``largest_shard`` (fingerprints) and ``tasks``.
+    """
+    offsets = parts.offsets
+    P = len(parts.futures)
+    S = plan.n_shards
+    shard_fn = _plan.shard_edges if edges else _plan.shard_pairs
+    shard_futs: list[Any] = []
+    sizes_futs: list[Any] = []
+    # every argument is positional and small (a plan is a few integers), so each task carries
+    # its own copy; keys are unique per call (pure=False), so a call never waits on keys that an
+    # earlier call is releasing
+    for g in range(len(plan.groups)):
+        splits = client.map(
+            _plan.split_partition,
+            parts.futures,
+            offsets,
+            [plan] * P,
+            [g] * P,
+            retries=RETRIES,
+            pure=False,
+        )
+        pieces = [
+            client.map(_piece, [s] * S, range(S), retries=RETRIES, pure=False) for s in splits
+        ]
+        by_shard = [[pieces[p][s] for p in range(P)] for s in range(S)]
+        shard_futs.extend(
+            client.map(shard_fn, by_shard, [plan] * S, [g] * S, retries=RETRIES, pure=False)
+        )
+        sizes_futs.extend(client.map(_split_sizes, splits, retries=RETRIES, pure=False))
+        del splits, pieces, by_shard
+    results = _gather(client, shard_futs, "search")
+    piece_sizes = np.array(_gather(client, sizes_futs, "search"), dtype=np.int64)
+    per_shard = piece_sizes.reshape(len(plan.groups), len(parts.futures), S).sum(axis=1)
+    stats = {
+        "shuffle_bytes": int(piece_sizes.sum()) * 16,
+        "largest_shard": int(per_shard.max()) if per_shard.size else 0,
+        "tasks": len(plan.groups) * (len(parts.futures) * (S + 1) + S),
+    }
+    return results, stats
+
+
+def _piece(split: list[tuple[np.ndarray, np.ndarray]], s: int) -> tuple[np.ndarray, np.ndarray]:
+    return split[s]
+
+
+def _split_sizes(split: list[tuple[np.ndarray, np.ndarray]]) -> list[int]:
+    return [len(fp) for fp, _ in split]
+
+
+def merge_pairs(results: list[np.ndarray], n: int) -> np.ndarray:
+    """The merge of the threaded path: concatenate and sort by (i, j)."""
+    pairs = np.concatenate(results) if results else np.empty((0, 2), dtype=np.int64)
+    return _sort_pairs(pairs, max(n, 1))

@@ -1,0 +1,254 @@
+"""neardup.dedup: decisions against brute force, the Python API, and the two file passes."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import naive
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import fingerprints
+
+from neardup.dedup import decide, dedup, scan_files, write_kept
+from neardup.errors import InputError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLE = os.path.join(ROOT, "data", "sample")
+
+BASE = (
+    "the quick brown fox jumps over the lazy dog while the farmer counts his sheep in the rain "
+    "and the miller grinds the wheat that the baker will turn into bread for the whole village "
+    "before the market opens on saturday morning near the old stone bridge by the river"
+)
+DOCS = [
+    BASE,
+    "an entirely different sentence about compilers, caches and the price of coffee beans",
+    BASE.replace("farmer", "farmer slowly"),  # near-duplicate of 0 (4 bits apart), longer
+    BASE.upper() + "!",  # same fingerprint as 0 (case and punctuation are normalised)
+    "yet another unrelated text: tides, moons, and the orbit of a small comet near Jupiter",
+]
+
+
+def brute_decisions(fp: np.ndarray, lengths: np.ndarray, keep: str, distance: int):
+    labels = naive.find_clusters(fp, distance)
+    n = len(fp)
+    survivor = np.empty(n, dtype=np.int64)
+    for lab in set(labels.tolist()):
+        members = [i for i in range(n) if labels[i] == lab]
+        if keep == "first":
+            best = members[0]
+        else:
+            best = max(members, key=lambda i: (lengths[i], -i))
+        survivor[members] = best
+    dist = np.array([bin(int(fp[i]) ^ int(fp[survivor[i]])).count("1") for i in range(n)])
+    return labels, survivor, dist.astype(np.int64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    fingerprints(max_size=80),
+    st.integers(0, 7),
+    st.sampled_from(["first", "longest"]),
+    st.integers(0, 2**32 - 1),
+)
+def test_decide_matches_brute_force(fp, distance, keep, seed):
+    lengths = np.random.default_rng(seed).integers(0, 4, size=len(fp))  # many ties
+    d = decide(fp, lengths, keep=keep, distance=distance)
+    labels, survivor, dist = brute_decisions(fp, lengths, keep, distance)
+    np.testing.assert_array_equal(d.labels, labels)
+    np.testing.assert_array_equal(d.survivor, survivor)
+    np.testing.assert_array_equal(d.distance, dist)
+    np.testing.assert_array_equal(d.kept, survivor == np.arange(len(fp)))
+    sizes = np.bincount(labels, minlength=len(fp)) if len(fp) else np.zeros(0, int)
+    assert d.n_clusters == int((sizes >= 2).sum())
+
+
+def test_decide_fixed_and_already_seen():
+    fp = np.array([0b1111, 0b0111, 0b0011, 1 << 40, (1 << 40) | 1, 7 << 50], dtype=np.uint64)
+    d = decide(fp, [1, 9, 3, 5, 5, 1], keep="longest", distance=1)
+    assert d.labels.tolist() == [0, 0, 0, 3, 3, 5]
+    assert d.survivor.tolist() == [1, 1, 1, 3, 3, 5]  # ties -> first
+    assert d.distance.tolist() == [1, 0, 1, 0, 1, 0]
+    assert d.kept.tolist() == [False, True, False, True, False, True]
+    seen = np.array([False, False, False, False, False, True])
+    d = decide(fp, keep="first", distance=1, already_seen=seen)
+    assert d.kept.tolist() == [True, False, False, True, False, False]
+    # chained cluster: 0b1111 and 0b0011 are 2 apart, linked through 0b0111 at distance 1
+    assert decide(fp[:3], distance=1).distance.tolist() == [0, 1, 2]
+    with pytest.raises(ValueError, match="keep must be one of"):
+        decide(fp, keep="last")
+    with pytest.raises(ValueError, match="needs the document lengths"):
+        decide(fp, keep="longest")
+    assert decide(np.zeros(0, np.uint64)).kept.tolist() == []
+
+
+def test_dedup_in_memory_list():
+    r = dedup(DOCS)
+    assert r.labels.tolist() == [0, 1, 0, 0, 4]
+    assert r.kept.tolist() == [True, True, False, False, True]
+    assert r.kept_ids.to_pylist() == [0, 1, 4]
+    assert r.dropped_ids.to_pylist() == [2, 3]
+    t = r.clusters
+    assert t.column_names == ["index", "id", "cluster", "kept_id", "kept", "distance"]
+    assert t.column("id").to_pylist() == [0, 2, 3]
+    assert t.column("kept_id").to_pylist() == [0, 0, 0]
+    assert t.column("distance").to_pylist()[2] == 0
+    assert list(r.iter_clusters()) == [
+        {
+            "kept": 0,
+            "size": 3,
+            "members": [0, 2, 3],
+            "distances": r.decisions.distance[[0, 2, 3]].tolist(),
+        }
+    ]
+    s = r.summary()
+    assert (s["documents"], s["clusters"], s["dropped"], s["kept"]) == (5, 1, 2, 3)
+    longest = dedup(iter(DOCS), keep="longest")
+    assert longest.kept.tolist() == [False, True, True, False, True]
+
+
+def test_dedup_pyarrow_and_pandas():
+    pa = pytest.importorskip("pyarrow")
+    table = pa.table({"key": ["a", "b", "c", "d", "e"], "body": DOCS})
+    r = dedup(table, text_field="body", id_field="key")
+    assert r.kept_ids.to_pylist() == ["a", "b", "e"]
+    assert table.filter(pa.array(r.kept)).column("key").to_pylist() == ["a", "b", "e"]
+    r = dedup(pa.array(DOCS))
+    assert r.kept.tolist() == [True, True, False, False, True]
+    with pytest.raises(ValueError, match="no column 'text'"):
+        dedup(table)
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"text": DOCS}, index=[10, 11, 12, 13, 14])
+    r = dedup(df)
+    assert r.kept_ids.to_pylist() == [10, 11, 14]
+    assert df[r.kept].index.tolist() == [10, 11, 14]
+    assert dedup(df["text"]).kept.tolist() == r.kept.tolist()
+
+
+def test_dedup_in_memory_bad_input():
+    with pytest.raises(ValueError, match="document 1: text is missing"):
+        dedup(["a b c", None, "d e f"])
+    r = dedup(["a b c", None, "d e f", 5], skip_bad=True)
+    assert (len(r), r.skipped, r.positions.tolist()) == (2, 2, [0, 2])
+    pa = pytest.importorskip("pyarrow")
+    t = pa.table({"id": [1, 2, 1], "text": ["x y", "y z", "z w"]})
+    with pytest.raises(ValueError, match="document 2: duplicate id 1 .first at document 0"):
+        dedup(t)
+    r = dedup(t, skip_bad=True)
+    assert r.ids == [1, 2] and r.skipped == 1
+
+
+def _jsonl(path, rows):
+    with open(path, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write((row if isinstance(row, str) else json.dumps(row)) + "\n")
+
+
+def test_jsonl_pass_two_is_byte_exact(tmp_path):
+    src = tmp_path / "docs.jsonl"
+    rows = [{"id": f"d{i}", "text": t, "extra": [i, {"k": "é"}]} for i, t in enumerate(DOCS)]
+    lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+    lines.insert(2, "")  # a blank line: not a record, not written
+    lines[0] = lines[0].replace(", ", ",  ")  # odd spacing kept as is
+    src.write_text("\n".join(lines), encoding="utf-8")  # no newline after the last line
+    out = tmp_path / "kept.jsonl"
+    r = dedup(src, output=out)
+    assert r.kept_ids.to_pylist() == ["d0", "d1", "d4"]
+    assert out.read_bytes() == (lines[0] + "\n" + lines[1] + "\n" + lines[-1] + "\n").encode()
+    assert r.scan.record.tolist() == [1, 2, 4, 5, 6]
+    assert r.bytes_out == out.stat().st_size and r.bytes_in == src.stat().st_size
+    # several inputs: one output in input order; keep=longest keeps the longer copy
+    src2 = tmp_path / "more.jsonl"
+    _jsonl(src2, [{"id": "x", "text": DOCS[0] + " and more words here"}])
+    r = dedup([src, src2], output=out, keep="longest")
+    kept = [json.loads(x)["id"] for x in out.read_text().splitlines()]
+    assert kept == ["d1", "d4", "x"]
+
+
+def test_parquet_round_trip(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    n = len(DOCS)
+    table = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "text": DOCS,
+            "score": pa.array([0.5 * i for i in range(n)]),
+            "tags": [["a"], [], ["b", "c"], None, ["d"]],
+        }
+    )
+    src = tmp_path / "a.parquet"
+    pq.write_table(table, src, row_group_size=2)
+    src2 = tmp_path / "b.parquet"
+    pq.write_table(table.slice(1, 1).set_column(0, "id", pa.array([99], pa.int64())), src2)
+    out = tmp_path / "kept.parquet"
+    r = dedup([src, src2], output=out)
+    got = pq.read_table(out)
+    assert got.schema.equals(table.schema, check_metadata=False)
+    expected = pa.concat_tables([table.take([0, 1, 4])])
+    assert got.slice(0, 3).equals(expected)
+    assert got.column("id").to_pylist() == [0, 1, 4]  # row 99 is a copy of row 1: dropped
+    assert r.dropped_ids.to_pylist() == [2, 3, 99]
+    other = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"id": [1], "text": ["x"]}), other)
+    with pytest.raises(InputError, match="Parquet schema differs"):
+        dedup([src, other], output=tmp_path / "o.parquet")
+
+
+def test_text_files_directory(tmp_path):
+    d = tmp_path / "in"
+    (d / "sub").mkdir(parents=True)
+    for i, t in enumerate(DOCS):
+        (d / ("sub" if i % 2 else "") / f"doc{i}.txt").write_text(t)
+    (d / ".hidden").write_bytes(b"\xff")  # dot-files are skipped
+    out = tmp_path / "out"
+    r = dedup(d, output=out)
+    assert len(r) == 5
+    written = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    kept = [os.path.relpath(i, d) for i in r.kept_ids.to_pylist()]
+    assert written == sorted(kept) and len(kept) == 3
+    for name in written:
+        assert (out / name).read_bytes() == (d / name).read_bytes()
+    with pytest.raises(InputError, match="not empty"):
+        dedup(d, output=out)
+    r = dedup(str(d / "*.txt"), output=tmp_path / "glob")
+    assert len(r) == 3
+
+
+def test_errors_name_file_and_record_and_leave_no_output(tmp_path):
+    src = tmp_path / "docs.jsonl"
+    _jsonl(src, [{"id": 1, "text": "a b c"}, {"id": 2, "text": "d e f"}, {"id": 1, "text": "g"}])
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(InputError, match=rf"{src}:3: duplicate id 1 \(first at {src}:1\)"):
+        dedup(src, output=out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]
+    skipped = []
+    scan = scan_files([src], on_bad=skipped.append)
+    assert scan.ids == [1, 2] and scan.skipped == 1 and "duplicate id" in str(skipped[0])
+    _jsonl(
+        src, [{"id": 1, "text": "a b c"}, "{broken", {"id": 3, "body": "x"}, {"id": 4, "text": 4}]
+    )
+    with pytest.raises(InputError, match=rf"{src}:2: not valid JSON"):
+        dedup(src)
+    r = dedup(src, skip_bad=True, output=out)
+    assert r.skipped == 3 and out.read_text() == '{"id": 1, "text": "a b c"}\n'
+    with pytest.raises(InputError, match="no such file"):
+        dedup(tmp_path / "missing.jsonl")
+    with pytest.raises(InputError, match="overwrite an input"):
+        write_kept(scan, np.ones(2, bool), src)
+    with pytest.raises(InputError, match="inputs mix formats"):
+        dedup([src, tmp_path / "out.jsonl", tmp_path / ".."])
+    with pytest.raises(ValueError, match="output= needs file input"):
+        dedup(["a"], output=out)
+
+
+def test_sample_corpus_finds_planted_duplicates():
+    planted = {json.loads(x)["id"] for x in open(os.path.join(SAMPLE, "planted.jsonl"))}
+    r = dedup(os.path.join(SAMPLE, "corpus.jsonl"))
+    dropped = set(r.dropped_ids.to_pylist())
+    assert len(r) == 1200 and os.path.getsize(os.path.join(SAMPLE, "corpus.jsonl")) < 2_000_000
+    assert dropped <= planted  # no false positives
+    assert len(dropped) >= 0.7 * len(planted)

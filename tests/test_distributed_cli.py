@@ -1,0 +1,77 @@
+"""``neardup find-all`` / ``neardup clusters`` run as subprocesses, single-machine and on a local
+Dask cluster (``--workers``), over decimal and Parquet inputs split across files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import naive
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("neardup") is None, reason="neardup not installed")
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["neardup", *args], capture_output=True, timeout=180, text=True)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    d = tmp_path_factory.mktemp("fp")
+    rng = np.random.default_rng(4)
+    base = rng.integers(0, 2**64, 400, dtype=np.uint64)
+    fp = np.concatenate([base, base ^ np.uint64(0b101), base[:30] ^ np.uint64(1 << 50), base[:9]])
+    rng.shuffle(fp)
+    (d / "all.txt").write_text("".join(f"{v}\n" for v in fp))
+    parquet = []
+    for i, chunk in enumerate(np.array_split(fp, 3)):
+        path = d / f"part-{i}.parquet"
+        pd.DataFrame({"fp": chunk}).to_parquet(path, index=False)
+        parquet.append(str(path))
+    return fp, str(d / "all.txt"), parquet
+
+
+def rows(text: str) -> list[list[int]]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_find_all_local_and_on_workers_match_naive(data, tmp_path):
+    fp, txt, parquet = data
+    want = naive.find_all(fp, 3).tolist()
+    r = run("find-all", txt, "-q")
+    assert r.returncode == 0, r.stderr
+    assert rows(r.stdout) == want
+    out = tmp_path / "pairs.jsonl"
+    r = run("find-all", *parquet, "--column", "fp", "--workers", "2", "-q", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert rows(out.read_text()) == want
+
+
+def test_clusters_on_workers_match_naive(data):
+    fp, txt, parquet = data
+    labels = naive.find_clusters(fp, 3)
+    want = [np.flatnonzero(labels == c).tolist() for c in np.unique(labels)]
+    want = [g for g in want if len(g) > 1]
+    r = run("clusters", *parquet, "--column", "fp", "--workers", "2", "-q")
+    assert r.returncode == 0, r.stderr
+    assert rows(r.stdout) == want
+    r = run("clusters", txt, "-q")
+    assert rows(r.stdout) == want
+
+
+def test_errors_are_one_line(data, tmp_path):
+    _, txt, parquet = data
+    r = run("find-all", parquet[0], "--column", "nope", "--workers", "1", "-q")
+    assert r.returncode == 2
+    assert "no column 'nope'" in r.stderr and "Traceback" not in r.stderr
+    r = run("find-all", txt, "--workers", "1", "--scheduler", "tcp://127.0.0.1:1", "-q")
+    assert r.returncode == 2 and "either --scheduler or --workers" in r.stderr
+    out = tmp_path / "never.jsonl"
+    r = run("find-all", txt, "-d", "3", "-b", "2", "-o", str(out))
+    assert r.returncode == 2 and "blocks must be > distance" in r.stderr
+    assert not out.exists()
