@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 
 from neardup.dedup import DedupResult, decide, dedup
 from neardup.fingerprint import PRESETS, Fingerprinter, compute, fingerprint
+from neardup.index import Index
 from neardup.layout import Layout, choose_blocks
 from neardup.search import (
     QueryResult,
@@ -36,4 +37,5 @@ __all__ = [
     "dedup",
     "decide",
     "DedupResult",
+    "Index",
 ]

@@ -18,12 +18,10 @@ returns a :class:`DedupResult`.
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import json
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -34,7 +32,7 @@ import numpy as np
 
 from neardup.bits import as_fingerprints, popcount
 from neardup.errors import InputError
-from neardup.io import atomic_output
+from neardup.io import atomic_directory, atomic_output
 from neardup.readers import (
     STDIN,
     detect_format,
@@ -451,22 +449,6 @@ def _locate(j: int, parts: list[np.ndarray], tail: list[int]) -> int:
 # pass 2
 
 
-@contextlib.contextmanager
-def _atomic_directory(path: str) -> Iterator[str]:
-    """A temporary directory beside ``path``, renamed to ``path`` when the block completes."""
-    target = os.path.abspath(path)
-    if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
-        raise InputError(path, None, "output directory exists and is not empty; remove it first")
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
-                           dir=os.path.dirname(target))  # fmt: skip
-    try:
-        yield tmp
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
 def _kept_by_file(scan: Scan, kept: np.ndarray) -> list[np.ndarray]:
     """Sorted kept record numbers of each input file."""
     src, rec = scan.source[kept], scan.record[kept]
@@ -583,7 +565,7 @@ def _write_text_dir(
     if out == "-":
         raise InputError(out, None, "text inputs give an output directory, not stdout")
     written = done = 0
-    with _atomic_directory(out) as tmp:
+    with atomic_directory(out) as tmp:
         for f, numbers in zip(scan.files, per_file, strict=True):
             if len(numbers) == 0:
                 continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from typing import IO
 import numpy as np
 
 from neardup.bits import parse_decimal_lines
+from neardup.errors import InputError
 
 STDIO = "-"
 
@@ -42,6 +44,12 @@ def read_fingerprints(path: str | os.PathLike) -> np.ndarray:
     return parse_decimal_lines(read_bytes(path), source=display_name(path))
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
     """Open ``path`` for writing so that it appears only if the ``with`` block completes.
@@ -58,6 +66,8 @@ def atomic_output(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
     directory = os.path.dirname(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
     try:
+        # mkstemp creates 0600; give the output the permissions a plain open() would
+        os.fchmod(fd, 0o666 & ~_umask())
         kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
         with os.fdopen(fd, mode, **kwargs) as f:
             yield f
@@ -67,4 +77,27 @@ def atomic_output(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike) -> Iterator[str]:
+    """A temporary directory beside ``path``, renamed to ``path`` when the block completes.
+
+    An existing non-empty directory (or a file) at ``path`` is refused rather than replaced.
+    """
+    target = os.path.abspath(os.fspath(path))
+    if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
+        raise InputError(
+            str(path), None, "output directory exists and is not empty; remove it first"
+        )
+    tmp = tempfile.mkdtemp(
+        prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=os.path.dirname(target)
+    )
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())
+        yield tmp
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -187,9 +187,12 @@ def _tables(blocks: int, distance: int) -> tuple[Table, ...]:
 
 
 # Cost model for choosing blocks, in units of one candidate check (xor + popcount + compare).
-# Measured with bench/find_all.py --sweep: bucketing one fingerprint into one table costs about
-# as much as this many candidate checks.
-_SORT_COST = 24.0
+# Measured with bench/find_all.py --sweep (N = 1M and 10M, distances 3, 6, 8): one fingerprint
+# costs about 60 checks per table (build key, sort, and the scan's random gather when runs are
+# short), so 10M at distance 6 takes 8 blocks (25.6 s) rather than 9 (67.3 s) and 1M at
+# distance 8 takes 10 (8.9 s) rather than 11 (16.1 s). The fixed cost per table keeps tiny
+# inputs on ``distance + 1`` blocks, the fastest measured at N = 100..10k.
+_SORT_COST = 60.0
 _TABLE_COST = 20_000.0
 
 

@@ -20,6 +20,9 @@ cli.add_command(fingerprint)
 from neardup.cli.dedup import dedup  # noqa: E402
 
 cli.add_command(dedup)
+from neardup.cli.index import index  # noqa: E402
+
+cli.add_command(index)
 from neardup.cli.distributed import clusters_cmd, find_all_cmd  # noqa: E402
 
 cli.add_command(find_all_cmd)

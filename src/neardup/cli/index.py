@@ -1,0 +1,239 @@
+"""``neardup index``: create, add to, query, remove from, compact and inspect a persistent index."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+import click
+import numpy as np
+
+from neardup.errors import InputError
+from neardup.io import atomic_output, read_fingerprints
+from neardup.readers import read_documents
+
+PROG = "neardup index"
+
+
+def _input_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The document options of ``neardup fingerprint``, plus --fingerprints for decimal lines."""
+    from neardup.cli.fingerprint import fingerprint_options, input_options
+
+    options = [
+        click.option(
+            "--fingerprints",
+            "raw",
+            is_flag=True,
+            help="INPUTs hold one unsigned decimal fingerprint per line (ids: 0-based positions "
+            "for queries, automatic integers for add).",
+        ),
+        fingerprint_options,
+        input_options,
+        click.option("--skip-bad", is_flag=True, help="Skip malformed records (reported)."),
+        click.option("--threads", type=click.IntRange(min=1), default=None, help="Threads."),
+        click.option("-q", "--quiet", is_flag=True, help="No summary on stderr."),
+    ]
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
+def read_inputs(
+    inputs: tuple[str, ...],
+    raw: bool,
+    preset: str,
+    in_format: str,
+    lines: bool,
+    field: str | None,
+    column: str | None,
+    id_field: str,
+    skip_bad: bool,
+    threads: int | None,
+    quiet: bool,
+) -> tuple[np.ndarray, list[Any] | None]:
+    """Fingerprints and ids of the inputs: decimal lines (ids None) or fingerprinted documents.
+
+    Document ids are the id field's values when all are integers, else their text.
+    """
+    for path in inputs:
+        if path != "-" and not os.path.exists(path):
+            raise InputError(path, None, "no such file")
+    if raw:
+        parts = [read_fingerprints(p) for p in inputs]
+        return (np.concatenate(parts) if parts else np.zeros(0, np.uint64)), None
+    from neardup.cli.fingerprint import BATCH_DOCS, _batches, check_preset, resolve_input
+    from neardup.fingerprint import Fingerprinter
+
+    check_preset(preset)
+    in_format, text_field = resolve_input(in_format, lines, field, column)
+
+    def on_bad(err: InputError) -> None:
+        if not quiet:
+            click.echo(f"{PROG}: skipped {err}", err=True)
+
+    fp = Fingerprinter(preset)
+    ids: list[Any] = []
+    parts = []
+    records = read_documents(
+        inputs, in_format, text_field, id_field or None, on_bad if skip_bad else None
+    )
+    for batch in _batches(records, BATCH_DOCS):
+        parts.append(fp.fingerprint_many([r.text for r in batch], threads=threads))
+        ids.extend(r.id for r in batch)
+    fps = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        ids = [str(i) for i in ids]
+    return fps, ids
+
+
+def _fit_ids(ids: list[Any] | None, id_type: str | None) -> list[Any] | None:
+    """Document ids in the index's kind: integers become text for a string-id index."""
+    if ids is not None and id_type == "str":
+        return [str(i) for i in ids]
+    return ids
+
+
+@click.group("index")
+def index() -> None:
+    """A persistent index of fingerprints: add, query, remove, compact.
+
+    Build one with `neardup index create`, fill it with `add`, ask it with `query`;
+    `neardup dedup --against INDEX` drops documents already seen.
+    """
+
+
+@index.command("create")
+@click.argument("path")
+@click.option("--distance", type=click.IntRange(0, 63), default=3, show_default=True)
+@click.option(
+    "--blocks",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Blocks of the layout (C(blocks, distance) tables of 8 bytes per fingerprint); "
+    "default: the fastest for --expected-size.",
+)
+@click.option("--expected-size", type=click.IntRange(min=1), default=1_000_000, show_default=True)
+def create_cmd(path: str, distance: int, blocks: int | None, expected_size: int) -> None:
+    """Create an empty index in directory PATH."""
+    from neardup.index import Index
+
+    with Index.create(path, distance, blocks, expected_size=expected_size) as ix:
+        click.echo(
+            f"{PROG}: created {path}: distance {ix.distance}, blocks {ix.blocks}, "
+            f"{ix.layout.n_tables} tables",
+            err=True,
+        )
+
+
+@index.command("add")
+@click.argument("path")
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@_input_options
+def add_cmd(path: str, inputs: tuple[str, ...], quiet: bool, **kw: Any) -> None:
+    """Fingerprint INPUT documents (or read --fingerprints) and add them to the index PATH."""
+    from neardup.index import Index
+
+    with Index.open(path, "w") as ix:
+        fps, ids = read_inputs(inputs, quiet=quiet, **kw)
+        if ids is None and ix.id_type == "str":
+            raise click.UsageError(
+                f"index {path} has string ids and --fingerprints inputs carry none; "
+                "add documents (their ids are used)"
+            )
+        ix.add(fps, _fit_ids(ids, ix.id_type))
+        if not quiet:
+            click.echo(f"{PROG}: added {len(fps)}; the index holds {len(ix)}", err=True)
+
+
+@index.command("query")
+@click.argument("path")
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@click.option("--distance", type=click.IntRange(min=0), default=None, help="Bits (inclusive).")
+@click.option("-o", "--output", default="-", show_default=True, help="JSONL output ('-' stdout).")
+@_input_options
+def query_cmd(
+    path: str,
+    inputs: tuple[str, ...],
+    distance: int | None,
+    output: str,
+    quiet: bool,
+    **kw: Any,
+) -> None:
+    """Write, for each INPUT document, its matches in the index as JSONL:
+    {"id": ..., "matches": [[id, distance], ...]} nearest first."""
+    from neardup.index import Index
+
+    with Index.open(path) as ix:
+        fps, ids = read_inputs(inputs, quiet=quiet, **kw)
+        res = ix.query(fps, distance)
+    qids = ids if ids is not None else range(len(fps))
+    with atomic_output(output, "w") as f:
+        for qid, matches in zip(qids, res, strict=True):
+            f.write(json.dumps({"id": qid, "matches": [list(m) for m in matches]}) + "\n")
+    if not quiet:
+        hit = sum(1 for r in res if r)
+        click.echo(f"{PROG}: {len(res)} queries, {hit} with matches", err=True)
+
+
+@index.command("remove")
+@click.argument("path")
+@click.argument("ids", nargs=-1)
+@click.option("--ids-file", default=None, help="File of ids, one per line.")
+@click.option("--ignore-missing", is_flag=True, help="Skip ids not in the index.")
+@click.option("-q", "--quiet", is_flag=True)
+def remove_cmd(
+    path: str, ids: tuple[str, ...], ids_file: str | None, ignore_missing: bool, quiet: bool
+) -> None:
+    """Remove entries by id (arguments and/or --ids-file)."""
+    from neardup.index import Index
+
+    items: list[tuple[str, int | None, str]] = [("<arguments>", None, i) for i in ids]
+    if ids_file is not None:
+        with open(ids_file, encoding="utf-8") as f:
+            items += [(ids_file, n, line.strip()) for n, line in enumerate(f, 1) if line.strip()]
+    if not items:
+        raise click.UsageError("give ids to remove as arguments or with --ids-file")
+    with Index.open(path, "w") as ix:
+        values: list[Any]
+        if ix.id_type == "str":
+            values = [v for _, _, v in items]
+        else:
+            values = []
+            for src, line, v in items:
+                try:
+                    values.append(int(v))
+                except ValueError:
+                    raise InputError(src, line, f"{v!r} is not an integer id") from None
+        try:
+            n = ix.remove(values, missing="ignore" if ignore_missing else "error")
+        except KeyError as e:
+            raise ValueError(f"{e.args[0]} (use --ignore-missing to skip such ids)") from None
+        if not quiet:
+            click.echo(f"{PROG}: removed {n}; the index holds {len(ix)}", err=True)
+
+
+@index.command("compact")
+@click.argument("path")
+def compact_cmd(path: str) -> None:
+    """Merge all runs of the index into one sorted base, dropping removed entries."""
+    from neardup.index import Index
+
+    with Index.open(path, "w") as ix:
+        ix.compact()
+
+
+@index.command("info")
+@click.argument("path")
+@click.option("--verify", is_flag=True, help="Check every file's CRC-32 (reads the whole index).")
+def info_cmd(path: str, verify: bool) -> None:
+    """Print the index's layout, size and segments as JSON."""
+    from neardup.index import Index
+
+    with Index.open(path) as ix:
+        if verify:
+            ix.verify()
+        doc = ix.info()
+        doc["verified"] = verify
+    click.echo(json.dumps(doc, indent=1))

@@ -1,0 +1,98 @@
+"""numba kernels of the persistent index: id hashing, sorted-id lookups, string comparison.
+
+Every function is ``_``-prefixed, takes contiguous arrays and scalars and validates nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+@njit(cache=True, nogil=True)
+def _hash_strings(blob, offsets):
+    """64-bit key of each UTF-8 string ``blob[offsets[i]:offsets[i+1]]`` (FNV-1a + splitmix)."""
+    n = offsets.shape[0] - 1
+    out = np.empty(n, dtype=np.uint64)
+    for i in range(n):
+        h = _FNV_OFFSET
+        for j in range(offsets[i], offsets[i + 1]):
+            h = (h ^ np.uint64(blob[j])) * _FNV_PRIME
+        h ^= h >> np.uint64(30)
+        h *= _MIX1
+        h ^= h >> np.uint64(27)
+        h *= _MIX2
+        h ^= h >> np.uint64(31)
+        out[i] = h
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _lookup(keys, order, queries):
+    """For each query key, the range ``[lo, hi)`` of ``order`` whose rows hold that key.
+
+    ``keys[order]`` is ascending. Binary search through the indirection, so ``keys`` and
+    ``order`` may stay memory-mapped.
+    """
+    n = order.shape[0]
+    m = queries.shape[0]
+    lo_out = np.empty(m, dtype=np.int64)
+    hi_out = np.empty(m, dtype=np.int64)
+    for q in range(m):
+        v = queries[q]
+        lo = 0
+        hi = n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if keys[order[mid]] < v:
+                lo = mid + 1
+            else:
+                hi = mid
+        e = lo
+        while e < n and keys[order[e]] == v:
+            e += 1
+        lo_out[q] = lo
+        hi_out[q] = e
+    return lo_out, hi_out
+
+
+@njit(cache=True, nogil=True)
+def _strings_equal(blob_a, off_a, idx_a, blob_b, off_b, idx_b):
+    """``out[i]`` is True when string ``idx_a[i]`` of ``a`` equals string ``idx_b[i]`` of ``b``."""
+    m = idx_a.shape[0]
+    out = np.zeros(m, dtype=np.bool_)
+    for i in range(m):
+        sa = off_a[idx_a[i]]
+        la = off_a[idx_a[i] + 1] - sa
+        sb = off_b[idx_b[i]]
+        lb = off_b[idx_b[i] + 1] - sb
+        if la != lb:
+            continue
+        same = True
+        for j in range(la):
+            if blob_a[sa + j] != blob_b[sb + j]:
+                same = False
+                break
+        out[i] = same
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _gather_strings(blob, offsets, rows):
+    """Concatenate strings ``rows`` of ``(blob, offsets)`` into a new ``(blob, offsets)``."""
+    m = rows.shape[0]
+    off = np.empty(m + 1, dtype=np.int64)
+    off[0] = 0
+    for i in range(m):
+        off[i + 1] = off[i] + (offsets[rows[i] + 1] - offsets[rows[i]])
+    out = np.empty(off[m], dtype=np.uint8)
+    for i in range(m):
+        s = offsets[rows[i]]
+        for j in range(off[i + 1] - off[i]):
+            out[off[i] + j] = blob[s + j]
+    return out, off

@@ -1,0 +1,870 @@
+"""The persistent online index: sorted permuted runs on disk, add / query / remove / compact.
+
+An index is a list of immutable *segments* (sorted runs). The first is the base; later ones are
+the delta, one small run per :meth:`Index.add` call, merged geometrically so there are never more
+than ``max_segments``. :meth:`Index.compact` merges everything into one base. Each segment holds
+its fingerprints sorted (which doubles as the identity-permuted table 0), its other permuted
+tables over the distinct fingerprints, and the ids. A match found in table ``t`` is permuted back
+to a fingerprint and mapped to the segment's rows by binary search in the sorted fingerprints.
+Removed rows are listed per segment (tombstones) until a merge drops them.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from neardup import kernels
+from neardup.bits import as_fingerprints
+from neardup.config import DEFAULT_DISTANCE, MAX_TABLES, default_threads
+from neardup.index import _kernels
+from neardup.index.storage import (
+    FORMAT_VERSION,
+    MAGIC,
+    MANIFEST,
+    CorruptIndexError,
+    WriterLock,
+    load_array,
+    read_manifest,
+    remove_unreferenced,
+    verify_file,
+    write_array,
+    write_manifest,
+)
+from neardup.layout import BITS, Layout, block_widths, count_tables, validate
+
+__all__ = ["Index", "IndexMatches", "choose_index_blocks"]
+
+#: Cost of probing one table for one query, in candidate checks (binary search + call).
+_PROBE_COST = 32.0
+#: Queries per batch above which tables are probed on several threads.
+_PARALLEL_QUERIES = 2048
+_FULL = (1 << 64) - 1
+_ZERO = np.zeros(1, dtype=np.int64)
+
+
+class IndexMatches(NamedTuple):
+    """Matches of a batch query as flat arrays, sorted by query, then distance, then id."""
+
+    query_index: np.ndarray  #: int64, position of the query in the batch
+    id: np.ndarray  #: int64 ids, or an object array of str ids
+    distance: np.ndarray  #: int64 Hamming distance
+
+
+def choose_index_blocks(n: int, distance: int) -> int:
+    """Blocks minimising the estimated cost of one query against ``n`` fingerprints.
+
+    A query probes every table (a fixed cost each) and checks about ``n / 2**p`` candidates per
+    table, ``p`` being the table's leading bits. More blocks mean longer prefixes (fewer
+    candidates) but more tables (``C(blocks, distance)``, each 8 bytes per fingerprint).
+    """
+    validate(distance + 1, distance)
+    best, best_cost = distance + 1, math.inf
+    for m in range(distance + 1, BITS + 1):
+        if count_tables(m, distance) > min(MAX_TABLES, 5000):
+            break
+        widths = block_widths(m)
+        q, r = divmod(BITS, m)
+        j = m - distance
+        cost = 0.0
+        for i in range(max(0, j - (m - r)), min(r, j) + 1):
+            tables = math.comb(r, i) * math.comb(m - r, j - i)
+            cost += tables * (_PROBE_COST + n / 2.0 ** (j * q + i))
+        del widths
+        if cost < best_cost:
+            best, best_cost = m, cost
+    return best
+
+
+class _TableSpec(NamedTuple):
+    src: np.ndarray
+    mask: np.ndarray
+    dst: np.ndarray
+    shift: int
+    lead: np.uint64
+    chk: np.ndarray
+    nchk: int
+    identity: bool
+
+
+def _specs(layout: Layout) -> list[_TableSpec]:
+    out = []
+    for t, table in enumerate(layout.tables):
+        segs = table.segments
+        src = np.array([s for s, _, _ in segs], dtype=np.uint64)
+        mask = np.array([((1 << w) - 1) & _FULL for _, w, _ in segs], dtype=np.uint64)
+        dst = np.array([d for _, _, d in segs], dtype=np.uint64)
+        chk = np.array([layout.apply_mask(m, t) for m in table.check_masks] or [0], np.uint64)
+        out.append(
+            _TableSpec(
+                src,
+                mask,
+                dst,
+                64 - table.prefix_bits,
+                np.uint64(layout.apply_mask(table.lead_mask, t)),
+                chk,
+                len(table.check_masks),
+                all(s == d for s, _, d in segs),
+            )
+        )
+    return out
+
+
+def _expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For ranges ``[lo[i], hi[i])``: (owner i, position) of every element, in order."""
+    cnt = hi - lo
+    total = int(cnt.sum())
+    owner = np.repeat(np.arange(len(lo), dtype=np.int64), cnt)
+    start = np.cumsum(cnt) - cnt
+    pos = np.arange(total, dtype=np.int64) - np.repeat(start - lo, cnt)
+    return owner, pos
+
+
+class _Ids(NamedTuple):
+    """A batch of ids in the index's form: 64-bit keys, plus UTF-8 strings for str ids."""
+
+    kind: str  # "int64" or "str"
+    keys: np.ndarray  # int64
+    blob: np.ndarray | None
+    off: np.ndarray | None
+    values: list[Any] | np.ndarray
+
+
+def _convert_ids(ids: Any, n: int | None, kind: str | None) -> _Ids:
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, (Sequence, np.ndarray, Iterable)):
+        raise ValueError(f"ids must be a sequence of ints or strings (got {type(ids).__name__})")
+    if not isinstance(ids, (list, tuple, np.ndarray)):
+        ids = list(ids)
+    if n is not None and len(ids) != n:
+        raise ValueError(f"got {n} fingerprints but {len(ids)} ids; give one id per fingerprint")
+    arr = ids if isinstance(ids, np.ndarray) else None
+    if arr is None:
+        if len(ids) == 0:
+            arr = np.empty(0, dtype=np.int64 if kind != "str" else object)
+        elif all(isinstance(v, str) for v in ids):
+            arr = None
+        elif all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in ids):
+            try:
+                arr = np.array(ids, dtype=np.int64)
+            except OverflowError:
+                raise ValueError("integer ids must fit in int64") from None
+        else:
+            bad = next(v for v in ids if not isinstance(v, (str, int, np.integer)))
+            raise ValueError(
+                f"ids must be all ints or all strings (got {type(bad).__name__} {bad!r})"
+            )
+    if arr is not None and arr.dtype.kind in "iu":
+        if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+            raise ValueError("integer ids must fit in int64")
+        if kind == "str":
+            raise ValueError("this index has string ids; got integer ids")
+        keys = np.ascontiguousarray(arr, dtype=np.int64)
+        return _Ids("int64", keys, None, None, keys)
+    values = list(arr) if arr is not None else list(ids)
+    if not all(isinstance(v, str) for v in values):
+        raise ValueError("ids must be all ints or all strings")
+    if kind == "int64" and values:
+        raise ValueError("this index has integer ids; got string ids")
+    enc = [v.encode("utf-8") for v in values]
+    off = np.zeros(len(enc) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, enc), dtype=np.int64, count=len(enc)), out=off[1:])
+    blob = np.frombuffer(b"".join(enc), dtype=np.uint8).copy()
+    keys = _kernels._hash_strings(blob, off).view(np.int64)
+    return _Ids("str", keys, blob, off, values)
+
+
+class _Segment:
+    """One sorted run, memory-mapped."""
+
+    def __init__(self, directory: str, entry: dict[str, Any], specs: list[_TableSpec]) -> None:
+        f = entry["files"]
+        self.entry = entry
+        self.name: str = entry["name"]
+        self.fps = np.asarray(load_array(directory, f["fp"]))
+        self.tables = [
+            self.fps if s.identity else np.asarray(load_array(directory, f[f"t{t}"]))
+            for t, s in enumerate(specs)
+        ]
+        self.keys = np.asarray(load_array(directory, f["key"]))
+        self.kord = np.asarray(load_array(directory, f["kord"]))
+        self.blob = np.asarray(load_array(directory, f["sblob"])) if "sblob" in f else None
+        self.off = np.asarray(load_array(directory, f["soff"])) if "soff" in f else None
+        self.set_deleted(directory, entry.get("deleted"))
+
+    def set_deleted(self, directory: str, entry: dict[str, Any] | None) -> None:
+        self.dead = (
+            np.asarray(load_array(directory, entry)) if entry else np.empty(0, dtype=np.int64)
+        )
+        self.n = len(self.fps)
+        self.live = self.n - len(self.dead)
+
+    def alive(self, rows: np.ndarray) -> np.ndarray:
+        """True for rows not removed."""
+        if len(self.dead) == 0:
+            return np.ones(len(rows), dtype=bool)
+        i = np.searchsorted(self.dead, rows)
+        return self.dead[np.minimum(i, len(self.dead) - 1)] != rows
+
+    def live_rows(self) -> np.ndarray:
+        keep = np.ones(self.n, dtype=bool)
+        keep[self.dead] = False
+        return np.flatnonzero(keep)
+
+
+class Index:
+    """A persistent index of 64-bit fingerprints answering "what is within k bits of F?".
+
+    Create one with :meth:`create`, open one with :meth:`open`. A writer (``mode="w"``) holds an
+    exclusive lock; any number of readers (``mode="r"``) see the snapshot committed when they
+    opened (or last called :meth:`refresh`). Every :meth:`add`, :meth:`remove` and
+    :meth:`compact` is committed durably before it returns; a crash at any point leaves the last
+    committed state.
+
+    Fingerprints are unsigned 64-bit integers, bit 63 the most significant; a match is
+    ``popcount(a ^ b) <= distance``. Ids are int64 or str (fixed by the first :meth:`add`) and
+    unique in the index.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> path = tempfile.mkdtemp() + "/idx"
+    >>> with Index.create(path, distance=3) as ix:
+    ...     ix.add([0b1011, 0xFFFF << 40], ids=[7, 8])
+    ...     ix.query([0b1000, 0b1011])
+    [[(7, 2)], [(7, 0)]]
+    """
+
+    #: Most segments (base + delta runs) before add() merges delta runs.
+    max_segments = 8
+
+    def __init__(self, path: str | os.PathLike, mode: str = "r", *, _lock: Any = None) -> None:
+        if mode not in ("r", "w"):
+            raise ValueError(f"mode must be 'r' or 'w' (got {mode!r})")
+        self.path = os.fspath(path)
+        self.mode = mode
+        self._lock = _lock
+        self._segs: list[_Segment] = []
+        self._body: dict[str, Any] = {}
+        self._closed = False
+        try:
+            if mode == "w" and self._lock is None:
+                read_manifest(self.path)  # clear error before creating a LOCK file
+                self._lock = WriterLock(self.path)
+            self._load()
+            if mode == "w":
+                remove_unreferenced(self.path, self._body)
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ opening and closing
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike,
+        distance: int = DEFAULT_DISTANCE,
+        blocks: int | None = None,
+        *,
+        expected_size: int = 1_000_000,
+    ) -> Index:
+        """Create an empty index in directory ``path`` and open it for writing.
+
+        Parameters
+        ----------
+        path : str or PathLike
+            Directory; created if missing, must not already hold an index.
+        distance : int
+            Largest Hamming distance (bits, inclusive) queries can ask for.
+        blocks : int, optional
+            Blocks the 64 bits are split into; the index keeps ``C(blocks, distance)`` permuted
+            tables of 8 bytes per fingerprint each. ``None`` chooses the fastest layout for
+            ``expected_size`` fingerprints (:func:`choose_index_blocks`).
+        expected_size : int
+            Fingerprints the index is expected to hold (only used when ``blocks`` is None).
+
+        Raises
+        ------
+        FileExistsError
+            If ``path`` already holds an index.
+        ValueError
+            For an invalid ``distance``/``blocks``.
+        """
+        if blocks is None:
+            blocks = choose_index_blocks(max(1, int(expected_size)), distance)
+        layout = Layout(blocks, distance)
+        p = os.fspath(path)
+        os.makedirs(p, exist_ok=True)
+        if os.path.exists(os.path.join(p, MANIFEST)):
+            raise FileExistsError(f"{p}: an index already exists here; open it with Index.open")
+        lock = WriterLock(p)
+        try:
+            body = {
+                "magic": MAGIC,
+                "format_version": FORMAT_VERSION,
+                "byte_order": __import__("sys").byteorder,
+                "fingerprint_dtype": "<u8",
+                "distance": layout.distance,
+                "blocks": layout.blocks,
+                "tables": layout.n_tables,
+                "id_type": None,
+                "generation": 0,
+                "next_file": 0,
+                "next_id": 0,
+                "segments": [],
+            }
+            write_manifest(p, body)
+        except BaseException:
+            lock.release()
+            raise
+        return cls(p, "w", _lock=lock)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, mode: str = "r") -> Index:
+        """Open an existing index: ``mode="r"`` for a read-only snapshot, ``"w"`` to write.
+
+        Opening memory-maps the array files and checks their sizes and headers against the
+        manifest (a truncated file is reported by name); content checksums are checked by
+        :meth:`verify`. Raises :class:`IndexLockedError` when ``mode="w"`` and another process
+        writes the index.
+        """
+        return cls(path, mode)
+
+    def _load(self) -> None:
+        for attempt in range(10):
+            body = read_manifest(self.path)
+            try:
+                self._install(body)
+                return
+            except CorruptIndexError:
+                # a writer may have committed and deleted files between our two reads
+                if self.mode == "w" or attempt == 9:
+                    raise
+                if read_manifest(self.path)["generation"] == body["generation"]:
+                    raise
+
+    def _install(self, body: dict[str, Any]) -> None:
+        self.layout = Layout(body["blocks"], body["distance"])
+        self._specs = _specs(self.layout)
+        old = {s.name: s for s in self._segs}
+        segs = []
+        for e in body["segments"]:
+            s = old.get(e["name"])
+            if s is None:
+                s = _Segment(self.path, e, self._specs)
+            elif s.entry.get("deleted") != e.get("deleted"):
+                s.set_deleted(self.path, e.get("deleted"))
+            s.entry = e
+            segs.append(s)
+        self._segs = segs
+        self._body = body
+
+    def refresh(self) -> None:
+        """Readers: move to the newest committed state."""
+        self._load()
+
+    def close(self) -> None:
+        """Release the writer lock and the memory maps. Committed data needs no flush."""
+        self._segs = []
+        self._closed = True
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            lock.release()
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def distance(self) -> int:
+        """Largest query distance (bits, inclusive)."""
+        return self.layout.distance
+
+    @property
+    def blocks(self) -> int:
+        return self.layout.blocks
+
+    @property
+    def id_type(self) -> str | None:
+        """``"int64"``, ``"str"`` or ``None`` before the first add."""
+        return self._body.get("id_type")
+
+    @property
+    def generation(self) -> int:
+        """Number of commits so far."""
+        return int(self._body["generation"])
+
+    def __len__(self) -> int:
+        return sum(s.live for s in self._segs)
+
+    def __contains__(self, id: object) -> bool:
+        if self.id_type is None or isinstance(id, bool):
+            return False
+        if isinstance(id, str) != (self.id_type == "str"):
+            return False
+        if not isinstance(id, (str, int, np.integer)):
+            return False
+        try:
+            ids = _convert_ids([id], None, self.id_type)
+        except ValueError:
+            return False
+        return len(self._find(ids)[0]) > 0
+
+    def info(self) -> dict[str, Any]:
+        """Layout, sizes and segments of the committed state."""
+        files = [(e, s) for s in self._body["segments"] for e in _seg_files(s)]
+        return {
+            "path": self.path,
+            "format_version": self._body["format_version"],
+            "distance": self.distance,
+            "blocks": self.blocks,
+            "tables": self.layout.n_tables,
+            "id_type": self.id_type,
+            "entries": len(self),
+            "generation": self.generation,
+            "segments": [
+                {"name": s.name, "rows": s.n, "removed": s.n - s.live} for s in self._segs
+            ],
+            "bytes": sum(e["bytes"] for e, _ in files),
+        }
+
+    def verify(self) -> None:
+        """Recompute the CRC-32 of every file of the committed state.
+
+        Raises
+        ------
+        CorruptIndexError
+            Naming every missing, truncated or corrupt file.
+        """
+        bad = []
+        for seg in self._body["segments"]:
+            for e in _seg_files(seg):
+                try:
+                    verify_file(self.path, e)
+                except CorruptIndexError as err:
+                    bad.append(str(err))
+        if bad:
+            raise CorruptIndexError("; ".join(bad))
+
+    # ------------------------------------------------------------------ lookups by id
+    def _find(self, ids: _Ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(id index, segment index, row) of every live row holding one of ``ids``."""
+        self._check_open()
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        if len(ids.keys) == 0:
+            pass
+        for si, seg in enumerate(self._segs):
+            if len(ids.keys) == 0:
+                break
+            lo, hi = _kernels._lookup(seg.keys, seg.kord, ids.keys)
+            owner, pos = _expand(lo, hi)
+            if len(owner) == 0:
+                continue
+            rows = seg.kord[pos].astype(np.int64)
+            keep = seg.alive(rows)
+            if ids.kind == "str":
+                keep &= _kernels._strings_equal(seg.blob, seg.off, rows, ids.blob, ids.off, owner)
+            parts.append((owner[keep], np.full(int(keep.sum()), si, np.int64), rows[keep]))
+        if not parts:
+            e = np.empty(0, dtype=np.int64)
+            return e, e.copy(), e.copy()
+        return tuple(np.concatenate(p) for p in zip(*parts, strict=True))  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ queries
+    def _probe_table(
+        self, t: int, q: np.ndarray, k: int
+    ) -> list[tuple[np.ndarray, int, np.ndarray, np.ndarray]]:
+        spec = self._specs[t]
+        if spec.identity:
+            qperm = q
+        else:
+            qperm = kernels._permute(q, spec.src, spec.mask, spec.dst)
+        if len(q) == 1:
+            qs, qord = qperm, _ZERO
+        else:
+            qord = np.argsort(qperm, kind="stable")
+            qs = np.ascontiguousarray(qperm[qord])
+            qord = qord.astype(np.int64)
+        out = []
+        for si, seg in enumerate(self._segs):
+            table = seg.tables[t]
+            if len(table) == 0:
+                continue
+            qi, pos, d = kernels._query_table(
+                table, qs, qord, spec.shift, k, spec.lead, spec.chk, spec.nchk
+            )
+            if len(qi) == 0:
+                continue
+            if spec.identity:
+                rows = pos
+            else:
+                v = kernels._permute(
+                    np.ascontiguousarray(table[pos]), spec.dst, spec.mask, spec.src
+                )
+                lo = np.searchsorted(seg.fps, v, "left")
+                hi = np.searchsorted(seg.fps, v, "right")
+                owner, rows = _expand(lo, hi)
+                qi, d = qi[owner], d[owner]
+            keep = seg.alive(rows)
+            if not keep.all():
+                qi, rows, d = qi[keep], rows[keep], d[keep]
+            out.append((qi, si, rows, d))
+        return out
+
+    def _probe(
+        self, fingerprints: Any, distance: int | None, threads: int | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        self._check_open()
+        q = as_fingerprints(fingerprints, "fingerprints")
+        k = self.distance if distance is None else distance
+        if (
+            isinstance(k, bool)
+            or not isinstance(k, (int, np.integer))
+            or not 0 <= k <= self.distance
+        ):
+            raise ValueError(
+                f"query distance must be an integer between 0 and the index's distance "
+                f"{self.distance} (got {distance!r}); create the index with a larger distance"
+            )
+        e = np.empty(0, dtype=np.int64)
+        if len(q) == 0 or not self._segs:
+            return e, e.copy(), e.copy(), e.copy()
+        T = self.layout.n_tables
+        nthreads = 1
+        if len(q) >= _PARALLEL_QUERIES:
+            nthreads = default_threads() if threads is None else max(1, int(threads))
+        if nthreads > 1 and T > 1:
+            with ThreadPoolExecutor(min(nthreads, T)) as ex:
+                results = list(ex.map(lambda t: self._probe_table(t, q, int(k)), range(T)))
+        else:
+            results = [self._probe_table(t, q, int(k)) for t in range(T)]
+        parts = [r for res in results for r in res]
+        if not parts:
+            return e, e.copy(), e.copy(), e.copy()
+        qi = np.concatenate([p[0] for p in parts])
+        si = np.concatenate([np.full(len(p[0]), p[1], np.int64) for p in parts])
+        rows = np.concatenate([p[2] for p in parts])
+        d = np.concatenate([p[3] for p in parts])
+        return qi, si, rows, d
+
+    def _ids_of(self, si: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(sort key, id values) of rows ``rows`` of segments ``si``."""
+        if len(self._segs) == 1:
+            keys = self._segs[0].keys[rows]
+        else:
+            keys = np.empty(len(rows), dtype=np.int64)
+            for s in np.unique(si):
+                sel = si == s
+                keys[sel] = self._segs[s].keys[rows[sel]]
+        if self.id_type != "str":
+            return keys, keys
+        values = np.empty(len(rows), dtype=object)
+        for s in np.unique(si):
+            sel = np.flatnonzero(si == s)
+            seg = self._segs[s]
+            blob, off = _kernels._gather_strings(seg.blob, seg.off, rows[sel])
+            raw = blob.tobytes()
+            ol = off.tolist()
+            values[sel] = [raw[a:b].decode("utf-8") for a, b in zip(ol[:-1], ol[1:], strict=True)]
+        return keys, values
+
+    def query_arrays(
+        self,
+        fingerprints: Sequence[int] | np.ndarray,
+        distance: int | None = None,
+        *,
+        threads: int | None = None,
+    ) -> IndexMatches:
+        """Every indexed id within ``distance`` bits of each query, as flat arrays.
+
+        Parameters
+        ----------
+        fingerprints : sequence of int or ndarray
+            Query fingerprints (uint64, bit 63 most significant). A large batch is probed table
+            by table in one sorted pass, like :func:`neardup.find_all`.
+        distance : int, optional
+            Bits (inclusive), at most the index's distance (the default).
+        threads : int, optional
+            Threads probing tables in parallel for large batches. Default: all usable CPUs.
+
+        Returns
+        -------
+        IndexMatches
+            ``(query_index, id, distance)``, sorted by query, then distance (nearest first), then
+            id (integer ids; string ids in a fixed but unspecified order).
+        """
+        qi, si, rows, d = self._probe(fingerprints, distance, threads)
+        keys, values = self._ids_of(si, rows)
+        order = np.lexsort((keys, d, qi))
+        return IndexMatches(qi[order], values[order], d[order])
+
+    def query(
+        self, fingerprints: Sequence[int] | np.ndarray, distance: int | None = None
+    ) -> list[list[tuple[Any, int]]]:
+        """For each query fingerprint, the list of ``(id, distance)`` within ``distance`` bits,
+        nearest first (see :meth:`query_arrays` for the order and the parameters)."""
+        q = as_fingerprints(fingerprints, "fingerprints")
+        m = self.query_arrays(q, distance)
+        bounds = np.searchsorted(m.query_index, np.arange(len(q) + 1)).tolist()
+        ids = m.id.tolist()
+        dist = m.distance.tolist()
+        return [
+            list(zip(ids[a:b], dist[a:b], strict=True))
+            for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+        ]
+
+    def dedup_mask(
+        self, fingerprints: Sequence[int] | np.ndarray, distance: int | None = None
+    ) -> np.ndarray:
+        """Boolean array, True where a fingerprint is within ``distance`` bits of an indexed one."""
+        q = as_fingerprints(fingerprints, "fingerprints")
+        qi, _, _, _ = self._probe(q, distance, None)
+        mask = np.zeros(len(q), dtype=bool)
+        mask[qi] = True
+        return mask
+
+    # ------------------------------------------------------------------ writes
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"index {self.path} is closed; open it again with Index.open")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.mode != "w" or self._lock is None:
+            raise ValueError(f"index {self.path} is open read-only; open it with mode='w'")
+
+    def _next_name(self, body: dict[str, Any]) -> str:
+        name = f"s{body['next_file']:08d}"
+        body["next_file"] += 1
+        return name
+
+    def _write_segment(
+        self, name: str, fps: np.ndarray, keys: np.ndarray, blob: Any, off: Any
+    ) -> dict[str, Any]:
+        order = np.argsort(fps, kind="stable")
+        fps = fps[order]
+        keys = keys[order]
+        files: dict[str, Any] = {}
+        if blob is not None:
+            blob, off = _kernels._gather_strings(blob, off, order.astype(np.int64))
+        distinct = fps[np.concatenate(([True], fps[1:] != fps[:-1]))] if len(fps) else fps
+        kord = np.argsort(keys, kind="stable").astype(np.uint32 if len(keys) < 2**32 else np.int64)
+
+        def table(t: int) -> tuple[str, dict[str, Any]]:
+            s = self._specs[t]
+            v = kernels._permute(distinct, s.src, s.mask, s.dst)
+            v.sort()
+            return f"t{t}", write_array(self.path, f"{name}.t{t}.npy", v)
+
+        todo = [t for t, s in enumerate(self._specs) if not s.identity]
+        with ThreadPoolExecutor(min(default_threads(), max(1, len(todo)))) as ex:
+            files.update(ex.map(table, todo))
+        files["fp"] = write_array(self.path, f"{name}.fp.npy", fps)
+        files["key"] = write_array(self.path, f"{name}.key.npy", keys)
+        files["kord"] = write_array(self.path, f"{name}.kord.npy", kord)
+        if blob is not None:
+            files["sblob"] = write_array(self.path, f"{name}.sblob.npy", blob)
+            files["soff"] = write_array(self.path, f"{name}.soff.npy", off)
+        return {"name": name, "rows": len(fps), "files": files, "deleted": None}
+
+    def _gather(self, segs: list[_Segment]) -> tuple[np.ndarray, np.ndarray, Any, Any]:
+        """Live rows of ``segs`` concatenated, older segments first."""
+        fps, keys, blobs, offs = [], [], [], []
+        for s in segs:
+            rows = s.live_rows()
+            fps.append(s.fps[rows])
+            keys.append(s.keys[rows])
+            if s.blob is not None:
+                b, o = _kernels._gather_strings(s.blob, s.off, rows)
+                blobs.append(b)
+                offs.append(o)
+        blob = off = None
+        if self.id_type == "str":
+            blob, off = _concat_strings(blobs, offs)
+        return np.concatenate(fps), np.concatenate(keys), blob, off
+
+    def _commit(self, body: dict[str, Any]) -> None:
+        body["generation"] += 1
+        write_manifest(self.path, body)
+        self._install(body)
+        remove_unreferenced(self.path, body)
+
+    def add(
+        self,
+        fingerprints: Sequence[int] | np.ndarray,
+        ids: Sequence[int] | Sequence[str] | np.ndarray | None = None,
+    ) -> None:
+        """Add fingerprints with their ids and commit them durably.
+
+        Parameters
+        ----------
+        fingerprints : sequence of int or ndarray
+            uint64 fingerprints (bit 63 most significant).
+        ids : sequence of int or str, optional
+            One id per fingerprint, all int64 or all str (the first add fixes the kind); ids
+            must not already be in the index. ``None`` numbers the fingerprints with integer
+            ids following the largest integer id added so far.
+
+        Raises
+        ------
+        ValueError
+            For an id already in the index (nothing is added), repeated ids in the batch, a
+            length mismatch or ids of the other kind.
+        """
+        self._check_writable()
+        fp = as_fingerprints(fingerprints, "fingerprints")
+        body = copy.deepcopy(self._body)
+        if ids is None:
+            if self.id_type == "str":
+                raise ValueError("this index has string ids; pass ids to add()")
+            start = int(body["next_id"])
+            ids = np.arange(start, start + len(fp), dtype=np.int64)
+        conv = _convert_ids(ids, len(fp), self.id_type)
+        if len(fp) == 0:
+            return
+        if conv.kind == "int64":
+            dup = len(np.unique(conv.keys)) != len(conv.keys)
+        else:
+            dup = len(set(conv.values)) != len(conv.values)
+        if dup:
+            raise ValueError("ids repeat within the batch; ids must be unique")
+        found, _, _ = self._find(conv)
+        if len(found):
+            raise ValueError(
+                f"id {_show(conv.values[int(found[0])])} is already in the index "
+                f"({len(np.unique(found))} of the batch are); remove them first"
+            )
+        body["id_type"] = conv.kind
+        if conv.kind == "int64":
+            body["next_id"] = max(int(body["next_id"]), int(conv.keys.max()) + 1)
+        # merge the new run with the trailing delta runs while they are not much larger
+        delta = self._segs[1:]
+        j = len(delta)
+        acc = len(fp)
+        while j > 0 and (
+            2 * acc >= delta[j - 1].live
+            or len(self._segs) - (len(delta) - j) + 1 > self.max_segments
+        ):
+            j -= 1
+            acc += delta[j].live
+        merged = delta[j:]
+        name = self._next_name(body)
+        if merged:
+            f0, k0, b0, o0 = self._gather(merged)
+            fps = np.concatenate([f0, fp])
+            keys = np.concatenate([k0, conv.keys])
+            blob, off = (
+                _concat_strings([b0, conv.blob], [o0, conv.off])
+                if conv.kind == "str"
+                else (None, None)
+            )
+        else:
+            fps, keys, blob, off = fp, conv.keys, conv.blob, conv.off
+        entry = self._write_segment(name, fps, keys, blob, off)
+        gone = {s.name for s in merged}
+        body["segments"] = [e for e in body["segments"] if e["name"] not in gone] + [entry]
+        self._commit(body)
+
+    def remove(
+        self, ids: Sequence[int] | Sequence[str] | np.ndarray, *, missing: str = "error"
+    ) -> int:
+        """Remove entries by id and commit; return how many were removed.
+
+        Parameters
+        ----------
+        ids : sequence of int or str
+            Ids to remove (repeats are removed once).
+        missing : {"error", "ignore"}
+            ``"error"``: an id not in the index raises ``KeyError`` and nothing is removed.
+            ``"ignore"``: unknown ids are skipped (the return value counts what was removed).
+        """
+        self._check_writable()
+        if missing not in ("error", "ignore"):
+            raise ValueError(f"missing must be 'error' or 'ignore' (got {missing!r})")
+        if self.id_type is None:
+            conv = _convert_ids(ids, None, None)
+        else:
+            conv = _convert_ids(ids, None, self.id_type)
+        if len(conv.keys) == 0:
+            return 0
+        owner, si, rows = self._find(conv)
+        if missing == "error":
+            hit = np.zeros(len(conv.keys), dtype=bool)
+            hit[owner] = True
+            if not hit.all():
+                first = int(np.flatnonzero(~hit)[0])
+                raise KeyError(
+                    f"id {_show(conv.values[first])} is not in the index "
+                    f"({int((~hit).sum())} of {len(hit)} ids are not); nothing removed"
+                )
+        if len(rows) == 0:
+            return 0
+        body = copy.deepcopy(self._body)
+        removed = 0
+        keep_entries = []
+        for s_idx, (seg, e) in enumerate(zip(self._segs, body["segments"], strict=True)):
+            r = np.unique(rows[si == s_idx])
+            if len(r) == 0:
+                keep_entries.append(e)
+                continue
+            removed += len(r)
+            dead = np.union1d(seg.dead, r).astype(np.int64)
+            if len(dead) == seg.n:
+                continue  # every row removed: drop the segment
+            e["deleted"] = write_array(
+                self.path, f"{seg.name}.del{body['generation'] + 1}.npy", dead
+            )
+            keep_entries.append(e)
+        body["segments"] = keep_entries
+        self._commit(body)
+        return removed
+
+    def compact(self) -> None:
+        """Merge every run into one sorted base without removed entries, and commit."""
+        self._check_writable()
+        body = copy.deepcopy(self._body)
+        if len(self._segs) <= 1 and all(s.live == s.n for s in self._segs):
+            return
+        live = [s for s in self._segs if s.live]
+        if live:
+            fps, keys, blob, off = self._gather(live)
+            body["segments"] = [self._write_segment(self._next_name(body), fps, keys, blob, off)]
+        else:
+            body["segments"] = []
+        self._commit(body)
+
+
+def _concat_strings(
+    blobs: list[np.ndarray], offs: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    blob = np.concatenate(blobs) if blobs else np.empty(0, np.uint8)
+    parts = [np.zeros(1, np.int64)]
+    base = 0
+    for o in offs:
+        parts.append(o[1:] + base)
+        base += int(o[-1])
+    return blob, np.concatenate(parts)
+
+
+def _seg_files(seg: dict[str, Any]) -> list[dict[str, Any]]:
+    out = list(seg["files"].values())
+    if seg.get("deleted"):
+        out.append(seg["deleted"])
+    return out
+
+
+def _show(v: Any) -> str:
+    return repr(v.item() if isinstance(v, np.generic) else v)

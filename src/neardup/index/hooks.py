@@ -1,0 +1,56 @@
+"""Incremental dedup against an index: drop what the index has seen, add the survivors.
+
+Used by :func:`neardup.dedup.dedup` (``against=``, ``update=``) and ``neardup dedup --against``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from neardup.index.core import Index
+
+
+def open_index(against: str | os.PathLike | Index, update: bool) -> Index:
+    """``against`` as an open :class:`Index`: a path is opened for writing when ``update``
+    (taking the writer lock for the whole dedup), else read-only. An ``Index`` is returned as is.
+    """
+    if isinstance(against, Index):
+        if update and against.mode != "w":
+            raise ValueError(f"index {against.path} is open read-only; update needs mode='w'")
+        return against
+    return Index.open(against, "w" if update else "r")
+
+
+def seen_mask(
+    index: Index,
+    fingerprints: np.ndarray,
+    distance: int,
+    already_seen: np.ndarray | None = None,
+) -> np.ndarray:
+    """True for each fingerprint within ``distance`` bits of something in ``index`` (OR-ed with
+    ``already_seen``)."""
+    if distance > index.distance:
+        raise ValueError(
+            f"index {index.path} answers distances up to {index.distance} bits but dedup uses "
+            f"{distance}; create the index with --distance {distance} or dedup with "
+            f"--distance {index.distance}"
+        )
+    mask = index.dedup_mask(fingerprints, distance)
+    if already_seen is not None:
+        mask |= np.asarray(already_seen, dtype=bool)
+    return mask
+
+
+def add_survivors(index: Index, ids: list[Any], fingerprints: np.ndarray, kept: np.ndarray) -> int:
+    """Add the kept documents to ``index`` (ids as given when all are integers and the index
+    takes integers, else as text); return how many were added."""
+    pos = np.flatnonzero(kept)
+    sel = [ids[i] for i in pos.tolist()]
+    ints = all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in sel)
+    if index.id_type == "str" or not ints or (index.id_type is None and not sel):
+        sel = [str(i) for i in sel]
+    index.add(np.asarray(fingerprints, dtype=np.uint64)[pos], sel)
+    return len(sel)
