@@ -54,20 +54,18 @@ def _index_bits(n):
 
 
 @njit(cache=True, nogil=True)
-def _build_keys(fp, seg_src, seg_mask, seg_dst, nseg, pbits, keys):
-    """Fill ``keys[i]`` with element i's table prefix in the high bits and ``i`` in the low bits.
+def _build_keys(fp, seg_src, seg_mask, seg_dst, nseg, keys):
+    """Fill ``keys[i]`` with element i's permuted value whose low bits are replaced by ``i``.
 
-    The prefix is the ``pbits`` leading bits of the table key, truncated to what fits beside the
-    index. Sorting ``keys`` then groups equal prefixes into runs with indices ascending.
+    The table's leading blocks sit in the top bits, so sorting ``keys`` groups equal prefixes
+    into runs, and the permuted bits kept between the prefix and the
+    index let the scan reject most candidates without touching ``fp``.
     """
     n = fp.shape[0]
-    idx_bits = _index_bits(n)
-    kb = min(pbits, 64 - idx_bits)
-    drop = np.uint64(pbits - kb)
-    ib = np.uint64(idx_bits)
+    ib = np.uint64(_index_bits(n))
+    high = ~((_U1 << ib) - _U1)
     for i in range(n):
-        pre = _gather_bits(fp[i], seg_src, seg_mask, seg_dst, nseg) >> drop
-        keys[i] = (pre << ib) | np.uint64(i)
+        keys[i] = (_gather_bits(fp[i], seg_src, seg_mask, seg_dst, nseg) & high) | np.uint64(i)
 
 
 @njit(cache=True, nogil=True)
@@ -82,45 +80,43 @@ def _emit_pair(out, cnt, i, j):
 
 
 @njit(cache=True, nogil=True)
-def _scan_pairs(keys, fp, k, lead_mask, chk, nchk, out, cnt):
+def _scan_pairs(keys, fp, pbits, k, lead_mask, chk, nchk, out, cnt):
     """Append to ``out[cnt:]`` every pair (i < j) in a run of equal prefixes of sorted ``keys``
     that matches within ``k`` bits and that this table is the first to find; return (out, cnt).
+
+    Runs share the top ``pbits`` bits (fewer when the index needs the room). Inside a run the
+    permuted bits kept in the keys give a lower bound of the distance, so only candidates that
+    pass it read the full fingerprints.
     """
     n = keys.shape[0]
-    ib = np.uint64(_index_bits(n))
+    ibits = _index_bits(n)
+    ib = np.uint64(ibits)
     imask = (_U1 << ib) - _U1
+    rsh = np.uint64(64 - min(pbits, 64 - ibits))
     kmax = np.uint64(k)
-    buf_fp = np.empty(64, dtype=np.uint64)
-    buf_ix = np.empty(64, dtype=np.int64)
     r = 0
     while r < n - 1:
-        pr = keys[r] >> ib
-        if (keys[r + 1] >> ib) != pr:
+        pr = keys[r] >> rsh
+        if (keys[r + 1] >> rsh) != pr:
             r += 1
             continue
         e = r + 2
-        while e < n and (keys[e] >> ib) == pr:
+        while e < n and (keys[e] >> rsh) == pr:
             e += 1
-        s = e - r
-        if s > buf_fp.shape[0]:
-            buf_fp = np.empty(2 * s, dtype=np.uint64)
-            buf_ix = np.empty(2 * s, dtype=np.int64)
-        for t in range(s):
-            ix = np.int64(keys[r + t] & imask)
-            buf_ix[t] = ix
-            buf_fp[t] = fp[ix]
-        for a in range(s - 1):
-            fa = buf_fp[a]
+        for a in range(r, e - 1):
+            ka = keys[a]
             c = a + 1
-            while c < s:
-                # tight search for the next match: no stores, so LLVM keeps it in registers
-                while c < s and _popcount(fa ^ buf_fp[c]) > kmax:
+            while c < e:
+                # tight search for the next candidate: no stores, so LLVM keeps it in registers
+                while c < e and _popcount((ka ^ keys[c]) >> ib) > kmax:
                     c += 1
-                if c == s:
+                if c == e:
                     break
-                x = fa ^ buf_fp[c]
-                if (x & lead_mask) == _U0 and _first_table(x, chk, nchk):
-                    out, cnt = _emit_pair(out, cnt, buf_ix[a], buf_ix[c])
+                ia = np.int64(ka & imask)
+                ic = np.int64(keys[c] & imask)
+                x = fp[ia] ^ fp[ic]
+                if _popcount(x) <= kmax and (x & lead_mask) == _U0 and _first_table(x, chk, nchk):
+                    out, cnt = _emit_pair(out, cnt, min(ia, ic), max(ia, ic))
                 c += 1
         r = e
     return out, cnt

@@ -68,18 +68,12 @@ def _pack_specs(tables: Sequence[Table]) -> _TableSpecs:
     seg_dst = np.zeros((T, ns), dtype=np.uint64)
     chk = np.zeros((T, nc), dtype=np.uint64)
     for r, t in enumerate(tables):
-        # prefix segments: the leading blocks only, shifted down so the prefix ends at bit 0
-        lead = [
-            (s, w, d - (64 - t.prefix_bits)) for s, w, d in t.segments if d >= 64 - t.prefix_bits
-        ]
-        seg_src[r, : len(lead)] = [s for s, _, _ in lead]
-        seg_mask[r, : len(lead)] = _u64([(1 << w) - 1 for _, w, _ in lead])
-        seg_dst[r, : len(lead)] = [d for _, _, d in lead]
+        seg = t.segments
+        seg_src[r, : len(seg)] = [s for s, _, _ in seg]
+        seg_mask[r, : len(seg)] = _u64([(1 << w) - 1 for _, w, _ in seg])
+        seg_dst[r, : len(seg)] = [d for _, _, d in seg]
         chk[r, : len(t.check_masks)] = _u64(t.check_masks)
-    nseg = np.array(
-        [sum(1 for _, _, d in t.segments if d >= 64 - t.prefix_bits) for t in tables],
-        dtype=np.int64,
-    )
+    nseg = np.array([len(t.segments) for t in tables], dtype=np.int64)
     return _TableSpecs(
         seg_src,
         seg_mask,
@@ -108,12 +102,11 @@ def _pairs_for_tables(fp: np.ndarray, specs: _TableSpecs, rows: np.ndarray, k: i
             specs.seg_mask[t],
             specs.seg_dst[t],
             specs.nseg[t],
-            specs.pbits[t],
             keys,
         )
         keys.sort()
         out, cnt = kernels._scan_pairs(
-            keys, fp, k, specs.lead_mask[t], specs.chk[t], specs.nchk[t], out, cnt
+            keys, fp, specs.pbits[t], k, specs.lead_mask[t], specs.chk[t], specs.nchk[t], out, cnt
         )
     return out[:cnt]
 
