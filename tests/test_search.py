@@ -188,3 +188,22 @@ def test_pair_of_two(a, b):
     for k in (0, 3, 6):
         expected = [[0, 1]] if d <= k else []
         assert neardup.find_all([a, b], k).tolist() == expected
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_threads_sharing_each_table_match_brute_force(monkeypatch, threads):
+    from neardup import search
+
+    monkeypatch.setattr(search, "_SPLIT_TABLES_FROM", 0)
+    monkeypatch.setattr(search, "_THREADS_FROM", 0)
+    fp = planted(25_000, seed=threads)
+    fp[:50] = 0  # skewed top bits: one part of the in-place split gets far more keys
+    fp[50:60] = 2**64 - 1
+    sub = fp[:5000]
+    for distance, blocks in [(3, None), (3, 4), (0, 1), (6, 7), (2, 64)]:
+        np.testing.assert_array_equal(
+            neardup.find_all(sub, distance, blocks, threads=threads), naive.find_all(sub, distance)
+        )
+    np.testing.assert_array_equal(
+        neardup.find_all(fp, 3, 5, threads=threads), neardup.find_all(fp, 3, 5, threads=1)
+    )

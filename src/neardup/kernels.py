@@ -54,18 +54,51 @@ def _index_bits(n):
 
 
 @njit(cache=True, nogil=True)
-def _build_keys(fp, seg_src, seg_mask, seg_dst, nseg, keys):
+def _build_keys(fp, seg_src, seg_mask, seg_dst, nseg, keys, lo, hi):
     """Fill ``keys[i]`` with element i's permuted value whose low bits are replaced by ``i``.
 
     The table's leading blocks sit in the top bits, so sorting ``keys`` groups equal prefixes
     into runs, and the permuted bits kept between the prefix and the
     index let the scan reject most candidates without touching ``fp``.
     """
-    n = fp.shape[0]
-    ib = np.uint64(_index_bits(n))
+    ib = np.uint64(_index_bits(fp.shape[0]))
     high = ~((_U1 << ib) - _U1)
-    for i in range(n):
+    for i in range(lo, hi):
         keys[i] = (_gather_bits(fp[i], seg_src, seg_mask, seg_dst, nseg) & high) | np.uint64(i)
+
+
+@njit(cache=True, nogil=True)
+def _partition_bit(keys, lo, hi, bit):
+    """Reorder ``keys[lo:hi]`` in place so keys with ``bit`` clear come first; return the cut.
+
+    Used to split one sort into independent parts that threads sort in place, with no second
+    buffer: every key left of the cut is smaller than every key right of it.
+    """
+    m = _U1 << np.uint64(bit)
+    i = lo
+    j = hi - 1
+    while True:
+        while i <= j and (keys[i] & m) == _U0:
+            i += 1
+        while i <= j and (keys[j] & m) != _U0:
+            j -= 1
+        if i >= j:
+            return i
+        t = keys[i]
+        keys[i] = keys[j]
+        keys[j] = t
+        i += 1
+        j -= 1
+
+
+@njit(cache=True, nogil=True)
+def _run_start(keys, pbits, i):
+    """The first position >= ``i`` that starts a run of equal prefixes in sorted ``keys``."""
+    n = keys.shape[0]
+    rsh = np.uint64(64 - min(pbits, 64 - _index_bits(n)))
+    while 0 < i < n and (keys[i] >> rsh) == (keys[i - 1] >> rsh):
+        i += 1
+    return i
 
 
 @njit(cache=True, nogil=True)
@@ -80,9 +113,10 @@ def _emit_pair(out, cnt, i, j):
 
 
 @njit(cache=True, nogil=True)
-def _scan_pairs(keys, fp, pbits, k, lead_mask, chk, nchk, out, cnt):
-    """Append to ``out[cnt:]`` every pair (i < j) in a run of equal prefixes of sorted ``keys``
-    that matches within ``k`` bits and that this table is the first to find; return (out, cnt).
+def _scan_pairs(keys, fp, pbits, k, lead_mask, chk, nchk, out, cnt, lo, hi):
+    """Append to ``out[cnt:]`` every pair (i < j) in a run of equal prefixes of sorted
+    ``keys[lo:hi]`` that matches within ``k`` bits and that this table is the first to find;
+    return (out, cnt). ``lo`` and ``hi`` must be run boundaries.
 
     Runs share the top ``pbits`` bits (fewer when the index needs the room). Inside a run the
     permuted bits kept in the keys give a lower bound of the distance, so only candidates that
@@ -94,14 +128,14 @@ def _scan_pairs(keys, fp, pbits, k, lead_mask, chk, nchk, out, cnt):
     imask = (_U1 << ib) - _U1
     rsh = np.uint64(64 - min(pbits, 64 - ibits))
     kmax = np.uint64(k)
-    r = 0
-    while r < n - 1:
+    r = lo
+    while r < hi - 1:
         pr = keys[r] >> rsh
         if (keys[r + 1] >> rsh) != pr:
             r += 1
             continue
         e = r + 2
-        while e < n and (keys[e] >> rsh) == pr:
+        while e < hi and (keys[e] >> rsh) == pr:
             e += 1
         for a in range(r, e - 1):
             ka = keys[a]

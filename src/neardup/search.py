@@ -33,6 +33,12 @@ __all__ = [
 
 _EMPTY_PAIRS = np.empty((0, 2), dtype=np.int64)
 
+#: From this many fingerprints on, threads share each table (one 8-byte key per fingerprint in
+#: all) instead of taking whole tables each (one key buffer per thread).
+_SPLIT_TABLES_FROM = 1 << 21
+#: Below this many fingerprints one thread is faster than starting several.
+_THREADS_FROM = 20_000
+
 
 def resolve_layout(n: int, distance: int, blocks: int | None) -> Layout:
     """The layout used for ``n`` fingerprints: ``blocks`` if given, else :func:`choose_blocks`."""
@@ -86,29 +92,68 @@ def _pack_specs(tables: Sequence[Table]) -> _TableSpecs:
     )
 
 
-def _pairs_for_tables(fp: np.ndarray, specs: _TableSpecs, rows: np.ndarray, k: int) -> np.ndarray:
+def _pairs_for_tables(
+    fp: np.ndarray,
+    specs: _TableSpecs,
+    rows: np.ndarray,
+    k: int,
+    pool: ThreadPoolExecutor | None = None,
+    threads: int = 1,
+) -> np.ndarray:
     """Pairs found by the tables ``rows``, each pair by the first table that can find it.
 
     One key buffer (8 bytes per fingerprint) is reused for every table. numpy's in-place sort
     (vectorized, releases the GIL) orders the keys; the numba kernels build and scan them.
+    With ``pool`` and ``threads > 1`` each table is split across the threads: keys are built in
+    ranges, partitioned in place by their top bits into parts that are sorted concurrently, and
+    scanned in ranges cut at run boundaries, so memory stays at one buffer.
     """
-    keys = np.empty(len(fp), dtype=np.uint64)
+    n = len(fp)
+    keys = np.empty(n, dtype=np.uint64)
+    outs: list[np.ndarray] = []
     out = np.empty((1024, 2), dtype=np.int64)
     cnt = 0
+    split = pool is not None and threads > 1
+    parts = 1 << max(0, (threads - 1).bit_length()) if split else 1
     for t in rows:
-        kernels._build_keys(
-            fp,
-            specs.seg_src[t],
-            specs.seg_mask[t],
-            specs.seg_dst[t],
-            specs.nseg[t],
-            keys,
+        build = (fp, specs.seg_src[t], specs.seg_mask[t], specs.seg_dst[t], specs.nseg[t], keys)
+        scan = (keys, fp, specs.pbits[t], k, specs.lead_mask[t], specs.chk[t], specs.nchk[t])
+        if not split:
+            kernels._build_keys(*build, 0, n)
+            keys.sort()
+            out, cnt = kernels._scan_pairs(*scan, out, cnt, 0, n)
+            continue
+        cuts = [n * i // threads for i in range(threads + 1)]
+        list(pool.map(lambda lo, hi, b=build: kernels._build_keys(*b, lo, hi), cuts[:-1], cuts[1:]))
+        ranges = [(0, n)]
+        bit = 63
+        while len(ranges) < parts:
+            ranges = [
+                r
+                for lo, hi in ranges
+                for mid in [kernels._partition_bit(keys, lo, hi, bit)]
+                for r in ((lo, mid), (mid, hi))
+            ]
+            bit -= 1
+        list(pool.map(lambda r: keys[r[0] : r[1]].sort(), ranges))
+        cuts = (
+            [0]
+            + [
+                kernels._run_start(keys, specs.pbits[t], n * i // threads)
+                for i in range(1, threads)
+            ]
+            + [n]
         )
-        keys.sort()
-        out, cnt = kernels._scan_pairs(
-            keys, fp, specs.pbits[t], k, specs.lead_mask[t], specs.chk[t], specs.nchk[t], out, cnt
+        found = pool.map(
+            lambda lo, hi, a=scan: kernels._scan_pairs(
+                *a, np.empty((1024, 2), dtype=np.int64), 0, lo, hi
+            ),
+            cuts[:-1],
+            cuts[1:],
         )
-    return out[:cnt]
+        outs.extend(o[:c] for o, c in found)
+    outs.append(out[:cnt])
+    return np.concatenate(outs) if len(outs) > 1 else outs[0]
 
 
 def _sort_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
@@ -167,21 +212,22 @@ def find_all(
         return _EMPTY_PAIRS.copy()
     specs = _pack_specs(layout.tables)
     T = len(layout.tables)
-    nthreads = max(1, min(threads or default_threads(), T))
-    if n < 20_000:
+    nthreads = max(1, threads or default_threads())
+    if n < _THREADS_FROM:
         nthreads = 1
-
-    def run(rows: np.ndarray) -> np.ndarray:
-        return _pairs_for_tables(fp, specs, rows, layout.distance)
-
+    k = layout.distance
     if nthreads == 1:
-        parts = [run(np.arange(T))]
+        pairs = _pairs_for_tables(fp, specs, np.arange(T), k)
+    elif n >= _SPLIT_TABLES_FROM or T < nthreads:
+        # large inputs: all threads work on one table at a time, one key buffer in all
+        with ThreadPoolExecutor(nthreads) as pool:
+            pairs = _pairs_for_tables(fp, specs, np.arange(T), k, pool, nthreads)
     else:
-        # interleave tables over workers so each keeps one key buffer for its whole share
+        # small inputs: tables interleaved over threads, one key buffer per thread
         shares = [np.arange(w, T, nthreads) for w in range(nthreads)]
         with ThreadPoolExecutor(nthreads) as pool:
-            parts = list(pool.map(run, shares))
-    pairs = np.concatenate(parts) if len(parts) > 1 else parts[0]
+            parts = list(pool.map(lambda rows: _pairs_for_tables(fp, specs, rows, k), shares))
+        pairs = np.concatenate(parts)
     return _sort_pairs(pairs, n)
 
 
