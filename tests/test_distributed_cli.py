@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import naive
 import numpy as np
@@ -75,3 +76,36 @@ def test_errors_are_one_line(data, tmp_path):
     r = run("find-all", txt, "-d", "3", "-b", "2", "-o", str(out))
     assert r.returncode == 2 and "blocks must be > distance" in r.stderr
     assert not out.exists()
+
+
+def test_dedup_on_local_dask_cluster_matches_single_machine(tmp_path):
+    sample = str(Path(__file__).resolve().parents[1] / "data" / "sample" / "corpus.jsonl")
+    local, dask = tmp_path / "local.jsonl", tmp_path / "dask.jsonl"
+    r = run("dedup", sample, "-o", str(local), "-q", "--clusters", str(tmp_path / "c1.jsonl"))
+    assert r.returncode == 0, r.stderr
+    r = run(
+        "dedup",
+        sample,
+        "-o",
+        str(dask),
+        "-q",
+        "--workers",
+        "2",
+        "--clusters",
+        str(tmp_path / "c2.jsonl"),
+    )
+    assert r.returncode == 0, r.stderr
+    assert dask.read_bytes() == local.read_bytes()
+    assert (tmp_path / "c2.jsonl").read_text() == (tmp_path / "c1.jsonl").read_text()
+    assert len(local.read_text().splitlines()) < 1200  # something was dropped
+    r = run(
+        "dedup",
+        sample,
+        "-o",
+        str(tmp_path / "x.jsonl"),
+        "--workers",
+        "2",
+        "--scheduler",
+        "tcp://127.0.0.1:1",
+    )
+    assert r.returncode == 2 and "either --scheduler or --workers" in r.stderr

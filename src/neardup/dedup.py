@@ -140,6 +140,7 @@ def decide(
     blocks: int | None = None,
     threads: int | None = None,
     already_seen: np.ndarray | None = None,
+    client: Any = None,
 ) -> Decisions:
     """Clusters, survivors and distances for ``n`` fingerprints.
 
@@ -161,6 +162,9 @@ def decide(
         Worker threads for the search.
     already_seen : ndarray of bool, optional
         Documents to drop whatever their cluster (e.g. found in an existing index).
+    client : distributed.Client, optional
+        Run the search on this Dask cluster (:func:`neardup.distributed.find_clusters`, same
+        clusters); needs ``pip install "neardup[dask]"``.
 
     Returns
     -------
@@ -184,7 +188,12 @@ def decide(
         lens = np.ascontiguousarray(lengths, dtype=np.int64).ravel()
         if len(lens) != n:
             raise ValueError(f"got {n} fingerprints but {len(lens)} lengths")
-    labels = find_clusters(fp, distance, blocks, threads=threads)
+    if client is not None:
+        from neardup.distributed import find_clusters as find_clusters_on_dask
+
+        labels = find_clusters_on_dask(fp, distance, blocks, client)
+    else:
+        labels = find_clusters(fp, distance, blocks, threads=threads)
     survivor = _survivors(labels, lens, keep)
     dist = popcount(fp ^ fp[survivor]).astype(np.int64) if n else np.zeros(0, np.int64)
     kept = survivor == np.arange(n, dtype=np.int64)
@@ -839,6 +848,7 @@ def dedup(
     progress: Callable[[str, int], None] | None = None,
     against: Any = None,
     update: bool = False,
+    client: Any = None,
 ) -> DedupResult:
     """Find near-duplicate documents and choose one survivor per cluster.
 
@@ -878,6 +888,8 @@ def dedup(
         are dropped (incremental dedup, one dump at a time).
     update : bool
         With ``against``: add the kept documents to the index (after the output is written).
+    client : distributed.Client, optional
+        Run the search on this Dask cluster (same decisions; see :func:`decide`).
     progress : callable, optional
         ``progress(stage, count)`` with stage ``"read"`` or ``"write"``.
 
@@ -949,6 +961,7 @@ def dedup(
         blocks=blocks,
         threads=threads,
         already_seen=already_seen,
+        client=client,
     )
     seconds["search"] = time.perf_counter() - t0
     result = DedupResult(ids, fps, lens, decisions, skipped, seconds, scan, positions=pos)

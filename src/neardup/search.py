@@ -12,8 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
-import scipy.sparse
-import scipy.sparse.csgraph
 
 from neardup import kernels
 from neardup.bits import as_fingerprints
@@ -253,6 +251,9 @@ def clusters_from_pairs(n: int, pairs: np.ndarray) -> np.ndarray:
     Returns int64 labels; each label is the smallest index in its component, so a label names the
     component's first member and singletons are labelled with their own index.
     """
+    import scipy.sparse  # imported here: find_all and query do not need it
+    import scipy.sparse.csgraph
+
     if n == 0:
         return np.empty(0, dtype=np.int64)
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)

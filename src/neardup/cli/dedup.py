@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 import sys
@@ -130,6 +131,18 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     "(see `neardup index`): dedup a new dump against everything seen before.",
 )
 @click.option("--update", is_flag=True, help="With --against: add the kept documents to the index.")
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    default=None,
+    help="Run the search on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Run the search on a local Dask cluster of N worker processes.",
+)
 def dedup(
     inputs: tuple[str, ...],
     output: str,
@@ -150,6 +163,8 @@ def dedup(
     json_summary: str | None,
     against: str | None,
     update: bool,
+    scheduler: str | None,
+    workers: int | None,
 ) -> None:
     """Remove near-duplicate documents.
 
@@ -201,6 +216,17 @@ def dedup(
 
     if update and against is None:
         raise click.UsageError("--update needs --against INDEX")
+    if scheduler is not None and workers is not None:
+        raise click.UsageError("use either --scheduler or --workers, not both")
+    stack = contextlib.ExitStack()
+    client = None
+    if scheduler is not None or workers is not None:
+        from neardup.distributed._dask import _require, cluster_client
+
+        if scheduler is not None:
+            _, distributed = _require()  # ImportError naming the extra when dask is missing
+            client = stack.enter_context(distributed.Client(scheduler))
+        client = stack.enter_context(cluster_client(client, workers))
     index = None
     if against is not None:
         from neardup.index.hooks import open_index
@@ -223,6 +249,7 @@ def dedup(
             threads=threads,
             progress=progress,
             against=index,
+            client=client,
         )
         result_docs = result.ids
         if "read" in bars:
@@ -252,6 +279,7 @@ def dedup(
             bar.close()
         if index is not None:
             index.close()
+        stack.close()
 
     summary = result.summary()
     if json_summary is not None:
