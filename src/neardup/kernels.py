@@ -101,6 +101,11 @@ def _run_start(keys, pbits, i):
     return i
 
 
+# Runs at least this long are gathered into a buffer once (a random read per member) instead of
+# filtering pairs on the key bits and reading both fingerprints of each surviving candidate.
+_GATHER_RUN = 16
+
+
 @njit(cache=True, nogil=True)
 def _emit_pair(out, cnt, i, j):
     if cnt == out.shape[0]:
@@ -118,9 +123,9 @@ def _scan_pairs(keys, fp, pbits, k, lead_mask, chk, nchk, out, cnt, lo, hi):
     ``keys[lo:hi]`` that matches within ``k`` bits and that this table is the first to find;
     return (out, cnt). ``lo`` and ``hi`` must be run boundaries.
 
-    Runs share the top ``pbits`` bits (fewer when the index needs the room). Inside a run the
-    permuted bits kept in the keys give a lower bound of the distance, so only candidates that
-    pass it read the full fingerprints.
+    Runs share the top ``pbits`` bits (fewer when the index needs the room). Inside a short run
+    the permuted bits kept in the keys give a lower bound of the distance, so only candidates
+    that pass it read the full fingerprints; a long run is read into a buffer once instead.
     """
     n = keys.shape[0]
     ibits = _index_bits(n)
@@ -128,6 +133,8 @@ def _scan_pairs(keys, fp, pbits, k, lead_mask, chk, nchk, out, cnt, lo, hi):
     imask = (_U1 << ib) - _U1
     rsh = np.uint64(64 - min(pbits, 64 - ibits))
     kmax = np.uint64(k)
+    buf_fp = np.empty(256, dtype=np.uint64)
+    buf_ix = np.empty(256, dtype=np.int64)
     r = lo
     while r < hi - 1:
         pr = keys[r] >> rsh
@@ -137,6 +144,32 @@ def _scan_pairs(keys, fp, pbits, k, lead_mask, chk, nchk, out, cnt, lo, hi):
         e = r + 2
         while e < hi and (keys[e] >> rsh) == pr:
             e += 1
+        if e - r >= _GATHER_RUN:
+            # a long run: read its fingerprints once, then check every pair from cache
+            s = e - r
+            if s > buf_fp.shape[0]:
+                buf_fp = np.empty(2 * s, dtype=np.uint64)
+                buf_ix = np.empty(2 * s, dtype=np.int64)
+            for t in range(s):
+                ix = np.int64(keys[r + t] & imask)
+                buf_ix[t] = ix
+                buf_fp[t] = fp[ix]
+            for a in range(s - 1):
+                fa = buf_fp[a]
+                c = a + 1
+                while c < s:
+                    while c < s and _popcount(fa ^ buf_fp[c]) > kmax:
+                        c += 1
+                    if c == s:
+                        break
+                    x = fa ^ buf_fp[c]
+                    if (x & lead_mask) == _U0 and _first_table(x, chk, nchk):
+                        ia = buf_ix[a]
+                        ic = buf_ix[c]
+                        out, cnt = _emit_pair(out, cnt, min(ia, ic), max(ia, ic))
+                    c += 1
+            r = e
+            continue
         for a in range(r, e - 1):
             ka = keys[a]
             c = a + 1

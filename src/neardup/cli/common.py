@@ -7,6 +7,7 @@ import time
 
 import click
 
+from neardup.config import DEFAULT_DISTANCE
 from neardup.errors import InputError
 
 EXIT_USAGE = 2
@@ -61,3 +62,48 @@ class Reporter:
         now = time.perf_counter()
         dt, self._t0 = now - self._t0, now
         return dt
+
+
+quiet_option = click.option(
+    "--quiet", "-q", is_flag=True, help="No progress or timing messages on stderr."
+)
+output_option = click.option(
+    "--output", "-o", default="-", show_default=True, help="Output file ('-' = stdout)."
+)
+blocks_option = click.option(
+    "--blocks",
+    "-b",
+    type=int,
+    default=None,
+    help="Blocks the 64 bits are split into (distance < blocks <= 64). Default: chosen "
+    "automatically for the input size.",
+)
+
+
+def distance_option(default: int = DEFAULT_DISTANCE):
+    """``--distance/-d``: the largest number of differing bits that matches."""
+    return click.option(
+        "--distance",
+        "-d",
+        type=int,
+        default=default,
+        show_default=True,
+        help="Largest number of differing bits that matches (inclusive).",
+    )
+
+
+def dask_options(f):
+    """``--scheduler ADDRESS`` / ``--workers N``: where the search runs on Dask."""
+    f = click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Run the search on a local Dask cluster of N worker processes.",
+    )(f)
+    return click.option(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="Run the search on the Dask cluster whose scheduler is at ADDRESS "
+        "(e.g. tcp://host:8786).",
+    )(f)

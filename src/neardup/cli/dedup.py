@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from neardup.cli.common import dask_options
 from neardup.cli.fingerprint import check_preset, fingerprint_options, input_options, resolve_input
 from neardup.dedup import DEFAULT_DEDUP_DISTANCE, KEEP_POLICIES, DedupResult
 from neardup.errors import InputError
@@ -131,18 +132,7 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     "(see `neardup index`): dedup a new dump against everything seen before.",
 )
 @click.option("--update", is_flag=True, help="With --against: add the kept documents to the index.")
-@click.option(
-    "--scheduler",
-    metavar="ADDRESS",
-    default=None,
-    help="Run the search on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786).",
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Run the search on a local Dask cluster of N worker processes.",
-)
+@dask_options
 def dedup(
     inputs: tuple[str, ...],
     output: str,
@@ -216,17 +206,12 @@ def dedup(
 
     if update and against is None:
         raise click.UsageError("--update needs --against INDEX")
-    if scheduler is not None and workers is not None:
-        raise click.UsageError("use either --scheduler or --workers, not both")
     stack = contextlib.ExitStack()
     client = None
     if scheduler is not None or workers is not None:
-        from neardup.distributed._dask import _require, cluster_client
+        from neardup.distributed._dask import connect
 
-        if scheduler is not None:
-            _, distributed = _require()  # ImportError naming the extra when dask is missing
-            client = stack.enter_context(distributed.Client(scheduler))
-        client = stack.enter_context(cluster_client(client, workers))
+        client = stack.enter_context(connect(scheduler, workers))
     index = None
     if against is not None:
         from neardup.index.hooks import open_index

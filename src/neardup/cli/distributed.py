@@ -13,8 +13,14 @@ import click
 import numpy as np
 
 from neardup.bits import as_fingerprints, format_json_rows
-from neardup.cli.common import Reporter
-from neardup.config import DEFAULT_DISTANCE
+from neardup.cli.common import (
+    Reporter,
+    blocks_option,
+    dask_options,
+    distance_option,
+    output_option,
+    quiet_option,
+)
 from neardup.io import atomic_output, display_name, read_fingerprints
 from neardup.search import cluster_groups
 
@@ -72,7 +78,7 @@ def _search(
         return len(fp), out
 
     import neardup.distributed as nd
-    from neardup.distributed._dask import cluster_client
+    from neardup.distributed._dask import connect
 
     if all(_is_parquet(p) for p in inputs):
         import pyarrow.parquet as pq
@@ -86,18 +92,9 @@ def _search(
         raise click.UsageError("mix of Parquet and decimal inputs; convert them to one kind")
     else:
         data = _read_local(inputs, column)
-    client = None
-    if scheduler is not None:
-        from distributed import Client
-
-        client = Client(scheduler)
-    try:
-        with cluster_client(client, workers) as c:
-            rep.say(f"cluster: {len(c.nthreads())} workers, {sum(c.nthreads().values())} threads")
-            report = nd.search(data, distance, blocks, c, column=column, edges=clusters)
-    finally:
-        if client is not None:
-            client.close()
+    with connect(scheduler, workers) as c:
+        rep.say(f"cluster: {len(c.nthreads())} workers, {sum(c.nthreads().values())} threads")
+        report = nd.search(data, distance, blocks, c, column=column, edges=clusters)
     rep.say(
         f"{report.plan.describe()}; moved {report.stats['shuffle_bytes'] / 1e6:.1f} MB into "
         f"shards in {rep.lap():.2f}s"
@@ -111,39 +108,17 @@ def _search(
 
 
 def _options(f):
-    f = click.option("--quiet", "-q", is_flag=True, help="No progress or timing messages.")(f)
-    f = click.option(
-        "--workers",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Run on a local Dask cluster of N worker processes.",
-    )(f)
-    f = click.option(
-        "--scheduler",
-        metavar="ADDRESS",
-        default=None,
-        help="Run on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786).",
-    )(f)
+    f = quiet_option(f)
+    f = dask_options(f)
     f = click.option(
         "--column",
         default="fingerprint",
         show_default=True,
         help="Fingerprint column of Parquet inputs.",
     )(f)
-    f = click.option("--blocks", "-b", type=int, default=None, help="Blocks (default: automatic).")(
-        f
-    )
-    f = click.option(
-        "--distance",
-        "-d",
-        type=int,
-        default=DEFAULT_DISTANCE,
-        show_default=True,
-        help="Largest number of differing bits that matches (inclusive).",
-    )(f)
-    f = click.option(
-        "--output", "-o", default="-", show_default=True, help="Output file ('-' = stdout)."
-    )(f)
+    f = blocks_option(f)
+    f = distance_option()(f)
+    f = output_option(f)
     f = click.argument("inputs", nargs=-1, required=True)(f)
     return f
 

@@ -12,35 +12,23 @@ import click
 import numpy as np
 
 from neardup.bits import format_json_rows
-from neardup.cli.common import Reporter, run
-from neardup.config import DEFAULT_DISTANCE
+from neardup.cli.common import (
+    Reporter,
+    blocks_option,
+    distance_option,
+    output_option,
+    quiet_option,
+    run,
+)
 from neardup.io import atomic_output, display_name, read_fingerprints
 from neardup.search import cluster_groups, find_all, find_clusters, resolve_layout
 
 
 def _common(f):
-    f = click.option(
-        "--quiet", "-q", is_flag=True, help="No progress or timing messages on stderr."
-    )(f)
-    f = click.option(
-        "--blocks",
-        "-b",
-        type=int,
-        default=None,
-        help="Blocks the 64 bits are split into (distance < blocks <= 64). Default: chosen "
-        "automatically for the input size.",
-    )(f)
-    f = click.option(
-        "--distance",
-        "-d",
-        type=int,
-        default=DEFAULT_DISTANCE,
-        show_default=True,
-        help="Largest number of differing bits that matches (inclusive).",
-    )(f)
-    f = click.option(
-        "--output", "-o", default="-", show_default=True, help="Output file ('-' = stdout)."
-    )(f)
+    f = quiet_option(f)
+    f = blocks_option(f)
+    f = distance_option()(f)
+    f = output_option(f)
     f = click.option(
         "--input", "-i", "input_", default="-", show_default=True, help="Input file ('-' = stdin)."
     )(f)

@@ -61,6 +61,23 @@ def cluster_client(client: Any = None, workers: int | None = None) -> Iterator[A
         yield c
 
 
+@contextlib.contextmanager
+def connect(scheduler: str | None = None, workers: int | None = None) -> Iterator[Any]:
+    """A client of the cluster at ``scheduler``, else of a new LocalCluster of ``workers``.
+
+    Both are closed on exit. Giving both is an error.
+    """
+    if scheduler is not None and workers is not None:
+        raise ValueError("use either --scheduler or --workers, not both")
+    if scheduler is None:
+        with cluster_client(None, workers) as c:
+            yield c
+        return
+    _, distributed = _require()
+    with distributed.Client(scheduler) as c:
+        yield c
+
+
 @dataclass
 class _Parts:
     """Fingerprint partitions held on the cluster: futures of uint64 arrays and their sizes."""
