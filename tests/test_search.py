@@ -192,10 +192,10 @@ def test_pair_of_two(a, b):
 
 @pytest.mark.parametrize("threads", [2, 3, 4])
 def test_threads_sharing_each_table_match_brute_force(monkeypatch, threads):
-    from neardup import search
+    from neardup import config
 
-    monkeypatch.setattr(search, "_SPLIT_TABLES_FROM", 0)
-    monkeypatch.setattr(search, "_THREADS_FROM", 0)
+    monkeypatch.setattr(config, "SPLIT_TABLES_FROM", 0)
+    monkeypatch.setattr(config, "THREADS_FROM", 0)
     fp = planted(25_000, seed=threads)
     fp[:50] = 0  # skewed top bits: one part of the in-place split gets far more keys
     fp[50:60] = 2**64 - 1

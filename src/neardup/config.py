@@ -7,6 +7,13 @@ import os
 #: Default Hamming distance (inclusive) for the search functions and the seed tools.
 DEFAULT_DISTANCE = 3
 
+#: Batch search: below this many fingerprints one thread is faster than starting several.
+THREADS_FROM = 20_000
+
+#: Batch search: from this many fingerprints on, threads share each table (one 8-byte key per
+#: fingerprint in all) instead of taking whole tables each (one key buffer per thread).
+SPLIT_TABLES_FROM = 1 << 21
+
 #: Largest number of permuted tables a layout may need before it is refused as unusable.
 MAX_TABLES = 100_000
 

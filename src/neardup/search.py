@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from neardup import kernels
+from neardup import config, kernels
 from neardup.bits import as_fingerprints
 from neardup.config import DEFAULT_DISTANCE, default_threads
 from neardup.layout import Layout, Table, choose_blocks
@@ -30,12 +30,6 @@ __all__ = [
 ]
 
 _EMPTY_PAIRS = np.empty((0, 2), dtype=np.int64)
-
-#: From this many fingerprints on, threads share each table (one 8-byte key per fingerprint in
-#: all) instead of taking whole tables each (one key buffer per thread).
-_SPLIT_TABLES_FROM = 1 << 21
-#: Below this many fingerprints one thread is faster than starting several.
-_THREADS_FROM = 20_000
 
 
 def resolve_layout(n: int, distance: int, blocks: int | None) -> Layout:
@@ -211,12 +205,12 @@ def find_all(
     specs = _pack_specs(layout.tables)
     T = len(layout.tables)
     nthreads = max(1, threads or default_threads())
-    if n < _THREADS_FROM:
+    if n < config.THREADS_FROM:
         nthreads = 1
     k = layout.distance
     if nthreads == 1:
         pairs = _pairs_for_tables(fp, specs, np.arange(T), k)
-    elif n >= _SPLIT_TABLES_FROM or T < nthreads:
+    elif n >= config.SPLIT_TABLES_FROM or T < nthreads:
         # large inputs: all threads work on one table at a time, one key buffer in all
         with ThreadPoolExecutor(nthreads) as pool:
             pairs = _pairs_for_tables(fp, specs, np.arange(T), k, pool, nthreads)
