@@ -139,11 +139,15 @@ def _texts(path: str, n: int) -> list[str]:
     return out
 
 
-def run_neardup(path: str, n: int, workdir: str, distance: int) -> np.ndarray:
+def run_neardup(
+    path: str, n: int, workdir: str, distance: int, window: int | None = None
+) -> np.ndarray:
     from neardup.dedup import dedup
+    from neardup.fingerprint import Fingerprinter
 
     out = os.path.join(workdir, "kept.jsonl")
-    r = dedup(path, output=out, distance=distance)
+    fingerprinter = Fingerprinter("default", **({"window": window} if window else {}))
+    r = dedup(path, output=out, distance=distance, fingerprinter=fingerprinter)
     return np.flatnonzero(r.dropped)
 
 
@@ -203,7 +207,7 @@ def child(args: argparse.Namespace) -> None:
                         break
                     g.write(line)
         t0 = time.perf_counter()
-        dropped = run_neardup(src, n, args.workdir, args.distance)
+        dropped = run_neardup(src, n, args.workdir, args.distance, args.window)
     else:
         texts = _texts(args.corpus, n)
         t0 = time.perf_counter()
@@ -222,7 +226,7 @@ def measure(method: str, n: int, d: int, args: argparse.Namespace, truth: np.nda
         sys.executable, os.path.abspath(__file__), "--child", method, "--n", str(n),
         "--corpus", args.corpus, "--workdir", args.workdir, "--total", str(args.docs),
         "--distance", str(d),
-    ]  # fmt: skip
+    ] + (["--window", str(args.window)] if args.window else [])  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{method} @ {n} failed:\n{proc.stderr}")
@@ -254,6 +258,9 @@ def main() -> None:
         "--extra-distances",
         default="10",
         help="more neardup distances to run at every size, comma-separated ('' for none)",
+    )
+    ap.add_argument(
+        "--window", type=int, default=None, help="neardup shingle window (default: the preset's)"
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", default=None, help="where the corpus is written (default tmp)")
@@ -296,7 +303,9 @@ def main() -> None:
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     names = {
-        "neardup": "neardup dedup (d={d}, file to file)",
+        "neardup": "neardup dedup (d={d}"
+        + (f", window {args.window}" if args.window else "")
+        + ", file to file)",
         "minhash": "datasketch MinHashLSH (128 perm, t=0.8)",
         "simhash": "simhash SimhashIndex (k={d})",
     }

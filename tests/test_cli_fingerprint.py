@@ -105,3 +105,19 @@ def test_usage_errors(tmp_path):
     assert r.returncode == 2 and "unknown preset" in r.stderr.decode()
     r = run(str(tmp_path / "missing.txt"))
     assert r.returncode == 2 and "missing.txt: no such file" in r.stderr.decode()
+
+
+def test_window_option_matches_the_python_api(tmp_path):
+    from neardup import Fingerprinter
+
+    docs = ["one two three four five six", "one two three four five seven", "alpha beta"]
+    src = tmp_path / "docs.txt"
+    src.write_text("\n".join(docs) + "\n")
+    for window in (1, 2, 4):
+        r = run("--lines", "--window", str(window), "-q", str(src))
+        assert r.returncode == 0, r.stderr
+        got = [int(x) for x in r.stdout.split()]
+        assert got == Fingerprinter("default", window=window).fingerprint_many(docs).tolist()
+    assert got != Fingerprinter("default").fingerprint_many(docs).tolist()
+    r = run("--lines", "--window", "0", str(src))
+    assert r.returncode == 2 and b"--window" in r.stderr

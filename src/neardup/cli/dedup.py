@@ -12,7 +12,12 @@ from typing import Any
 import click
 
 from neardup.cli.common import dask_options
-from neardup.cli.fingerprint import check_preset, fingerprint_options, input_options, resolve_input
+from neardup.cli.fingerprint import (
+    fingerprint_options,
+    input_options,
+    make_fingerprinter,
+    resolve_input,
+)
 from neardup.dedup import DEFAULT_DEDUP_DISTANCE, KEEP_POLICIES, DedupResult
 from neardup.errors import InputError
 from neardup.io import atomic_output
@@ -142,6 +147,7 @@ def dedup(
     distance: int,
     blocks: int | None,
     preset: str,
+    window: int | None,
     in_format: str,
     lines: bool,
     field: str | None,
@@ -170,9 +176,8 @@ def dedup(
 
     from neardup.dedup import dedup as run_dedup
     from neardup.dedup import write_kept
-    from neardup.fingerprint import Fingerprinter
 
-    check_preset(preset)
+    fingerprinter = make_fingerprinter(preset, window)
     in_format, text_field = resolve_input(in_format, lines, field, column)
     if blocks is not None and blocks <= distance:
         raise click.BadParameter(
@@ -224,7 +229,7 @@ def dedup(
             distance=distance,
             keep=keep,
             blocks=blocks,
-            fingerprinter=Fingerprinter(preset),
+            fingerprinter=fingerprinter,
             text_field=text_field,
             id_field=id_field or None,
             fmt=in_format,

@@ -48,7 +48,15 @@ def _json_id(v: object) -> object:
 
 
 def fingerprint_options(func: Callable) -> Callable:
-    """The preset option shared by the commands that fingerprint documents."""
+    """The --preset and --window options shared by the commands that fingerprint documents;
+    build the fingerprinter with :func:`make_fingerprinter`."""
+    func = click.option(
+        "--window",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Tokens per shingle (default: the preset's, 3 for 'default'). 2 tolerates small "
+        "edits in short documents better.",
+    )(func)
     return click.option(
         "--preset",
         default="default",
@@ -104,6 +112,14 @@ def check_preset(preset: str) -> None:
         )
 
 
+def make_fingerprinter(preset: str, window: int | None = None):
+    """The Fingerprinter of the --preset/--window options (a bad preset is a usage error)."""
+    from neardup.fingerprint import Fingerprinter
+
+    check_preset(preset)
+    return Fingerprinter(preset) if window is None else Fingerprinter(preset, window=window)
+
+
 def resolve_input(in_format: str, lines: bool, field: str | None, column: str | None):
     """``(format, text_field)`` from the options of :func:`input_options`."""
     if lines:
@@ -137,6 +153,7 @@ def resolve_input(in_format: str, lines: bool, field: str | None, column: str | 
 def fingerprint(
     inputs: tuple[str, ...],
     preset: str,
+    window: int | None,
     in_format: str,
     lines: bool,
     field: str | None,
@@ -155,9 +172,7 @@ def fingerprint(
     simhash-find-all, or JSONL/Parquet with the document id beside each fingerprint. The output
     appears only when complete.
     """
-    from neardup.fingerprint import Fingerprinter
-
-    check_preset(preset)
+    fp = make_fingerprinter(preset, window)
     in_format, text_field = resolve_input(in_format, lines, field, column)
     out_fmt = _output_format(output, output_format)
     if out_fmt == "parquet" and output == "-":
@@ -174,7 +189,6 @@ def fingerprint(
         if not quiet:
             click.echo(f"neardup fingerprint: skipped {err}", err=True)
 
-    fp = Fingerprinter(preset)
     total = sum(os.path.getsize(p) for p in inputs if p != "-")
     from tqdm import tqdm
 

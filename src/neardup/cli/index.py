@@ -44,6 +44,7 @@ def read_inputs(
     inputs: tuple[str, ...],
     raw: bool,
     preset: str,
+    window: int | None,
     in_format: str,
     lines: bool,
     field: str | None,
@@ -63,17 +64,15 @@ def read_inputs(
     if raw:
         parts = [read_fingerprints(p) for p in inputs]
         return (np.concatenate(parts) if parts else np.zeros(0, np.uint64)), None
-    from neardup.cli.fingerprint import BATCH_DOCS, _batches, check_preset, resolve_input
-    from neardup.fingerprint import Fingerprinter
+    from neardup.cli.fingerprint import BATCH_DOCS, _batches, make_fingerprinter, resolve_input
 
-    check_preset(preset)
+    fp = make_fingerprinter(preset, window)
     in_format, text_field = resolve_input(in_format, lines, field, column)
 
     def on_bad(err: InputError) -> None:
         if not quiet:
             click.echo(f"{PROG}: skipped {err}", err=True)
 
-    fp = Fingerprinter(preset)
     ids: list[Any] = []
     parts = []
     records = read_documents(
