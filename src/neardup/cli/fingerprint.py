@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import click
 import numpy as np
 
+from neardup.cli.common import output_option
 from neardup.errors import InputError
 from neardup.io import atomic_output
 from neardup.readers import FORMATS, Record, read_documents
@@ -135,7 +136,7 @@ def resolve_input(in_format: str, lines: bool, field: str | None, column: str | 
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @fingerprint_options
 @input_options
-@click.option("-o", "--output", default="-", show_default=True, help="Output file ('-' stdout).")
+@output_option
 @click.option(
     "--output-format",
     type=click.Choice(OUTPUT_FORMATS),
