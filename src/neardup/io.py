@@ -22,9 +22,11 @@ from neardup.errors import InputError
 STDIO = "-"
 
 
-def display_name(path: str | os.PathLike) -> str:
-    """How a path is named in messages (``<stdin>``/``<stdout>`` for ``-``)."""
-    return "<stdin>" if str(path) == STDIO else str(path)
+def display_name(path: str | os.PathLike, output: bool = False) -> str:
+    """How a path is named in messages: ``-`` is ``<stdin>``, or ``<stdout>`` for an output."""
+    if str(path) == STDIO:
+        return "<stdout>" if output else "<stdin>"
+    return str(path)
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:

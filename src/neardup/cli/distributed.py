@@ -146,7 +146,7 @@ def find_all_cmd(
     )
     with atomic_output(output) as f:
         f.write(data)
-    rep.say(f"{len(pairs)} pairs written to {display_name(output)}")
+    rep.say(f"{len(pairs)} pairs written to {display_name(output, output=True)}")
 
 
 @click.command("clusters", context_settings={"help_option_names": ["-h", "--help"]})
@@ -174,4 +174,4 @@ def clusters_cmd(
     np.cumsum([len(g) for g in groups], out=ptr[1:])
     with atomic_output(output) as f:
         f.write(format_json_rows(flat.astype(np.uint64), ptr))
-    rep.say(f"{len(groups)} clusters written to {display_name(output)}")
+    rep.say(f"{len(groups)} clusters written to {display_name(output, output=True)}")

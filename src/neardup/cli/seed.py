@@ -35,10 +35,6 @@ def _common(f):
     return f
 
 
-def _out_name(output: str) -> str:
-    return "<stdout>" if output == "-" else display_name(output)
-
-
 def _load(input_: str, distance: int, blocks: int | None, rep: Reporter):
     """Read the distinct input values and the layout; all validation happens before any output."""
     if distance < 0:
@@ -67,7 +63,7 @@ def find_all_command(
     data = format_json_rows(values[pairs].reshape(-1), np.arange(0, 2 * len(pairs) + 1, 2))
     with atomic_output(output) as f:
         f.write(data)
-    rep.say(f"wrote {_out_name(output)} in {rep.lap():.2f}s")
+    rep.say(f"wrote {display_name(output, output=True)} in {rep.lap():.2f}s")
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -90,7 +86,7 @@ def find_clusters_command(
     data = format_json_rows(values[flat], ptr)
     with atomic_output(output) as f:
         f.write(data)
-    rep.say(f"wrote {_out_name(output)} in {rep.lap():.2f}s")
+    rep.say(f"wrote {display_name(output, output=True)} in {rep.lap():.2f}s")
 
 
 def find_all_main(argv: list[str] | None = None) -> None:
