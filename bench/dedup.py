@@ -143,7 +143,7 @@ def run_neardup(
     path: str, n: int, workdir: str, distance: int, window: int | None = None
 ) -> np.ndarray:
     from neardup.dedup import dedup
-    from neardup.fingerprint import Fingerprinter
+    from neardup.fingerprints import Fingerprinter
 
     out = os.path.join(workdir, "kept.jsonl")
     fingerprinter = Fingerprinter("default", **({"window": window} if window else {}))

@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from corpus import eval_documents  # noqa: E402
 
-from neardup.fingerprint import Fingerprinter  # noqa: E402
+from neardup.fingerprints import Fingerprinter  # noqa: E402
 
 DISTANCES = (3, 4, 6, 8, 10)
 THRESHOLDS = (0.9, 0.8)

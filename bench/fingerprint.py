@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from corpus import bench_documents  # noqa: E402
 
 from neardup.config import default_threads  # noqa: E402
-from neardup.fingerprint import Fingerprinter  # noqa: E402
+from neardup.fingerprints import Fingerprinter  # noqa: E402
 
 PEER = r"""
 import json, sys, time

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from neardup.fingerprint import fingerprint
+from neardup.fingerprints import fingerprint
 
 NEARDUP = shutil.which("neardup")
 pytestmark = pytest.mark.skipif(NEARDUP is None, reason="neardup console script not installed")

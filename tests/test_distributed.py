@@ -164,7 +164,7 @@ def test_dedup_and_dedup_frame(client, tmp_path):
 
 
 def test_text_column_is_fingerprinted_per_partition(client):
-    from neardup.fingerprint import Fingerprinter
+    from neardup.fingerprints import Fingerprinter
 
     texts = [f"document number {i % 37} about the quick brown fox" for i in range(200)]
     pdf = pd.DataFrame({"text": texts})

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.fingerprint import (
+from neardup.fingerprints import (
     PRESETS,
     Fingerprinter,
     compute,
@@ -15,8 +15,8 @@ from neardup.fingerprint import (
     fingerprint,
     fnv1a64,
 )
-from neardup.fingerprint import _kernels as K
-from neardup.fingerprint.tokenize import ascii_letters, unicode_tokens
+from neardup.fingerprints import _kernels as K
+from neardup.fingerprints.tokenize import ascii_letters, unicode_tokens
 
 U64 = st.integers(min_value=0, max_value=2**64 - 1)
 
@@ -208,7 +208,7 @@ def test_kernel_path_equals_python_path(text, weighting, window):
 
 
 def test_fingerprint_many_threads_and_chunks(monkeypatch):
-    from neardup.fingerprint import simhash as S
+    from neardup.fingerprints import simhash as S
 
     monkeypatch.setattr(S, "CHUNK_DOCS", 7)
     texts = [f"document number {i} with some words {i % 5}" for i in range(100)]

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.fingerprint import _kernels as K
-from neardup.fingerprint.hashes import fnv1a64, hashlittle2, jenkins64, resolve_hash
+from neardup.fingerprints import _kernels as K
+from neardup.fingerprints.hashes import fnv1a64, hashlittle2, jenkins64, resolve_hash
 
 FOUR_SCORE = b"Four score and seven years ago"
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.fingerprint import _kernels as K
-from neardup.fingerprint.tokenize import (
+from neardup.fingerprints import _kernels as K
+from neardup.fingerprints.tokenize import (
     NORMALIZATIONS,
     ascii_letters,
     char_classes,

@@ -8,7 +8,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from neardup.dedup import DedupResult, decide, dedup
-from neardup.fingerprint import PRESETS, Fingerprinter, compute, fingerprint
+from neardup.fingerprints import PRESETS, Fingerprinter, compute, fingerprint
 from neardup.index import Index
 from neardup.layout import Layout, choose_blocks
 from neardup.search import (

@@ -354,7 +354,7 @@ def scan_files(
         Reader: ``"auto"`` (by extension), ``"text"``, ``"lines"``, ``"jsonl"``, ``"parquet"``.
     text_field, id_field : str
         JSONL field / Parquet column of the text and of the id (``None``: ``file:number``).
-    fingerprinter : neardup.fingerprint.Fingerprinter, optional
+    fingerprinter : neardup.fingerprints.Fingerprinter, optional
         Default: ``Fingerprinter("default")``.
     threads : int, optional
         Fingerprinting threads.
@@ -364,7 +364,7 @@ def scan_files(
     progress : callable, optional
         Called with the number of documents read after each batch.
     """
-    from neardup.fingerprint import Fingerprinter
+    from neardup.fingerprints import Fingerprinter
 
     fper = fingerprinter if fingerprinter is not None else Fingerprinter("default")
     files = expand_inputs(inputs, fmt)
@@ -867,9 +867,9 @@ def dedup(
     blocks : int, optional
         Search layout block count (default: chosen for the corpus size).
     preset : str
-        Fingerprint preset (:data:`neardup.fingerprint.PRESETS`), unless ``fingerprinter``.
+        Fingerprint preset (:data:`neardup.fingerprints.PRESETS`), unless ``fingerprinter``.
     fingerprinter : Fingerprinter, optional
-        A configured :class:`neardup.fingerprint.Fingerprinter`.
+        A configured :class:`neardup.fingerprints.Fingerprinter`.
     text_field, id_field : str
         JSONL field / Parquet or Table column / DataFrame column of the text and of the id.
     fmt : str
@@ -911,7 +911,7 @@ def dedup(
     >>> r.kept.tolist(), r.labels.tolist()
     ([True, False, True], [0, 0, 2])
     """
-    from neardup.fingerprint import Fingerprinter
+    from neardup.fingerprints import Fingerprinter
 
     fper = fingerprinter if fingerprinter is not None else Fingerprinter(preset)
     if not skip_bad:

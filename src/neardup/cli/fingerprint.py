@@ -104,7 +104,7 @@ def input_options(func: Callable) -> Callable:
 
 def check_preset(preset: str) -> None:
     """Raise click.BadParameter for an unknown --preset."""
-    from neardup.fingerprint import PRESETS
+    from neardup.fingerprints import PRESETS
 
     if preset not in PRESETS:
         raise click.BadParameter(
@@ -115,7 +115,7 @@ def check_preset(preset: str) -> None:
 
 def make_fingerprinter(preset: str, window: int | None = None):
     """The Fingerprinter of the --preset/--window options (a bad preset is a usage error)."""
-    from neardup.fingerprint import Fingerprinter
+    from neardup.fingerprints import Fingerprinter
 
     check_preset(preset)
     return Fingerprinter(preset) if window is None else Fingerprinter(preset, window=window)

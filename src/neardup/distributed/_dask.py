@@ -109,7 +109,7 @@ def _series_to_fp(part: Any, name: str, number: int) -> np.ndarray:
 
 
 def _text_to_fp(part: Any, preset: str, number: int) -> np.ndarray:
-    from neardup.fingerprint import Fingerprinter
+    from neardup.fingerprints import Fingerprinter
 
     texts = ["" if v is None else v for v in part.tolist()]
     return Fingerprinter(preset).fingerprint_many(texts, threads=1)

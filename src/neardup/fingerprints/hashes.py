@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from neardup.fingerprint import _kernels as K
+from neardup.fingerprints import _kernels as K
 
 __all__ = ["HASHES", "fnv1a64", "hashlittle2", "jenkins64", "resolve_hash"]
 

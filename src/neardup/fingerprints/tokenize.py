@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from neardup.fingerprint import _kernels as K
+from neardup.fingerprints import _kernels as K
 
 __all__ = [
     "NORMALIZATIONS",

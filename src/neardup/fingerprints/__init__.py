@@ -1,13 +1,13 @@
 """Fingerprints: text and weighted features to 64-bit simhash (bit 63 most significant).
 
->>> from neardup.fingerprint import Fingerprinter, fingerprint, compute
+>>> from neardup.fingerprints import Fingerprinter, fingerprint, compute
 >>> fingerprint("The quick brown fox jumps over the lazy dog") == fingerprint(
 ...     "the quick brown fox jumps over the lazy dog!")
 True
 """
 
-from neardup.fingerprint.hashes import fnv1a64, hashlittle2, jenkins64
-from neardup.fingerprint.simhash import (
+from neardup.fingerprints.hashes import fnv1a64, hashlittle2, jenkins64
+from neardup.fingerprints.simhash import (
     PRESETS,
     Fingerprinter,
     compute,

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from neardup.fingerprint import _kernels as K
-from neardup.fingerprint.hashes import resolve_hash
-from neardup.fingerprint.tokenize import NORMALIZATIONS, TOKENIZERS, char_classes
+from neardup.fingerprints import _kernels as K
+from neardup.fingerprints.hashes import resolve_hash
+from neardup.fingerprints.tokenize import NORMALIZATIONS, TOKENIZERS, char_classes
 
 __all__ = ["PRESETS", "Fingerprinter", "compute", "compute_batch", "fingerprint"]
 
