@@ -143,6 +143,7 @@ def run_neardup(
     path: str, n: int, workdir: str, distance: int, window: int | None = None
 ) -> np.ndarray:
     from neardup.dedup import dedup
+
     from neardup.fingerprints import Fingerprinter
 
     out = os.path.join(workdir, "kept.jsonl")

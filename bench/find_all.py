@@ -130,7 +130,7 @@ def _hwm_mb(pid: int | str = "self") -> float:
 def run_neardup(fp: np.ndarray, d: int, blocks: int | None) -> tuple[np.ndarray, dict]:
     import neardup
     from neardup.config import default_threads
-    from neardup.search import resolve_layout
+    from neardup.core.search import resolve_layout
 
     layout = resolve_layout(len(fp), d, blocks)
     t = time.perf_counter()
@@ -228,7 +228,7 @@ def run_npsort(fp: np.ndarray, d: int, _: object) -> tuple[None, dict]:
 def run_tiny(_fp: object, d: int, spec: str) -> tuple[None, dict]:
     """neardup at small N over every usable ``blocks``, in-process: best-of-repeats seconds."""
     import neardup
-    from neardup.layout import choose_blocks, count_tables
+    from neardup.core.layout import choose_blocks, count_tables
 
     sizes = [int(float(x)) for x in spec.split(",")]
     rows = []

@@ -10,17 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neardup.bits import (
+from neardup.core.bits import (
     as_fingerprints,
-    format_json_rows,
     from_binary,
     hamming,
-    parse_decimal_lines,
     popcount,
     to_binary,
     to_hex,
 )
 from neardup.errors import InputError
+from neardup.io.formats import format_json_rows, parse_decimal_lines
 
 
 @given(st.lists(st.integers(0, 2**64 - 1), max_size=50), st.sampled_from(["\n", "\r\n"]))

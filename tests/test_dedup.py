@@ -1,4 +1,4 @@
-"""neardup.dedup: decisions against brute force, the Python API, and the two file passes."""
+"""neardup.dedup and neardup.decide: decisions against brute force, the Python API, and the two file passes."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import fingerprints
 
-from neardup.dedup import decide, dedup, scan_files, write_kept
+from neardup import decide, dedup
 from neardup.errors import InputError
+from neardup.pipeline.scan import scan_files
+from neardup.pipeline.write import write_kept
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "data", "sample")

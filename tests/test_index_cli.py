@@ -135,7 +135,7 @@ def test_dedup_against_index_one_dump_at_a_time(tmp_path):
 
 
 def test_dedup_python_api_against(tmp_path):
-    from neardup.dedup import dedup
+    from neardup import dedup
 
     with Index.create(tmp_path / "ix", distance=6) as ix:
         r1 = dedup(DOCS[:3], against=ix, update=True)

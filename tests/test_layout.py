@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.bits import from_binary
-from neardup.layout import Layout, block_widths, choose_blocks, estimated_cost
+from neardup.core.bits import from_binary
+from neardup.core.layout import Layout, block_widths, choose_blocks, estimated_cost
 
 CORPUS = "0100101110111011001000101111101110111100001010011101100110110101"
 QUERY = "0100101110111011011000101111101110011100001010011100100110110101"

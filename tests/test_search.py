@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from strategies import fingerprints, layouts
 
 import neardup
-from neardup.search import cluster_groups, find_all_values
+from neardup.core.search import cluster_groups, find_all_values
 
 ALL_ONES = 2**64 - 1
 

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from neardup.dedup import DedupResult, decide, dedup
-from neardup.fingerprints import PRESETS, Fingerprinter, compute, fingerprint
-from neardup.index import Index
-from neardup.layout import Layout, choose_blocks
-from neardup.search import (
+from neardup.core.layout import Layout, choose_blocks
+from neardup.core.search import (
     QueryResult,
     cluster_groups,
     find_all,
@@ -19,6 +16,10 @@ from neardup.search import (
     find_clusters,
     query,
 )
+from neardup.fingerprints import PRESETS, Fingerprinter, compute, fingerprint
+from neardup.index import Index
+from neardup.pipeline.job import decide, dedup
+from neardup.pipeline.result import DedupResult
 
 __all__ = [
     "__version__",

@@ -1,8 +1,14 @@
-"""Defaults for threads and sizes, in one place. Nothing here changes numba's global state."""
+"""Every tunable of neardup, in one place (with :func:`_reset` for tests).
+
+Nothing here changes numba's global state. Values are read at call time, so assigning
+``neardup.config.NAME = value`` changes later calls; :func:`_reset` restores the defaults.
+"""
 
 from __future__ import annotations
 
 import os
+
+# -- search ---------------------------------------------------------------------------------------
 
 #: Default Hamming distance (inclusive) for the search functions and the seed tools.
 DEFAULT_DISTANCE = 3
@@ -16,6 +22,39 @@ SPLIT_TABLES_FROM = 1 << 21
 
 #: Largest number of permuted tables a layout may need before it is refused as unusable.
 MAX_TABLES = 100_000
+
+# -- index ----------------------------------------------------------------------------------------
+
+#: Most sorted runs (base + delta) an index keeps before an add merges runs.
+MAX_SEGMENTS = 8
+
+#: Cost of probing one table for one query, in candidate checks (binary search + call); the
+#: index's layout choice weighs it against the candidates a longer prefix saves.
+PROBE_COST = 32.0
+
+#: Most tables an index layout may have (each costs 8 bytes per fingerprint on disk).
+MAX_INDEX_TABLES = 5000
+
+#: Queries per batch above which an index probes its tables on several threads.
+PARALLEL_QUERIES = 2048
+
+# -- documents ------------------------------------------------------------------------------------
+
+#: Documents read before each fingerprinting round (the next batch is read meanwhile).
+BATCH_DOCS = 16384
+
+#: Rows per batch when copying Parquet rows in dedup's second pass.
+PARQUET_BATCH_ROWS = 65536
+
+#: ``neardup fingerprint``: inputs larger than this (bytes, all files) show a progress bar.
+PROGRESS_BYTES = 16 << 20
+
+_DEFAULTS = {k: v for k, v in dict(globals()).items() if k.isupper()}
+
+
+def _reset() -> None:
+    """Restore every tunable to its default (tests call this)."""
+    globals().update(_DEFAULTS)
 
 
 def default_threads() -> int:

@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
 
 import click
 
+from neardup._optional import MissingDependency
 from neardup.config import DEFAULT_DISTANCE
 from neardup.errors import InputError
 
 EXIT_USAGE = 2
+
+T = TypeVar("T")
+
+
+def batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` in lists of ``size`` (the last may be shorter)."""
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def fail(prog: str, message: str, code: int = EXIT_USAGE) -> None:
@@ -34,6 +51,8 @@ def run(command: click.Command, prog: str, argv: list[str] | None = None) -> Non
     except click.Abort:
         fail(prog, "aborted", 130)
     except InputError as e:
+        fail(prog, str(e))
+    except MissingDependency as e:
         fail(prog, str(e))
     except ValueError as e:
         fail(prog, str(e))

@@ -6,7 +6,6 @@ import contextlib
 import json
 import pathlib
 import sys
-import time
 from typing import Any
 
 import click
@@ -18,29 +17,11 @@ from neardup.cli.fingerprint import (
     make_fingerprinter,
     resolve_input,
 )
-from neardup.dedup import DEFAULT_DEDUP_DISTANCE, KEEP_POLICIES, DedupResult
+from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, KEEP_POLICIES
 from neardup.errors import InputError
-from neardup.io import atomic_output
+from neardup.io.writers import atomic_output
 
 PROG = "neardup dedup"
-
-
-def _json_id(v: object) -> object:
-    return v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
-
-
-def _write_clusters(result: DedupResult, path: str) -> None:
-    with atomic_output(path, "w") as f:
-        for c in result.iter_clusters():
-            c["kept"] = _json_id(c["kept"])
-            c["members"] = [_json_id(m) for m in c["members"]]
-            f.write(json.dumps(c, ensure_ascii=False) + "\n")
-
-
-def _write_drop_list(result: DedupResult, path: str) -> None:
-    with atomic_output(path, "w") as f:
-        for i in result.dropped.nonzero()[0].tolist():
-            f.write(f"{result.ids[i]}\n")
 
 
 def _size(n: float) -> str:
@@ -174,8 +155,7 @@ def dedup(
     """
     from tqdm import tqdm
 
-    from neardup.dedup import dedup as run_dedup
-    from neardup.dedup import write_kept
+    from neardup.pipeline.job import dedup as run_dedup
 
     fingerprinter = make_fingerprinter(preset, window)
     in_format, text_field = resolve_input(in_format, lines, field, column)
@@ -187,15 +167,17 @@ def dedup(
         )
     if output == "-" and json_summary == "-":
         raise click.UsageError("--output - and --json-summary - both want stdout; pick one")
+    if update and against is None:
+        raise click.UsageError("--update needs --against INDEX")
 
     bars: dict[str, Any] = {}
 
     def progress(stage: str, count: int) -> None:
         bar = bars.get(stage)
         if bar is None:
-            total = len(result_docs) if stage == "write" and result_docs else None
+            for other in bars.values():
+                other.close()
             bar = bars[stage] = tqdm(
-                total=total,
                 desc="fingerprint" if stage == "read" else "write",
                 unit=" docs",
                 file=sys.stderr,
@@ -205,25 +187,22 @@ def dedup(
             )
         bar.update(count - bar.n)
 
-    def on_bad(err: InputError) -> None:
+    def say(message: str) -> None:
         if not quiet:
-            click.echo(f"{PROG}: skipped {err}", err=True)
+            for bar in bars.values():
+                bar.clear()
+            click.echo(f"{PROG}: {message}", err=True)
 
-    if update and against is None:
-        raise click.UsageError("--update needs --against INDEX")
-    stack = contextlib.ExitStack()
-    client = None
-    if scheduler is not None or workers is not None:
-        from neardup.distributed._dask import connect
+    def on_bad(err: InputError) -> None:
+        say(f"skipped {err}")
 
-        client = stack.enter_context(connect(scheduler, workers))
-    index = None
-    if against is not None:
-        from neardup.index.hooks import open_index
+    with contextlib.ExitStack() as stack:
+        client = None
+        if scheduler is not None or workers is not None:
+            from neardup.distributed import connect
 
-        index = open_index(against, update)
-    result_docs: list[Any] = []
-    try:
+            client = stack.enter_context(connect(scheduler, workers))
+        stack.callback(lambda: [bar.close() for bar in bars.values()])
         result = run_dedup(
             [pathlib.Path(p) for p in inputs],
             distance=distance,
@@ -233,43 +212,18 @@ def dedup(
             text_field=text_field,
             id_field=id_field or None,
             fmt=in_format,
-            output=None,
+            output=output,
+            clusters=clusters_path,
+            drop_list=drop_list,
             skip_bad=skip_bad,
             on_bad=on_bad,
             threads=threads,
             progress=progress,
-            against=index,
+            log=say,
+            against=against,
+            update=update,
             client=client,
         )
-        result_docs = result.ids
-        if "read" in bars:
-            bars.pop("read").close()
-        if not quiet:
-            n, c = len(result), result.n_clusters
-            click.echo(f"{PROG}: {n} documents fingerprinted, {c} clusters found", err=True)
-        assert result.scan is not None
-        t0 = time.perf_counter()
-        result.bytes_out = write_kept(
-            result.scan, result.kept, output, lambda n: progress("write", n)
-        )
-        result.bytes_in = result.scan.bytes_in
-        if clusters_path is not None:
-            _write_clusters(result, clusters_path)
-        if drop_list is not None:
-            _write_drop_list(result, drop_list)
-        if index is not None and update:
-            from neardup.index.hooks import add_survivors
-
-            added = add_survivors(index, result.ids, result.fingerprints, result.kept)
-            if not quiet:
-                click.echo(f"{PROG}: added {added} documents to {against}", err=True)
-        result.seconds["write"] = time.perf_counter() - t0
-    finally:
-        for bar in bars.values():
-            bar.close()
-        if index is not None:
-            index.close()
-        stack.close()
 
     summary = result.summary()
     if json_summary is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import click
 import numpy as np
 
-from neardup.bits import as_fingerprints, format_json_rows
+from neardup._optional import require
 from neardup.cli.common import (
     Reporter,
     blocks_option,
@@ -21,8 +21,10 @@ from neardup.cli.common import (
     output_option,
     quiet_option,
 )
-from neardup.io import atomic_output, display_name, read_fingerprints
-from neardup.search import cluster_groups
+from neardup.core.bits import as_fingerprints
+from neardup.core.search import cluster_groups
+from neardup.io.formats import display_name, format_json_rows, read_fingerprints
+from neardup.io.writers import atomic_output
 
 
 def _is_parquet(path: str) -> bool:
@@ -35,7 +37,7 @@ def _read_local(inputs: tuple[str, ...], column: str) -> np.ndarray:
     for path in inputs:
         if _is_parquet(path):
             try:
-                import pyarrow.parquet as pq
+                pq = require("pyarrow.parquet", feature="Parquet")
             except ImportError as e:  # pragma: no cover - depends on the environment
                 raise ImportError(
                     "Parquet input needs pyarrow: pip install neardup[parquet]"
@@ -70,7 +72,7 @@ def _search(
     if distance < 0:
         raise click.UsageError(f"distance must be >= 0 (got distance={distance})")
     if scheduler is None and workers is None:
-        from neardup.search import find_all, find_clusters
+        from neardup.core.search import find_all, find_clusters
 
         fp = _read_local(inputs, column)
         rep.say(f"read {len(fp)} fingerprints in {rep.lap():.2f}s")
@@ -81,7 +83,7 @@ def _search(
     from neardup.distributed._dask import connect
 
     if all(_is_parquet(p) for p in inputs):
-        import pyarrow.parquet as pq
+        pq = require("pyarrow.parquet", feature="Parquet")
 
         for path in inputs:  # fail before any cluster starts
             names = pq.read_schema(path).names

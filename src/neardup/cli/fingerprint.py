@@ -5,21 +5,19 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import click
 import numpy as np
 
-from neardup.cli.common import output_option
+from neardup import config
+from neardup._optional import require
+from neardup.cli.common import batches, output_option
 from neardup.errors import InputError
-from neardup.io import atomic_output
-from neardup.readers import FORMATS, Record, read_documents
+from neardup.io.readers import FORMATS, read_documents
+from neardup.io.writers import atomic_output
 
 OUTPUT_FORMATS = ("auto", "decimal", "jsonl", "parquet")
-#: Documents read before each parallel fingerprinting round.
-BATCH_DOCS = 16384
-#: Inputs larger than this (bytes, all files together) show a progress bar on stderr.
-PROGRESS_BYTES = 16 << 20
 
 
 def _output_format(path: str, fmt: str) -> str:
@@ -31,17 +29,6 @@ def _output_format(path: str, fmt: str) -> str:
     if low.endswith((".parquet", ".pq")):
         return "parquet"
     return "decimal"
-
-
-def _batches(records: Iterator[Record], size: int) -> Iterator[list[Record]]:
-    batch: list[Record] = []
-    for rec in records:
-        batch.append(rec)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def _json_id(v: object) -> object:
@@ -199,7 +186,7 @@ def fingerprint(
         unit_scale=True,
         desc="fingerprint",
         file=sys.stderr,
-        disable=quiet or total < PROGRESS_BYTES,
+        disable=quiet or total < config.PROGRESS_BYTES,
         leave=False,
     )
     ids: list[object] = []
@@ -208,7 +195,7 @@ def fingerprint(
         inputs, in_format, text_field, id_field or None, on_bad if skip_bad else None
     )
     try:
-        for batch in _batches(records, BATCH_DOCS):
+        for batch in batches(records, config.BATCH_DOCS):
             parts.append(fp.fingerprint_many([r.text for r in batch], threads=threads))
             ids.extend(r.id for r in batch)
             bar.update(sum(len(r.text) for r in batch))
@@ -218,8 +205,8 @@ def fingerprint(
 
     if out_fmt == "parquet":
         try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
+            pa = require("pyarrow", feature="Parquet")
+            pq = require("pyarrow.parquet", feature="Parquet")
         except ImportError:  # pragma: no cover
             raise ImportError(
                 "Parquet output needs pyarrow: pip install 'neardup[parquet]'"
@@ -239,7 +226,7 @@ def fingerprint(
     else:
         with atomic_output(output, "w") as f:
             f.write("".join(f"{v}\n" for v in fps.tolist()))
-    if not quiet and (skipped or total >= PROGRESS_BYTES):
+    if not quiet and (skipped or total >= config.PROGRESS_BYTES):
         click.echo(
             f"neardup fingerprint: {len(fps)} documents fingerprinted"
             + (f", {skipped} skipped" if skipped else ""),

@@ -11,8 +11,9 @@ import click
 import numpy as np
 
 from neardup.errors import InputError
-from neardup.io import atomic_output, read_fingerprints
-from neardup.readers import read_documents
+from neardup.io.formats import read_fingerprints
+from neardup.io.readers import read_documents
+from neardup.io.writers import atomic_output
 
 PROG = "neardup index"
 
@@ -64,7 +65,9 @@ def read_inputs(
     if raw:
         parts = [read_fingerprints(p) for p in inputs]
         return (np.concatenate(parts) if parts else np.zeros(0, np.uint64)), None
-    from neardup.cli.fingerprint import BATCH_DOCS, _batches, make_fingerprinter, resolve_input
+    from neardup import config
+    from neardup.cli.common import batches
+    from neardup.cli.fingerprint import make_fingerprinter, resolve_input
 
     fp = make_fingerprinter(preset, window)
     in_format, text_field = resolve_input(in_format, lines, field, column)
@@ -78,7 +81,7 @@ def read_inputs(
     records = read_documents(
         inputs, in_format, text_field, id_field or None, on_bad if skip_bad else None
     )
-    for batch in _batches(records, BATCH_DOCS):
+    for batch in batches(records, config.BATCH_DOCS):
         parts.append(fp.fingerprint_many([r.text for r in batch], threads=threads))
         ids.extend(r.id for r in batch)
     fps = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import click
 import numpy as np
 
-from neardup.bits import format_json_rows
 from neardup.cli.common import (
     Reporter,
     blocks_option,
@@ -20,8 +19,9 @@ from neardup.cli.common import (
     quiet_option,
     run,
 )
-from neardup.io import atomic_output, display_name, read_fingerprints
-from neardup.search import cluster_groups, find_all, find_clusters, resolve_layout
+from neardup.core.search import cluster_groups, find_all, find_clusters, resolve_layout
+from neardup.io.formats import display_name, format_json_rows, read_fingerprints
+from neardup.io.writers import atomic_output
 
 
 def _common(f):

@@ -25,12 +25,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from neardup._optional import require
 from neardup.config import DEFAULT_DISTANCE
 from neardup.distributed._dask import (
     DEFAULT_PARTITION_SIZE,
     RETRIES,
     DistributedJobError,
     cluster_client,
+    connect,
+    is_parquet_paths,
     load_parts,
     merge_pairs,
     run_shards,
@@ -45,6 +48,7 @@ __all__ = [
     "SearchReport",
     "ShardPlan",
     "components",
+    "connect",
     "dedup",
     "dedup_frame",
     "find_all",
@@ -268,11 +272,9 @@ def dedup_frame(
     positions (the non-first members of every cluster); the kept rows keep their order. Compute
     the result (or ``.to_parquet``) while the cluster is up.
     """
-    import dask.dataframe as dd
+    dd = require("dask.dataframe", "dask", "neardup.distributed")
 
-    from neardup.distributed._dask import _is_paths
-
-    if _is_paths(frame):
+    if is_parquet_paths(frame):
         frame = to_frame(frame)
     if not isinstance(frame, dd.DataFrame):
         raise ValueError(

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from neardup.bits import as_fingerprints
+from neardup._optional import require
+from neardup.core.bits import as_fingerprints
+from neardup.core.search import sort_pairs
 from neardup.distributed import plan as _plan
-from neardup.search import _sort_pairs
 
 #: Fingerprints per partition when a NumPy array (or sequence) is sent to the cluster.
 DEFAULT_PARTITION_SIZE = 1 << 20
@@ -26,11 +27,8 @@ RETRIES = 2
 
 
 def _require() -> tuple[Any, Any]:
-    try:
-        import dask
-        import distributed
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("neardup.distributed needs Dask: pip install neardup[dask]") from e
+    dask = require("dask", "dask", "neardup.distributed")
+    distributed = require("distributed", "dask", "neardup.distributed")
     return dask, distributed
 
 
@@ -111,11 +109,19 @@ def _series_to_fp(part: Any, name: str, number: int) -> np.ndarray:
 def _text_to_fp(part: Any, preset: str, number: int) -> np.ndarray:
     from neardup.fingerprints import Fingerprinter
 
-    texts = ["" if v is None else v for v in part.tolist()]
+    texts = part.tolist()
+    for row, v in enumerate(texts):
+        if not isinstance(v, str):
+            # the same rule as neardup.dedup on one machine: a missing text is an error, not
+            # an empty document (which would fingerprint to 0 and merge with every other one)
+            what = "missing (None)" if v is None or v != v else f"a {type(v).__name__}"
+            raise ValueError(f"partition {number}, row {row}: text is {what}, expected a string")
     return Fingerprinter(preset).fingerprint_many(texts, threads=1)
 
 
-def _is_paths(data: Any) -> bool:
+def is_parquet_paths(data: Any) -> bool:
+    """True when ``data`` names Parquet files: a path, or a list/tuple of ``str`` or
+    ``os.PathLike`` (for Dask, unlike :func:`neardup.dedup`, a list of str is paths)."""
     if isinstance(data, (str, os.PathLike)):
         return True
     return (
@@ -127,7 +133,7 @@ def _is_paths(data: Any) -> bool:
 
 def to_frame(data: Any, columns: Sequence[str] | None = None) -> Any:
     """Parquet path(s) to a Dask DataFrame (one partition per row group or file)."""
-    import dask.dataframe as dd
+    dd = require("dask.dataframe", "dask", "neardup.distributed")
 
     paths = (
         [os.fspath(data)] if isinstance(data, (str, os.PathLike)) else [os.fspath(d) for d in data]
@@ -155,10 +161,10 @@ def load_parts(
     Parquet path(s) read as such a DataFrame.
     """
     dask, _ = _require()
-    import dask.array as da
-    import dask.dataframe as dd
+    da = require("dask.array", "dask", "neardup.distributed")
+    dd = require("dask.dataframe", "dask", "neardup.distributed")
 
-    if _is_paths(data):
+    if is_parquet_paths(data):
         data = to_frame(data)  # the column is selected below (read only that column)
     if isinstance(data, dd.DataFrame):
         want = text_column or column
@@ -274,4 +280,4 @@ def _split_sizes(split: list[tuple[np.ndarray, np.ndarray]]) -> list[int]:
 def merge_pairs(results: list[np.ndarray], n: int) -> np.ndarray:
     """The merge of the threaded path: concatenate and sort by (i, j)."""
     pairs = np.concatenate(results) if results else np.empty((0, 2), dtype=np.int64)
-    return _sort_pairs(pairs, max(n, 1))
+    return sort_pairs(pairs, max(n, 1))

@@ -8,9 +8,9 @@ those top bits too, so one partitioning (a *group*) serves all of them; with ``g
 ``m`` blocks and distance ``k`` needs ``k + 1`` partitionings instead of ``C(m, k)``.
 
 Inside a shard the same in-memory routine as the single-machine path runs
-(:func:`neardup.search._pairs_for_tables`) over the group's tables, and local positions are mapped
+(:func:`neardup.core.search.pairs_for_tables`) over the group's tables, and local positions are mapped
 back to input positions. The first-table rule keeps the union over groups and shards free of
-repeats, and :func:`neardup.search._sort_pairs` gives the same order as :func:`neardup.find_all`.
+repeats, and :func:`neardup.core.search.sort_pairs` gives the same order as :func:`neardup.find_all`.
 """
 
 from __future__ import annotations
@@ -22,14 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from neardup.layout import Layout
-from neardup.search import (
-    _pack_specs,
-    _pairs_for_tables,
-    _TableSpecs,
-    clusters_from_pairs,
-    resolve_layout,
-)
+from neardup.core.layout import Layout, TableSpecs, pack_tables
+from neardup.core.search import clusters_from_pairs, pairs_for_tables, resolve_layout
 
 #: Default number of fingerprints a shard should hold (16 bytes each in flight: value + position).
 DEFAULT_SHARD_SIZE = 1 << 22
@@ -72,7 +66,7 @@ class ShardPlan:
         return _groups(self.layout.blocks, self.layout.distance, self.lead_depth)
 
     @property
-    def specs(self) -> _TableSpecs:
+    def specs(self) -> TableSpecs:
         return _specs(self.layout.blocks, self.layout.distance)
 
     def describe(self) -> str:
@@ -92,8 +86,8 @@ def _groups(blocks: int, distance: int, depth: int) -> tuple[tuple[int, ...], ..
 
 
 @functools.lru_cache(maxsize=16)
-def _specs(blocks: int, distance: int) -> _TableSpecs:
-    return _pack_specs(Layout(blocks, distance).tables)
+def _specs(blocks: int, distance: int) -> TableSpecs:
+    return pack_tables(Layout(blocks, distance).tables)
 
 
 def make_plan(
@@ -184,7 +178,7 @@ def shard_pairs(
     if len(fp) < 2:
         return _EMPTY_PAIRS.copy()
     tables = np.asarray(plan.groups[group], dtype=np.int64)
-    local = _pairs_for_tables(fp, plan.specs, tables, plan.layout.distance)
+    local = pairs_for_tables(fp, plan.specs, tables, plan.layout.distance)
     return pos[local]
 
 
@@ -215,7 +209,7 @@ def shard_edges(
         parts.append(np.stack([rep_pos[run[~first]], ps[~first]], axis=1))
     if len(rep_fp) >= 2:
         tables = np.asarray(plan.groups[group], dtype=np.int64)
-        local = _pairs_for_tables(rep_fp, plan.specs, tables, plan.layout.distance)
+        local = pairs_for_tables(rep_fp, plan.specs, tables, plan.layout.distance)
         parts.append(np.sort(rep_pos[local], axis=1))
     return np.concatenate(parts) if parts else _EMPTY_PAIRS.copy()
 

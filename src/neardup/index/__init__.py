@@ -5,7 +5,7 @@ See :class:`neardup.index.Index`.
 
 from __future__ import annotations
 
-from neardup.index.core import Index, IndexMatches, choose_index_blocks
+from neardup.index.index import Index, IndexMatches, choose_index_blocks
 from neardup.index.storage import CorruptIndexError, IndexLockedError
 
 __all__ = ["Index", "IndexMatches", "CorruptIndexError", "IndexLockedError", "choose_index_blocks"]

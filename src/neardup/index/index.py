@@ -12,40 +12,45 @@ Removed rows are listed per segment (tombstones) until a merge drops them.
 from __future__ import annotations
 
 import copy
-import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from neardup import kernels
-from neardup.bits import as_fingerprints
-from neardup.config import DEFAULT_DISTANCE, MAX_TABLES, default_threads
+from neardup import config
+from neardup.config import DEFAULT_DISTANCE, default_threads
+from neardup.core import kernels
+from neardup.core.bits import as_fingerprints
+from neardup.core.layout import Layout
+from neardup.core.layout import choose_query_blocks as choose_index_blocks
 from neardup.index import _kernels
+from neardup.index.segments import (
+    Ids,
+    Segment,
+    concat_strings,
+    convert_ids,
+    expand_ranges,
+    segment_files,
+    show_id,
+    table_specs,
+)
 from neardup.index.storage import (
     FORMAT_VERSION,
     MAGIC,
     MANIFEST,
     CorruptIndexError,
     WriterLock,
-    load_array,
     read_manifest,
     remove_unreferenced,
     verify_file,
     write_array,
     write_manifest,
 )
-from neardup.layout import BITS, Layout, block_widths, count_tables, validate
 
 __all__ = ["Index", "IndexMatches", "choose_index_blocks"]
 
-#: Cost of probing one table for one query, in candidate checks (binary search + call).
-_PROBE_COST = 32.0
-#: Queries per batch above which tables are probed on several threads.
-_PARALLEL_QUERIES = 2048
-_FULL = (1 << 64) - 1
 _ZERO = np.zeros(1, dtype=np.int64)
 
 
@@ -55,166 +60,6 @@ class IndexMatches(NamedTuple):
     query_index: np.ndarray  #: int64, position of the query in the batch
     id: np.ndarray  #: int64 ids, or an object array of str ids
     distance: np.ndarray  #: int64 Hamming distance
-
-
-def choose_index_blocks(n: int, distance: int) -> int:
-    """Blocks minimising the estimated cost of one query against ``n`` fingerprints.
-
-    A query probes every table (a fixed cost each) and checks about ``n / 2**p`` candidates per
-    table, ``p`` being the table's leading bits. More blocks mean longer prefixes (fewer
-    candidates) but more tables (``C(blocks, distance)``, each 8 bytes per fingerprint).
-    """
-    validate(distance + 1, distance)
-    best, best_cost = distance + 1, math.inf
-    for m in range(distance + 1, BITS + 1):
-        if count_tables(m, distance) > min(MAX_TABLES, 5000):
-            break
-        widths = block_widths(m)
-        q, r = divmod(BITS, m)
-        j = m - distance
-        cost = 0.0
-        for i in range(max(0, j - (m - r)), min(r, j) + 1):
-            tables = math.comb(r, i) * math.comb(m - r, j - i)
-            cost += tables * (_PROBE_COST + n / 2.0 ** (j * q + i))
-        del widths
-        if cost < best_cost:
-            best, best_cost = m, cost
-    return best
-
-
-class _TableSpec(NamedTuple):
-    src: np.ndarray
-    mask: np.ndarray
-    dst: np.ndarray
-    shift: int
-    lead: np.uint64
-    chk: np.ndarray
-    nchk: int
-    identity: bool
-
-
-def _specs(layout: Layout) -> list[_TableSpec]:
-    out = []
-    for t, table in enumerate(layout.tables):
-        segs = table.segments
-        src = np.array([s for s, _, _ in segs], dtype=np.uint64)
-        mask = np.array([((1 << w) - 1) & _FULL for _, w, _ in segs], dtype=np.uint64)
-        dst = np.array([d for _, _, d in segs], dtype=np.uint64)
-        chk = np.array([layout.apply_mask(m, t) for m in table.check_masks] or [0], np.uint64)
-        out.append(
-            _TableSpec(
-                src,
-                mask,
-                dst,
-                64 - table.prefix_bits,
-                np.uint64(layout.apply_mask(table.lead_mask, t)),
-                chk,
-                len(table.check_masks),
-                all(s == d for s, _, d in segs),
-            )
-        )
-    return out
-
-
-def _expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For ranges ``[lo[i], hi[i])``: (owner i, position) of every element, in order."""
-    cnt = hi - lo
-    total = int(cnt.sum())
-    owner = np.repeat(np.arange(len(lo), dtype=np.int64), cnt)
-    start = np.cumsum(cnt) - cnt
-    pos = np.arange(total, dtype=np.int64) - np.repeat(start - lo, cnt)
-    return owner, pos
-
-
-class _Ids(NamedTuple):
-    """A batch of ids in the index's form: 64-bit keys, plus UTF-8 strings for str ids."""
-
-    kind: str  # "int64" or "str"
-    keys: np.ndarray  # int64
-    blob: np.ndarray | None
-    off: np.ndarray | None
-    values: list[Any] | np.ndarray
-
-
-def _convert_ids(ids: Any, n: int | None, kind: str | None) -> _Ids:
-    if isinstance(ids, (str, bytes)) or not isinstance(ids, (Sequence, np.ndarray, Iterable)):
-        raise ValueError(f"ids must be a sequence of ints or strings (got {type(ids).__name__})")
-    if not isinstance(ids, (list, tuple, np.ndarray)):
-        ids = list(ids)
-    if n is not None and len(ids) != n:
-        raise ValueError(f"got {n} fingerprints but {len(ids)} ids; give one id per fingerprint")
-    arr = ids if isinstance(ids, np.ndarray) else None
-    if arr is None:
-        if len(ids) == 0:
-            arr = np.empty(0, dtype=np.int64 if kind != "str" else object)
-        elif all(isinstance(v, str) for v in ids):
-            arr = None
-        elif all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in ids):
-            try:
-                arr = np.array(ids, dtype=np.int64)
-            except OverflowError:
-                raise ValueError("integer ids must fit in int64") from None
-        else:
-            bad = next(v for v in ids if not isinstance(v, (str, int, np.integer)))
-            raise ValueError(
-                f"ids must be all ints or all strings (got {type(bad).__name__} {bad!r})"
-            )
-    if arr is not None and arr.dtype.kind in "iu":
-        if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
-            raise ValueError("integer ids must fit in int64")
-        if kind == "str":
-            raise ValueError("this index has string ids; got integer ids")
-        keys = np.ascontiguousarray(arr, dtype=np.int64)
-        return _Ids("int64", keys, None, None, keys)
-    values = list(arr) if arr is not None else list(ids)
-    if not all(isinstance(v, str) for v in values):
-        raise ValueError("ids must be all ints or all strings")
-    if kind == "int64" and values:
-        raise ValueError("this index has integer ids; got string ids")
-    enc = [v.encode("utf-8") for v in values]
-    off = np.zeros(len(enc) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, enc), dtype=np.int64, count=len(enc)), out=off[1:])
-    blob = np.frombuffer(b"".join(enc), dtype=np.uint8).copy()
-    keys = _kernels._hash_strings(blob, off).view(np.int64)
-    return _Ids("str", keys, blob, off, values)
-
-
-class _Segment:
-    """One sorted run, memory-mapped."""
-
-    def __init__(self, directory: str, entry: dict[str, Any], specs: list[_TableSpec]) -> None:
-        f = entry["files"]
-        self.entry = entry
-        self.name: str = entry["name"]
-        self.fps = np.asarray(load_array(directory, f["fp"]))
-        self.tables = [
-            self.fps if s.identity else np.asarray(load_array(directory, f[f"t{t}"]))
-            for t, s in enumerate(specs)
-        ]
-        self.keys = np.asarray(load_array(directory, f["key"]))
-        self.kord = np.asarray(load_array(directory, f["kord"]))
-        self.blob = np.asarray(load_array(directory, f["sblob"])) if "sblob" in f else None
-        self.off = np.asarray(load_array(directory, f["soff"])) if "soff" in f else None
-        self.set_deleted(directory, entry.get("deleted"))
-
-    def set_deleted(self, directory: str, entry: dict[str, Any] | None) -> None:
-        self.dead = (
-            np.asarray(load_array(directory, entry)) if entry else np.empty(0, dtype=np.int64)
-        )
-        self.n = len(self.fps)
-        self.live = self.n - len(self.dead)
-
-    def alive(self, rows: np.ndarray) -> np.ndarray:
-        """True for rows not removed."""
-        if len(self.dead) == 0:
-            return np.ones(len(rows), dtype=bool)
-        i = np.searchsorted(self.dead, rows)
-        return self.dead[np.minimum(i, len(self.dead) - 1)] != rows
-
-    def live_rows(self) -> np.ndarray:
-        keep = np.ones(self.n, dtype=bool)
-        keep[self.dead] = False
-        return np.flatnonzero(keep)
 
 
 class Index:
@@ -241,7 +86,7 @@ class Index:
     """
 
     #: Most segments (base + delta runs) before add() merges delta runs.
-    max_segments = 8
+    max_segments: int | None = None  # None: config.MAX_SEGMENTS
 
     def __init__(self, path: str | os.PathLike, mode: str = "r", *, _lock: Any = None) -> None:
         if mode not in ("r", "w"):
@@ -249,7 +94,7 @@ class Index:
         self.path = os.fspath(path)
         self.mode = mode
         self._lock = _lock
-        self._segs: list[_Segment] = []
+        self._segs: list[Segment] = []
         self._body: dict[str, Any] = {}
         self._closed = False
         try:
@@ -350,13 +195,13 @@ class Index:
 
     def _install(self, body: dict[str, Any]) -> None:
         self.layout = Layout(body["blocks"], body["distance"])
-        self._specs = _specs(self.layout)
+        self._specs = table_specs(self.layout)
         old = {s.name: s for s in self._segs}
         segs = []
         for e in body["segments"]:
             s = old.get(e["name"])
             if s is None:
-                s = _Segment(self.path, e, self._specs)
+                s = Segment(self.path, e, self._specs)
             elif s.entry.get("deleted") != e.get("deleted"):
                 s.set_deleted(self.path, e.get("deleted"))
             s.entry = e
@@ -418,14 +263,14 @@ class Index:
         if not isinstance(id, (str, int, np.integer)):
             return False
         try:
-            ids = _convert_ids([id], None, self.id_type)
+            ids = convert_ids([id], None, self.id_type)
         except ValueError:
             return False
         return len(self._find(ids)[0]) > 0
 
     def info(self) -> dict[str, Any]:
         """Layout, sizes and segments of the committed state."""
-        files = [(e, s) for s in self._body["segments"] for e in _seg_files(s)]
+        files = [(e, s) for s in self._body["segments"] for e in segment_files(s)]
         return {
             "path": self.path,
             "format_version": self._body["format_version"],
@@ -451,7 +296,7 @@ class Index:
         """
         bad = []
         for seg in self._body["segments"]:
-            for e in _seg_files(seg):
+            for e in segment_files(seg):
                 try:
                     verify_file(self.path, e)
                 except CorruptIndexError as err:
@@ -460,7 +305,7 @@ class Index:
             raise CorruptIndexError("; ".join(bad))
 
     # ------------------------------------------------------------------ lookups by id
-    def _find(self, ids: _Ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _find(self, ids: Ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(id index, segment index, row) of every live row holding one of ``ids``."""
         self._check_open()
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -470,7 +315,7 @@ class Index:
             if len(ids.keys) == 0:
                 break
             lo, hi = _kernels._lookup(seg.keys, seg.kord, ids.keys)
-            owner, pos = _expand(lo, hi)
+            owner, pos = expand_ranges(lo, hi)
             if len(owner) == 0:
                 continue
             rows = seg.kord[pos].astype(np.int64)
@@ -516,7 +361,7 @@ class Index:
                 )
                 lo = np.searchsorted(seg.fps, v, "left")
                 hi = np.searchsorted(seg.fps, v, "right")
-                owner, rows = _expand(lo, hi)
+                owner, rows = expand_ranges(lo, hi)
                 qi, d = qi[owner], d[owner]
             keep = seg.alive(rows)
             if not keep.all():
@@ -544,7 +389,7 @@ class Index:
             return e, e.copy(), e.copy(), e.copy()
         T = self.layout.n_tables
         nthreads = 1
-        if len(q) >= _PARALLEL_QUERIES:
+        if len(q) >= config.PARALLEL_QUERIES:
             nthreads = default_threads() if threads is None else max(1, int(threads))
         if nthreads > 1 and T > 1:
             with ThreadPoolExecutor(min(nthreads, T)) as ex:
@@ -680,7 +525,7 @@ class Index:
             files["soff"] = write_array(self.path, f"{name}.soff.npy", off)
         return {"name": name, "rows": len(fps), "files": files, "deleted": None}
 
-    def _gather(self, segs: list[_Segment]) -> tuple[np.ndarray, np.ndarray, Any, Any]:
+    def _gather(self, segs: list[Segment]) -> tuple[np.ndarray, np.ndarray, Any, Any]:
         """Live rows of ``segs`` concatenated, older segments first."""
         fps, keys, blobs, offs = [], [], [], []
         for s in segs:
@@ -693,7 +538,7 @@ class Index:
                 offs.append(o)
         blob = off = None
         if self.id_type == "str":
-            blob, off = _concat_strings(blobs, offs)
+            blob, off = concat_strings(blobs, offs)
         return np.concatenate(fps), np.concatenate(keys), blob, off
 
     def _commit(self, body: dict[str, Any]) -> None:
@@ -732,7 +577,7 @@ class Index:
                 raise ValueError("this index has string ids; pass ids to add()")
             start = int(body["next_id"])
             ids = np.arange(start, start + len(fp), dtype=np.int64)
-        conv = _convert_ids(ids, len(fp), self.id_type)
+        conv = convert_ids(ids, len(fp), self.id_type)
         if len(fp) == 0:
             return
         if conv.kind == "int64":
@@ -744,7 +589,7 @@ class Index:
         found, _, _ = self._find(conv)
         if len(found):
             raise ValueError(
-                f"id {_show(conv.values[int(found[0])])} is already in the index "
+                f"id {show_id(conv.values[int(found[0])])} is already in the index "
                 f"({len(np.unique(found))} of the batch are); remove them first"
             )
         body["id_type"] = conv.kind
@@ -756,7 +601,7 @@ class Index:
         acc = len(fp)
         while j > 0 and (
             2 * acc >= delta[j - 1].live
-            or len(self._segs) - (len(delta) - j) + 1 > self.max_segments
+            or len(self._segs) - (len(delta) - j) + 1 > (self.max_segments or config.MAX_SEGMENTS)
         ):
             j -= 1
             acc += delta[j].live
@@ -767,7 +612,7 @@ class Index:
             fps = np.concatenate([f0, fp])
             keys = np.concatenate([k0, conv.keys])
             blob, off = (
-                _concat_strings([b0, conv.blob], [o0, conv.off])
+                concat_strings([b0, conv.blob], [o0, conv.off])
                 if conv.kind == "str"
                 else (None, None)
             )
@@ -795,9 +640,9 @@ class Index:
         if missing not in ("error", "ignore"):
             raise ValueError(f"missing must be 'error' or 'ignore' (got {missing!r})")
         if self.id_type is None:
-            conv = _convert_ids(ids, None, None)
+            conv = convert_ids(ids, None, None)
         else:
-            conv = _convert_ids(ids, None, self.id_type)
+            conv = convert_ids(ids, None, self.id_type)
         if len(conv.keys) == 0:
             return 0
         owner, si, rows = self._find(conv)
@@ -807,7 +652,7 @@ class Index:
             if not hit.all():
                 first = int(np.flatnonzero(~hit)[0])
                 raise KeyError(
-                    f"id {_show(conv.values[first])} is not in the index "
+                    f"id {show_id(conv.values[first])} is not in the index "
                     f"({int((~hit).sum())} of {len(hit)} ids are not); nothing removed"
                 )
         if len(rows) == 0:
@@ -845,26 +690,3 @@ class Index:
         else:
             body["segments"] = []
         self._commit(body)
-
-
-def _concat_strings(
-    blobs: list[np.ndarray], offs: list[np.ndarray]
-) -> tuple[np.ndarray, np.ndarray]:
-    blob = np.concatenate(blobs) if blobs else np.empty(0, np.uint8)
-    parts = [np.zeros(1, np.int64)]
-    base = 0
-    for o in offs:
-        parts.append(o[1:] + base)
-        base += int(o[-1])
-    return blob, np.concatenate(parts)
-
-
-def _seg_files(seg: dict[str, Any]) -> list[dict[str, Any]]:
-    out = list(seg["files"].values())
-    if seg.get("deleted"):
-        out.append(seg["deleted"])
-    return out
-
-
-def _show(v: Any) -> str:
-    return repr(v.item() if isinstance(v, np.generic) else v)

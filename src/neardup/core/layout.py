@@ -13,12 +13,15 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
-from neardup import kernels
+from neardup import config
 from neardup.config import MAX_TABLES
+from neardup.core import kernels
 
 BITS = 64
 _FULL = (1 << 64) - 1
@@ -202,7 +205,6 @@ def estimated_cost(n: int, blocks: int, distance: int) -> float:
     Each table costs one bucketing pass over ``n`` keys plus about ``n**2 / 2**(p+1)`` candidate
     checks, ``p`` being its leading bits (capped by what fits beside a row index).
     """
-    widths = block_widths(blocks)
     q, r = divmod(BITS, blocks)
     j = blocks - distance
     idx_bits = max(1, (max(n, 2) - 1).bit_length())
@@ -213,7 +215,6 @@ def estimated_cost(n: int, blocks: int, distance: int) -> float:
         p = min(j * q + i, BITS - idx_bits)
         cand += tables * (float(n) * float(n) / 2.0 ** (p + 1))
     ntab = count_tables(blocks, distance)
-    del widths
     return ntab * (_TABLE_COST + _SORT_COST * n) + cand
 
 
@@ -233,3 +234,77 @@ def choose_blocks(n: int, distance: int) -> int:
         if cost < best_cost:
             best, best_cost = m, cost
     return best
+
+
+def choose_query_blocks(n: int, distance: int) -> int:
+    """Blocks minimising the estimated cost of one query against ``n`` fingerprints.
+
+    A query probes every table (a fixed cost each) and checks about ``n / 2**p`` candidates per
+    table, ``p`` being the table's leading bits. More blocks mean longer prefixes (fewer
+    candidates) but more tables (``C(blocks, distance)``, each 8 bytes per fingerprint).
+    """
+    validate(distance + 1, distance)
+    best, best_cost = distance + 1, math.inf
+    for m in range(distance + 1, BITS + 1):
+        if count_tables(m, distance) > min(MAX_TABLES, config.MAX_INDEX_TABLES):
+            break
+        q, r = divmod(BITS, m)
+        j = m - distance
+        cost = 0.0
+        for i in range(max(0, j - (m - r)), min(r, j) + 1):
+            tables = math.comb(r, i) * math.comb(m - r, j - i)
+            cost += tables * (config.PROBE_COST + n / 2.0 ** (j * q + i))
+        if cost < best_cost:
+            best, best_cost = m, cost
+    return best
+
+
+def _u64(values: Sequence[int]) -> np.ndarray:
+    return np.array([v & ((1 << 64) - 1) for v in values], dtype=np.uint64)
+
+
+class TableSpecs(NamedTuple):
+    """Tables packed as arrays for the kernels, one row per table.
+
+    Segments are in fingerprint-bit coordinates (bit 0 least significant): bits
+    ``src..src+width-1`` of a fingerprint move to bits ``dst..dst+width-1`` of the key, where
+    ``mask = 2**width - 1``. ``lead_mask`` and ``chk`` are in fingerprint-bit coordinates too
+    (the scan XORs fingerprints); ``pbits`` counts the key's leading (top) bits.
+    """
+
+    seg_src: np.ndarray
+    seg_mask: np.ndarray
+    seg_dst: np.ndarray
+    nseg: np.ndarray
+    pbits: np.ndarray
+    lead_mask: np.ndarray
+    chk: np.ndarray
+    nchk: np.ndarray
+
+
+def pack_tables(tables: Sequence[Table]) -> TableSpecs:
+    """Pack ``tables`` (from :attr:`Layout.tables`) into one :class:`TableSpecs`."""
+    ns = max(len(t.segments) for t in tables)
+    nc = max(1, max(len(t.check_masks) for t in tables))
+    T = len(tables)
+    seg_src = np.zeros((T, ns), dtype=np.uint64)
+    seg_mask = np.zeros((T, ns), dtype=np.uint64)
+    seg_dst = np.zeros((T, ns), dtype=np.uint64)
+    chk = np.zeros((T, nc), dtype=np.uint64)
+    for r, t in enumerate(tables):
+        seg = t.segments
+        seg_src[r, : len(seg)] = [s for s, _, _ in seg]
+        seg_mask[r, : len(seg)] = _u64([(1 << w) - 1 for _, w, _ in seg])
+        seg_dst[r, : len(seg)] = [d for _, _, d in seg]
+        chk[r, : len(t.check_masks)] = _u64(t.check_masks)
+    nseg = np.array([len(t.segments) for t in tables], dtype=np.int64)
+    return TableSpecs(
+        seg_src,
+        seg_mask,
+        seg_dst,
+        nseg,
+        np.array([t.prefix_bits for t in tables], dtype=np.int64),
+        _u64([t.lead_mask for t in tables]),
+        chk,
+        np.array([len(t.check_masks) for t in tables], dtype=np.int64),
+    )

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, NamedTuple
 
+from neardup._optional import require
 from neardup.errors import InputError
 
 __all__ = [
@@ -182,11 +183,8 @@ def read_parquet(
 ) -> Iterator[Record]:
     """Rows of a Parquet file, streamed in record batches; the document is the string column
     ``column``, the id the column ``id_column`` when the file has it (else ``"file:row"``)."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError("reading Parquet needs pyarrow: pip install 'neardup[parquet]'") from None
+    pa = require("pyarrow", feature="Parquet")
+    pq = require("pyarrow.parquet", feature="Parquet")
     source = _name(path)
     if str(path) == STDIN:
         pf = pq.ParquetFile(io.BytesIO(sys.stdin.buffer.read()))

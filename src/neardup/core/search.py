@@ -13,10 +13,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from neardup import config, kernels
-from neardup.bits import as_fingerprints
+from neardup import config
 from neardup.config import DEFAULT_DISTANCE, default_threads
-from neardup.layout import Layout, Table, choose_blocks
+from neardup.core import kernels
+from neardup.core.bits import as_fingerprints
+from neardup.core.layout import Layout, TableSpecs, choose_blocks, pack_tables
 
 __all__ = [
     "find_all",
@@ -27,6 +28,9 @@ __all__ = [
     "query",
     "QueryResult",
     "resolve_layout",
+    "PermutedTables",
+    "pairs_for_tables",
+    "sort_pairs",
 ]
 
 _EMPTY_PAIRS = np.empty((0, 2), dtype=np.int64)
@@ -40,53 +44,9 @@ def resolve_layout(n: int, distance: int, blocks: int | None) -> Layout:
     return Layout(blocks, distance)
 
 
-def _u64(values: Sequence[int]) -> np.ndarray:
-    return np.array([v & ((1 << 64) - 1) for v in values], dtype=np.uint64)
-
-
-class _TableSpecs(NamedTuple):
-    """Table descriptions packed as arrays for the kernels (one row per table)."""
-
-    seg_src: np.ndarray
-    seg_mask: np.ndarray
-    seg_dst: np.ndarray
-    nseg: np.ndarray
-    pbits: np.ndarray
-    lead_mask: np.ndarray
-    chk: np.ndarray
-    nchk: np.ndarray
-
-
-def _pack_specs(tables: Sequence[Table]) -> _TableSpecs:
-    ns = max(len(t.segments) for t in tables)
-    nc = max(1, max(len(t.check_masks) for t in tables))
-    T = len(tables)
-    seg_src = np.zeros((T, ns), dtype=np.uint64)
-    seg_mask = np.zeros((T, ns), dtype=np.uint64)
-    seg_dst = np.zeros((T, ns), dtype=np.uint64)
-    chk = np.zeros((T, nc), dtype=np.uint64)
-    for r, t in enumerate(tables):
-        seg = t.segments
-        seg_src[r, : len(seg)] = [s for s, _, _ in seg]
-        seg_mask[r, : len(seg)] = _u64([(1 << w) - 1 for _, w, _ in seg])
-        seg_dst[r, : len(seg)] = [d for _, _, d in seg]
-        chk[r, : len(t.check_masks)] = _u64(t.check_masks)
-    nseg = np.array([len(t.segments) for t in tables], dtype=np.int64)
-    return _TableSpecs(
-        seg_src,
-        seg_mask,
-        seg_dst,
-        nseg,
-        np.array([t.prefix_bits for t in tables], dtype=np.int64),
-        _u64([t.lead_mask for t in tables]),
-        chk,
-        np.array([len(t.check_masks) for t in tables], dtype=np.int64),
-    )
-
-
-def _pairs_for_tables(
+def pairs_for_tables(
     fp: np.ndarray,
-    specs: _TableSpecs,
+    specs: TableSpecs,
     rows: np.ndarray,
     k: int,
     pool: ThreadPoolExecutor | None = None,
@@ -148,7 +108,7 @@ def _pairs_for_tables(
     return np.concatenate(outs) if len(outs) > 1 else outs[0]
 
 
-def _sort_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
+def sort_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
     if len(pairs) == 0:
         return _EMPTY_PAIRS.copy()
     key = pairs[:, 0].astype(np.uint64) * np.uint64(n) + pairs[:, 1].astype(np.uint64)
@@ -202,25 +162,25 @@ def find_all(
     n = len(fp)
     if n < 2:
         return _EMPTY_PAIRS.copy()
-    specs = _pack_specs(layout.tables)
+    specs = pack_tables(layout.tables)
     T = len(layout.tables)
     nthreads = max(1, threads or default_threads())
     if n < config.THREADS_FROM:
         nthreads = 1
     k = layout.distance
     if nthreads == 1:
-        pairs = _pairs_for_tables(fp, specs, np.arange(T), k)
+        pairs = pairs_for_tables(fp, specs, np.arange(T), k)
     elif n >= config.SPLIT_TABLES_FROM or T < nthreads:
         # large inputs: all threads work on one table at a time, one key buffer in all
         with ThreadPoolExecutor(nthreads) as pool:
-            pairs = _pairs_for_tables(fp, specs, np.arange(T), k, pool, nthreads)
+            pairs = pairs_for_tables(fp, specs, np.arange(T), k, pool, nthreads)
     else:
         # small inputs: tables interleaved over threads, one key buffer per thread
         shares = [np.arange(w, T, nthreads) for w in range(nthreads)]
         with ThreadPoolExecutor(nthreads) as pool:
-            parts = list(pool.map(lambda rows: _pairs_for_tables(fp, specs, rows, k), shares))
+            parts = list(pool.map(lambda rows: pairs_for_tables(fp, specs, rows, k), shares))
         pairs = np.concatenate(parts)
-    return _sort_pairs(pairs, n)
+    return sort_pairs(pairs, n)
 
 
 def find_all_values(

@@ -1,6 +1,6 @@
 """Incremental dedup against an index: drop what the index has seen, add the survivors.
 
-Used by :func:`neardup.dedup.dedup` (``against=``, ``update=``) and ``neardup dedup --against``.
+Used by :func:`neardup.dedup` (``against=``, ``update=``) and ``neardup dedup --against``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from neardup.index.core import Index
+from neardup.index import Index
 
 
 def open_index(against: str | os.PathLike | Index, update: bool) -> Index:
@@ -35,8 +35,8 @@ def seen_mask(
     if distance > index.distance:
         raise ValueError(
             f"index {index.path} answers distances up to {index.distance} bits but dedup uses "
-            f"{distance}; create the index with --distance {distance} or dedup with "
-            f"--distance {index.distance}"
+            f"{distance}; create the index with distance {distance} or more, or dedup with "
+            f"distance {index.distance} or less"
         )
     mask = index.dedup_mask(fingerprints, distance)
     if already_seen is not None:

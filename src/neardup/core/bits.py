@@ -10,9 +10,6 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from neardup import kernels
-from neardup.errors import InputError
-
 MAX_FINGERPRINT = 2**64 - 1
 
 
@@ -84,36 +81,3 @@ def from_binary(text: str) -> int:
 def to_hex(value: int) -> str:
     """16-digit lower-case hexadecimal form."""
     return format(int(value), "016x")
-
-
-def parse_decimal_lines(data: bytes, source: str = "<input>") -> np.ndarray:
-    """Parse one unsigned decimal fingerprint per line into a uint64 array.
-
-    Surrounding whitespace and CRLF line ends are accepted, blank lines skipped. The first bad line
-    raises :class:`InputError` naming ``source``, its 1-based line number and its text.
-    """
-    buf = np.frombuffer(data, dtype=np.uint8)
-    values, status, line, start, end = kernels._parse_decimal_lines(buf)
-    if status == 0:
-        return values
-    text = data[start:end].decode("utf-8", errors="replace").strip()
-    shown = text if len(text) <= 60 else text[:57] + "..."
-    if status == 2:
-        reason = "is not below 2**64"
-    elif text.startswith("-") and text[1:].isdigit():
-        reason = "is negative"
-    else:
-        reason = "is not an unsigned decimal integer"
-    raise InputError(source, int(line), f"{shown!r} {reason}")
-
-
-def format_json_rows(values: np.ndarray, row_ptr: np.ndarray) -> bytes:
-    """Format rows of uint64 values as JSON arrays, one per line: ``[a, b, c]\\n``.
-
-    Row ``r`` holds ``values[row_ptr[r]:row_ptr[r + 1]]``.
-    """
-    values = np.ascontiguousarray(values, dtype=np.uint64)
-    row_ptr = np.ascontiguousarray(row_ptr, dtype=np.int64)
-    if len(row_ptr) <= 1:
-        return b""
-    return kernels._format_json_rows(values, row_ptr).tobytes()

@@ -1,4 +1,4 @@
-"""Readers and writers at the edge: decimal fingerprint lines and atomic output files.
+"""Atomic output files and directories.
 
 Every writer here writes to a temporary file beside the target and renames it over the target only
 when the whole output is complete, so an error or an interrupt never leaves half an output behind.
@@ -14,36 +14,8 @@ import tempfile
 from collections.abc import Iterator
 from typing import IO
 
-import numpy as np
-
-from neardup.bits import parse_decimal_lines
 from neardup.errors import InputError
-
-STDIO = "-"
-
-
-def display_name(path: str | os.PathLike, output: bool = False) -> str:
-    """How a path is named in messages: ``-`` is ``<stdin>``, or ``<stdout>`` for an output."""
-    if str(path) == STDIO:
-        return "<stdout>" if output else "<stdin>"
-    return str(path)
-
-
-def read_bytes(path: str | os.PathLike) -> bytes:
-    """Read a whole file (or stdin for ``-``) as bytes; OSError names the file."""
-    if str(path) == STDIO:
-        return sys.stdin.buffer.read()
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def read_fingerprints(path: str | os.PathLike) -> np.ndarray:
-    """Read one unsigned decimal 64-bit fingerprint per line (blank lines skipped).
-
-    Raises :class:`neardup.errors.InputError` naming the file, the 1-based line number and the
-    offending text on the first bad line.
-    """
-    return parse_decimal_lines(read_bytes(path), source=display_name(path))
+from neardup.io.formats import STDIO
 
 
 def _umask() -> int:

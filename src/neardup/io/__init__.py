@@ -1,0 +1,1 @@
+"""Reading documents and fingerprints, and writing outputs atomically."""

@@ -1,0 +1,123 @@
+"""Where documents come from: input paths expanded to files, and in-memory tables and arrays
+(pyarrow, pandas, numpy, iterables of str) turned into texts and ids."""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from neardup.errors import InputError
+from neardup.io.readers import STDIN, detect_format
+
+__all__ = ["InputFile", "expand_inputs", "is_paths", "texts_and_ids"]
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One input file: its path, the reader kind and its name inside a text output directory."""
+
+    path: str
+    kind: str  #: "text", "lines", "jsonl" or "parquet"
+    relname: str
+
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def expand_inputs(inputs: Iterable[str | os.PathLike], fmt: str = "auto") -> list[InputFile]:
+    """Files named by ``inputs``: files as given, directories walked (sorted, dot-files skipped),
+    glob patterns that name no file expanded (sorted).
+
+    Raises
+    ------
+    InputError
+        For a missing input, an empty glob, ``-`` (stdin cannot be read twice), or inputs of
+        different formats (dedup writes one output in the input's format).
+    """
+    files: list[InputFile] = []
+    for raw in inputs:
+        path = os.fspath(raw)
+        if path == STDIN:
+            raise InputError(
+                "<stdin>", None, "dedup reads its input twice; save stdin to a file first"
+            )
+        if os.path.isdir(path):
+            found = []
+            for dirpath, dirs, names in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                found += [os.path.join(dirpath, nm) for nm in sorted(names) if nm[:1] != "."]
+            files += [InputFile(p, detect_format(p, fmt), os.path.relpath(p, path)) for p in found]
+        elif os.path.exists(path):
+            files.append(InputFile(path, detect_format(path, fmt), os.path.basename(path)))
+        elif _GLOB_CHARS & set(path):
+            matches = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
+            if not matches:
+                raise InputError(path, None, "no file matches this pattern")
+            files += [InputFile(p, detect_format(p, fmt), os.path.basename(p)) for p in matches]
+        else:
+            raise InputError(path, None, "no such file")
+    kinds = {f.kind for f in files}
+    if len(kinds) > 1:
+        first = {k: next(f.path for f in files if f.kind == k) for k in sorted(kinds)}
+        shown = ", ".join(f"{p} is {k}" for k, p in first.items())
+        raise InputError(
+            files[0].path,
+            None,
+            f"inputs mix formats ({shown}); dedup writes one output in the input's format",
+        )
+    if kinds == {"text"}:
+        seen: dict[str, str] = {}
+        for f in files:
+            if f.relname in seen:
+                raise InputError(
+                    f.path,
+                    None,
+                    f"two inputs would be written as {f.relname!r} (also {seen[f.relname]}); "
+                    "rename one or pass their directory",
+                )
+            seen[f.relname] = f.path
+    return files
+
+
+def is_paths(data: Any) -> bool:
+    """True when ``data`` names files: a ``str``/``os.PathLike``, or a non-empty list or tuple
+    of ``os.PathLike`` (a list of ``str`` is a list of texts)."""
+    if isinstance(data, (str, os.PathLike)):
+        return True
+    return (
+        isinstance(data, (list, tuple))
+        and len(data) > 0
+        and all(isinstance(x, os.PathLike) for x in data)
+    )
+
+
+def texts_and_ids(data: Any, text_field: str, id_field: str | None) -> tuple[Any, list | None]:
+    """Texts (an iterable) and ids (or None: positions) of in-memory input."""
+    mod = type(data).__module__.split(".")[0]
+    if mod == "pyarrow":
+        if hasattr(data, "column_names"):  # Table / RecordBatch
+            if text_field not in data.column_names:
+                raise ValueError(
+                    f"no column {text_field!r} (columns: {', '.join(data.column_names)})"
+                )
+            ids = data.column(id_field).to_pylist() if id_field in data.column_names else None
+            return data.column(text_field).to_pylist(), ids
+        return data.to_pylist(), None
+    if mod == "pandas":
+        if hasattr(data, "columns"):  # DataFrame
+            if text_field not in data.columns:
+                cols = ", ".join(map(str, data.columns))
+                raise ValueError(f"no column {text_field!r} (columns: {cols})")
+            ids = data[id_field].tolist() if id_field in data.columns else data.index.tolist()
+            return data[text_field].tolist(), ids
+        return data.tolist(), data.index.tolist()  # Series
+    if isinstance(data, np.ndarray):
+        return data.tolist(), None
+    if isinstance(data, (str, bytes)):
+        raise TypeError("pass a path as str/os.PathLike, or texts as a list of strings")
+    return data, None

@@ -1,0 +1,1 @@
+"""The dedup job: scan -> seen -> decide -> write -> update, and its result."""

@@ -1,0 +1,245 @@
+"""The dedup job, one orchestration for :func:`neardup.dedup` and ``neardup dedup``:
+scan -> seen (an index of earlier dumps) -> decide -> write -> update the index."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from neardup.core.bits import as_fingerprints
+from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, Decisions
+from neardup.core.decide import decide as decide_on_arrays
+from neardup.errors import InputError
+from neardup.io.sources import is_paths, texts_and_ids
+from neardup.pipeline.result import DedupResult
+from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
+from neardup.pipeline.write import write_clusters, write_drop_list, write_kept
+
+__all__ = ["decide", "dedup"]
+
+OnBad = Callable[[InputError], None]
+
+
+def _ignore(err: InputError) -> None:
+    return None
+
+
+def decide(
+    fingerprints: Sequence[int] | np.ndarray,
+    lengths: Sequence[int] | np.ndarray | None = None,
+    *,
+    keep: str = "first",
+    distance: int = DEFAULT_DEDUP_DISTANCE,
+    blocks: int | None = None,
+    threads: int | None = None,
+    already_seen: np.ndarray | None = None,
+    client: Any = None,
+) -> Decisions:
+    """Clusters, survivors and distances for ``n`` fingerprints.
+
+    As :func:`neardup.core.decide.decide`, and with ``client`` (a ``distributed.Client``) the
+    search runs on that Dask cluster (:func:`neardup.distributed.find_clusters`, the same
+    clusters); that needs ``pip install "neardup[dask]"``.
+
+    Examples
+    --------
+    >>> d = decide([0b1111, 0b0111, 1 << 40], distance=1)
+    >>> d.labels.tolist(), d.kept.tolist(), d.distance.tolist()
+    ([0, 0, 2], [True, False, True], [0, 1, 0])
+    """
+    labels = None
+    if client is not None:
+        from neardup.distributed import find_clusters as find_clusters_on_dask
+
+        labels = find_clusters_on_dask(as_fingerprints(fingerprints), distance, blocks, client)
+    return decide_on_arrays(
+        fingerprints,
+        lengths,
+        keep=keep,
+        distance=distance,
+        blocks=blocks,
+        threads=threads,
+        already_seen=already_seen,
+        labels=labels,
+    )
+
+
+def dedup(
+    data: Any,
+    *,
+    distance: int = DEFAULT_DEDUP_DISTANCE,
+    keep: str = "first",
+    blocks: int | None = None,
+    preset: str = "default",
+    fingerprinter: Any = None,
+    text_field: str = "text",
+    id_field: str | None = "id",
+    fmt: str = "auto",
+    output: str | os.PathLike | None = None,
+    clusters: str | os.PathLike | None = None,
+    drop_list: str | os.PathLike | None = None,
+    skip_bad: bool = False,
+    on_bad: OnBad | None = None,
+    threads: int | None = None,
+    already_seen: np.ndarray | None = None,
+    progress: Callable[[str, int], None] | None = None,
+    log: Callable[[str], None] | None = None,
+    against: Any = None,
+    update: bool = False,
+    client: Any = None,
+) -> DedupResult:
+    """Find near-duplicate documents and choose one survivor per cluster.
+
+    Parameters
+    ----------
+    data : path, list of paths, iterable of str, pyarrow Table/Array, pandas DataFrame/Series
+        A ``str``/``os.PathLike`` (or a list of ``os.PathLike``) is read as files: JSONL,
+        Parquet, a directory or glob of text files (streamed; see
+        :func:`neardup.pipeline.scan.scan_files`). Anything else is in-memory text: a pyarrow
+        Table or pandas DataFrame (column ``text_field``, ids from ``id_field`` when present,
+        else positions / the DataFrame index), a pyarrow Array, pandas Series, numpy array or
+        any iterable of ``str``.
+    distance : int, default 6
+        Largest Hamming distance (bits, inclusive) between fingerprints that links documents.
+    keep : {"first", "longest"}
+        Survivor of a cluster: first in input order, or most characters (ties: first).
+    blocks : int, optional
+        Search layout block count (default: chosen for the corpus size).
+    preset : str
+        Fingerprint preset (:data:`neardup.PRESETS`), unless ``fingerprinter``.
+    fingerprinter : Fingerprinter, optional
+        A configured :class:`neardup.Fingerprinter`.
+    text_field, id_field : str
+        JSONL field / Parquet or Table column / DataFrame column of the text and of the id.
+    fmt : str
+        File reader (``"auto"``, ``"text"``, ``"lines"``, ``"jsonl"``, ``"parquet"``).
+    output : path, optional
+        File input only: write the kept records here, in the input's format (atomically).
+    clusters : path, optional
+        Write each cluster of two or more documents as a JSON line (kept id, size, member
+        ids, each member's distance in bits to the kept one).
+    drop_list : path, optional
+        Write the ids of the dropped documents, one per line.
+    skip_bad, on_bad
+        Skip bad records (malformed, missing or non-string text, duplicate id) instead of
+        raising; ``on_bad`` is called with each one's error.
+    threads : int, optional
+        Worker threads for fingerprinting and search.
+    already_seen : ndarray of bool, optional
+        Documents to drop regardless (aligned with the documents read, bad ones excluded).
+    progress : callable, optional
+        ``progress(stage, count)`` with stage ``"read"`` or ``"write"``.
+    log : callable, optional
+        Called with one-line messages about the stages (for a command line's stderr).
+    against : path or neardup.Index, optional
+        An index of documents seen before: documents within ``distance`` bits of anything in it
+        are dropped (incremental dedup, one dump at a time).
+    update : bool
+        With ``against``: add the kept documents to the index (after the outputs are written).
+    client : distributed.Client, optional
+        Run the search on this Dask cluster (same decisions; see :func:`decide`).
+
+    Returns
+    -------
+    DedupResult
+        ``kept``/``dropped`` masks, ``kept_ids``, ``labels``, ``clusters`` (pyarrow Table),
+        ``fingerprints``, ``summary()``.
+
+    Raises
+    ------
+    InputError
+        Bad input (file and record named) unless ``skip_bad``.
+
+    Examples
+    --------
+    >>> docs = ["the cat sat on the mat today", "The cat sat on the mat today!", "dogs bark"]
+    >>> r = dedup(docs)
+    >>> r.kept.tolist(), r.labels.tolist()
+    ([True, False, True], [0, 0, 2])
+    """
+    from neardup.fingerprints import Fingerprinter
+    from neardup.pipeline.against import add_survivors, open_index, seen_mask
+
+    if update and against is None:
+        raise ValueError("update=True needs against= (the index to add the kept documents to)")
+    fper = fingerprinter if fingerprinter is not None else Fingerprinter(preset)
+    if not skip_bad:
+        on_bad = None
+    elif on_bad is None:
+        on_bad = _ignore
+    file_input = is_paths(data)
+    if output is not None and not file_input:
+        raise ValueError("output= needs file input; filter in-memory data with result.kept")
+    seconds: dict[str, float] = {}
+    index = None
+    try:
+        if against is not None:
+            index = open_index(against, update)
+        t0 = time.perf_counter()
+        scan: Scan | None = None
+        pos: np.ndarray | None = None
+        if file_input:
+            paths = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+            scan = scan_files(
+                paths,
+                fmt=fmt,
+                text_field=text_field,
+                id_field=id_field,
+                fingerprinter=fper,
+                threads=threads,
+                on_bad=on_bad,
+                progress=(lambda n: progress("read", n)) if progress else None,
+            )
+            ids, fps, lens, skipped = scan.ids, scan.fingerprints, scan.lengths, scan.skipped
+        else:
+            texts, given_ids = texts_and_ids(data, text_field, id_field)
+            fps, lens, pos, skipped = fingerprint_texts(texts, fper, threads, on_bad)
+            ids = pos.tolist() if given_ids is None else [given_ids[i] for i in pos.tolist()]
+            if given_ids is not None:
+                ids, fps, lens, pos, dup_skipped = unique_ids(ids, pos, fps, lens, on_bad)
+                skipped += dup_skipped
+        seconds["read+fingerprint"] = time.perf_counter() - t0
+        if index is not None:
+            already_seen = seen_mask(index, fps, distance, already_seen)
+
+        t0 = time.perf_counter()
+        decisions = decide(
+            fps,
+            lens,
+            keep=keep,
+            distance=distance,
+            blocks=blocks,
+            threads=threads,
+            already_seen=already_seen,
+            client=client,
+        )
+        seconds["search"] = time.perf_counter() - t0
+        result = DedupResult(ids, fps, lens, decisions, skipped, seconds, scan, positions=pos)
+        if log is not None:
+            log(f"{len(result)} documents fingerprinted, {result.n_clusters} clusters found")
+        if scan is not None:
+            result.bytes_in = scan.bytes_in
+        t0 = time.perf_counter()
+        if output is not None:
+            assert scan is not None
+            result.bytes_out = write_kept(
+                scan, decisions.kept, output, (lambda n: progress("write", n)) if progress else None
+            )
+        if clusters is not None:
+            write_clusters(result, clusters)
+        if drop_list is not None:
+            write_drop_list(result, drop_list)
+        if index is not None and update:
+            added = add_survivors(index, ids, fps, decisions.kept)
+            if log is not None:
+                log(f"added {added} documents to {index.path}")
+        if output is not None or clusters is not None or drop_list is not None or update:
+            seconds["write"] = time.perf_counter() - t0
+    finally:
+        if index is not None and index is not against:
+            index.close()
+    return result

@@ -1,0 +1,171 @@
+"""The result of a dedup run: decisions with ids, fingerprints, sizes and stage times."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from neardup._optional import require
+from neardup.core.decide import Decisions
+from neardup.pipeline.scan import Scan
+
+__all__ = ["DedupResult"]
+
+
+@dataclass
+class DedupResult:
+    """Decisions for ``n`` documents, with their ids and fingerprints.
+
+    Attributes
+    ----------
+    ids : list
+        Id of each document in input order (position for in-memory input without ids).
+    fingerprints : ndarray of uint64, shape (n,)
+    lengths : ndarray of int64, shape (n,)
+        Characters of text.
+    decisions : Decisions
+        labels, survivor, distance and kept arrays.
+    skipped : int
+        Bad records skipped (``skip_bad=True``); they are not among the ``n`` documents.
+    seconds : dict
+        Wall time of each stage: ``read+fingerprint``, ``search``, ``write`` (when written).
+    scan : Scan or None
+        For file input: the source file and record number of every document.
+    bytes_in, bytes_out : int
+        Input size and written output size in bytes (file input with an output; else 0).
+    positions : ndarray of int64 or None
+        In-memory input: the input position of each document. All arrays are aligned with the
+        documents read, which are the whole input unless ``skip_bad`` skipped some; then map
+        back with ``positions``.
+    """
+
+    ids: list[Any]
+    fingerprints: np.ndarray
+    lengths: np.ndarray
+    decisions: Decisions
+    skipped: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+    scan: Scan | None = None
+    bytes_in: int = 0
+    bytes_out: int = 0
+    positions: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return (
+            f"DedupResult(documents={len(self)}, clusters={self.n_clusters}, "
+            f"dropped={self.n_dropped})"
+        )
+
+    @property
+    def kept(self) -> np.ndarray:
+        """Boolean mask (n,) of the documents kept; use it to filter a DataFrame or Table."""
+        return self.decisions.kept
+
+    @property
+    def dropped(self) -> np.ndarray:
+        """Boolean mask (n,) of the documents removed."""
+        return self.decisions.dropped
+
+    @property
+    def labels(self) -> np.ndarray:
+        """Cluster of each document: the smallest position in its cluster."""
+        return self.decisions.labels
+
+    @property
+    def n_clusters(self) -> int:
+        """Clusters with two or more members."""
+        return self.decisions.n_clusters
+
+    @property
+    def n_dropped(self) -> int:
+        return int(np.count_nonzero(self.dropped))
+
+    def _ids_array(self, positions: np.ndarray) -> Any:
+        pa = require("pyarrow", feature="ids and clusters as Arrow")
+        values = [self.ids[i] for i in positions.tolist()]
+        try:
+            return pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return pa.array([None if v is None else str(v) for v in values], type=pa.string())
+
+    @property
+    def kept_ids(self) -> Any:
+        """pyarrow Array of the kept documents' ids, in input order."""
+        return self._ids_array(np.flatnonzero(self.kept))
+
+    @property
+    def dropped_ids(self) -> Any:
+        """pyarrow Array of the removed documents' ids, in input order."""
+        return self._ids_array(np.flatnonzero(self.dropped))
+
+    def cluster_members(self) -> np.ndarray:
+        """Positions of the members of clusters with >= 2 members, by cluster then position."""
+        pos = np.flatnonzero(self.decisions.in_cluster)
+        return pos[np.lexsort((pos, self.labels[pos]))]
+
+    @property
+    def clusters(self) -> Any:
+        """pyarrow Table, one row per member of each cluster of two or more documents.
+
+        Columns: ``index`` (position in the input), ``id``, ``cluster`` (position of the
+        cluster's first member), ``kept_id`` (id of its survivor), ``kept`` (bool), ``distance``
+        (bits between this member's fingerprint and the survivor's).
+        """
+        pa = require("pyarrow", feature="ids and clusters as Arrow")
+        pos = self.cluster_members()
+        d = self.decisions
+        return pa.table(
+            {
+                "index": pa.array(pos, type=pa.int64()),
+                "id": self._ids_array(pos),
+                "cluster": pa.array(d.labels[pos], type=pa.int64()),
+                "kept_id": self._ids_array(d.survivor[pos]),
+                "kept": pa.array(d.kept[pos], type=pa.bool_()),
+                "distance": pa.array(d.distance[pos], type=pa.int64()),
+            }
+        )
+
+    def iter_clusters(self) -> Iterator[dict[str, Any]]:
+        """One dict per cluster of two or more documents: ``kept`` (id of the survivor),
+        ``size``, ``members`` (ids, input order) and ``distances`` (bits to the survivor)."""
+        pos = self.cluster_members()
+        if len(pos) == 0:
+            return
+        lab = self.labels[pos]
+        cuts = np.flatnonzero(lab[1:] != lab[:-1]) + 1
+        dist = self.decisions.distance
+        surv = self.decisions.survivor
+        for g in np.split(pos, cuts):
+            yield {
+                "kept": self.ids[int(surv[g[0]])],
+                "size": len(g),
+                "members": [self.ids[i] for i in g.tolist()],
+                "distances": dist[g].tolist(),
+            }
+
+    def summary(self) -> dict[str, Any]:
+        """Counts, sizes and stage times as a JSON-ready dict."""
+        total = sum(self.seconds.values())
+        out: dict[str, Any] = {
+            "documents": len(self),
+            "skipped": self.skipped,
+            "clusters": self.n_clusters,
+            "dropped": self.n_dropped,
+            "kept": len(self) - self.n_dropped,
+        }
+        if self.bytes_in:
+            out.update(
+                bytes_in=self.bytes_in,
+                bytes_out=self.bytes_out,
+                bytes_saved=self.bytes_in - self.bytes_out,
+            )
+        out["seconds"] = {k: round(v, 3) for k, v in self.seconds.items()}
+        out["seconds"]["total"] = round(total, 3)
+        out["documents_per_second"] = round(len(self) / total) if total > 0 else None
+        return out
