@@ -11,7 +11,6 @@ Removed rows are listed per segment (tombstones) until a merge drops them.
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,11 +28,9 @@ from neardup.index import _kernels
 from neardup.index.segments import (
     Ids,
     Segment,
-    concat_strings,
     convert_ids,
     expand_ranges,
     segment_files,
-    show_id,
     table_specs,
 )
 from neardup.index.storage import (
@@ -45,9 +42,9 @@ from neardup.index.storage import (
     read_manifest,
     remove_unreferenced,
     verify_file,
-    write_array,
     write_manifest,
 )
+from neardup.index.writer import IndexWriter
 
 __all__ = ["Index", "IndexMatches", "choose_index_blocks"]
 
@@ -62,7 +59,7 @@ class IndexMatches(NamedTuple):
     distance: np.ndarray  #: int64 Hamming distance
 
 
-class Index:
+class Index(IndexWriter):
     """A persistent index of 64-bit fingerprints answering "what is within k bits of F?".
 
     Create one with :meth:`create`, open one with :meth:`open`. A writer (``mode="w"``) holds an
@@ -485,208 +482,3 @@ class Index:
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError(f"index {self.path} is closed; open it again with Index.open")
-
-    def _check_writable(self) -> None:
-        self._check_open()
-        if self.mode != "w" or self._lock is None:
-            raise ValueError(f"index {self.path} is open read-only; open it with mode='w'")
-
-    def _next_name(self, body: dict[str, Any]) -> str:
-        name = f"s{body['next_file']:08d}"
-        body["next_file"] += 1
-        return name
-
-    def _write_segment(
-        self, name: str, fps: np.ndarray, keys: np.ndarray, blob: Any, off: Any
-    ) -> dict[str, Any]:
-        order = np.argsort(fps, kind="stable")
-        fps = fps[order]
-        keys = keys[order]
-        files: dict[str, Any] = {}
-        if blob is not None:
-            blob, off = _kernels._gather_strings(blob, off, order.astype(np.int64))
-        distinct = fps[np.concatenate(([True], fps[1:] != fps[:-1]))] if len(fps) else fps
-        kord = np.argsort(keys, kind="stable").astype(np.uint32 if len(keys) < 2**32 else np.int64)
-
-        def table(t: int) -> tuple[str, dict[str, Any]]:
-            s = self._specs[t]
-            v = kernels._permute(distinct, s.src, s.mask, s.dst)
-            v.sort()
-            return f"t{t}", write_array(self.path, f"{name}.t{t}.npy", v)
-
-        todo = [t for t, s in enumerate(self._specs) if not s.identity]
-        with ThreadPoolExecutor(min(default_threads(), max(1, len(todo)))) as ex:
-            files.update(ex.map(table, todo))
-        files["fp"] = write_array(self.path, f"{name}.fp.npy", fps)
-        files["key"] = write_array(self.path, f"{name}.key.npy", keys)
-        files["kord"] = write_array(self.path, f"{name}.kord.npy", kord)
-        if blob is not None:
-            files["sblob"] = write_array(self.path, f"{name}.sblob.npy", blob)
-            files["soff"] = write_array(self.path, f"{name}.soff.npy", off)
-        return {"name": name, "rows": len(fps), "files": files, "deleted": None}
-
-    def _gather(self, segs: list[Segment]) -> tuple[np.ndarray, np.ndarray, Any, Any]:
-        """Live rows of ``segs`` concatenated, older segments first."""
-        fps, keys, blobs, offs = [], [], [], []
-        for s in segs:
-            rows = s.live_rows()
-            fps.append(s.fps[rows])
-            keys.append(s.keys[rows])
-            if s.blob is not None:
-                b, o = _kernels._gather_strings(s.blob, s.off, rows)
-                blobs.append(b)
-                offs.append(o)
-        blob = off = None
-        if self.id_type == "str":
-            blob, off = concat_strings(blobs, offs)
-        return np.concatenate(fps), np.concatenate(keys), blob, off
-
-    def _commit(self, body: dict[str, Any]) -> None:
-        body["generation"] += 1
-        write_manifest(self.path, body)
-        self._install(body)
-        remove_unreferenced(self.path, body)
-
-    def add(
-        self,
-        fingerprints: Sequence[int] | np.ndarray,
-        ids: Sequence[int] | Sequence[str] | np.ndarray | None = None,
-    ) -> None:
-        """Add fingerprints with their ids and commit them durably.
-
-        Parameters
-        ----------
-        fingerprints : sequence of int or ndarray
-            uint64 fingerprints (bit 63 most significant).
-        ids : sequence of int or str, optional
-            One id per fingerprint, all int64 or all str (the first add fixes the kind); ids
-            must not already be in the index. ``None`` numbers the fingerprints with integer
-            ids following the largest integer id added so far.
-
-        Raises
-        ------
-        ValueError
-            For an id already in the index (nothing is added), repeated ids in the batch, a
-            length mismatch or ids of the other kind.
-        """
-        self._check_writable()
-        fp = as_fingerprints(fingerprints, "fingerprints")
-        body = copy.deepcopy(self._body)
-        if ids is None:
-            if self.id_type == "str":
-                raise ValueError("this index has string ids; pass ids to add()")
-            start = int(body["next_id"])
-            ids = np.arange(start, start + len(fp), dtype=np.int64)
-        conv = convert_ids(ids, len(fp), self.id_type)
-        if len(fp) == 0:
-            return
-        if conv.kind == "int64":
-            dup = len(np.unique(conv.keys)) != len(conv.keys)
-        else:
-            dup = len(set(conv.values)) != len(conv.values)
-        if dup:
-            raise ValueError("ids repeat within the batch; ids must be unique")
-        found, _, _ = self._find(conv)
-        if len(found):
-            raise ValueError(
-                f"id {show_id(conv.values[int(found[0])])} is already in the index "
-                f"({len(np.unique(found))} of the batch are); remove them first"
-            )
-        body["id_type"] = conv.kind
-        if conv.kind == "int64":
-            body["next_id"] = max(int(body["next_id"]), int(conv.keys.max()) + 1)
-        # merge the new run with the trailing delta runs while they are not much larger
-        delta = self._segs[1:]
-        j = len(delta)
-        acc = len(fp)
-        while j > 0 and (
-            2 * acc >= delta[j - 1].live
-            or len(self._segs) - (len(delta) - j) + 1 > (self.max_segments or config.MAX_SEGMENTS)
-        ):
-            j -= 1
-            acc += delta[j].live
-        merged = delta[j:]
-        name = self._next_name(body)
-        if merged:
-            f0, k0, b0, o0 = self._gather(merged)
-            fps = np.concatenate([f0, fp])
-            keys = np.concatenate([k0, conv.keys])
-            blob, off = (
-                concat_strings([b0, conv.blob], [o0, conv.off])
-                if conv.kind == "str"
-                else (None, None)
-            )
-        else:
-            fps, keys, blob, off = fp, conv.keys, conv.blob, conv.off
-        entry = self._write_segment(name, fps, keys, blob, off)
-        gone = {s.name for s in merged}
-        body["segments"] = [e for e in body["segments"] if e["name"] not in gone] + [entry]
-        self._commit(body)
-
-    def remove(
-        self, ids: Sequence[int] | Sequence[str] | np.ndarray, *, missing: str = "error"
-    ) -> int:
-        """Remove entries by id and commit; return how many were removed.
-
-        Parameters
-        ----------
-        ids : sequence of int or str
-            Ids to remove (repeats are removed once).
-        missing : {"error", "ignore"}
-            ``"error"``: an id not in the index raises ``KeyError`` and nothing is removed.
-            ``"ignore"``: unknown ids are skipped (the return value counts what was removed).
-        """
-        self._check_writable()
-        if missing not in ("error", "ignore"):
-            raise ValueError(f"missing must be 'error' or 'ignore' (got {missing!r})")
-        if self.id_type is None:
-            conv = convert_ids(ids, None, None)
-        else:
-            conv = convert_ids(ids, None, self.id_type)
-        if len(conv.keys) == 0:
-            return 0
-        owner, si, rows = self._find(conv)
-        if missing == "error":
-            hit = np.zeros(len(conv.keys), dtype=bool)
-            hit[owner] = True
-            if not hit.all():
-                first = int(np.flatnonzero(~hit)[0])
-                raise KeyError(
-                    f"id {show_id(conv.values[first])} is not in the index "
-                    f"({int((~hit).sum())} of {len(hit)} ids are not); nothing removed"
-                )
-        if len(rows) == 0:
-            return 0
-        body = copy.deepcopy(self._body)
-        removed = 0
-        keep_entries = []
-        for s_idx, (seg, e) in enumerate(zip(self._segs, body["segments"], strict=True)):
-            r = np.unique(rows[si == s_idx])
-            if len(r) == 0:
-                keep_entries.append(e)
-                continue
-            removed += len(r)
-            dead = np.union1d(seg.dead, r).astype(np.int64)
-            if len(dead) == seg.n:
-                continue  # every row removed: drop the segment
-            e["deleted"] = write_array(
-                self.path, f"{seg.name}.del{body['generation'] + 1}.npy", dead
-            )
-            keep_entries.append(e)
-        body["segments"] = keep_entries
-        self._commit(body)
-        return removed
-
-    def compact(self) -> None:
-        """Merge every run into one sorted base without removed entries, and commit."""
-        self._check_writable()
-        body = copy.deepcopy(self._body)
-        if len(self._segs) <= 1 and all(s.live == s.n for s in self._segs):
-            return
-        live = [s for s in self._segs if s.live]
-        if live:
-            fps, keys, blob, off = self._gather(live)
-            body["segments"] = [self._write_segment(self._next_name(body), fps, keys, blob, off)]
-        else:
-            body["segments"] = []
-        self._commit(body)
