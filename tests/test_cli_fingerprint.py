@@ -1,23 +1,17 @@
-"""``neardup fingerprint`` run as the installed console script."""
+"""``neardup fingerprint``, run in process."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 
 import pytest
+from cli import Result, invoke
 
 from neardup.fingerprints import fingerprint
 
-NEARDUP = shutil.which("neardup")
-pytestmark = pytest.mark.skipif(NEARDUP is None, reason="neardup console script not installed")
 
-
-def run(*args: str, input: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [NEARDUP, "fingerprint", *args], input=input, capture_output=True, timeout=120
-    )
+def run(*args: str, input: bytes | None = None) -> Result:
+    return invoke("neardup", "fingerprint", *args, input=input)
 
 
 def test_text_files_decimal_and_reference(tmp_path):

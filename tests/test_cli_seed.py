@@ -1,24 +1,19 @@
-"""The installed simhash-find-all / simhash-find-clusters console scripts, run as subprocesses."""
+"""simhash-find-all / simhash-find-clusters: the seed tools' contract, run in process."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 
 import naive
 import numpy as np
 import pytest
-
-pytestmark = pytest.mark.skipif(
-    shutil.which("simhash-find-all") is None, reason="console scripts not installed"
-)
+from cli import Result, invoke
 
 VALUES = [5, 7, 1, 5, 2**64 - 1, 2**64 - 2, 0b111 << 40, 0]
 
 
-def run(tool: str, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
-    return subprocess.run([tool, *args], input=stdin, capture_output=True, timeout=120)
+def run(tool: str, *args: str, stdin: bytes = b"") -> Result:
+    return invoke(tool, *args, input=stdin)
 
 
 def lines(values) -> bytes:

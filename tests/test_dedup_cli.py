@@ -1,16 +1,13 @@
-"""``neardup dedup`` run as the installed console script."""
+"""``neardup dedup``, run in process."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 
 import pytest
+from cli import Result, invoke
 
-NEARDUP = shutil.which("neardup")
-pytestmark = pytest.mark.skipif(NEARDUP is None, reason="neardup console script not installed")
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "sample")
 
 BASE = (
@@ -26,8 +23,8 @@ ROWS = [
 ]
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([NEARDUP, "dedup", *args], capture_output=True, timeout=120, text=True)
+def run(*args: str) -> Result:
+    return invoke("neardup", "dedup", *args, text=True)
 
 
 def write_jsonl(path, rows) -> list[str]:

@@ -187,7 +187,9 @@ def test_bad_input_names_partition(client):
         nd.find_all(["/nonexistent/x.parquet"], 3, client=client)
 
 
-def test_worker_killed_mid_job_gives_exact_answer_or_clear_error():
+def test_worker_killed_mid_job_gives_the_exact_answer():
+    # the input is a Dask array built from the graph, so Dask can recompute whatever the killed
+    # worker held: the job must finish with the exact answer, not merely fail cleanly
     fp = clustered(3, n_base=8_000)
     want = neardup.find_all(fp, 3)
     with (
@@ -219,7 +221,5 @@ def test_worker_killed_mid_job_gives_exact_answer_or_clear_error():
         os.kill(victim, signal.SIGKILL)
         th.join(120)
         assert not th.is_alive()
-    if "error" in outcome:
-        assert isinstance(outcome["error"], nd.DistributedJobError), outcome["error"]
-    else:
-        assert np.array_equal(outcome["pairs"], want)
+    assert "error" not in outcome, outcome.get("error")
+    assert np.array_equal(outcome["pairs"], want)

@@ -1,22 +1,19 @@
-"""``neardup find-all`` / ``neardup clusters`` run as subprocesses, single-machine and on a local
+"""``neardup find-all`` / ``neardup clusters`` run in process, single-machine and on a local
 Dask cluster (``--workers``), over decimal and Parquet inputs split across files."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import naive
 import numpy as np
 import pytest
+from cli import Result, invoke
 
-pytestmark = pytest.mark.skipif(shutil.which("neardup") is None, reason="neardup not installed")
 
-
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["neardup", *args], capture_output=True, timeout=180, text=True)
+def run(*args: str) -> Result:
+    return invoke("neardup", *args, text=True)
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,11 @@
-"""``neardup index ...`` and ``neardup dedup --against`` run as installed console scripts."""
+"""``neardup index ...`` and ``neardup dedup --against``, run in process."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 
 import numpy as np
+from cli import Result, invoke
 
 from neardup.index import Index
 
@@ -17,8 +17,8 @@ DOCS = [
 ]
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["neardup", *args], capture_output=True, text=True, timeout=120)
+def run(*args: str) -> Result:
+    return invoke("neardup", *args, text=True)
 
 
 def jsonl(path, rows) -> None:
