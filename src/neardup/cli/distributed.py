@@ -80,7 +80,7 @@ def _search(
         return len(fp), out
 
     import neardup.distributed as nd
-    from neardup.distributed._dask import connect
+    from neardup.distributed import connect
 
     if all(_is_parquet(p) for p in inputs):
         pq = require("pyarrow.parquet", feature="Parquet")

@@ -306,11 +306,7 @@ class Index(IndexWriter):
         """(id index, segment index, row) of every live row holding one of ``ids``."""
         self._check_open()
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        if len(ids.keys) == 0:
-            pass
-        for si, seg in enumerate(self._segs):
-            if len(ids.keys) == 0:
-                break
+        for si, seg in enumerate(self._segs if len(ids.keys) else []):
             lo, hi = _kernels._lookup(seg.keys, seg.kord, ids.keys)
             owner, pos = expand_ranges(lo, hi)
             if len(owner) == 0:
