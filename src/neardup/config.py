@@ -49,6 +49,14 @@ PARQUET_BATCH_ROWS = 65536
 #: ``neardup fingerprint``: inputs larger than this (bytes, all files) show a progress bar.
 PROGRESS_BYTES = 16 << 20
 
+#: Largest record read (bytes): a JSONL or text line, or a whole text file. A larger one is a
+#: bad record (reported, skippable with ``--skip-bad``) rather than a reason to run out of memory.
+MAX_RECORD_BYTES = 256 << 20
+
+#: Deepest nesting of JSON arrays and objects in one JSONL record; deeper is a bad record (the
+#: JSON parser recurses once per level).
+MAX_JSON_DEPTH = 256
+
 _DEFAULTS = {k: v for k, v in dict(globals()).items() if k.isupper()}
 
 

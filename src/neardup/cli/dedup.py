@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import pathlib
 import sys
 from typing import Any
@@ -19,7 +18,6 @@ from neardup.cli.fingerprint import (
 )
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, KEEP_POLICIES
 from neardup.errors import InputError
-from neardup.io.writers import atomic_output
 
 PROG = "neardup dedup"
 
@@ -215,6 +213,7 @@ def dedup(
             output=output,
             clusters=clusters_path,
             drop_list=drop_list,
+            json_summary=json_summary,
             skip_bad=skip_bad,
             on_bad=on_bad,
             threads=threads,
@@ -226,9 +225,6 @@ def dedup(
         )
 
     summary = result.summary()
-    if json_summary is not None:
-        with atomic_output(json_summary, "w") as f:
-            f.write(json.dumps(summary) + "\n")
     if not quiet:
         for line in _summary_lines(summary):
             click.echo(f"{PROG}: {line}", err=True)

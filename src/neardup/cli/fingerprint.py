@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import click
 import numpy as np
@@ -13,9 +15,9 @@ import numpy as np
 from neardup import config
 from neardup._optional import require
 from neardup.cli.common import batches, output_option
-from neardup.errors import InputError
+from neardup.errors import InputError, holding
 from neardup.io.readers import FORMATS, read_documents
-from neardup.io.writers import atomic_output
+from neardup.io.writers import OutputSet
 
 OUTPUT_FORMATS = ("auto", "decimal", "jsonl", "parquet")
 
@@ -32,6 +34,9 @@ def _output_format(path: str, fmt: str) -> str:
 
 
 def _json_id(v: object) -> object:
+    """An id as a standard JSON value: other types and non-finite numbers become text."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
     return v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
 
 
@@ -81,7 +86,9 @@ def input_options(func: Callable) -> Callable:
             "--id-field",
             default="id",
             show_default=True,
-            help="JSONL field / Parquet column holding the document id (else file:line).",
+            help="JSONL field / Parquet column holding the document id: the default 'id' is "
+            "used when present (else file:line); another field must be in every record; '' "
+            "for file:line ids.",
         ),
     ]
     for option in reversed(options):
@@ -168,7 +175,54 @@ def fingerprint(
     for path in inputs:
         if path != "-" and not os.path.exists(path):
             raise InputError(path, None, "no such file")
+    with OutputSet(inputs) as outs, holding(_HOLDING, _FIX):
+        out = outs.file(output)
+        ids, fps, skipped, total = _fingerprint_inputs(
+            fp, inputs, in_format, text_field, id_field, skip_bad, threads, quiet
+        )
+        if out_fmt == "parquet":
+            pa = require("pyarrow", feature="Parquet output")
+            pq = require("pyarrow.parquet", feature="Parquet output")
+            table = pa.table(
+                {
+                    "id": pa.array([None if i is None else str(i) for i in ids], type=pa.string()),
+                    "fingerprint": pa.array(fps, type=pa.uint64()),
+                }
+            )
+            with outs.open(out, "wb") as f:
+                pq.write_table(table, f)
+        elif out_fmt == "jsonl":
+            with outs.open(out, "w") as f:
+                for rid, v in zip(ids, fps.tolist(), strict=True):
+                    row = {"id": _json_id(rid), "fingerprint": v}
+                    f.write(json.dumps(row, allow_nan=False) + "\n")
+        else:
+            with outs.open(out, "w") as f:
+                f.write("".join(f"{v}\n" for v in fps.tolist()))
+        outs.commit()
+    if not quiet and (skipped or total >= config.PROGRESS_BYTES):
+        click.echo(
+            f"neardup fingerprint: {len(fps)} documents fingerprinted"
+            + (f", {skipped} skipped" if skipped else ""),
+            err=True,
+        )
 
+
+_HOLDING = "the id and fingerprint of every document (about 100 bytes per document plus its id)"
+_FIX = "fingerprint the inputs in parts (one command per file) and concatenate the outputs"
+
+
+def _fingerprint_inputs(
+    fp: Any,
+    inputs: tuple[str, ...],
+    in_format: str,
+    text_field: str,
+    id_field: str,
+    skip_bad: bool,
+    threads: int | None,
+    quiet: bool,
+) -> tuple[list[object], np.ndarray, int, int]:
+    """(ids, fingerprints, records skipped, input bytes) of every document of ``inputs``."""
     skipped = 0
 
     def on_bad(err: InputError) -> None:
@@ -202,33 +256,4 @@ def fingerprint(
     finally:
         bar.close()
     fps = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
-
-    if out_fmt == "parquet":
-        try:
-            pa = require("pyarrow", feature="Parquet")
-            pq = require("pyarrow.parquet", feature="Parquet")
-        except ImportError:  # pragma: no cover
-            raise ImportError(
-                "Parquet output needs pyarrow: pip install 'neardup[parquet]'"
-            ) from None
-        table = pa.table(
-            {
-                "id": pa.array([None if i is None else str(i) for i in ids], type=pa.string()),
-                "fingerprint": pa.array(fps, type=pa.uint64()),
-            }
-        )
-        with atomic_output(output, "wb") as f:
-            pq.write_table(table, f)
-    elif out_fmt == "jsonl":
-        with atomic_output(output, "w") as f:
-            for rid, v in zip(ids, fps.tolist(), strict=True):
-                f.write(json.dumps({"id": _json_id(rid), "fingerprint": v}) + "\n")
-    else:
-        with atomic_output(output, "w") as f:
-            f.write("".join(f"{v}\n" for v in fps.tolist()))
-    if not quiet and (skipped or total >= config.PROGRESS_BYTES):
-        click.echo(
-            f"neardup fingerprint: {len(fps)} documents fingerprinted"
-            + (f", {skipped} skipped" if skipped else ""),
-            err=True,
-        )
+    return ids, fps, skipped, total

@@ -13,9 +13,8 @@ from typing import Any
 import numpy as np
 
 from neardup import config
-from neardup._optional import require
 from neardup.errors import InputError
-from neardup.io.readers import read_jsonl, read_lines, read_parquet, read_text_file
+from neardup.io.readers import open_parquet, read_jsonl, read_lines, read_parquet, read_text_file
 from neardup.io.sources import InputFile, expand_inputs
 
 __all__ = ["Scan", "fingerprint_texts", "scan_files", "unique_ids"]
@@ -59,11 +58,9 @@ def _records(f: InputFile, text_field: str, id_field: str | None, on_bad: OnBad 
 def _check_parquet_schemas(files: list[InputFile]) -> None:
     if not files or files[0].kind != "parquet":
         return
-    pq = require("pyarrow.parquet", feature="Parquet")
-
-    schema = pq.read_schema(files[0].path)
+    schema = open_parquet(files[0].path).schema_arrow
     for f in files[1:]:
-        other = pq.read_schema(f.path)
+        other = open_parquet(f.path).schema_arrow
         if not other.equals(schema, check_metadata=False):
             raise InputError(
                 f.path,
@@ -83,6 +80,7 @@ def scan_files(
     threads: int | None = None,
     on_bad: OnBad | None = None,
     progress: Progress | None = None,
+    files: list[InputFile] | None = None,
 ) -> Scan:
     """First pass: fingerprint every document of ``inputs``, keeping only ids and arrays.
 
@@ -107,11 +105,14 @@ def scan_files(
         skipped and counted in ``Scan.skipped``.
     progress : callable, optional
         Called with the number of documents read after each batch.
+    files : list of InputFile, optional
+        ``inputs`` already expanded by :func:`expand_inputs` (then ``inputs`` is not read).
     """
     from neardup.fingerprints import Fingerprinter
 
     fper = fingerprinter if fingerprinter is not None else Fingerprinter("default")
-    files = expand_inputs(inputs, fmt)
+    if files is None:
+        files = expand_inputs(inputs, fmt)
     _check_parquet_schemas(files)
     skipped = 0
 
