@@ -34,7 +34,8 @@ def batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
 
 def fail(prog: str, message: str, code: int = EXIT_USAGE) -> None:
     """Print ``prog: error: message`` on one line to stderr and exit with ``code``."""
-    click.echo(f"{prog}: error: {message}", err=True)
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    click.echo(f"{prog}: error: {'; '.join(lines)}", err=True)
     sys.exit(code)
 
 

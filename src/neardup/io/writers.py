@@ -176,9 +176,9 @@ class OutputSet:
             st = None
         except OSError as e:
             raise InputError(p, None, f"cannot use it as {what}: {e.strerror}") from None
-        stream = False
-        mode = (0o777 if kind == "directory" else 0o666) & ~_umask()
-        owner = None
+        out = Output(p, what, kind, real, False, 0, None, st is not None)
+        self._check_conflicts(out, st)
+        out.mode = (0o777 if kind == "directory" else 0o666) & ~_umask()
         if st is None:
             if not os.path.isdir(parent):
                 raise InputError(
@@ -187,10 +187,10 @@ class OutputSet:
         elif kind == "file":
             if stat.S_ISDIR(st.st_mode):
                 raise InputError(p, None, f"is a directory; {what} needs a file name")
-            stream = not stat.S_ISREG(st.st_mode)
-            mode = stat.S_IMODE(st.st_mode)
-            owner = (st.st_uid, st.st_gid)
-            if stream and not os.access(real, os.W_OK):
+            out.stream = not stat.S_ISREG(st.st_mode)
+            out.mode = stat.S_IMODE(st.st_mode)
+            out.owner = (st.st_uid, st.st_gid)
+            if out.stream and not os.access(real, os.W_OK):
                 raise InputError(p, None, f"cannot write to it (permission denied); {what}")
         else:
             if not stat.S_ISDIR(st.st_mode):
@@ -199,12 +199,17 @@ class OutputSet:
                 raise InputError(
                     p, None, "output directory exists and is not empty; remove it first"
                 )
-            mode = stat.S_IMODE(st.st_mode)
-        if not stream and not os.access(parent, os.W_OK | os.X_OK):
+            out.mode = stat.S_IMODE(st.st_mode)
+        if not out.stream and not os.access(parent, os.W_OK | os.X_OK):
             raise InputError(
                 p, None, f"cannot write in directory {shown_parent} (permission denied)"
             )
-        out = Output(p, what, kind, real, stream, mode, owner, st is not None)
+        self._outputs.append(out)
+        return out
+
+    def _check_conflicts(self, out: Output, st: os.stat_result | None) -> None:
+        """Refuse ``out`` when it is an input, in a protected directory or another output."""
+        assert out.target is not None
         for entry in self._inputs:
             self._check_input(out, entry, st)
         for entry in self._protected:
@@ -213,18 +218,20 @@ class OutputSet:
             if o.target is None:
                 continue
             other = _stat(o.target) if st is not None else None
-            if o.target == real or (other is not None and _same_file(st, other)):
+            if o.target == out.target or (other is not None and _same_file(st, other)):
                 raise InputError(
-                    p, None, f"{what} and {o.what} are the same file; give each its own name"
+                    out.path,
+                    None,
+                    f"{out.what} and {o.what} are the same file; give each its own name",
                 )
-            if (o.kind == "directory" and _inside(real, o.target)) or (
-                kind == "directory" and _inside(o.target, real)
+            if (o.kind == "directory" and _inside(out.target, o.target)) or (
+                out.kind == "directory" and _inside(o.target, out.target)
             ):
                 raise InputError(
-                    p, None, f"{what} and {o.what} ({o.path}) are inside one another; separate them"
+                    out.path,
+                    None,
+                    f"{out.what} and {o.what} ({o.path}) are inside one another; separate them",
                 )
-        self._outputs.append(out)
-        return out
 
     def _check_input(
         self,

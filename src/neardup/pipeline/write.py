@@ -195,8 +195,12 @@ def _write_parquet(
                         if m.any():
                             part = pa.Table.from_batches([batch.filter(pa.array(m))])
                             writer.write_table(part.cast(schema) if part.schema != schema else part)
-                except pa.ArrowInvalid as e:
-                    raise InputError(f.path, row + 1, f"unreadable Parquet data ({e})") from None
+                except (pa.ArrowException, OSError, ValueError) as e:
+                    # a read error of an input, not of the output being written
+                    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                    raise InputError(
+                        f.path, row + 1, f"unreadable Parquet data ({first})"
+                    ) from None
                 done += len(numbers)
                 if progress is not None:
                     progress(done)
