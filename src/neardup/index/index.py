@@ -438,7 +438,14 @@ class Index(IndexWriter):
             blob, off = _kernels._gather_strings(seg.blob, seg.off, rows[sel])
             raw = blob.tobytes()
             ol = off.tolist()
-            values[sel] = [raw[a:b].decode("utf-8") for a, b in zip(ol[:-1], ol[1:], strict=True)]
+            try:
+                values[sel] = [raw[a:b].decode() for a, b in zip(ol[:-1], ol[1:], strict=True)]
+            except UnicodeDecodeError:
+                name = os.path.join(self.path, seg.entry["files"]["sblob"]["name"])
+                raise CorruptIndexError(
+                    f"{name}: an id is not valid UTF-8; the file is corrupt: restore the index "
+                    "from a backup or rebuild it"
+                ) from None
         return keys, values
 
     def query_arrays(
