@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -73,6 +77,22 @@ def test_an_interrupted_create_leaves_nothing_and_an_old_leftover_is_recognised(
         Index.open(old)
     Index.create(old, distance=3).close()
     assert sorted(os.listdir(old)) == ["LOCK", "MANIFEST"]
+
+
+def test_create_removes_only_its_own_abandoned_temporary_directories(tmp_path):
+    killed = tmp_path / ".ix.abcd1234.tmp"  # what a create killed before its rename leaves
+    killed.mkdir()
+    (killed / "LOCK").write_text("99\n")
+    (killed / "MANIFEST").write_text("{}")
+    users = tmp_path / ".ix.efgh5678.tmp"  # same pattern, but holds something else
+    users.mkdir()
+    (users / "LOCK").write_text("")
+    (users / "notes.txt").write_text("mine")
+    other = tmp_path / ".other.abcd1234.tmp"
+    other.mkdir()
+    (other / "LOCK").write_text("")
+    Index.create(tmp_path / "ix", distance=3).close()
+    assert sorted(os.listdir(tmp_path)) == [".ix.efgh5678.tmp", ".other.abcd1234.tmp", "ix"]
 
 
 def test_clean_up_deletes_only_files_the_index_writes(tmp_path):
@@ -158,3 +178,37 @@ def test_a_damaged_array_header_is_a_one_line_error(tmp_path, damage):
     with pytest.raises(CorruptIndexError, match="s00000000.key.npy") as e:
         load_array(str(path), entry)
     assert "\n" not in str(e.value)
+
+
+CREATOR = r"""
+import sys
+from neardup.index import Index
+root = sys.argv[1]
+Index.create(root + "/warm", distance=3).close()
+print("ready", flush=True)
+for k in range(100000):
+    Index.create(f"{root}/ix{k}", distance=3).close()
+"""
+
+
+def test_a_killed_create_leaves_no_half_made_index(tmp_path):
+    rng = np.random.default_rng(3)
+    for round_ in range(4):
+        root = tmp_path / f"r{round_}"
+        root.mkdir()
+        p = subprocess.Popen([sys.executable, "-c", CREATOR, str(root)], stdout=subprocess.PIPE)
+        assert p.stdout.readline().strip() == b"ready"
+        time.sleep(float(rng.uniform(0.01, 0.2)))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        made = [n for n in os.listdir(root) if not n.startswith(".")]
+        assert made, "the creator made nothing before it was killed"
+        for name in made:  # every index there is whole: it opens and takes writes
+            with Index.open(root / name, "w") as ix:
+                ix.add([1])
+        for name in os.listdir(root):
+            if name.startswith("."):  # an abandoned temporary directory: a new create clears it
+                target = root / name.split(".")[1]
+                assert not target.exists()
+                Index.create(target, distance=3).close()
+        assert all(not n.startswith(".") for n in os.listdir(root)), os.listdir(root)

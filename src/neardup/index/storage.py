@@ -414,6 +414,7 @@ def create_directory(path: str, body: dict[str, Any]) -> WriterLock:
     tmp = None
     try:
         os.makedirs(parent, exist_ok=True)
+        _remove_abandoned_creates(parent, os.path.basename(real))
         tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(real)}.", suffix=".tmp", dir=parent)
         os.chmod(tmp, mode)
         lock = WriterLock(tmp)
@@ -439,6 +440,26 @@ def create_directory(path: str, body: dict[str, Any]) -> WriterLock:
     _fsync_dir(parent)
     lock.path = os.path.join(real, LOCK)
     return lock
+
+
+def _remove_abandoned_creates(parent: str, base: str) -> None:
+    """Delete the temporary directories of earlier creates of ``base`` that were killed: named
+    ``.base.XXXXXXXX.tmp``, holding nothing but a LOCK and a manifest, and whose LOCK no live
+    process holds."""
+    pattern = re.compile(rf"^\.{re.escape(base)}\.[a-z0-9_]{{8}}\.tmp$")
+    for name in os.listdir(parent):
+        d = os.path.join(parent, name)
+        if not pattern.match(name) or os.path.islink(d) or not os.path.isdir(d):
+            continue
+        with contextlib.suppress(OSError):
+            if not set(os.listdir(d)) <= {LOCK, MANIFEST, f".{MANIFEST}.tmp"}:
+                continue
+            fd = os.open(os.path.join(d, LOCK), os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: a create in progress
+                shutil.rmtree(d)
+            finally:
+                os.close(fd)
 
 
 def _umask() -> int:

@@ -125,21 +125,22 @@ class OutputSet:
         """Record files or directories the run reads (``-``, stdin, is ignored)."""
         for raw in paths:
             p = os.fspath(raw)
-            if p == STDIO:
-                continue
-            real = os.path.realpath(p)
-            entry = (p, real, _stat(real))
-            self._inputs.append(entry)
-            for o in self._outputs:
-                self._check_input(o, entry)
+            if p != STDIO:
+                real = os.path.realpath(p)
+                self._inputs.append((p, real, _stat(real)))
+        self._recheck()
 
     def protect(self, directory: str | os.PathLike) -> None:
         """Refuse outputs inside ``directory`` (an index: its files belong to it)."""
-        p = os.fspath(directory)
-        entry = (p, os.path.realpath(p))
-        self._protected.append(entry)
-        for o in self._outputs:
-            self._check_protected(o, entry)
+        self._protected.append((os.fspath(directory), os.path.realpath(directory)))
+        self._recheck()
+
+    def _recheck(self) -> None:
+        outputs, self._outputs = self._outputs, []
+        for o in outputs:
+            if o.target is not None:
+                self._check_conflicts(o, _stat(o.target))
+            self._outputs.append(o)
 
     def file(self, path: str | os.PathLike, what: str = "the output") -> Output:
         """Register and check an output file (``-`` for stdout); raise :class:`InputError`
@@ -209,56 +210,38 @@ class OutputSet:
 
     def _check_conflicts(self, out: Output, st: os.stat_result | None) -> None:
         """Refuse ``out`` when it is an input, in a protected directory or another output."""
-        assert out.target is not None
-        for entry in self._inputs:
-            self._check_input(out, entry, st)
-        for entry in self._protected:
-            self._check_protected(out, entry)
+        target = out.target
+        assert target is not None
+        for given, real, in_st in self._inputs:
+            same = target == real or (
+                st is not None and in_st is not None and _same_file(st, in_st)
+            )
+            if same or (out.kind == "directory" and _inside(real, target)):
+                also = "" if given == out.path else f" ({given})"
+                raise InputError(
+                    out.path, None, f"{out.what} would overwrite an input{also}; write it elsewhere"
+                )
+        for given, real in self._protected:
+            if _inside(target, real) or _inside(real, target):
+                raise InputError(
+                    out.path, None, f"{out.what} is inside the index {given}; write it elsewhere"
+                )
         for o in self._outputs:
             if o.target is None:
                 continue
             other = _stat(o.target) if st is not None else None
-            if o.target == out.target or (other is not None and _same_file(st, other)):
+            if o.target == target or (other is not None and _same_file(st, other)):  # type: ignore[arg-type]
                 raise InputError(
-                    out.path,
-                    None,
-                    f"{out.what} and {o.what} are the same file; give each its own name",
+                    out.path, None, f"{out.what} and {o.what} are the same file; name each its own"
                 )
-            if (o.kind == "directory" and _inside(out.target, o.target)) or (
-                out.kind == "directory" and _inside(o.target, out.target)
+            if (o.kind == "directory" and _inside(target, o.target)) or (
+                out.kind == "directory" and _inside(o.target, target)
             ):
                 raise InputError(
                     out.path,
                     None,
                     f"{out.what} and {o.what} ({o.path}) are inside one another; separate them",
                 )
-
-    def _check_input(
-        self,
-        out: Output,
-        entry: tuple[str, str, os.stat_result | None],
-        st: os.stat_result | None = None,
-    ) -> None:
-        if out.target is None:
-            return
-        given, real, in_st = entry
-        if st is None:
-            st = _stat(out.target)
-        same = out.target == real or (
-            st is not None and in_st is not None and _same_file(st, in_st)
-        )
-        if same or (out.kind == "directory" and _inside(real, out.target)):
-            also = "" if given == out.path else f" ({given})"
-            raise InputError(
-                out.path, None, f"{out.what} would overwrite an input{also}; write it elsewhere"
-            )
-
-    def _check_protected(self, out: Output, entry: tuple[str, str]) -> None:
-        given, real = entry
-        if out.target is not None and (_inside(out.target, real) or _inside(real, out.target)):
-            raise InputError(
-                out.path, None, f"{out.what} is inside the index {given}; write it elsewhere"
-            )
 
     def _check_usable(self, out: Output | None = None) -> None:
         if self._closed:
@@ -283,8 +266,7 @@ class OutputSet:
             if fn is not None and out.tmp is not None and out.kind == "directory":
                 rest = os.fspath(fn)[len(out.tmp) :].lstrip(os.sep)
                 shown = os.path.join(out.path, rest) if rest else out.path
-            named = OSError(e.errno, e.strerror or str(e), shown)
-            return named
+            return OSError(e.errno, e.strerror or str(e), shown)
         return e
 
     def _new_temp(self, out: Output) -> None:
@@ -465,7 +447,13 @@ class OutputSet:
         out.spool.seek(0)
         try:
             if out.target is None:
-                dest = sys.stdout.buffer
+                sys.stdout.flush()  # what was printed before comes first
+                dest = getattr(sys.stdout, "buffer", None)
+                if dest is None:  # a text-only stdout (some notebooks)
+                    while chunk := out.spool.read(_COPY_CHUNK):
+                        sys.stdout.write(chunk.decode("utf-8", "replace"))
+                    sys.stdout.flush()
+                    return
                 shutil.copyfileobj(out.spool, dest, _COPY_CHUNK)
                 dest.flush()
             else:
