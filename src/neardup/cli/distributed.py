@@ -28,7 +28,7 @@ from neardup.io.formats import display_name, format_json_rows, read_fingerprints
 from neardup.io.readers import open_parquet
 from neardup.io.writers import OutputSet
 
-_HOLDING = "the fingerprints and the search keys (about 40 bytes per fingerprint) and the {} found"
+_HOLDING = "the fingerprints and the search keys (about 30 bytes per fingerprint) and the {} found"
 _FIX = "split the input or run the search on Dask (--workers N, --scheduler ADDRESS)"
 
 

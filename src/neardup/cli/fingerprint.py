@@ -208,7 +208,10 @@ def fingerprint(
         )
 
 
-_HOLDING = "the id and fingerprint of every document (about 100 bytes per document plus its id)"
+_HOLDING = (
+    "the id and fingerprint of every document (about 220 bytes per document with short ids; "
+    "README: Memory)"
+)
 _FIX = "fingerprint the inputs in parts (one command per file) and concatenate the outputs"
 
 

@@ -96,7 +96,7 @@ def read_inputs(
     return fps, ids
 
 
-_HOLDING = "the fingerprints and ids of the inputs (about 100 bytes per document plus its id)"
+_HOLDING = "the fingerprints and ids of the inputs and their answers (README: Memory)"
 _FIX = "give the inputs in several smaller calls"
 
 

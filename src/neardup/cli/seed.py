@@ -52,7 +52,7 @@ def _load(input_: str, distance: int, blocks: int | None, rep: Reporter):
 
 
 _HOLDING = (
-    "the input text, its fingerprints and the search keys (about 40 bytes per fingerprint), "
+    "the input text, its fingerprints and the search keys (about 60 bytes per fingerprint), "
     "and the {} found"
 )
 _FIX = "split the input, lower --distance, or run `neardup {}` on Dask (--workers N)"

@@ -32,10 +32,10 @@ __all__ = ["decide", "dedup"]
 OnBad = Callable[[InputError], None]
 
 _HOLDING_SCAN = (
-    "the id, record location, length and fingerprint of every document (about 100 bytes per "
-    "document plus its id)"
+    "the id, record location, length and fingerprint of every document (about 280 bytes per "
+    "document with short ids; README: Memory)"
 )
-_HOLDING_SEARCH = "the fingerprints and the search tables (about 40 bytes per document)"
+_HOLDING_SEARCH = "the fingerprints, the search keys and the clusters"
 _FIX_SCAN = (
     "dedup the corpus in parts, one after another against an index (--against INDEX --update), "
     "or run the search on Dask (--workers, --scheduler)"
