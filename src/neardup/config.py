@@ -68,6 +68,9 @@ SERVE_WRITE_WAIT_S = 30.0
 #: Redis index: records per bucket the automatic layout aims at (see the README's measurements).
 REDIS_BUCKET_RECORDS = 128
 
+#: Redis index: cost of reading one more bucket in a query, in records scanned (layout choice).
+REDIS_READ_COST = 1000.0
+
 #: Redis index: id hashes per index (a power of two), spread over the cluster's nodes.
 REDIS_ENTRY_SHARDS = 1024
 

@@ -79,20 +79,23 @@ def choose_redis_layout(n: int, distance: int) -> tuple[int, int]:
     """``(blocks, bucket_bits)`` for about ``n`` fingerprints on Redis.
 
     A query reads one bucket per table (``C(blocks, distance)`` reads) of about
-    ``n / 2**bucket_bits`` records each, so the fewest tables whose shortest leading prefix
-    still leaves buckets of about ``config.REDIS_BUCKET_RECORDS`` records win (see the README's
-    measurements). ``bucket_bits`` is at most every table's prefix width, so a bucket never
-    mixes fingerprints that differ in a table's leading blocks.
+    ``n / 2**bucket_bits`` records each. Buckets aim at ``config.REDIS_BUCKET_RECORDS`` records
+    (smaller buckets mean more keys, and Redis spends about 60-80 bytes per key); a table's
+    bucket bits cannot exceed its leading prefix, so large ``n`` needs more blocks. The layout
+    with the least ``tables * (REDIS_READ_COST + records per bucket)`` wins (constants measured
+    by ``bench/serve.py --sweep``).
     """
     want = max(1, math.ceil(math.log2(max(2.0, n / config.REDIS_BUCKET_RECORDS))))
-    blocks = distance + 1
-    while True:
+    best, best_cost = (distance + 1, 1), math.inf
+    for blocks in range(distance + 1, 65):
         layout = Layout(blocks, distance)
-        shortest = min(t.prefix_bits for t in layout.tables)
-        nxt = blocks + 1
-        if shortest >= want or nxt > 64 or Layout(nxt, distance).n_tables > config.MAX_INDEX_TABLES:
-            return blocks, max(1, min(want, shortest))
-        blocks = nxt
+        if layout.n_tables > config.MAX_INDEX_TABLES:
+            break
+        bits = min(want, min(t.prefix_bits for t in layout.tables))
+        cost = layout.n_tables * (config.REDIS_READ_COST + n / 2.0**bits)
+        if cost < best_cost:
+            best, best_cost = (blocks, bits), cost
+    return best
 
 
 def _split_url(url: str) -> tuple[str, str]:
