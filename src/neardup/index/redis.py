@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -62,6 +64,12 @@ for p = 1, #v, 16 do
 end
 if #out == 0 then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], table.concat(out)) end
 return n
+"""
+
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
 """
 
 
@@ -155,6 +163,7 @@ class RedisIndex:
         self._client = _connect(self._url)
         self._closed = False
         self._held = 0
+        self._stale: list[str] = []  # tokens of leases we may still hold
         self._tlock = threading.RLock()
         try:
             self._load()
@@ -387,24 +396,38 @@ class RedisIndex:
                 finally:
                     self._held -= 1
                 return
-            lease = self._client.lock(
-                f"{self.name}:lock",
-                timeout=config.REDIS_LOCK_LEASE_S,
-                blocking_timeout=config.SERVE_WRITE_WAIT_S,
-            )
-            if not self._call(lease.acquire):
-                raise IndexUnavailableError(
-                    f"{self.path}: another writer held the index for "
-                    f"{config.SERVE_WRITE_WAIT_S} s; retry later"
-                )
+            self._release_stale()
+            token = os.urandom(16).hex()
+            self._stale.append(token)  # until released: a lost reply may have granted it
+            deadline = time.monotonic() + config.SERVE_WRITE_WAIT_S
+            lease_ms = int(config.REDIS_LOCK_LEASE_S * 1000)
+            while not self._call(self._client.set, self._lease, token, nx=True, px=lease_ms):
+                if time.monotonic() > deadline:
+                    raise IndexUnavailableError(
+                        f"{self.path}: another writer held the index for "
+                        f"{config.SERVE_WRITE_WAIT_S} s; retry later"
+                    )
+                time.sleep(0.005)
             self._held = 1
             try:
                 self._load()
                 yield self
             finally:
                 self._held = 0
-                with contextlib.suppress(self._redis.exceptions.RedisError):
-                    lease.release()
+                self._release_stale()
+
+    @property
+    def _lease(self) -> str:
+        return f"{self.name}:lock"
+
+    def _release_stale(self) -> None:
+        """Give back the leases we may hold; kept for later while Redis is down."""
+        while self._stale:
+            try:
+                self._client.eval(_RELEASE, 1, self._lease, self._stale[-1])
+            except self._redis.exceptions.RedisError:
+                return
+            self._stale.pop()
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -454,6 +477,8 @@ class RedisIndex:
         first = np.ones(len(qi), dtype=bool)
         first[1:] = (qi[1:] != qi[:-1]) | (key[1:] != key[:-1]) | (fp[1:] != fp[:-1])
         qi, fp, key, d = qi[first], fp[first], key[first], d[first]
+        if len(key) and self.id_type is None:
+            self._load()  # another process made the first add since we read the id kind
         ukeys, kinv = np.unique(key, return_inverse=True)
         present, stored, raw = self._entries(ukeys)
         ok = present[kinv] & (stored[kinv] == fp)
