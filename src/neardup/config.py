@@ -57,6 +57,10 @@ SERVE_MAX_BATCH = 100_000
 #: ``neardup serve``: largest request body in bytes (a larger one gets a 413).
 SERVE_MAX_BODY = 64 << 20
 
+#: ``neardup serve``, local index: queries of at most this many fingerprints run on the event
+#: loop itself (tens of microseconds) instead of hopping to the thread pool.
+SERVE_INLINE = 64
+
 #: ``neardup serve``, local index: a worker rereads the index's manifest at most this often
 #: (seconds), so every worker answers from a commit at most this old (plus one request).
 SERVE_REFRESH_S = 0.1
