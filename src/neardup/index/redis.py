@@ -23,13 +23,9 @@ with ``appendonly yes`` and ``appendfsync always`` every reply comes after the w
 from __future__ import annotations
 
 import contextlib
-import math
-import os
 import threading
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
@@ -39,109 +35,25 @@ from neardup.config import DEFAULT_DISTANCE
 from neardup.core.bits import as_fingerprints
 from neardup.core.layout import Layout
 from neardup.index.index import IndexMatches
-from neardup.index.segments import Ids, convert_ids, expand_ranges, show_id
+from neardup.index.redis_store import (
+    _GOLDEN,
+    FORMAT_VERSION,
+    MAGIC,
+    RECORD,
+    IndexUnavailableError,
+    choose_redis_layout,
+    connect,
+    is_redis_url,
+    split_url,
+)
+from neardup.index.redis_writer import RedisWriter
+from neardup.index.segments import Ids, convert_ids, expand_ranges
 from neardup.index.storage import CorruptIndexError
 
 __all__ = ["RedisIndex", "IndexUnavailableError", "choose_redis_layout", "is_redis_url"]
 
-MAGIC = "neardup-redis-index"
-FORMAT_VERSION = 1
-RECORD = np.dtype([("fp", "<u8"), ("key", "<i8")])
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_SCHEMES = ("redis://", "rediss://", "unix://")
 
-# Removes the records of the given id keys (8 bytes each) from one bucket; one key, so it runs
-# on whichever Redis Cluster node holds the bucket.
-_DROP_RECORDS = """
-local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-local drop = {}
-for i = 1, #ARGV do drop[ARGV[i]] = true end
-local out, n = {}, 0
-for p = 1, #v, 16 do
-  local rec = string.sub(v, p, p + 15)
-  if drop[string.sub(rec, 9, 16)] then n = n + 1 else out[#out + 1] = rec end
-end
-if #out == 0 then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], table.concat(out)) end
-return n
-"""
-
-
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-
-class IndexUnavailableError(ConnectionError):
-    """The storage behind an index cannot be reached; a write that raised this was not
-    acknowledged (it may be partly applied, which queries ignore; retrying it is safe)."""
-
-
-def is_redis_url(location: object) -> bool:
-    """True for ``redis://``, ``rediss://`` and ``unix://`` locations."""
-    return isinstance(location, str) and location.startswith(_SCHEMES)
-
-
-def choose_redis_layout(n: int, distance: int) -> tuple[int, int]:
-    """``(blocks, bucket_bits)`` for about ``n`` fingerprints on Redis.
-
-    A query reads one bucket per table (``C(blocks, distance)`` reads) of about
-    ``n / 2**bucket_bits`` records each. Buckets aim at ``config.REDIS_BUCKET_RECORDS`` records
-    (smaller buckets mean more keys, and Redis spends about 60-80 bytes per key); a table's
-    bucket bits cannot exceed its leading prefix, so large ``n`` needs more blocks. The layout
-    with the least ``tables * (REDIS_READ_COST + records per bucket)`` wins (constants measured
-    by ``bench/serve.py --sweep``).
-    """
-    want = max(1, math.ceil(math.log2(max(2.0, n / config.REDIS_BUCKET_RECORDS))))
-    best, best_cost = (distance + 1, 1), math.inf
-    for blocks in range(distance + 1, 65):
-        layout = Layout(blocks, distance)
-        if layout.n_tables > config.MAX_INDEX_TABLES:
-            break
-        bits = min(want, min(t.prefix_bits for t in layout.tables))
-        cost = layout.n_tables * (config.REDIS_READ_COST + n / 2.0**bits)
-        if cost < best_cost:
-            best, best_cost = (blocks, bits), cost
-    return best
-
-
-def _split_url(url: str) -> tuple[str, str]:
-    """(URL for redis-py, index name from ``?name=``)."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    name = next((v for k, v in query if k == "name"), "neardup")
-    if not name or any(c in name for c in "{}: "):
-        raise ValueError(f"{url}: index name {name!r} must be non-empty without '{{}}: '")
-    rest = urlencode([(k, v) for k, v in query if k != "name"])
-    return urlunsplit(parts._replace(query=rest)), name
-
-
-def _connect(url: str) -> Any:
-    """A redis-py client for ``url``: a RedisCluster when the server runs in cluster mode."""
-    redis = require("redis", "server", "the Redis index backend")
-    kw = {
-        "socket_timeout": config.REDIS_TIMEOUT_S,
-        "socket_connect_timeout": config.REDIS_TIMEOUT_S,
-    }
-    client = redis.Redis.from_url(url, **kw)
-    try:
-        cluster = int(client.info("cluster").get("cluster_enabled", 0)) == 1
-    except redis.exceptions.RedisError as e:
-        client.close()
-        raise IndexUnavailableError(f"{url}: Redis is unavailable ({e})") from None
-    if not cluster:
-        return client
-    client.close()
-    from redis.cluster import RedisCluster
-
-    try:
-        return RedisCluster.from_url(url, **kw)
-    except redis.exceptions.RedisError as e:
-        raise IndexUnavailableError(f"{url}: Redis Cluster is unavailable ({e})") from None
-
-
-class RedisIndex:
+class RedisIndex(RedisWriter):
     """:class:`neardup.Index` over Redis: the same API and the same answers.
 
     Open one with ``neardup.Index.open("redis://host:6379/0?name=crawl")`` (or
@@ -158,9 +70,9 @@ class RedisIndex:
             raise ValueError(f"mode must be 'r' or 'w' (got {mode!r})")
         self.path = url
         self.mode = mode
-        self._url, self.name = _split_url(url)
+        self._url, self.name = split_url(url)
         self._redis = require("redis", "server", "the Redis index backend")
-        self._client = _connect(self._url)
+        self._client = connect(self._url)
         self._closed = False
         self._held = 0
         self._stale: list[str] = []  # tokens of leases we may still hold
@@ -197,8 +109,8 @@ class RedisIndex:
                 f"bucket_bits must be between 1 and {shortest} for blocks={layout.blocks} "
                 f"(got {bits})"
             )
-        url_, name = _split_url(url)
-        client = _connect(url_)
+        url_, name = split_url(url)
+        client = connect(url_)
         try:
             meta = {
                 "magic": MAGIC,
@@ -371,7 +283,11 @@ class RedisIndex:
         groups = np.split(order, bounds)
         kb = keys.astype("<i8").tobytes()
         cmds = [
-            ("hmget", self._shard_key(int(shards[g[0]])), [kb[8 * i : 8 * i + 8] for i in g])
+            (
+                "hmget",
+                self._shard_key(int(shards[g[0]])),
+                [kb[8 * i : 8 * i + 8] for i in g],
+            )
             for g in groups
         ]
         for g, values in zip(groups, self._pipeline(cmds), strict=True):
@@ -382,58 +298,6 @@ class RedisIndex:
         if hit.any():
             fps[hit] = np.frombuffer(b"".join(v[:8] for v in raw if v is not None), "<u8")
         return present, fps, raw
-
-    @contextlib.contextmanager
-    def lock(self) -> Iterator[RedisIndex]:
-        """Hold the index's write lease (re-entrant): writes inside run as one unit against
-        other writers (e.g. a query and the add that depends on it)."""
-        self._check_writable()
-        with self._tlock:
-            if self._held:
-                self._held += 1
-                try:
-                    yield self
-                finally:
-                    self._held -= 1
-                return
-            self._release_stale()
-            token = os.urandom(16).hex()
-            self._stale.append(token)  # until released: a lost reply may have granted it
-            deadline = time.monotonic() + config.SERVE_WRITE_WAIT_S
-            lease_ms = int(config.REDIS_LOCK_LEASE_S * 1000)
-            while not self._call(self._client.set, self._lease, token, nx=True, px=lease_ms):
-                if time.monotonic() > deadline:
-                    raise IndexUnavailableError(
-                        f"{self.path}: another writer held the index for "
-                        f"{config.SERVE_WRITE_WAIT_S} s; retry later"
-                    )
-                time.sleep(0.005)
-            self._held = 1
-            try:
-                self._load()
-                yield self
-            finally:
-                self._held = 0
-                self._release_stale()
-
-    @property
-    def _lease(self) -> str:
-        return f"{self.name}:lock"
-
-    def _release_stale(self) -> None:
-        """Give back the leases we may hold; kept for later while Redis is down."""
-        while self._stale:
-            try:
-                self._client.eval(_RELEASE, 1, self._lease, self._stale[-1])
-            except self._redis.exceptions.RedisError:
-                return
-            self._stale.pop()
-
-    def _check_writable(self) -> None:
-        if self._closed:
-            raise ValueError(f"index {self.path} is closed; open it again with Index.open")
-        if self.mode != "w":
-            raise ValueError(f"index {self.path} is open read-only; open it with mode='w'")
 
     # ------------------------------------------------------------------ queries
     def _probe(
@@ -522,126 +386,6 @@ class RedisIndex:
         mask = np.zeros(len(q), dtype=bool)
         mask[qi] = True
         return mask
-
-    # ------------------------------------------------------------------ writes
-    def add(
-        self,
-        fingerprints: Sequence[int] | np.ndarray,
-        ids: Sequence[int] | Sequence[str] | np.ndarray | None = None,
-    ) -> None:
-        """As :meth:`neardup.Index.add`; durable once it returns (with Redis's
-        ``appendfsync always``). Raises :class:`IndexUnavailableError` if Redis fails midway:
-        nothing is then visible, and the same call may be retried."""
-        fp = as_fingerprints(fingerprints, "fingerprints")
-        with self.lock():
-            if ids is None:
-                if self.id_type == "str":
-                    raise ValueError("this index has string ids; pass ids to add()")
-                start = int(self._meta_fields["next_id"])
-                ids = np.arange(start, start + len(fp), dtype=np.int64)
-            conv = convert_ids(ids, len(fp), self.id_type)
-            if len(fp) == 0:
-                return
-            if conv.kind == "str" and len(set(conv.values)) != len(conv.values):
-                raise ValueError("ids repeat within the batch; ids must be unique")
-            if len(np.unique(conv.keys)) != len(conv.keys):
-                what = "ids repeat" if conv.kind == "int64" else "two string ids share a hash"
-                raise ValueError(f"{what} within the batch; ids must be unique")
-            present, _, raw = self._entries(conv.keys)
-            if present.any():
-                i = int(np.flatnonzero(present)[0])
-                if conv.kind == "str" and raw[i][8:].decode("utf-8") != conv.values[i]:
-                    raise ValueError(
-                        f"id {show_id(conv.values[i])} has the same 64-bit hash as stored id "
-                        f"{raw[i][8:].decode('utf-8')!r}; use another id"
-                    )
-                raise ValueError(
-                    f"id {show_id(conv.values[i])} is already in the index "
-                    f"({int(present.sum())} of the batch are); remove them first"
-                )
-            recs = np.empty(len(fp), RECORD)
-            recs["fp"], recs["key"] = fp, conv.keys
-            cmds: list[tuple[Any, ...]] = []
-            for t in range(self.layout.n_tables):
-                b = self._buckets(fp, t)
-                order = np.argsort(b, kind="stable")
-                data = recs[order].tobytes()
-                bs = b[order]
-                starts = np.flatnonzero(np.concatenate(([True], bs[1:] != bs[:-1])))
-                ends = np.append(starts[1:], len(bs)) * RECORD.itemsize
-                for s, e_, bucket in zip(
-                    (starts * RECORD.itemsize).tolist(), ends.tolist(), bs[starts].tolist()
-                ):
-                    cmds.append(("append", self._bucket_key(t, bucket), data[s:e_]))
-            self._pipeline(cmds)
-            # the entries commit the add (records without entries are ignored by queries)
-            kb = conv.keys.astype("<i8").tobytes()
-            vb = fp.astype("<u8").tobytes()
-            shards = self._shards(conv.keys)
-            fields: dict[int, dict[bytes, bytes]] = {}
-            utf8 = [v.encode("utf-8") for v in conv.values] if conv.kind == "str" else None
-            for i, s in enumerate(shards.tolist()):
-                value = vb[8 * i : 8 * i + 8] + (utf8[i] if utf8 is not None else b"")
-                fields.setdefault(s, {})[kb[8 * i : 8 * i + 8]] = value
-            self._pipeline([("hset", self._shard_key(s), None, None, m) for s, m in fields.items()])
-            meta: dict[str, Any] = {"id_type": conv.kind}
-            if conv.kind == "int64":
-                meta["next_id"] = max(int(self._meta_fields["next_id"]), int(conv.keys.max()) + 1)
-            self._pipeline([("hset", self._meta, None, None, meta)])
-            self._bump()
-
-    def _bump(self) -> None:
-        self._pipeline([("hincrby", self._meta, "generation", 1)])
-        self._load()
-
-    def remove(
-        self, ids: Sequence[int] | Sequence[str] | np.ndarray, *, missing: str = "error"
-    ) -> int:
-        """As :meth:`neardup.Index.remove`: remove entries by id, return how many."""
-        if missing not in ("error", "ignore"):
-            raise ValueError(f"missing must be 'error' or 'ignore' (got {missing!r})")
-        with self.lock():
-            conv = convert_ids(ids, None, self.id_type)
-            if len(conv.keys) == 0:
-                return 0
-            present, fps, _ = self._lookup(conv)
-            if missing == "error" and not present.all():
-                first = int(np.flatnonzero(~present)[0])
-                raise KeyError(
-                    f"id {show_id(conv.values[first])} is not in the index "
-                    f"({int((~present).sum())} of {len(present)} ids are not); nothing removed"
-                )
-            keys, sel = np.unique(conv.keys[present], return_index=True)
-            fps = fps[present][sel]
-            if len(keys) == 0:
-                return 0
-            kb = keys.astype("<i8").tobytes()
-            kbs = [kb[8 * i : 8 * i + 8] for i in range(len(keys))]
-            shards = self._shards(keys).tolist()
-            removed = sum(
-                self._pipeline([("hdel", self._shard_key(s), k) for s, k in zip(shards, kbs)])
-            )
-            cmds = []
-            for t in range(self.layout.n_tables):
-                b = self._buckets(fps, t)
-                for bucket in np.unique(b).tolist():
-                    drop = [kbs[i] for i in np.flatnonzero(b == bucket).tolist()]
-                    cmds.append(
-                        (
-                            "execute_command",
-                            "EVAL",
-                            _DROP_RECORDS,
-                            1,
-                            self._bucket_key(t, bucket),
-                            *drop,
-                        )
-                    )
-            self._pipeline(cmds)
-            self._bump()
-            return int(removed)
-
-    def compact(self) -> None:
-        """Nothing to merge on Redis (buckets are rewritten by each remove)."""
 
     def verify(self) -> None:
         """Check that every entry has its record in the bucket of every table.

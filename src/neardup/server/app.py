@@ -67,6 +67,33 @@ def _matches(m: Any, n: int) -> list[list[dict[str, Any]]]:
     ]
 
 
+class _Guard:
+    """Pure ASGI middleware: body size limit and the write token, checked before parsing."""
+
+    def __init__(self, app: Any, token: str | None) -> None:
+        self.app = app
+        self.token = None if token is None else f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            size = headers.get(b"content-length")
+            refusal = None
+            if size is not None and (not size.isdigit() or int(size) > config.SERVE_MAX_BODY):
+                refusal = _error(413, f"request body over {config.SERVE_MAX_BODY} bytes; split it")
+            elif (
+                self.token is not None
+                and scope["method"] == "POST"
+                and scope["path"] in _WRITE_PATHS
+                and not hmac.compare_digest(headers.get(b"authorization", b""), self.token)
+            ):
+                refusal = _error(401, "writes need the header 'Authorization: Bearer <token>'")
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(
     index: str,
     *,
@@ -106,16 +133,7 @@ def create_app(
         version="1",
     )
 
-    @app.middleware("http")
-    async def guard(request: Any, call_next: Any) -> Any:
-        size = request.headers.get("content-length")
-        if size is not None and (not size.isdigit() or int(size) > config.SERVE_MAX_BODY):
-            return _error(413, f"request body over {config.SERVE_MAX_BODY} bytes; split it")
-        if token is not None and request.method == "POST" and request.url.path in _WRITE_PATHS:
-            got = request.headers.get("authorization", "")
-            if not hmac.compare_digest(got.encode(), f"Bearer {token}".encode()):
-                return _error(401, "writes need the header 'Authorization: Bearer <token>'")
-        return await call_next(request)
+    app.add_middleware(_Guard, token=token)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Any, exc: RequestValidationError) -> Any:
