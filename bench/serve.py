@@ -152,12 +152,17 @@ def main() -> None:
                 if backend == "redis":
                     node = RedisNode(os.path.join(tmp, "redis"))
                     stop.append(node.stop)
-                    url = node.url + "?name=bench"
+                    url, nodes = node.url + "?name=bench", [node]
                 else:
                     cl = RedisCluster3(os.path.join(tmp, "cluster"))
                     stop.append(cl.stop)
-                    url = cl.url + "?name=bench"
+                    url, nodes = cl.url + "?name=bench", cl.nodes
+                # bulk load with fsync once a second, then measure with fsync on every write
+                for x in nodes:
+                    x.cli("config", "set", "appendfsync", "everysec")
                 ix, load = load_redis(url, corpus, distance=k, expected_size=n)
+                for x in nodes:
+                    x.cli("config", "set", "appendfsync", "always")
                 loc = url
                 layout = f"{ix.blocks} blocks, {ix.bucket_bits} bucket bits"
             print(f"{backend}: loaded {n:,} in {load:.1f} s ({layout})", flush=True)
