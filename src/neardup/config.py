@@ -49,6 +49,44 @@ PARQUET_BATCH_ROWS = 65536
 #: ``neardup fingerprint``: inputs larger than this (bytes, all files) show a progress bar.
 PROGRESS_BYTES = 16 << 20
 
+# -- service and Redis backend ---------------------------------------------------------------------
+
+#: ``neardup serve``: most fingerprints or texts in one request (a larger batch gets a 413).
+SERVE_MAX_BATCH = 100_000
+
+#: ``neardup serve``: largest request body in bytes (a larger one gets a 413).
+SERVE_MAX_BODY = 64 << 20
+
+#: ``neardup serve``, local index: queries of at most this many fingerprints run on the event
+#: loop itself (tens of microseconds) instead of hopping to the thread pool.
+SERVE_INLINE = 64
+
+#: ``neardup serve``, local index: a worker rereads the index's manifest at most this often
+#: (seconds), so every worker answers from a commit at most this old (plus one request).
+SERVE_REFRESH_S = 0.1
+
+#: Seconds a write waits for the index's single writer (another process's write) before it
+#: fails with 503.
+SERVE_WRITE_WAIT_S = 30.0
+
+#: Redis index: records per bucket the automatic layout aims at (see the README's measurements).
+REDIS_BUCKET_RECORDS = 128
+
+#: Redis index: cost of reading one more bucket in a query, in records scanned (layout choice).
+REDIS_READ_COST = 1000.0
+
+#: Redis index: id hashes per index (a power of two), spread over the cluster's nodes.
+REDIS_ENTRY_SHARDS = 1024
+
+#: Redis index: commands per pipeline round trip.
+REDIS_PIPELINE = 10_000
+
+#: Redis index: seconds a writer's lease lasts (a crashed writer blocks others this long).
+REDIS_LOCK_LEASE_S = 60.0
+
+#: Redis index: socket connect and read timeout in seconds.
+REDIS_TIMEOUT_S = 5.0
+
 _DEFAULTS = {k: v for k, v in dict(globals()).items() if k.isupper()}
 
 
