@@ -46,8 +46,11 @@ BATCH_DOCS = 16384
 #: Rows per batch when copying Parquet rows in dedup's second pass.
 PARQUET_BATCH_ROWS = 65536
 
-#: ``neardup fingerprint``: inputs larger than this (bytes, all files) show a progress bar.
-PROGRESS_BYTES = 16 << 20
+#: Documents between two progress callbacks while reading or writing documents.
+PROGRESS_EVERY = 256
+
+#: ``--progress log``: seconds between two progress lines.
+PROGRESS_LOG_SECONDS = 5.0
 
 _DEFAULTS = {k: v for k, v in dict(globals()).items() if k.isupper()}
 

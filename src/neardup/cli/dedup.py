@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import pathlib
-import sys
 from typing import Any
 
 import click
@@ -17,19 +15,15 @@ from neardup.cli.fingerprint import (
     make_fingerprinter,
     resolve_input,
 )
+from neardup.cli.progress import Progress, progress_option
+from neardup.cli.style import plural, saved, size
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, KEEP_POLICIES
 from neardup.errors import InputError
+from neardup.io.files import input_size, metered
+from neardup.io.sources import InputPath, expand_inputs
 from neardup.io.writers import atomic_output
 
 PROG = "neardup dedup"
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if abs(n) < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"  # pragma: no cover
 
 
 def _summary_lines(s: dict[str, Any]) -> list[str]:
@@ -38,14 +32,14 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     pct = 100.0 * s["dropped"] / docs if docs else 0.0
     lines = [
         f"documents read   {docs}"
-        + (f" ({s['skipped']} bad records skipped)" if s["skipped"] else ""),
+        + (f" ({plural(s['skipped'], 'bad record')} skipped)" if s["skipped"] else ""),
         f"clusters         {s['clusters']} (of 2 or more near-duplicates)",
         f"dropped          {s['dropped']} ({pct:.1f}%), kept {s['kept']}",
     ]
     if "bytes_in" in s:
         lines.append(
-            f"bytes            {_size(s['bytes_in'])} in, {_size(s['bytes_out'])} out, "
-            f"{_size(s['bytes_saved'])} saved"
+            f"bytes            {size(s['bytes_in'])} in, {size(s['bytes_out'])} out, "
+            f"{saved(s['bytes_in'], s['bytes_out'])}"
         )
     stages = ", ".join(f"{k} {v:.2f} s" for k, v in sec.items() if k != "total")
     rate = s["documents_per_second"]
@@ -104,6 +98,7 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
 )
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Worker threads.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars, messages or summary.")
+@progress_option
 @click.option(
     "--json-summary",
     default=None,
@@ -137,6 +132,7 @@ def dedup(
     skip_bad: bool,
     threads: int | None,
     quiet: bool,
+    progress_mode: str,
     json_summary: str | None,
     against: str | None,
     update: bool,
@@ -153,8 +149,6 @@ def dedup(
     --distance bits. The input is streamed twice (fingerprints, then copying); outputs appear
     only when complete.
     """
-    from tqdm import tqdm
-
     from neardup.pipeline.job import dedup as run_dedup
 
     fingerprinter = make_fingerprinter(preset, window)
@@ -170,28 +164,20 @@ def dedup(
     if update and against is None:
         raise click.UsageError("--update needs --against INDEX")
 
-    bars: dict[str, Any] = {}
+    files = expand_inputs([InputPath(p) for p in inputs], in_format)
+    total = sum(input_size(f.path) for f in files)
+    bar = Progress(PROG, progress_mode, quiet)
+    started: dict[str, int] = {}
 
     def progress(stage: str, count: int) -> None:
-        bar = bars.get(stage)
-        if bar is None:
-            for other in bars.values():
-                other.close()
-            bar = bars[stage] = tqdm(
-                desc="fingerprint" if stage == "read" else "write",
-                unit=" docs",
-                file=sys.stderr,
-                disable=True if quiet else None,  # None: only on a terminal
-                leave=False,
-                dynamic_ncols=True,
-            )
-        bar.update(count - bar.n)
+        if stage not in started:  # each pass reads the inputs again
+            started[stage] = meter.done
+            bar.stage("fingerprint" if stage == "read" else "write", total)
+        bar.update(meter.done - started[stage], count)
 
     def say(message: str) -> None:
         if not quiet:
-            for bar in bars.values():
-                bar.clear()
-            click.echo(f"{PROG}: {message}", err=True)
+            bar.message(message)
 
     def on_bad(err: InputError) -> None:
         say(f"skipped {err}")
@@ -202,9 +188,10 @@ def dedup(
             from neardup.distributed import connect
 
             client = stack.enter_context(connect(scheduler, workers))
-        stack.callback(lambda: [bar.close() for bar in bars.values()])
+        meter = stack.enter_context(metered())
+        stack.callback(bar.close)
         result = run_dedup(
-            [pathlib.Path(p) for p in inputs],
+            [InputPath(p) for p in inputs],
             distance=distance,
             keep=keep,
             blocks=blocks,

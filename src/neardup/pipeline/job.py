@@ -220,7 +220,8 @@ def dedup(
         seconds["search"] = time.perf_counter() - t0
         result = DedupResult(ids, fps, lens, decisions, skipped, seconds, scan, positions=pos)
         if log is not None:
-            log(f"{len(result)} documents fingerprinted, {result.n_clusters} clusters found")
+            n, c = len(result), result.n_clusters
+            log(f"{n} document{'s'[: n != 1]} fingerprinted, {c} cluster{'s'[: c != 1]} found")
         if scan is not None:
             result.bytes_in = scan.bytes_in
         t0 = time.perf_counter()
@@ -236,7 +237,7 @@ def dedup(
         if index is not None and update:
             added = add_survivors(index, ids, fps, decisions.kept)
             if log is not None:
-                log(f"added {added} documents to {index.path}")
+                log(f"added {added} document{'s'[: added != 1]} to {index.path}")
         if output is not None or clusters is not None or drop_list is not None or update:
             seconds["write"] = time.perf_counter() - t0
     finally:
