@@ -99,9 +99,7 @@ def test_compressed_output_by_suffix(tmp_path):
     out = tmp_path / "kept.jsonl.gz"
     r = neardup.dedup(CORPUS, output=out)
     lines = _sample_bytes().splitlines(keepends=True)
-    assert gzip.decompress(out.read_bytes()) == b"".join(
-        ln for ln, k in zip(lines, r.kept) if k
-    )
+    assert gzip.decompress(out.read_bytes()) == b"".join(ln for ln, k in zip(lines, r.kept) if k)
     assert r.bytes_out == os.path.getsize(out)
 
 
@@ -241,7 +239,7 @@ def test_missing_backend_names_the_package(tmp_path):
 
 def test_missing_fsspec_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "fsspec", None)
-    with pytest.raises(MissingDependency, match=r'neardup\[remote\]'):
+    with pytest.raises(MissingDependency, match=r"neardup\[remote\]"):
         neardup.dedup("s3://bucket/x.jsonl")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from typing import Any
 
 import click
@@ -20,10 +21,15 @@ from neardup.cli.style import plural, saved, size
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, KEEP_POLICIES
 from neardup.errors import InputError
 from neardup.io.files import input_size, metered
+from neardup.io.hf import is_saved_dataset, load_saved_dataset, save_dataset
 from neardup.io.sources import InputPath, expand_inputs
 from neardup.io.writers import atomic_output
 
 PROG = "neardup dedup"
+
+
+def _tree_size(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(path) for f in names)
 
 
 def _summary_lines(s: dict[str, Any]) -> list[str]:
@@ -141,8 +147,10 @@ def dedup(
 ) -> None:
     """Remove near-duplicate documents.
 
-    Reads JSONL (--text-field, --id-field), Parquet (columns of those names), or text files (a
-    directory, glob or list; a document per file, or per line with --lines), finds clusters of
+    Reads JSONL (--text-field, --id-field), Parquet (columns of those names), text files (a
+    directory, glob or list; a document per file, or per line with --lines), compressed
+    (.gz, .bz2, .xz, .zst) or remote (s3://, https://, ...), or a Hugging Face dataset saved
+    with save_to_disk (written back as one), finds clusters of
     documents whose 64-bit simhash fingerprints differ in at most --distance bits, keeps one
     document per cluster and writes the kept documents untouched, in input order and in the
     input's format. Clusters are connected components, so two members may differ in more than
@@ -164,8 +172,15 @@ def dedup(
     if update and against is None:
         raise click.UsageError("--update needs --against INDEX")
 
-    files = expand_inputs([InputPath(p) for p in inputs], in_format)
-    total = sum(input_size(f.path) for f in files)
+    dataset = None
+    if len(inputs) == 1 and is_saved_dataset(inputs[0]):  # datasets' save_to_disk directory
+        if output == "-":
+            raise click.UsageError("a saved dataset is written as a directory: give -o DIR")
+        dataset = load_saved_dataset(inputs[0])
+        total = 0
+    else:
+        files = expand_inputs([InputPath(p) for p in inputs], in_format)
+        total = sum(input_size(f.path) for f in files)
     bar = Progress(PROG, progress_mode, quiet)
     started: dict[str, int] = {}
 
@@ -191,7 +206,7 @@ def dedup(
         meter = stack.enter_context(metered())
         stack.callback(bar.close)
         result = run_dedup(
-            [InputPath(p) for p in inputs],
+            [InputPath(p) for p in inputs] if dataset is None else dataset,
             distance=distance,
             keep=keep,
             blocks=blocks,
@@ -199,7 +214,7 @@ def dedup(
             text_field=text_field,
             id_field=id_field or None,
             fmt=in_format,
-            output=output,
+            output=output if dataset is None else None,
             clusters=clusters_path,
             drop_list=drop_list,
             skip_bad=skip_bad,
@@ -211,6 +226,10 @@ def dedup(
             update=update,
             client=client,
         )
+
+        if dataset is not None:
+            result.bytes_in = _tree_size(inputs[0])
+            result.bytes_out = save_dataset(result.filter(dataset), output)
 
     summary = result.summary()
     if json_summary is not None:

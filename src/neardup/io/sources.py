@@ -13,6 +13,7 @@ import numpy as np
 
 from neardup.errors import InputError
 from neardup.io.files import is_url, list_url
+from neardup.io.hf import dataset_texts_and_ids, is_dataset, is_saved_dataset
 from neardup.io.readers import STDIN, detect_format
 
 __all__ = ["InputFile", "InputPath", "expand_inputs", "is_paths", "texts_and_ids"]
@@ -68,6 +69,13 @@ def expand_inputs(
             )
         if is_url(path):
             files += [InputFile(p, detect_format(p, fmt), rel) for p, rel in list_url(path)]
+        elif is_saved_dataset(path):
+            raise InputError(
+                path,
+                None,
+                "is a Hugging Face dataset saved with save_to_disk: pass "
+                "datasets.load_from_disk(path) instead (`neardup dedup` reads it as is)",
+            )
         elif os.path.isdir(path):
             found = []
             for dirpath, dirs, names in os.walk(path):
@@ -122,6 +130,8 @@ def is_paths(data: Any) -> bool:
 
 def texts_and_ids(data: Any, text_field: str, id_field: str | None) -> tuple[Any, list | None]:
     """Texts (an iterable) and ids (or None: positions) of in-memory input."""
+    if is_dataset(data):
+        return dataset_texts_and_ids(data, text_field, id_field)
     mod = type(data).__module__.split(".")[0]
     if mod == "pyarrow":
         if hasattr(data, "column_names"):  # Table / RecordBatch
