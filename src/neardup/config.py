@@ -52,6 +52,23 @@ PROGRESS_EVERY = 256
 #: ``--progress log``: seconds between two progress lines.
 PROGRESS_LOG_SECONDS = 5.0
 
+# -- report ---------------------------------------------------------------------------------------
+
+#: Clusters whose kept and dropped texts the HTML report shows side by side (chosen at random).
+REPORT_SAMPLE = 30
+
+#: Dropped documents shown against the kept one in each sampled cluster.
+REPORT_MEMBERS = 3
+
+#: Characters of each document shown in the report's diffs (longer texts are cut).
+REPORT_TEXT_CHARS = 20_000
+
+#: Clusters listed in the report's search index (the page stays small for huge runs).
+REPORT_MAX_CLUSTERS = 50_000
+
+#: Rows of the report's "largest clusters" table.
+REPORT_LARGEST = 20
+
 _DEFAULTS = {k: v for k, v in dict(globals()).items() if k.isupper()}
 
 

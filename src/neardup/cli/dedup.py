@@ -17,6 +17,7 @@ from neardup.cli.fingerprint import (
     resolve_input,
 )
 from neardup.cli.progress import Progress, progress_option
+from neardup.cli.report import report_option
 from neardup.cli.style import plural, saved, size
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, KEEP_POLICIES
 from neardup.errors import InputError
@@ -73,6 +74,7 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     "each member's distance (bits) to the kept one.",
 )
 @click.option("--drop-list", default=None, help="Write the ids removed, one per line.")
+@report_option
 @click.option(
     "--keep",
     type=click.Choice(KEEP_POLICIES),
@@ -125,6 +127,7 @@ def dedup(
     output: str,
     clusters_path: str | None,
     drop_list: str | None,
+    report_path: str | None,
     keep: str,
     distance: int,
     blocks: int | None,
@@ -158,6 +161,7 @@ def dedup(
     only when complete.
     """
     from neardup.pipeline.job import dedup as run_dedup
+    from neardup.pipeline.report import write_result_report
 
     fingerprinter = make_fingerprinter(preset, window)
     in_format, text_field = resolve_input(in_format, lines, field, column)
@@ -230,6 +234,17 @@ def dedup(
         if dataset is not None:
             result.bytes_in = _tree_size(inputs[0])
             result.bytes_out = save_dataset(result.filter(dataset), output)
+        if report_path is not None:
+            settings = {"inputs": " ".join(inputs), "distance": distance, "keep": keep,
+                        "preset": preset, "window": window or "preset's"}  # fmt: skip
+            write_result_report(
+                report_path,
+                result,
+                dataset if dataset is not None else [InputPath(p) for p in inputs],
+                text_field=text_field,
+                id_field=id_field or None,
+                settings=settings,
+            )
 
     summary = result.summary()
     if json_summary is not None:

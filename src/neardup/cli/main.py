@@ -27,6 +27,9 @@ from neardup.cli.distributed import clusters_cmd, find_all_cmd  # noqa: E402
 
 cli.add_command(find_all_cmd)
 cli.add_command(clusters_cmd)
+from neardup.cli.report import report  # noqa: E402
+
+cli.add_command(report)
 
 
 def main(argv: list[str] | None = None) -> None:
