@@ -49,6 +49,9 @@ PARQUET_BATCH_ROWS = 65536
 #: Documents between two progress callbacks while reading or writing documents.
 PROGRESS_EVERY = 256
 
+#: ``--progress bar``: seconds before a bar appears (shorter runs never show one).
+PROGRESS_BAR_DELAY = 0.5
+
 #: ``--progress log``: seconds between two progress lines.
 PROGRESS_LOG_SECONDS = 5.0
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from neardup._optional import require
 from neardup.cli.common import dask_options
 from neardup.cli.fingerprint import (
     fingerprint_options,
@@ -176,6 +177,8 @@ def dedup(
     if update and against is None:
         raise click.UsageError("--update needs --against INDEX")
 
+    if report_path is not None:  # before the run, not after its outputs are written
+        require("matplotlib", "report", "the HTML report")
     dataset = None
     if len(inputs) == 1 and is_saved_dataset(inputs[0]):  # datasets' save_to_disk directory
         if output == "-":

@@ -101,7 +101,7 @@ class Progress:
                 leave=False,
                 dynamic_ncols=True,
                 mininterval=0.2,
-                delay=0.5,  # runs shorter than this never show a bar
+                delay=config.PROGRESS_BAR_DELAY,
             )
 
     def update(self, done_bytes: int, documents: int | None = None) -> None:

@@ -19,6 +19,7 @@ from neardup.cli.common import (
     quiet_option,
     run,
 )
+from neardup.cli.style import add_version
 from neardup.core.search import cluster_groups, find_all, find_clusters, resolve_layout
 from neardup.io.formats import display_name, format_json_rows, read_fingerprints
 from neardup.io.writers import atomic_output
@@ -87,6 +88,10 @@ def find_clusters_command(
     with atomic_output(output) as f:
         f.write(data)
     rep.say(f"wrote {display_name(output, output=True)} in {rep.lap():.2f}s")
+
+
+add_version(find_all_command, "simhash-find-all")
+add_version(find_clusters_command, "simhash-find-clusters")
 
 
 def find_all_main(argv: list[str] | None = None) -> None:

@@ -1,22 +1,39 @@
 """The command line's house style: counts with the right plural and sizes in decimal units
-(:mod:`neardup.io.display`), and the ``--version`` option every console script carries."""
+(:mod:`neardup.io.display`), and the ``--version`` option every command carries."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any
 
 import click
 
 from neardup.io.display import plural, saved, size
 
-__all__ = ["plural", "saved", "size", "version_option"]
+__all__ = ["add_version", "plural", "saved", "size"]
 
 
-def version_option(prog: str) -> Callable[[Any], Any]:
-    """``--version``: print ``prog version`` and exit."""
+def add_version(command: click.Command, prog: str) -> click.Command:
+    """Give ``command`` and each of its subcommands a ``--version`` option (``prog, version
+    X.Y.Z``, as click's own), unless it has one."""
     from neardup import __version__
 
-    return click.version_option(
-        __version__, "--version", prog_name=prog, message="%(prog)s %(version)s"
-    )
+    def show(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+        if value and not ctx.resilient_parsing:
+            click.echo(f"{prog}, version {__version__}")
+            ctx.exit()
+
+    todo = [command]
+    while todo:
+        cmd = todo.pop()
+        if isinstance(cmd, click.Group):
+            todo += list(cmd.commands.values())
+        if not any("--version" in p.opts for p in cmd.params if isinstance(p, click.Option)):
+            cmd.params.append(
+                click.Option(
+                    ["--version"],
+                    is_flag=True,
+                    expose_value=False,
+                    is_eager=True,
+                    callback=show,
+                    help="Show the version and exit.",
+                )
+            )
+    return command
