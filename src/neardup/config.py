@@ -23,6 +23,13 @@ SPLIT_TABLES_FROM = 1 << 21
 #: Largest number of permuted tables a layout may need before it is refused as unusable.
 MAX_TABLES = 100_000
 
+#: The seed tools answer up to this many distinct fingerprints by numpy brute force
+#: (:mod:`neardup.core.small`) and format their output in Python, without loading numba.
+SMALL_INPUT = 2048
+
+#: Decimal fingerprint inputs up to this many bytes are parsed in Python (no numba).
+SMALL_PARSE_BYTES = 64 << 10
+
 # -- index ----------------------------------------------------------------------------------------
 
 #: Most sorted runs (base + delta) an index keeps before an add merges runs.
