@@ -19,7 +19,7 @@ from neardup.cli.fingerprint import (
 )
 from neardup.cli.progress import Progress, progress_option
 from neardup.cli.report import report_option
-from neardup.cli.style import plural, saved, size
+from neardup.cli.style import announce_compile, plural, saved, size
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, KEEP_POLICIES
 from neardup.errors import InputError
 from neardup.io.files import input_size, metered
@@ -204,6 +204,7 @@ def dedup(
     def on_bad(err: InputError) -> None:
         say(f"skipped {err}")
 
+    announce_compile(PROG, ["fingerprint", "search"], quiet)
     with contextlib.ExitStack() as stack:
         client = None
         if scheduler is not None or workers is not None:

@@ -12,7 +12,7 @@ from neardup import config
 from neardup._optional import require
 from neardup.cli.common import batches, output_option
 from neardup.cli.progress import Progress, progress_option, tick
-from neardup.cli.style import plural
+from neardup.cli.style import announce_compile, plural
 from neardup.errors import InputError
 from neardup.io.files import input_size, metered
 from neardup.io.formats import display_name
@@ -184,6 +184,7 @@ def fingerprint(
     total = None if any(f.path == "-" for f in files) else sum(input_size(f.path) for f in files)
     ids: list[object] = []
     parts: list[np.ndarray] = []
+    announce_compile(PROG, ["fingerprint"], quiet)
     with metered() as meter:
         bar.stage("fingerprint", total)
         records = read_documents(

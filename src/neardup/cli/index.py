@@ -10,7 +10,7 @@ from typing import Any
 import click
 import numpy as np
 
-from neardup.cli.style import plural
+from neardup.cli.style import announce_compile, plural
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE
 from neardup.errors import InputError
 from neardup.io.formats import read_fingerprints
@@ -74,6 +74,7 @@ def read_inputs(
 
     fp = make_fingerprinter(preset, window)
     in_format, text_field = resolve_input(in_format, lines, field, column)
+    announce_compile(PROG, ["fingerprint", "index"], quiet)
 
     def on_bad(err: InputError) -> None:
         if not quiet:

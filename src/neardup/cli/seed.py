@@ -20,7 +20,7 @@ from neardup.cli.common import (
     quiet_option,
     run,
 )
-from neardup.cli.style import add_version, plural
+from neardup.cli.style import add_version, announce_compile, plural
 from neardup.core.small import cluster_groups_small, find_all_small, find_clusters_small
 from neardup.io.formats import display_name, format_json_rows, read_fingerprints
 from neardup.io.writers import atomic_output
@@ -56,6 +56,7 @@ def _load(input_: str, distance: int, blocks: int | None, rep: Reporter):
         return values, None
     from neardup.core.search import resolve_layout
 
+    announce_compile(rep.prog, ["search"], rep.quiet)
     layout = resolve_layout(len(values), distance, blocks)
     rep.say(f"{read}; blocks={layout.blocks}, tables={layout.n_tables}")
     return values, layout

@@ -7,7 +7,7 @@ import click
 
 from neardup.io.display import plural, saved, size
 
-__all__ = ["add_version", "plural", "saved", "size"]
+__all__ = ["add_version", "announce_compile", "plural", "saved", "size"]
 
 
 def add_version(command: click.Command, prog: str) -> click.Command:
@@ -37,3 +37,12 @@ def add_version(command: click.Command, prog: str) -> click.Command:
                 )
             )
     return command
+
+
+def announce_compile(prog: str, groups: list[str], quiet: bool = False) -> None:
+    """Say once, before it happens, that this run compiles kernels (the first run on a
+    machine), and about how long that takes."""
+    from neardup.compiled import compile_notice
+
+    if not quiet and (notice := compile_notice(groups)):
+        click.echo(f"{prog}: {notice}", err=True)
