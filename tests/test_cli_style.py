@@ -175,3 +175,19 @@ def test_missing_optional_dependencies_are_one_line(monkeypatch, tmp_path):
         assert r.returncode == 2, (module, r.stderr)
         assert r.stderr.count("\n") == 1 and f'pip install "{extra}"' in r.stderr, r.stderr
     assert not (tmp_path / "r.jsonl").exists()  # the report's dependency is checked first
+
+
+def test_progress_for_index_inputs_and_directories_for_find_all(monkeypatch, tmp_path):
+    monkeypatch.setattr(config, "PROGRESS_LOG_SECONDS", 0.0)
+    ix = str(tmp_path / "i.idx")
+    assert invoke("neardup", "index", "create", ix).returncode == 0
+    r = invoke("neardup", "index", "add", ix, CORPUS, "--progress", "log", text=True)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"neardup index: fingerprint \d+% \(.* of 1\.4 MB\)", r.stderr)
+    d = tmp_path / "fps"
+    d.mkdir()
+    (d / "a.txt").write_text("5\n7\n")
+    (d / "b.txt").write_text("1024\n")
+    r = invoke("neardup", "find-all", str(d), "-d", "1", "-q", text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "[0, 1]\n"

@@ -127,3 +127,17 @@ def test_python_api_points_at_load_from_disk(tmp_path):
     _dataset().save_to_disk(str(tmp_path / "ds"))
     with pytest.raises(InputError, match="load_from_disk"):
         neardup.dedup(str(tmp_path / "ds"))
+
+
+def test_report_command_reads_a_saved_dataset(tmp_path):
+    pytest.importorskip("matplotlib")
+    _dataset().save_to_disk(str(tmp_path / "ds"))
+    clusters = tmp_path / "c.jsonl"
+    r = invoke("neardup", "dedup", str(tmp_path / "ds"), "-o", str(tmp_path / "o"),
+               "--clusters", str(clusters), "-q")  # fmt: skip
+    assert r.returncode == 0
+    r = invoke("neardup", "report", "--clusters", str(clusters), str(tmp_path / "ds"), "-o",
+               str(tmp_path / "r.html"), text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "106 clusters from 1,200 documents" in r.stderr and "not found" not in r.stderr
+    assert "was not found in the input" not in (tmp_path / "r.html").read_text()

@@ -10,9 +10,11 @@ from typing import Any
 import click
 import numpy as np
 
+from neardup.cli.progress import Progress, progress_option, tick
 from neardup.cli.style import announce_compile, plural
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE
 from neardup.errors import InputError
+from neardup.io.files import input_size, metered
 from neardup.io.formats import read_fingerprints
 from neardup.io.readers import read_documents
 from neardup.io.writers import atomic_output
@@ -37,6 +39,7 @@ def _input_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--skip-bad", is_flag=True, help="Skip malformed records (reported)."),
         click.option("--threads", type=click.IntRange(min=1), default=None, help="Threads."),
         click.option("-q", "--quiet", is_flag=True, help="No summary on stderr."),
+        progress_option,
     ]
     for opt in reversed(options):
         f = opt(f)
@@ -56,6 +59,7 @@ def read_inputs(
     skip_bad: bool,
     threads: int | None,
     quiet: bool,
+    progress_mode: str = "auto",
 ) -> tuple[np.ndarray, list[Any] | None]:
     """Fingerprints and ids of the inputs: decimal lines (ids None) or fingerprinted documents.
 
@@ -82,12 +86,20 @@ def read_inputs(
 
     ids: list[Any] = []
     parts = []
-    records = read_documents(
-        inputs, in_format, text_field, id_field or None, on_bad if skip_bad else None
-    )
-    for batch in batches(records, config.BATCH_DOCS):
-        parts.append(fp.fingerprint_many([r.text for r in batch], threads=threads))
-        ids.extend(r.id for r in batch)
+    bar = Progress(PROG, progress_mode, quiet)
+    total = None if "-" in inputs else sum(input_size(p) for p in inputs)
+    with metered() as meter:
+        bar.stage("fingerprint", total)
+        records = read_documents(
+            inputs, in_format, text_field, id_field or None, on_bad if skip_bad else None
+        )
+        records = tick(records, lambda n: bar.update(meter.done, n), config.PROGRESS_EVERY)
+        try:
+            for batch in batches(records, config.BATCH_DOCS):
+                parts.append(fp.fingerprint_many([r.text for r in batch], threads=threads))
+                ids.extend(r.id for r in batch)
+        finally:
+            bar.close()
     fps = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         ids = [str(i) for i in ids]
