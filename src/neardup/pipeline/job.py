@@ -102,7 +102,9 @@ def dedup(
         :func:`neardup.pipeline.scan.scan_files`). Anything else is in-memory text: a pyarrow
         Table or pandas DataFrame (column ``text_field``, ids from ``id_field`` when present,
         else positions / the DataFrame index), a pyarrow Array, pandas Series, numpy array or
-        any iterable of ``str``.
+        any iterable of ``str``, or a Hugging Face ``Dataset``/``DatasetDict`` (column
+        ``text_field``; a DatasetDict across its splits). ``result.filter(data)`` gives the
+        input without its dropped documents. Paths may be compressed or fsspec URLs.
     distance : int, default 6
         Largest Hamming distance (bits, inclusive) between fingerprints that links documents.
     keep : {"first", "longest"}
