@@ -23,6 +23,13 @@ SPLIT_TABLES_FROM = 1 << 21
 #: Largest number of permuted tables a layout may need before it is refused as unusable.
 MAX_TABLES = 100_000
 
+#: The seed tools answer up to this many distinct fingerprints by numpy brute force
+#: (:mod:`neardup.core.small`) and format their output in Python, without loading numba.
+SMALL_INPUT = 2048
+
+#: Decimal fingerprint inputs up to this many bytes are parsed in Python (no numba).
+SMALL_PARSE_BYTES = 64 << 10
+
 # -- index ----------------------------------------------------------------------------------------
 
 #: Most sorted runs (base + delta) an index keeps before an add merges runs.
@@ -46,8 +53,31 @@ BATCH_DOCS = 16384
 #: Rows per batch when copying Parquet rows in dedup's second pass.
 PARQUET_BATCH_ROWS = 65536
 
-#: ``neardup fingerprint``: inputs larger than this (bytes, all files) show a progress bar.
-PROGRESS_BYTES = 16 << 20
+#: Documents between two progress callbacks while reading or writing documents.
+PROGRESS_EVERY = 256
+
+#: ``--progress bar``: seconds before a bar appears (shorter runs never show one).
+PROGRESS_BAR_DELAY = 0.5
+
+#: ``--progress log``: seconds between two progress lines.
+PROGRESS_LOG_SECONDS = 5.0
+
+# -- report ---------------------------------------------------------------------------------------
+
+#: Clusters whose kept and dropped texts the HTML report shows side by side (chosen at random).
+REPORT_SAMPLE = 30
+
+#: Dropped documents shown against the kept one in each sampled cluster.
+REPORT_MEMBERS = 3
+
+#: Characters of each document shown in the report's diffs (longer texts are cut).
+REPORT_TEXT_CHARS = 20_000
+
+#: Clusters listed in the report's search index (the page stays small for huge runs).
+REPORT_MAX_CLUSTERS = 50_000
+
+#: Rows of the report's "largest clusters" table.
+REPORT_LARGEST = 20
 
 # -- service and Redis backend ---------------------------------------------------------------------
 

@@ -69,6 +69,10 @@ def _search(
     """(n, pairs) or (n, labels), on the cluster when asked, else on this machine."""
     if scheduler is not None and workers is not None:
         raise click.UsageError("use either --scheduler or --workers, not both")
+    from neardup.io.sources import InputPath, expand_inputs
+
+    # directories and globs name their files, as for every command
+    inputs = tuple(f.path for f in expand_inputs([InputPath(p) for p in inputs], one_output=False))
     if distance < 0:
         raise click.UsageError(f"distance must be >= 0 (got distance={distance})")
     if scheduler is None and workers is None:

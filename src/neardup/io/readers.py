@@ -19,6 +19,7 @@ from typing import IO, Any, NamedTuple
 
 from neardup._optional import require
 from neardup.errors import InputError
+from neardup.io.files import open_input, open_parquet, strip_compression
 
 __all__ = [
     "FORMATS",
@@ -52,22 +53,24 @@ def _name(path: str | os.PathLike) -> str:
 
 @contextlib.contextmanager
 def _open_binary(path: str | os.PathLike) -> Iterator[IO[bytes]]:
-    """The file opened for binary reading, or stdin (left open) for ``-``."""
+    """The file opened for binary reading (decompressed, local or a URL: see
+    :func:`neardup.io.files.open_input`), or stdin (left open) for ``-``."""
     if str(path) == STDIN:
         yield sys.stdin.buffer
         return
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         yield f
 
 
 def detect_format(path: str | os.PathLike, fmt: str = "auto") -> str:
     """The reader to use for ``path``: ``fmt`` unless ``"auto"``, then by file extension
-    (``.jsonl``/``.ndjson`` -> jsonl, ``.parquet``/``.pq`` -> parquet, else text)."""
+    (``.jsonl``/``.ndjson`` -> jsonl, ``.parquet``/``.pq`` -> parquet, else text), after any
+    compression suffix (``.gz``, ``.bz2``, ``.xz``, ``.zst``)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown input format {fmt!r}; use one of {list(FORMATS)}")
     if fmt != "auto":
         return fmt
-    low = str(path).lower()
+    low = strip_compression(str(path)).lower()
     if low.endswith((".jsonl", ".ndjson")):
         return "jsonl"
     if low.endswith((".parquet", ".pq")):
@@ -189,7 +192,7 @@ def read_parquet(
     if str(path) == STDIN:
         pf = pq.ParquetFile(io.BytesIO(sys.stdin.buffer.read()))
     else:
-        pf = pq.ParquetFile(path)
+        pf = open_parquet(path)
     names = pf.schema_arrow.names
     if column not in names:
         raise InputError(source, None, f"no column {column!r} (columns: {', '.join(names)})")

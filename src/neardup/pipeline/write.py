@@ -13,6 +13,7 @@ import numpy as np
 from neardup import config
 from neardup._optional import require
 from neardup.errors import InputError
+from neardup.io.files import compression_of, is_url, open_input, open_output_stream, open_parquet
 from neardup.io.writers import atomic_directory, atomic_output
 from neardup.pipeline.scan import Scan
 
@@ -81,26 +82,31 @@ def _write_lines(
     scan: Scan, per_file: list[np.ndarray], out: str, progress: Progress | None
 ) -> int:
     written = done = 0
-    with atomic_output(out, "wb") as w:
-        for f, numbers in zip(scan.files, per_file, strict=True):
-            if len(numbers) == 0:
-                continue
-            wanted = numbers.tolist()
-            i, m = 0, len(wanted)
-            with open(f.path, "rb") as r:
-                for number, line in enumerate(r, start=1):
-                    if number != wanted[i]:
-                        continue
-                    if not line.endswith(b"\n"):
-                        line += b"\n"
-                    w.write(line)
-                    written += len(line)
-                    i += 1
-                    if i == m:
-                        break
-            done += m
-            if progress is not None:
-                progress(done)
+    with atomic_output(out, "wb") as raw:
+        with open_output_stream(raw, out) as w:
+            for f, numbers in zip(scan.files, per_file, strict=True):
+                if len(numbers) == 0:
+                    continue
+                wanted = numbers.tolist()
+                i, m = 0, len(wanted)
+                with open_input(f.path) as r:
+                    for number, line in enumerate(r, start=1):
+                        if number != wanted[i]:
+                            continue
+                        if not line.endswith(b"\n"):
+                            line += b"\n"
+                        w.write(line)
+                        written += len(line)
+                        i += 1
+                        if progress is not None and i % config.PROGRESS_EVERY == 0:
+                            progress(done + i)
+                        if i == m:
+                            break
+                done += m
+                if progress is not None:
+                    progress(done)
+        if compression_of(out) is not None:  # the file's size, not the lines written into it
+            written = raw.tell()
     return written
 
 
@@ -110,12 +116,12 @@ def _write_parquet(
     pa = require("pyarrow", feature="Parquet")
     pq = require("pyarrow.parquet", feature="Parquet")
 
-    schema = pq.read_schema(scan.files[0].path)
+    schema = open_parquet(scan.files[0].path).schema_arrow
     done = 0
     with atomic_output(out, "wb") as w:
         with pq.ParquetWriter(w, schema) as writer:
             for f, numbers in zip(scan.files, per_file, strict=True):
-                pf = pq.ParquetFile(f.path)
+                pf = open_parquet(f.path)
                 mask = np.zeros(pf.metadata.num_rows, dtype=bool)
                 mask[numbers - 1] = True
                 row = 0
@@ -143,7 +149,11 @@ def _write_text_dir(
                 continue
             dest = os.path.join(tmp, f.relname)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
-            shutil.copyfile(f.path, dest)
+            if is_url(f.path):  # copied as stored, like a local file
+                with open_input(f.path, decompress=False) as r, open(dest, "wb") as w:
+                    shutil.copyfileobj(r, w, 1 << 20)
+            else:
+                shutil.copyfile(f.path, dest)
             written += os.path.getsize(dest)
             done += 1
             if progress is not None:
