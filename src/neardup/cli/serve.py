@@ -12,7 +12,13 @@ from neardup.fingerprints import PRESETS
 @click.command("serve", no_args_is_help=True)
 @click.argument("index")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8080,
+    show_default=True,
+    help="TCP port to listen on.",
+)
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
@@ -39,6 +45,7 @@ from neardup.fingerprints import PRESETS
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
     default="warning",
     show_default=True,
+    help="Least severe server log messages shown on stderr.",
 )
 @click.option("--access-log", is_flag=True, help="Log every request (costs latency).")
 def serve(
