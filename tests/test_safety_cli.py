@@ -234,7 +234,7 @@ def test_running_out_of_memory_is_one_line_saying_what_was_held(tmp_path, monkey
 
     fps = tmp_path / "fps.txt"
     fps.write_text("1\n2\n")
-    monkeypatch.setattr(seed, "find_all", no_memory)
+    monkeypatch.setattr(seed, "format_json_rows", no_memory)
     err = _one_line_error(invoke("simhash-find-all", "-i", str(fps), "-q", text=True), 1)
     assert "out of memory holding the input text, its fingerprints" in err and "split" in err
     import neardup.pipeline.job as job

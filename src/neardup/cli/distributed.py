@@ -60,6 +60,14 @@ def _read_local(inputs: tuple[str, ...], column: str) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
 
 
+def _input_files(inputs: tuple[str, ...]) -> list[str]:
+    """The inputs as given and the files they name (no output may be one of them)."""
+    from neardup.io.sources import InputPath, expand_inputs
+
+    files = expand_inputs([InputPath(p) for p in inputs], one_output=False)
+    return [*inputs, *(f.path for f in files)]
+
+
 def _search(
     inputs: tuple[str, ...],
     column: str,
@@ -73,6 +81,10 @@ def _search(
     """(n, pairs) or (n, labels), on the cluster when asked, else on this machine."""
     if scheduler is not None and workers is not None:
         raise click.UsageError("use either --scheduler or --workers, not both")
+    from neardup.io.sources import InputPath, expand_inputs
+
+    # directories and globs name their files, as for every command
+    inputs = tuple(f.path for f in expand_inputs([InputPath(p) for p in inputs], one_output=False))
     if distance < 0:
         raise click.UsageError(f"distance must be >= 0 (got distance={distance})")
     if scheduler is None and workers is None:
@@ -144,7 +156,7 @@ def find_all_cmd(
     INPUTS are decimal fingerprint files or Parquet files, read as one sequence in order.
     """
     rep = Reporter("neardup find-all", quiet)
-    with OutputSet(inputs) as outs, holding(_HOLDING.format("pairs"), _FIX):
+    with OutputSet(_input_files(inputs)) as outs, holding(_HOLDING.format("pairs"), _FIX):
         out = outs.file(output)
         _, pairs = _search(inputs, column, distance, blocks, scheduler, workers, False, rep)
         data = format_json_rows(
@@ -174,7 +186,7 @@ def clusters_cmd(
     first position. INPUTS are decimal fingerprint files or Parquet files, read in order.
     """
     rep = Reporter("neardup clusters", quiet)
-    with OutputSet(inputs) as outs, holding(_HOLDING.format("cluster labels"), _FIX):
+    with OutputSet(_input_files(inputs)) as outs, holding(_HOLDING.format("cluster labels"), _FIX):
         out = outs.file(output)
         _, labels = _search(inputs, column, distance, blocks, scheduler, workers, True, rep)
         groups = cluster_groups(labels, min_size=2)

@@ -12,7 +12,11 @@ from typing import Any
 import click
 import numpy as np
 
+from neardup.cli.progress import Progress, progress_option, tick
+from neardup.cli.style import announce_compile, plural
+from neardup.core.decide import DEFAULT_DEDUP_DISTANCE
 from neardup.errors import IdError, InputError, holding
+from neardup.io.files import input_size, metered
 from neardup.io.formats import display_name, read_fingerprints
 from neardup.io.readers import read_documents
 from neardup.io.writers import OutputSet
@@ -37,6 +41,7 @@ def _input_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--skip-bad", is_flag=True, help="Skip malformed records (reported)."),
         click.option("--threads", type=click.IntRange(min=1), default=None, help="Threads."),
         click.option("-q", "--quiet", is_flag=True, help="No summary on stderr."),
+        progress_option,
     ]
     for opt in reversed(options):
         f = opt(f)
@@ -56,6 +61,7 @@ def read_inputs(
     skip_bad: bool,
     threads: int | None,
     quiet: bool,
+    progress_mode: str = "auto",
     where: list[tuple[str, int]] | None = None,
 ) -> tuple[np.ndarray, list[Any] | None]:
     """Fingerprints and ids of the inputs: decimal lines (ids None) or fingerprinted documents.
@@ -63,9 +69,10 @@ def read_inputs(
     Document ids are the id field's values when all are integers, else their text. ``where``,
     when given, receives the (file, line) of every document, to name one in a later error.
     """
-    for path in inputs:
-        if path != "-" and not os.path.exists(path):
-            raise InputError(path, None, "no such file")
+    from neardup.io.sources import InputPath, expand_inputs
+
+    files = expand_inputs([InputPath(p) for p in inputs], in_format, one_output=False)
+    inputs = tuple(f.path for f in files)
     if raw:
         parts = [read_fingerprints(p) for p in inputs]
         return (np.concatenate(parts) if parts else np.zeros(0, np.uint64)), None
@@ -75,6 +82,7 @@ def read_inputs(
 
     fp = make_fingerprinter(preset, window)
     in_format, text_field = resolve_input(in_format, lines, field, column)
+    announce_compile(PROG, ["fingerprint", "index"], quiet)
 
     def on_bad(err: InputError) -> None:
         if not quiet:
@@ -82,14 +90,22 @@ def read_inputs(
 
     ids: list[Any] = []
     parts = []
-    records = read_documents(
-        inputs, in_format, text_field, id_field or None, on_bad if skip_bad else None
-    )
-    for batch in batches(records, config.BATCH_DOCS):
-        parts.append(fp.fingerprint_many([r.text for r in batch], threads=threads))
-        ids.extend(r.id for r in batch)
-        if where is not None:
-            where.extend((r.source, r.number) for r in batch)
+    bar = Progress(PROG, progress_mode, quiet)
+    total = None if "-" in inputs else sum(input_size(p) for p in inputs)
+    with metered() as meter:
+        bar.stage("fingerprint", total)
+        records = read_documents(
+            inputs, in_format, text_field, id_field or None, on_bad if skip_bad else None
+        )
+        records = tick(records, lambda n: bar.update(meter.done, n), config.PROGRESS_EVERY)
+        try:
+            for batch in batches(records, config.BATCH_DOCS):
+                parts.append(fp.fingerprint_many([r.text for r in batch], threads=threads))
+                ids.extend(r.id for r in batch)
+                if where is not None:
+                    where.extend((r.source, r.number) for r in batch)
+        finally:
+            bar.close()
     fps = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         ids = [str(i) for i in ids]
@@ -118,7 +134,14 @@ def index() -> None:
 
 @index.command("create")
 @click.argument("path")
-@click.option("--distance", type=click.IntRange(0, 63), default=3, show_default=True)
+@click.option(
+    "--distance",
+    type=click.IntRange(0, 63),
+    default=DEFAULT_DEDUP_DISTANCE,
+    show_default=True,
+    help="Largest distance (bits) the index answers; `neardup dedup --against` needs at least "
+    "its --distance (the same default).",
+)
 @click.option(
     "--blocks",
     type=click.IntRange(1, 64),
@@ -126,11 +149,24 @@ def index() -> None:
     help="Blocks of the layout (C(blocks, distance) tables of 8 bytes per fingerprint); "
     "default: the fastest for --expected-size.",
 )
-@click.option("--expected-size", type=click.IntRange(min=1), default=1_000_000, show_default=True)
+@click.option(
+    "--expected-size",
+    type=click.IntRange(min=1),
+    default=1_000_000,
+    show_default=True,
+    help="Fingerprints the index is expected to hold; picks the fastest layout for that size.",
+)
 def create_cmd(path: str, distance: int, blocks: int | None, expected_size: int) -> None:
     """Create an empty index in directory PATH."""
     from neardup.index import Index
 
+    if os.path.exists(os.path.join(path, "MANIFEST")):
+        raise InputError(
+            path,
+            None,
+            "an index already exists here; add to it with `neardup index add "
+            f"{path} INPUT...`, or remove the directory to start again",
+        )
     with Index.create(path, distance, blocks, expected_size=expected_size) as ix:
         click.echo(
             f"{PROG}: created {path}: distance {ix.distance}, blocks {ix.blocks}, "
@@ -166,7 +202,11 @@ def add_cmd(path: str, inputs: tuple[str, ...], quiet: bool, **kw: Any) -> None:
                 also = f" (first at {where[e.first][0]}:{where[e.first][1]})"
             raise InputError(source, line, f"index {path}: {e.reason}{also}") from None
         if not quiet:
-            click.echo(f"{PROG}: added {len(fps)}; the index holds {len(ix)}", err=True)
+            click.echo(
+                f"{PROG}: added {plural(len(fps), 'fingerprint')} to {path}; it holds "
+                f"{plural(len(ix), 'entry', 'entries')}",
+                err=True,
+            )
 
 
 @index.command("query")
@@ -186,10 +226,12 @@ def query_cmd(
     """Write, for each INPUT document, its matches in the index as JSONL:
     {"id": ..., "matches": [[id, distance], ...]} nearest first."""
     from neardup.index import Index
+    from neardup.io.sources import InputPath, expand_inputs
 
-    with OutputSet(inputs, protect=[path]) as outs, holding(_HOLDING, _FIX):
-        out = outs.file(output)
-        with Index.open(path) as ix:
+    files = expand_inputs([InputPath(p) for p in inputs], kw["in_format"], one_output=False)
+    with OutputSet([*inputs, *(f.path for f in files)], protect=[path]) as outs:
+        out = outs.file(output)  # checked before any work
+        with Index.open(path) as ix, holding(_HOLDING, _FIX):
             fps, ids = read_inputs(inputs, quiet=quiet, **kw)
             res = ix.query(fps, distance)
         qids = ids if ids is not None else range(len(fps))
@@ -200,7 +242,9 @@ def query_cmd(
         outs.commit()
     if not quiet:
         hit = sum(1 for r in res if r)
-        click.echo(f"{PROG}: {len(res)} queries, {hit} with matches", err=True)
+        click.echo(
+            f"{PROG}: {plural(len(res), 'query', 'queries')}, {hit:,} with matches", err=True
+        )
 
 
 @index.command("remove")
@@ -208,7 +252,7 @@ def query_cmd(
 @click.argument("ids", nargs=-1)
 @click.option("--ids-file", default=None, help="File of ids, one per line.")
 @click.option("--ignore-missing", is_flag=True, help="Skip ids not in the index.")
-@click.option("-q", "--quiet", is_flag=True)
+@click.option("-q", "--quiet", is_flag=True, help="No summary on stderr.")
 def remove_cmd(
     path: str, ids: tuple[str, ...], ids_file: str | None, ignore_missing: bool, quiet: bool
 ) -> None:
@@ -242,7 +286,11 @@ def remove_cmd(
         except KeyError as e:
             raise ValueError(f"{e.args[0]} (use --ignore-missing to skip such ids)") from None
         if not quiet:
-            click.echo(f"{PROG}: removed {n}; the index holds {len(ix)}", err=True)
+            click.echo(
+                f"{PROG}: removed {plural(n, 'entry', 'entries')} from {path}; it holds "
+                f"{plural(len(ix), 'entry', 'entries')}",
+                err=True,
+            )
 
 
 def _read_ids_file(path: str) -> list[tuple[str, int | None, str]]:
@@ -274,7 +322,13 @@ def compact_cmd(path: str) -> None:
     from neardup.index import Index
 
     with Index.open(path, "w") as ix:
+        before = len(ix.info()["segments"])
         ix.compact()
+        click.echo(
+            f"{PROG}: compacted {path}: {plural(before, 'run')} merged into "
+            f"{plural(len(ix.info()['segments']), 'run')}, {plural(len(ix), 'entry', 'entries')}",
+            err=True,
+        )
 
 
 @index.command("info")

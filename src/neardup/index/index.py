@@ -120,7 +120,8 @@ class Index(IndexWriter):
         Parameters
         ----------
         path : str or PathLike
-            Directory; created if missing (with its parents), else it must be empty.
+            Directory; created if missing (with its parents), else it must be empty. A
+            ``redis://host:port/db?name=NAME`` location creates the index in Redis.
         distance : int
             Largest Hamming distance (bits, inclusive) queries can ask for.
         blocks : int, optional
@@ -140,6 +141,10 @@ class Index(IndexWriter):
         ValueError
             For an invalid ``distance``/``blocks``.
         """
+        if isinstance(path, str) and path.startswith(("redis://", "rediss://", "unix://")):
+            from neardup.index.redis import RedisIndex
+
+            return RedisIndex.create(path, distance, blocks, expected_size=expected_size)  # type: ignore[return-value]
         if blocks is None:
             blocks = choose_index_blocks(max(1, int(expected_size)), distance)
         layout = Layout(blocks, distance)
@@ -168,8 +173,13 @@ class Index(IndexWriter):
         Opening memory-maps the array files and checks their sizes and headers against the
         manifest (a truncated file is reported by name); content checksums are checked by
         :meth:`verify`. Raises :class:`IndexLockedError` when ``mode="w"`` and another process
-        writes the index.
+        writes the index. A ``redis://host:port/db?name=NAME`` location opens the index stored
+        in Redis (:class:`neardup.index.redis.RedisIndex`, same API and answers).
         """
+        if isinstance(path, str) and path.startswith(("redis://", "rediss://", "unix://")):
+            from neardup.index.redis import RedisIndex
+
+            return RedisIndex.open(path, mode)  # type: ignore[return-value]
         return cls(path, mode)
 
     def _load(self) -> None:

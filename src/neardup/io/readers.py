@@ -10,7 +10,6 @@ passed to ``on_bad`` and skipped.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import math
 import os
@@ -24,7 +23,7 @@ import numpy as np
 from neardup import config
 from neardup._optional import require
 from neardup.errors import InputError
-from neardup.io import _kernels
+from neardup.io.files import open_input, open_parquet, strip_compression
 
 __all__ = [
     "DEFAULT_ID_FIELD",
@@ -67,22 +66,24 @@ def _name(path: str | os.PathLike) -> str:
 
 @contextlib.contextmanager
 def _open_binary(path: str | os.PathLike) -> Iterator[IO[bytes]]:
-    """The file opened for binary reading, or stdin (left open) for ``-``."""
+    """The file opened for binary reading (decompressed, local or a URL: see
+    :func:`neardup.io.files.open_input`), or stdin (left open) for ``-``."""
     if str(path) == STDIN:
         yield sys.stdin.buffer
         return
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         yield f
 
 
 def detect_format(path: str | os.PathLike, fmt: str = "auto") -> str:
     """The reader to use for ``path``: ``fmt`` unless ``"auto"``, then by file extension
-    (``.jsonl``/``.ndjson`` -> jsonl, ``.parquet``/``.pq`` -> parquet, else text)."""
+    (``.jsonl``/``.ndjson`` -> jsonl, ``.parquet``/``.pq`` -> parquet, else text), after any
+    compression suffix (``.gz``, ``.bz2``, ``.xz``, ``.zst``)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown input format {fmt!r}; use one of {list(FORMATS)}")
     if fmt != "auto":
         return fmt
-    low = str(path).lower()
+    low = strip_compression(str(path)).lower()
     if low.endswith((".jsonl", ".ndjson")):
         return "jsonl"
     if low.endswith((".parquet", ".pq")):
@@ -193,9 +194,7 @@ def parse_json_line(raw: bytes, source: str, number: int) -> Any:
     """
     line = _decode(raw, source, number)
     depth = config.MAX_JSON_DEPTH
-    if raw.count(b"[") + raw.count(b"{") > depth and _kernels._json_too_deep(
-        np.frombuffer(raw, dtype=np.uint8), depth
-    ):
+    if raw.count(b"[") + raw.count(b"{") > depth and _too_deep(raw, depth):
         raise InputError(
             source,
             number,
@@ -210,6 +209,12 @@ def parse_json_line(raw: bytes, source: str, number: int) -> Any:
         raise InputError(source, number, "JSON nested too deeply to parse") from None
     except ValueError as e:  # e.g. an integer of more than 4300 digits
         raise InputError(source, number, f"unusable JSON: {str(e).split(';')[0]}") from None
+
+
+def _too_deep(raw: bytes, depth: int) -> bool:
+    from neardup.io import _kernels  # numba loads only for a line with that many brackets
+
+    return bool(_kernels._json_too_deep(np.frombuffer(raw, dtype=np.uint8), depth))
 
 
 def check_id(value: Any, source: str, number: int, what: str = "the id") -> Any:
@@ -293,23 +298,6 @@ def _json_type(v: Any) -> str:
 def _arrow_message(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return text[0] if text else type(e).__name__
-
-
-def open_parquet(path: str | os.PathLike) -> Any:
-    """``pyarrow.parquet.ParquetFile`` of ``path`` (stdin for ``-``), or InputError naming it."""
-    pq = require("pyarrow.parquet", feature="Parquet")
-    pa = require("pyarrow", feature="Parquet")
-    source = _name(path)
-    try:
-        if str(path) == STDIN:
-            return pq.ParquetFile(io.BytesIO(sys.stdin.buffer.read()))
-        return pq.ParquetFile(path)
-    except FileNotFoundError:
-        raise InputError(source, None, "no such file") from None
-    except (pa.ArrowException, OSError, ValueError, TypeError) as e:
-        raise InputError(
-            source, None, f"not a readable Parquet file ({_arrow_message(e)})"
-        ) from None
 
 
 def read_parquet(

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from neardup.errors import InputError
+from neardup.io.files import is_url
 from neardup.io.formats import STDIO, display_name
 
 __all__ = ["Output", "OutputSet", "atomic_directory", "atomic_output"]
@@ -125,13 +126,15 @@ class OutputSet:
         """Record files or directories the run reads (``-``, stdin, is ignored)."""
         for raw in paths:
             p = os.fspath(raw)
-            if p != STDIO:
+            if p != STDIO and not is_url(p):  # a URL is never a local output
                 real = os.path.realpath(p)
                 self._inputs.append((p, real, _stat(real)))
         self._recheck()
 
     def protect(self, directory: str | os.PathLike) -> None:
         """Refuse outputs inside ``directory`` (an index: its files belong to it)."""
+        if is_url(directory):
+            return
         self._protected.append((os.fspath(directory), os.path.realpath(directory)))
         self._recheck()
 

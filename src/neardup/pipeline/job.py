@@ -121,7 +121,9 @@ def dedup(
         :func:`neardup.pipeline.scan.scan_files`). Anything else is in-memory text: a pyarrow
         Table or pandas DataFrame (column ``text_field``, ids from ``id_field`` when present,
         else positions / the DataFrame index), a pyarrow Array, pandas Series, numpy array or
-        any iterable of ``str``.
+        any iterable of ``str``, or a Hugging Face ``Dataset``/``DatasetDict`` (column
+        ``text_field``; a DatasetDict across its splits). ``result.filter(data)`` gives the
+        input without its dropped documents. Paths may be compressed or fsspec URLs.
     distance : int, default 6
         Largest Hamming distance (bits, inclusive) between fingerprints that links documents.
     keep : {"first", "longest"}
@@ -261,7 +263,8 @@ def dedup(
         seconds["search"] = time.perf_counter() - t0
         result = DedupResult(ids, fps, lens, decisions, skipped, seconds, scan, positions=pos)
         if log is not None:
-            log(f"{len(result)} documents fingerprinted, {result.n_clusters} clusters found")
+            n, c = len(result), result.n_clusters
+            log(f"{n} document{'s'[: n != 1]} fingerprinted, {c} cluster{'s'[: c != 1]} found")
         if scan is not None:
             result.bytes_in = scan.bytes_in
         if index is not None and update:
@@ -291,5 +294,5 @@ def dedup(
             added = add_survivors(index, ids, fps, decisions.kept)
             seconds["write"] = time.perf_counter() - t0
             if log is not None:
-                log(f"added {added} documents to {index.path}")
+                log(f"added {added} document{'s'[: added != 1]} to {index.path}")
     return result

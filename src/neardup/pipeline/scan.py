@@ -14,7 +14,8 @@ import numpy as np
 
 from neardup import config
 from neardup.errors import InputError
-from neardup.io.readers import open_parquet, read_jsonl, read_lines, read_parquet, read_text_file
+from neardup.io.files import input_size, open_parquet
+from neardup.io.readers import read_jsonl, read_lines, read_parquet, read_text_file
 from neardup.io.sources import InputFile, expand_inputs
 
 __all__ = ["Scan", "fingerprint_texts", "scan_files", "unique_ids"]
@@ -104,7 +105,8 @@ def scan_files(
         Called with each bad record's :class:`InputError` instead of raising; the record is
         skipped and counted in ``Scan.skipped``.
     progress : callable, optional
-        Called with the number of documents read after each batch.
+        Called with the number of documents read so far, every
+        :data:`neardup.config.PROGRESS_EVERY` documents.
     files : list of InputFile, optional
         ``inputs`` already expanded by :func:`expand_inputs` (then ``inputs`` is not read).
     """
@@ -173,6 +175,8 @@ def scan_files(
                 recs.append(rec.number)
                 if len(texts) >= config.BATCH_DOCS:
                     flush()
+                elif progress is not None and len(ids) % config.PROGRESS_EVERY == 0:
+                    progress(len(ids))
         flush()
         fps = [p.result() for p in fp_parts]
 
@@ -187,7 +191,7 @@ def scan_files(
         lengths=cat(len_parts, np.int64),
         fingerprints=cat(fps, np.uint64),
         skipped=skipped,
-        bytes_in=sum(os.path.getsize(f.path) for f in files),
+        bytes_in=sum(input_size(f.path) for f in files),
     )
 
 

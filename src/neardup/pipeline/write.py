@@ -14,7 +14,8 @@ import numpy as np
 from neardup import config
 from neardup._optional import require
 from neardup.errors import InputError
-from neardup.io.readers import iter_lines, open_parquet
+from neardup.io.files import compression_of, open_input, open_output_stream, open_parquet
+from neardup.io.readers import iter_lines
 from neardup.io.sources import InputFile
 from neardup.io.writers import Output, OutputSet, atomic_output
 from neardup.pipeline.scan import Scan
@@ -133,39 +134,40 @@ def _write_lines(
     progress: Progress | None,
 ) -> int:
     written = done = 0
-    with outputs.open(out, "wb") as w:
-        for f, numbers in zip(scan.files, per_file, strict=True):
-            if len(numbers) == 0:
-                continue
-            wanted = numbers.tolist()
-            i, m = 0, len(wanted)
-            try:
-                r = open(f.path, "rb")  # noqa: SIM115 - closed below
-            except OSError as e:
-                raise _read_error(e, f.path) from None
-            with r:
-                lines = iter_lines(r)
-                while True:
-                    try:
-                        number, line = next(lines, (0, None))
-                    except OSError as e:
-                        raise _read_error(e, f.path) from None
-                    if number == 0:
-                        break
-                    if number != wanted[i] or line is None:
-                        continue
-                    if not line.endswith(b"\n"):
-                        line += b"\n"
-                    w.write(line)
-                    written += len(line)
-                    i += 1
-                    if i == m:
-                        break
-            if i != m:
-                raise InputError(f.path, None, "changed while dedup ran; run it again")
-            done += m
-            if progress is not None:
-                progress(done)
+    with outputs.open(out, "wb") as raw:
+        with open_output_stream(raw, out.path) as w:
+            for f, numbers in zip(scan.files, per_file, strict=True):
+                if len(numbers) == 0:
+                    continue
+                wanted = numbers.tolist()
+                i, m = 0, len(wanted)
+                with _reading(f.path) as r:
+                    lines = iter_lines(r)
+                    while True:
+                        try:
+                            number, line = next(lines, (0, None))
+                        except OSError as e:
+                            raise _read_error(e, f.path) from None
+                        if number == 0:
+                            break
+                        if number != wanted[i] or line is None:
+                            continue
+                        if not line.endswith(b"\n"):
+                            line += b"\n"
+                        w.write(line)
+                        written += len(line)
+                        i += 1
+                        if progress is not None and i % config.PROGRESS_EVERY == 0:
+                            progress(done + i)
+                        if i == m:
+                            break
+                if i != m:
+                    raise InputError(f.path, None, "changed while dedup ran; run it again")
+                done += m
+                if progress is not None:
+                    progress(done)
+        if compression_of(out.path) is not None:  # the file's size, not the lines written
+            written = raw.tell()
     return written
 
 
@@ -208,14 +210,23 @@ def _write_parquet(
     return size
 
 
-def _copy_file(src: str, dest: str, shown_dest: str) -> int:
-    """Copy ``src`` to ``dest``; an error names the input or the output as the user knows it."""
+@contextlib.contextmanager
+def _reading(path: str, decompress: bool = True) -> Iterator[IO[bytes]]:
+    """An input opened with :func:`open_input`; an error opening it names it."""
+    stack = contextlib.ExitStack()
     try:
-        r = open(src, "rb")  # noqa: SIM115 - closed below
+        r = stack.enter_context(open_input(path, decompress=decompress))
     except OSError as e:
-        raise _read_error(e, src) from None
+        raise _read_error(e, path) from None
+    with stack:
+        yield r
+
+
+def _copy_file(src: str, dest: str, shown_dest: str) -> int:
+    """Copy ``src`` as stored (a URL too) to ``dest``; an error names the input or the output
+    as the user knows it."""
     n = 0
-    with r, open(dest, "wb") as w:
+    with _reading(src, decompress=False) as r, open(dest, "wb") as w:
         while True:
             try:
                 chunk = r.read(1 << 20)
