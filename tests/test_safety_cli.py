@@ -63,6 +63,12 @@ def _one_line_error(r, code: int = 2) -> str:
         ["neardup", "dedup", "{in}", "-o", "{d}/ix/kept.jsonl", "--against", "{d}/ix"],
         ["neardup", "dedup", "{in}", "-o", "{d}/kept.jsonl", "--clusters", "/nonexistent/c"],
         ["neardup", "dedup", "{in}", "-o", "{d}/sub"],
+        ["neardup", "dedup", "{in}", "-o", "{d}/kept.jsonl", "--report", "{in}"],
+        ["neardup", "dedup", "{in}", "-o", "{d}/kept.jsonl", "--report", "{d}/kept.jsonl"],
+        ["neardup", "dedup", "{d}/docs", "-o", "{d}/kept.jsonl", "--clusters", "{d}/docs/a.jsonl"],
+        ["neardup", "index", "query", "{d}/ix", "{d}/docs", "-o", "{d}/docs/a.jsonl"],
+        ["neardup", "find-all", "{d}/fpsdir", "-o", "{d}/fpsdir/f.txt"],
+        ["neardup", "fingerprint", "{d}/docs", "-o", "{d}/docs/a.jsonl"],
     ],
 )
 def test_unsafe_outputs_fail_before_any_work_and_change_nothing(tmp_path, args):
@@ -73,6 +79,10 @@ def test_unsafe_outputs_fail_before_any_work_and_change_nothing(tmp_path, args):
     (d / "kept.jsonl").write_text("OLD\n")
     (d / "link").symlink_to(src)
     (d / "sub").mkdir()
+    (d / "docs").mkdir()
+    _corpus(d / "docs", name="a.jsonl")
+    (d / "fpsdir").mkdir()
+    (d / "fpsdir" / "f.txt").write_text("1\n3\n")
     Index.create(d / "ix", distance=6).close()
     before = _snapshot(d)
     sub = {"{in}": str(src), "{d}": str(d), "{fps}": str(d / "fps.txt"), "{base}": "work"}
