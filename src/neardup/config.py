@@ -117,6 +117,14 @@ REDIS_LOCK_LEASE_S = 60.0
 #: Redis index: socket connect and read timeout in seconds.
 REDIS_TIMEOUT_S = 5.0
 
+#: Largest record read (bytes): a JSONL or text line, or a whole text file. A larger one is a
+#: bad record (reported, skippable with ``--skip-bad``) rather than a reason to run out of memory.
+MAX_RECORD_BYTES = 256 << 20
+
+#: Deepest nesting of JSON arrays and objects in one JSONL record; deeper is a bad record (the
+#: JSON parser recurses once per level).
+MAX_JSON_DEPTH = 256
+
 _DEFAULTS = {k: v for k, v in dict(globals()).items() if k.isupper()}
 
 

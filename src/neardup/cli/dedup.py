@@ -25,7 +25,7 @@ from neardup.errors import InputError
 from neardup.io.files import input_size, metered
 from neardup.io.hf import is_saved_dataset, load_saved_dataset, save_dataset
 from neardup.io.sources import InputPath, expand_inputs
-from neardup.io.writers import atomic_output
+from neardup.io.writers import OutputSet, atomic_output
 
 PROG = "neardup dedup"
 
@@ -163,6 +163,7 @@ def dedup(
     """
     from neardup.pipeline.job import dedup as run_dedup
     from neardup.pipeline.report import write_result_report
+    from neardup.pipeline.write import register_outputs
 
     fingerprinter = make_fingerprinter(preset, window)
     in_format, text_field = resolve_input(in_format, lines, field, column)
@@ -188,6 +189,18 @@ def dedup(
     else:
         files = expand_inputs([InputPath(p) for p in inputs], in_format)
         total = sum(input_size(f.path) for f in files)
+    # every output is checked before any work: the job's own (kept documents, clusters, drop
+    # list, summary) are then committed together at its end; the report and a saved dataset
+    # are written after them
+    with OutputSet(inputs, protect=[against] if against else []) as check:
+        if dataset is None:
+            check.add_inputs(f.path for f in files)
+            register_outputs(check, files, output, clusters_path, drop_list, json_summary)
+        else:
+            check.directory(output, "the output dataset")
+            register_outputs(check, [], None, clusters_path, drop_list, json_summary)
+        if report_path is not None:
+            check.file(report_path, "--report")
     bar = Progress(PROG, progress_mode, quiet)
     started: dict[str, int] = {}
 
@@ -225,6 +238,7 @@ def dedup(
             output=output if dataset is None else None,
             clusters=clusters_path,
             drop_list=drop_list,
+            json_summary=json_summary if dataset is None else None,
             skip_bad=skip_bad,
             on_bad=on_bad,
             threads=threads,
@@ -251,7 +265,7 @@ def dedup(
             )
 
     summary = result.summary()
-    if json_summary is not None:
+    if json_summary is not None and dataset is not None:  # with the dataset's sizes
         with atomic_output(json_summary, "w") as f:
             f.write(json.dumps(summary) + "\n")
     if not quiet:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -13,11 +15,11 @@ import numpy as np
 from neardup.cli.progress import Progress, progress_option, tick
 from neardup.cli.style import announce_compile, plural
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE
-from neardup.errors import InputError
+from neardup.errors import IdError, InputError, holding
 from neardup.io.files import input_size, metered
-from neardup.io.formats import read_fingerprints
+from neardup.io.formats import display_name, read_fingerprints
 from neardup.io.readers import read_documents
-from neardup.io.writers import atomic_output
+from neardup.io.writers import OutputSet
 
 PROG = "neardup index"
 
@@ -60,10 +62,12 @@ def read_inputs(
     threads: int | None,
     quiet: bool,
     progress_mode: str = "auto",
+    where: list[tuple[str, int]] | None = None,
 ) -> tuple[np.ndarray, list[Any] | None]:
     """Fingerprints and ids of the inputs: decimal lines (ids None) or fingerprinted documents.
 
-    Document ids are the id field's values when all are integers, else their text.
+    Document ids are the id field's values when all are integers, else their text. ``where``,
+    when given, receives the (file, line) of every document, to name one in a later error.
     """
     from neardup.io.sources import InputPath, expand_inputs
 
@@ -98,12 +102,18 @@ def read_inputs(
             for batch in batches(records, config.BATCH_DOCS):
                 parts.append(fp.fingerprint_many([r.text for r in batch], threads=threads))
                 ids.extend(r.id for r in batch)
+                if where is not None:
+                    where.extend((r.source, r.number) for r in batch)
         finally:
             bar.close()
     fps = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         ids = [str(i) for i in ids]
     return fps, ids
+
+
+_HOLDING = "the fingerprints and ids of the inputs and their answers (README: Memory)"
+_FIX = "give the inputs in several smaller calls"
 
 
 def _fit_ids(ids: list[Any] | None, id_type: str | None) -> list[Any] | None:
@@ -173,14 +183,24 @@ def add_cmd(path: str, inputs: tuple[str, ...], quiet: bool, **kw: Any) -> None:
     """Fingerprint INPUT documents (or read --fingerprints) and add them to the index PATH."""
     from neardup.index import Index
 
-    with Index.open(path, "w") as ix:
-        fps, ids = read_inputs(inputs, quiet=quiet, **kw)
+    with Index.open(path, "w") as ix, holding(_HOLDING, _FIX):
+        where: list[tuple[str, int]] = []
+        fps, ids = read_inputs(inputs, quiet=quiet, where=where, **kw)
         if ids is None and ix.id_type == "str":
             raise click.UsageError(
                 f"index {path} has string ids and --fingerprints inputs carry none; "
                 "add documents (their ids are used)"
             )
-        ix.add(fps, _fit_ids(ids, ix.id_type))
+        try:
+            ix.add(fps, _fit_ids(ids, ix.id_type))
+        except IdError as e:
+            if e.position is None or e.position >= len(where):
+                raise
+            source, line = where[e.position]
+            also = ""
+            if e.first is not None and e.first < len(where):
+                also = f" (first at {where[e.first][0]}:{where[e.first][1]})"
+            raise InputError(source, line, f"index {path}: {e.reason}{also}") from None
         if not quiet:
             click.echo(
                 f"{PROG}: added {plural(len(fps), 'fingerprint')} to {path}; it holds "
@@ -206,14 +226,20 @@ def query_cmd(
     """Write, for each INPUT document, its matches in the index as JSONL:
     {"id": ..., "matches": [[id, distance], ...]} nearest first."""
     from neardup.index import Index
+    from neardup.io.sources import InputPath, expand_inputs
 
-    with Index.open(path) as ix:
-        fps, ids = read_inputs(inputs, quiet=quiet, **kw)
-        res = ix.query(fps, distance)
-    qids = ids if ids is not None else range(len(fps))
-    with atomic_output(output, "w") as f:
-        for qid, matches in zip(qids, res, strict=True):
-            f.write(json.dumps({"id": qid, "matches": [list(m) for m in matches]}) + "\n")
+    files = expand_inputs([InputPath(p) for p in inputs], kw["in_format"], one_output=False)
+    with OutputSet([*inputs, *(f.path for f in files)], protect=[path]) as outs:
+        out = outs.file(output)  # checked before any work
+        with Index.open(path) as ix, holding(_HOLDING, _FIX):
+            fps, ids = read_inputs(inputs, quiet=quiet, **kw)
+            res = ix.query(fps, distance)
+        qids = ids if ids is not None else range(len(fps))
+        with outs.open(out, "w") as f:
+            for qid, matches in zip(qids, res, strict=True):
+                row = {"id": qid, "matches": [list(m) for m in matches]}
+                f.write(json.dumps(row, allow_nan=False) + "\n")
+        outs.commit()
     if not quiet:
         hit = sum(1 for r in res if r)
         click.echo(
@@ -235,8 +261,7 @@ def remove_cmd(
 
     items: list[tuple[str, int | None, str]] = [("<arguments>", None, i) for i in ids]
     if ids_file is not None:
-        with open(ids_file, encoding="utf-8") as f:
-            items += [(ids_file, n, line.strip()) for n, line in enumerate(f, 1) if line.strip()]
+        items += _read_ids_file(ids_file)
     if not items:
         raise click.UsageError("give ids to remove as arguments or with --ids-file")
     with Index.open(path, "w") as ix:
@@ -249,9 +274,15 @@ def remove_cmd(
                 try:
                     values.append(int(v))
                 except ValueError:
-                    raise InputError(src, line, f"{v!r} is not an integer id") from None
+                    shown = v if len(v) <= 40 else v[:37] + "..."
+                    raise InputError(src, line, f"{shown!r} is not an integer id") from None
         try:
             n = ix.remove(values, missing="ignore" if ignore_missing else "error")
+        except IdError as e:
+            if e.position is None:
+                raise
+            src, line, _ = items[e.position]
+            raise InputError(src, line, e.reason) from None
         except KeyError as e:
             raise ValueError(f"{e.args[0]} (use --ignore-missing to skip such ids)") from None
         if not quiet:
@@ -260,6 +291,28 @@ def remove_cmd(
                 f"{plural(len(ix), 'entry', 'entries')}",
                 err=True,
             )
+
+
+def _read_ids_file(path: str) -> list[tuple[str, int | None, str]]:
+    """(file, line, id) of every non-blank line of ``path`` (``-``: stdin), UTF-8."""
+    from neardup.io.readers import iter_lines
+
+    shown = display_name(path)
+    out: list[tuple[str, int | None, str]] = []
+    with contextlib.ExitStack() as stack:
+        f = sys.stdin.buffer if path == "-" else stack.enter_context(open(path, "rb"))
+        for n, raw in iter_lines(f):
+            if raw is None:
+                raise InputError(shown, n, "line too long for an id")
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as e:
+                raise InputError(
+                    shown, n, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start})"
+                ) from None
+            if line:
+                out.append((shown, n, line))
+    return out
 
 
 @index.command("compact")

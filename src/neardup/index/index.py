@@ -12,6 +12,7 @@ Removed rows are listed per segment (tombstones) until a merge drops them.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -36,13 +37,12 @@ from neardup.index.segments import (
 from neardup.index.storage import (
     FORMAT_VERSION,
     MAGIC,
-    MANIFEST,
     CorruptIndexError,
     WriterLock,
+    create_directory,
     read_manifest,
     remove_unreferenced,
     verify_file,
-    write_manifest,
 )
 from neardup.index.writer import IndexWriter
 
@@ -120,7 +120,7 @@ class Index(IndexWriter):
         Parameters
         ----------
         path : str or PathLike
-            Directory; created if missing, must not already hold an index. A
+            Directory; created if missing (with its parents), else it must be empty. A
             ``redis://host:port/db?name=NAME`` location creates the index in Redis.
         distance : int
             Largest Hamming distance (bits, inclusive) queries can ask for.
@@ -131,10 +131,13 @@ class Index(IndexWriter):
         expected_size : int
             Fingerprints the index is expected to hold (only used when ``blocks`` is None).
 
+        The index is built in a temporary directory beside ``path`` and renamed into place,
+        so an interrupted ``create`` leaves ``path`` as it was.
+
         Raises
         ------
         FileExistsError
-            If ``path`` already holds an index.
+            If ``path`` already holds an index, is a file, or is a non-empty directory.
         ValueError
             For an invalid ``distance``/``blocks``.
         """
@@ -146,29 +149,21 @@ class Index(IndexWriter):
             blocks = choose_index_blocks(max(1, int(expected_size)), distance)
         layout = Layout(blocks, distance)
         p = os.fspath(path)
-        os.makedirs(p, exist_ok=True)
-        if os.path.exists(os.path.join(p, MANIFEST)):
-            raise FileExistsError(f"{p}: an index already exists here; open it with Index.open")
-        lock = WriterLock(p)
-        try:
-            body = {
-                "magic": MAGIC,
-                "format_version": FORMAT_VERSION,
-                "byte_order": __import__("sys").byteorder,
-                "fingerprint_dtype": "<u8",
-                "distance": layout.distance,
-                "blocks": layout.blocks,
-                "tables": layout.n_tables,
-                "id_type": None,
-                "generation": 0,
-                "next_file": 0,
-                "next_id": 0,
-                "segments": [],
-            }
-            write_manifest(p, body)
-        except BaseException:
-            lock.release()
-            raise
+        body = {
+            "magic": MAGIC,
+            "format_version": FORMAT_VERSION,
+            "byte_order": sys.byteorder,
+            "fingerprint_dtype": "<u8",
+            "distance": layout.distance,
+            "blocks": layout.blocks,
+            "tables": layout.n_tables,
+            "id_type": None,
+            "generation": 0,
+            "next_file": 0,
+            "next_id": 0,
+            "segments": [],
+        }
+        lock = create_directory(p, body)
         return cls(p, "w", _lock=lock)
 
     @classmethod
@@ -201,7 +196,18 @@ class Index(IndexWriter):
                     raise
 
     def _install(self, body: dict[str, Any]) -> None:
-        self.layout = Layout(body["blocks"], body["distance"])
+        try:
+            layout = Layout(body["blocks"], body["distance"])
+        except ValueError as e:
+            raise CorruptIndexError(
+                f"{self.path}: the manifest's layout is invalid ({e})"
+            ) from None
+        if layout.n_tables != body["tables"]:
+            raise CorruptIndexError(
+                f"{self.path}: the manifest records {body['tables']} tables, its layout has "
+                f"{layout.n_tables}; the manifest is damaged, restore the index"
+            )
+        self.layout = layout
         self._specs = table_specs(self.layout)
         old = {s.name: s for s in self._segs}
         segs = []
@@ -274,6 +280,22 @@ class Index(IndexWriter):
         except ValueError:
             return False
         return len(self._find(ids)[0]) > 0
+
+    def contains(self, ids: Sequence[int] | Sequence[str] | np.ndarray) -> np.ndarray:
+        """Batch form of ``id in index``: a bool per id.
+
+        Raises
+        ------
+        neardup.errors.IdError
+            For ids that are not all int64 or all str, or of the other kind than the index's
+            (where ``in`` says False).
+        """
+        self._check_open()
+        conv = convert_ids(ids, None, self.id_type)
+        found = np.zeros(len(conv.keys), dtype=bool)
+        if self.id_type is not None:
+            found[self._find(conv)[0]] = True
+        return found
 
     def info(self) -> dict[str, Any]:
         """Layout, sizes and segments of the committed state."""
@@ -426,7 +448,14 @@ class Index(IndexWriter):
             blob, off = _kernels._gather_strings(seg.blob, seg.off, rows[sel])
             raw = blob.tobytes()
             ol = off.tolist()
-            values[sel] = [raw[a:b].decode("utf-8") for a, b in zip(ol[:-1], ol[1:], strict=True)]
+            try:
+                values[sel] = [raw[a:b].decode() for a, b in zip(ol[:-1], ol[1:], strict=True)]
+            except UnicodeDecodeError:
+                name = os.path.join(self.path, seg.entry["files"]["sblob"]["name"])
+                raise CorruptIndexError(
+                    f"{name}: an id is not valid UTF-8; the file is corrupt: restore the index "
+                    "from a backup or rebuild it"
+                ) from None
         return keys, values
 
     def query_arrays(

@@ -25,7 +25,9 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import zlib
 from typing import Any
 
@@ -36,7 +38,14 @@ FORMAT_VERSION = 1
 MANIFEST = "MANIFEST"
 LOCK = "LOCK"
 _CHUNK = 16 << 20
-_OWNED = re.compile(r"^(s\d{8}\.[a-z0-9]+\.npy|\..*\.tmp)$")
+#: Kinds of segment file the index writes (``s00000007.<kind>.npy``); only files named so, their
+#: temporary files and ``.MANIFEST.tmp`` are ever deleted, and only when no manifest names them.
+FILE_KINDS = r"(?:fp|key|kord|sblob|soff|t\d+|del\d+)"
+_OWNED = re.compile(rf"^\.?s\d{{8}}\.{FILE_KINDS}\.npy(?:\.tmp)?$|^\.{MANIFEST}\.tmp$")
+#: Names a manifest may give a data file: the segment's name and a kind, inside the directory.
+_FILE_NAME = re.compile(rf"^(s\d{{8}})\.{FILE_KINDS}\.npy$")
+_SEGMENT = re.compile(r"^s\d{8}$")
+_MAX_MANIFEST_BYTES = 256 << 20
 
 
 class CorruptIndexError(ValueError):
@@ -99,13 +108,18 @@ def _write_npy(w: _CrcWriter, arr: np.ndarray) -> None:
         w.write(memoryview(flat[s : s + _CHUNK]))
 
 
-def load_array(directory: str, entry: dict[str, Any]) -> np.ndarray:
-    """Memory-map one array file, checking its size, dtype and shape against ``entry``.
+def _entry_path(directory: str, entry: dict[str, Any]) -> str:
+    return os.path.join(directory, entry["name"])
 
-    Raises :class:`CorruptIndexError` naming the file when it is missing, truncated or has
-    another header. Content checksums are checked by :func:`verify_file`.
+
+def load_array(directory: str, entry: dict[str, Any]) -> np.ndarray:
+    """Memory-map one array file, checking its size, header, dtype and shape against ``entry``.
+
+    Raises :class:`CorruptIndexError` naming the file when it is missing, truncated, has a
+    damaged header or another dtype or shape. Content checksums are checked by
+    :func:`verify_file`.
     """
-    path = os.path.join(directory, entry["name"])
+    path = _entry_path(directory, entry)
     try:
         size = os.path.getsize(path)
     except FileNotFoundError:
@@ -116,18 +130,41 @@ def load_array(directory: str, entry: dict[str, Any]) -> np.ndarray:
             f"overwritten); restore it from a backup or rebuild the index"
         )
     try:
-        if int(np.prod(entry["shape"])) == 0:
-            arr = np.load(path)
-        else:
-            arr = np.load(path, mmap_mode="r")
-    except (ValueError, OSError) as e:
-        raise CorruptIndexError(f"{path}: unreadable array file ({e})") from None
-    if arr.dtype.str != entry["dtype"] or list(arr.shape) != list(entry["shape"]):
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            shape, fortran, dtype = _read_header(f, version)
+            offset = f.tell()
+    except Exception as e:  # a damaged header can fail in many ways (tokenize, syntax, ...)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CorruptIndexError(f"{path}: damaged array header ({first})") from None
+    if (
+        dtype.str != entry["dtype"]
+        or list(shape) != list(entry["shape"])
+        or (fortran and len(shape) > 1)
+    ):
         raise CorruptIndexError(
-            f"{path}: holds {arr.dtype.str}{list(arr.shape)}, the manifest records "
+            f"{path}: holds {dtype.str}{list(shape)}, the manifest records "
             f"{entry['dtype']}{entry['shape']}"
         )
-    return arr
+    count = int(np.prod(shape, dtype=np.int64))
+    if offset + count * dtype.itemsize != size:
+        raise CorruptIndexError(
+            f"{path}: {size} bytes do not hold a header and {count} values of {dtype.str}"
+        )
+    if count == 0:
+        return np.empty(shape, dtype=dtype)
+    try:
+        return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=tuple(shape))
+    except (ValueError, OSError) as e:
+        raise CorruptIndexError(f"{path}: unreadable array file ({e})") from None
+
+
+def _read_header(f: Any, version: tuple[int, int]) -> tuple[tuple[int, ...], bool, np.dtype]:
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(f, max_header_size=10_000)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(f, max_header_size=10_000)
+    raise ValueError(f"npy format version {version} is not one neardup writes")
 
 
 def verify_file(directory: str, entry: dict[str, Any]) -> None:
@@ -172,17 +209,25 @@ def write_manifest(directory: str, body: dict[str, Any]) -> None:
 
 
 def read_manifest(directory: str) -> dict[str, Any]:
-    """Read and check ``MANIFEST`` (magic, version, byte order, its own checksum)."""
+    """Read and check ``MANIFEST``: magic, version, byte order, its own checksum, then every
+    field's type and every file name (see :func:`check_manifest`)."""
     path = os.path.join(directory, MANIFEST)
     if not os.path.isdir(directory):
         raise FileNotFoundError(errno.ENOENT, "no such index directory", directory)
     if not os.path.exists(path):
-        raise CorruptIndexError(f"{directory}: not a neardup index (no {MANIFEST} file)")
+        hint = ""
+        if _interrupted_create(directory):
+            hint = "; an `index create` was interrupted here: create the index again"
+        raise CorruptIndexError(f"{directory}: not a neardup index (no {MANIFEST} file){hint}")
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise CorruptIndexError(f"{path}: corrupt manifest ({e})") from None
+        with open(path, "rb") as f:
+            raw = f.read(_MAX_MANIFEST_BYTES + 1)
+        if len(raw) > _MAX_MANIFEST_BYTES:
+            raise ValueError(f"larger than {_MAX_MANIFEST_BYTES} bytes")
+        doc = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise CorruptIndexError(f"{path}: corrupt manifest ({first})") from None
     if not isinstance(doc, dict) or doc.get("magic") != MAGIC:
         raise CorruptIndexError(f"{path}: not a neardup index manifest")
     crc = doc.pop("manifest_crc32", None)
@@ -190,7 +235,7 @@ def read_manifest(directory: str) -> dict[str, Any]:
         raise CorruptIndexError(f"{path}: manifest checksum mismatch; the file is corrupt")
     if doc.get("format_version") != FORMAT_VERSION:
         raise CorruptIndexError(
-            f"{path}: format version {doc.get('format_version')} is not supported "
+            f"{path}: format version {doc.get('format_version')!r} is not supported "
             f"(this neardup reads version {FORMAT_VERSION}); upgrade neardup"
         )
     if doc.get("byte_order") != sys.byteorder:
@@ -198,7 +243,122 @@ def read_manifest(directory: str) -> dict[str, Any]:
             f"{path}: written on a {doc.get('byte_order')}-endian machine, this one is "
             f"{sys.byteorder}-endian"
         )
+    check_manifest(doc, path)
     return doc
+
+
+def _is_int(v: Any, lo: int = 0, hi: int | None = None) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)
+
+
+def _check_entry(e: Any, name: str, segment: str, bad: Any) -> None:
+    if not isinstance(e, dict):
+        bad(f"{name} is not an object")
+    fname = e.get("name")
+    m = _FILE_NAME.match(fname) if isinstance(fname, str) else None
+    if m is None or m.group(1) != segment:
+        bad(f"{name} names the file {fname!r}, expected {segment}.<kind>.npy in the index")
+    if not _is_int(e.get("bytes")) or not _is_int(e.get("crc32"), 0, 0xFFFFFFFF):
+        bad(f"{name} has no valid 'bytes' and 'crc32'")
+    shape = e.get("shape")
+    if not isinstance(shape, list) or not 1 <= len(shape) <= 2 or not all(map(_is_int, shape)):
+        bad(f"{name} has shape {shape!r}, expected a list of sizes")
+    try:
+        dt = np.dtype(e.get("dtype"))
+    except Exception:  # numpy raises TypeError, ValueError or SyntaxError for bad names
+        dt = None
+    if dt is None or dt.kind not in "biuf" or dt.str != e.get("dtype"):
+        bad(f"{name} has dtype {e.get('dtype')!r}, expected a numeric dtype")
+
+
+# the arrays that the index's kernels index with: dtype and shape from the segment's rows
+_EXPECT = {
+    "fp": ("<u8", 0),
+    "key": ("<i8", 0),
+    "kord": (("<u4", "<i8"), 0),
+    "soff": ("<i8", 1),
+}
+
+
+def check_manifest(doc: dict[str, Any], path: str) -> None:
+    """Check every field of a manifest body for type and range, every file name for being a
+    plain index file name (``s00000007.kind.npy``, nothing outside the directory), and the
+    dtype and shape of the arrays the index indexes with; raise one-line
+    :class:`CorruptIndexError`."""
+
+    def bad(what: str) -> None:
+        raise CorruptIndexError(f"{path}: {what}; the manifest is damaged, restore the index")
+
+    def shown(key: str) -> str:
+        return repr(doc[key]) if key in doc else "missing"
+
+    for key in ("distance", "blocks", "tables", "generation", "next_file"):
+        if not _is_int(doc.get(key)):
+            bad(f"{key!r} is {shown(key)}, expected an integer >= 0")
+    if not _is_int(doc.get("next_id"), -(2**63), 2**63):
+        bad(f"'next_id' is {shown('next_id')}, expected an integer")
+    if doc.get("fingerprint_dtype") != "<u8":
+        bad(f"'fingerprint_dtype' is {doc.get('fingerprint_dtype')!r}, expected '<u8'")
+    id_type = doc.get("id_type", "missing")
+    if id_type not in (None, "int64", "str"):
+        bad(f"'id_type' is {id_type!r}, expected null, 'int64' or 'str'")
+    segs = doc.get("segments")
+    if not isinstance(segs, list) or (segs and id_type is None):
+        bad("'segments' is not a list of segments of a typed index")
+    names: set[str] = set()
+    for i, seg in enumerate(segs):
+        if not isinstance(seg, dict) or not isinstance(seg.get("files"), dict):
+            bad(f"segment {i} is not an object with 'files'")
+        sname = seg.get("name")
+        if not isinstance(sname, str) or not _SEGMENT.match(sname) or sname in names:
+            bad(f"segment {i} is named {sname!r}, expected a new s followed by 8 digits")
+        names.add(sname)
+        rows = seg.get("rows")
+        if not _is_int(rows):
+            bad(f"segment {sname} has {rows!r} rows")
+        files = seg["files"]
+        strings = {"sblob", "soff"}
+        need = {"fp", "key", "kord"} | (strings if id_type == "str" else set())
+        if need - files.keys() or (id_type != "str" and strings & files.keys()):
+            bad(f"segment {sname} lists files {sorted(files)}, which do not fit ids {id_type}")
+        entries = [(f"segment {sname} file {k!r}", e) for k, e in files.items()]
+        if seg.get("deleted") is not None:
+            entries.append((f"segment {sname} tombstones", seg["deleted"]))
+        for what, e in entries:
+            _check_entry(e, what, sname, bad)
+            if e["name"] in names:
+                bad(f"{what}: {e['name']} is listed twice")
+            names.add(e["name"])
+        for key, (dtypes, extra) in _EXPECT.items():
+            e = files.get(key)
+            if e is not None and (e["dtype"] not in dtypes or e["shape"] != [rows + extra]):
+                bad(f"segment {sname} file {key!r} is {e['dtype']}{e['shape']} for {rows} rows")
+        if "sblob" in files and (
+            files["sblob"]["dtype"] != "|u1" or len(files["sblob"]["shape"]) != 1
+        ):
+            bad(f"segment {sname} file 'sblob' is not bytes")
+        dead = seg.get("deleted")
+        if dead is not None and (
+            dead["dtype"] != "<i8" or len(dead["shape"]) != 1 or dead["shape"][0] > rows
+        ):
+            bad(f"segment {sname} tombstones are {dead['dtype']}{dead['shape']} for {rows} rows")
+
+
+def _interrupted_create(directory: str) -> bool:
+    """True for a directory left by an `index create` of an earlier version that was killed:
+    nothing but a ``LOCK`` file holding a pid (and maybe ``.MANIFEST.tmp``)."""
+    try:
+        names = set(os.listdir(directory))
+    except OSError:
+        return False
+    if LOCK not in names or names - {LOCK, f".{MANIFEST}.tmp"}:
+        return False
+    try:
+        with open(os.path.join(directory, LOCK), "rb") as f:
+            pid = f.read(64)
+    except OSError:
+        return False
+    return re.fullmatch(rb"\d*\n?", pid) is not None
 
 
 def referenced_files(body: dict[str, Any]) -> set[str]:
@@ -212,16 +372,100 @@ def referenced_files(body: dict[str, Any]) -> set[str]:
 
 
 def remove_unreferenced(directory: str, body: dict[str, Any]) -> int:
-    """Delete the index's own files (segment arrays, temp files) that ``body`` does not
-    reference; return how many. Only the writer calls this, after a commit."""
+    """Delete the index's own files that ``body`` does not reference (segment arrays, their
+    temporary files, ``.MANIFEST.tmp``); return how many. Only files named as the index names
+    them (:data:`FILE_KINDS`) are candidates. Only the writer calls this, after a commit or
+    when it opens the index."""
     keep = referenced_files(body)
     gone = 0
     for name in os.listdir(directory):
-        if _OWNED.match(name) and name not in keep and name != f".{MANIFEST}.tmp":
+        if _OWNED.match(name) and name not in keep:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(directory, name))
                 gone += 1
     return gone
+
+
+def create_directory(path: str, body: dict[str, Any]) -> WriterLock:
+    """Create the index directory ``path`` holding ``body`` as its manifest, atomically.
+
+    ``path`` must not exist or be an empty directory (or one left by an interrupted create of
+    an earlier version). The manifest is written in a temporary directory beside ``path``,
+    which is renamed to ``path``; so a create killed at any point leaves ``path`` as it was.
+    Returns the writer lock, held.
+    """
+    real = os.path.realpath(path)
+    mode = 0o777 & ~_umask()
+    leftovers: list[str] = []
+    if os.path.lexists(real):
+        if not os.path.isdir(real):
+            raise FileExistsError(f"{path}: exists and is not a directory; an index is a directory")
+        names = os.listdir(real)
+        if MANIFEST in names:
+            raise FileExistsError(f"{path}: an index already exists here; open it with Index.open")
+        if names and not _interrupted_create(real):
+            raise FileExistsError(
+                f"{path}: directory is not empty and holds no index; create the index in a new "
+                "or empty directory"
+            )
+        leftovers = names
+        mode = os.stat(real).st_mode & 0o7777
+    parent = os.path.dirname(real)
+    tmp = None
+    try:
+        os.makedirs(parent, exist_ok=True)
+        _remove_abandoned_creates(parent, os.path.basename(real))
+        tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(real)}.", suffix=".tmp", dir=parent)
+        os.chmod(tmp, mode)
+        lock = WriterLock(tmp)
+        try:
+            write_manifest(tmp, body)
+            for name in leftovers:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(real, name))
+            os.rename(tmp, real)
+        except BaseException:
+            lock.release()
+            raise
+    except OSError as e:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise FileExistsError(f"{path}: something was created here meanwhile") from None
+        raise OSError(e.errno, e.strerror or str(e), path) from None
+    except BaseException:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(parent)
+    lock.path = os.path.join(real, LOCK)
+    return lock
+
+
+def _remove_abandoned_creates(parent: str, base: str) -> None:
+    """Delete the temporary directories of earlier creates of ``base`` that were killed: named
+    ``.base.XXXXXXXX.tmp``, holding nothing but a LOCK and a manifest, and whose LOCK no live
+    process holds."""
+    pattern = re.compile(rf"^\.{re.escape(base)}\.[a-z0-9_]{{8}}\.tmp$")
+    for name in os.listdir(parent):
+        d = os.path.join(parent, name)
+        if not pattern.match(name) or os.path.islink(d) or not os.path.isdir(d):
+            continue
+        with contextlib.suppress(OSError):
+            if not set(os.listdir(d)) <= {LOCK, MANIFEST, f".{MANIFEST}.tmp"}:
+                continue
+            fd = os.open(os.path.join(d, LOCK), os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: a create in progress
+                shutil.rmtree(d)
+            finally:
+                os.close(fd)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 class WriterLock:
@@ -237,6 +481,11 @@ class WriterLock:
                 pid = os.pread(self.fd, 32, 0).decode(errors="replace").strip() or "?"
             finally:
                 os.close(self.fd)
+            if pid == str(os.getpid()):
+                raise IndexLockedError(
+                    f"index {directory} is already open for writing in this process; close "
+                    f"that Index (or use it) before opening another writer"
+                ) from None
             raise IndexLockedError(
                 f"index {directory} is open for writing by another process (pid {pid}); "
                 f"close it there or open this one with mode='r'"

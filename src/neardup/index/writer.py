@@ -17,6 +17,7 @@ from neardup import config
 from neardup.config import default_threads
 from neardup.core import kernels
 from neardup.core.bits import as_fingerprints
+from neardup.errors import IdError
 from neardup.index import _kernels
 from neardup.index.segments import Segment, concat_strings, convert_ids, show_id
 from neardup.index.storage import remove_unreferenced, write_array, write_manifest
@@ -106,9 +107,10 @@ class IndexWriter:
 
         Raises
         ------
-        ValueError
-            For an id already in the index (nothing is added), repeated ids in the batch, a
-            length mismatch or ids of the other kind.
+        neardup.errors.IdError
+            A ``ValueError`` naming the first bad id and its position: an id already in the
+            index, repeated in the batch, of the other kind, not an int64 or str, or a count or
+            shape that does not match the fingerprints. Nothing is written.
         """
         self._check_writable()
         fp = as_fingerprints(fingerprints, "fingerprints")
@@ -118,20 +120,14 @@ class IndexWriter:
                 raise ValueError("this index has string ids; pass ids to add()")
             start = int(body["next_id"])
             ids = np.arange(start, start + len(fp), dtype=np.int64)
-        conv = convert_ids(ids, len(fp), self.id_type)
+        conv = convert_ids(ids, len(fp), self.id_type, unique=True)
         if len(fp) == 0:
             return
-        if conv.kind == "int64":
-            dup = len(np.unique(conv.keys)) != len(conv.keys)
-        else:
-            dup = len(set(conv.values)) != len(conv.values)
-        if dup:
-            raise ValueError("ids repeat within the batch; ids must be unique")
         found, _, _ = self._find(conv)
         if len(found):
-            raise ValueError(
-                f"id {show_id(conv.values[int(found[0])])} is already in the index "
-                f"({len(np.unique(found))} of the batch are); remove them first"
+            k = int(found.min())
+            raise IdError(
+                f"id {show_id(conv.values[k])} is already in the index; remove it first", k
             )
         body["id_type"] = conv.kind
         if conv.kind == "int64":

@@ -22,6 +22,7 @@ import io
 import lzma
 import os
 import re
+import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -228,16 +229,34 @@ def open_input(path: str | os.PathLike, *, decompress: bool = True) -> Iterator[
 
 
 def open_parquet(path: str | os.PathLike) -> Any:
-    """``pyarrow.parquet.ParquetFile`` of a local path or of a URL (through its fsspec
-    filesystem); its schema is ``.schema_arrow``."""
+    """``pyarrow.parquet.ParquetFile`` of a local path, of a URL (through its fsspec
+    filesystem) or of stdin (``-``); its schema is ``.schema_arrow``.
+
+    Raises
+    ------
+    InputError
+        Naming the file when it is missing or not a readable Parquet file.
+    """
     pq = require("pyarrow.parquet", feature="Parquet")
+    pa = require("pyarrow", feature="Parquet")
     p = os.fspath(path)
-    if not is_url(p):
-        return pq.ParquetFile(p)
-    fs, q = url_filesystem(p)
-    if not fs.exists(q):
-        raise InputError(p, None, "no such file")
-    return pq.ParquetFile(q, filesystem=fs)
+    shown = "<stdin>" if p == "-" else p
+    try:
+        if p == "-":
+            return pq.ParquetFile(io.BytesIO(sys.stdin.buffer.read()))
+        if not is_url(p):
+            return pq.ParquetFile(p)
+        fs, q = url_filesystem(p)
+        if not fs.exists(q):
+            raise InputError(p, None, "no such file")
+        return pq.ParquetFile(q, filesystem=fs)
+    except (InputError, MissingDependency):
+        raise
+    except FileNotFoundError:
+        raise InputError(shown, None, "no such file") from None
+    except (pa.ArrowException, OSError, ValueError, TypeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError(shown, None, f"not a readable Parquet file ({first})") from None
 
 
 def input_size(path: str | os.PathLike) -> int:

@@ -14,7 +14,7 @@ import numpy as np
 from neardup.errors import InputError
 from neardup.io.files import is_url, list_url
 from neardup.io.hf import dataset_texts_and_ids, is_dataset, is_saved_dataset
-from neardup.io.readers import STDIN, detect_format
+from neardup.io.readers import DEFAULT_ID_FIELD, STDIN, detect_format
 
 __all__ = ["InputFile", "InputPath", "expand_inputs", "is_paths", "texts_and_ids"]
 
@@ -128,8 +128,18 @@ def is_paths(data: Any) -> bool:
     )
 
 
+def _no_id_column(id_field: str | None, columns: Any) -> None:
+    """A named id column (other than the default ``id``) must exist."""
+    if id_field and id_field != DEFAULT_ID_FIELD:
+        cols = ", ".join(map(str, columns))
+        raise ValueError(f"no id column {id_field!r} (columns: {cols}); pass id_field=None")
+
+
 def texts_and_ids(data: Any, text_field: str, id_field: str | None) -> tuple[Any, list | None]:
-    """Texts (an iterable) and ids (or None: positions) of in-memory input."""
+    """Texts (an iterable) and ids (or None: positions) of in-memory input.
+
+    The default id column ``id`` is used when present; any other ``id_field`` must exist.
+    """
     if is_dataset(data):
         return dataset_texts_and_ids(data, text_field, id_field)
     mod = type(data).__module__.split(".")[0]
@@ -139,16 +149,20 @@ def texts_and_ids(data: Any, text_field: str, id_field: str | None) -> tuple[Any
                 raise ValueError(
                     f"no column {text_field!r} (columns: {', '.join(data.column_names)})"
                 )
-            ids = data.column(id_field).to_pylist() if id_field in data.column_names else None
-            return data.column(text_field).to_pylist(), ids
+            if id_field in data.column_names:
+                return data.column(text_field).to_pylist(), data.column(id_field).to_pylist()
+            _no_id_column(id_field, data.column_names)
+            return data.column(text_field).to_pylist(), None
         return data.to_pylist(), None
     if mod == "pandas":
         if hasattr(data, "columns"):  # DataFrame
             if text_field not in data.columns:
                 cols = ", ".join(map(str, data.columns))
                 raise ValueError(f"no column {text_field!r} (columns: {cols})")
-            ids = data[id_field].tolist() if id_field in data.columns else data.index.tolist()
-            return data[text_field].tolist(), ids
+            if id_field in data.columns:
+                return data[text_field].tolist(), data[id_field].tolist()
+            _no_id_column(id_field, data.columns)
+            return data[text_field].tolist(), data.index.tolist()
         return data.tolist(), data.index.tolist()  # Series
     if isinstance(data, np.ndarray):
         return data.tolist(), None

@@ -81,6 +81,7 @@ def scan_files(
     threads: int | None = None,
     on_bad: OnBad | None = None,
     progress: Progress | None = None,
+    files: list[InputFile] | None = None,
 ) -> Scan:
     """First pass: fingerprint every document of ``inputs``, keeping only ids and arrays.
 
@@ -106,11 +107,14 @@ def scan_files(
     progress : callable, optional
         Called with the number of documents read so far, every
         :data:`neardup.config.PROGRESS_EVERY` documents.
+    files : list of InputFile, optional
+        ``inputs`` already expanded by :func:`expand_inputs` (then ``inputs`` is not read).
     """
     from neardup.fingerprints import Fingerprinter
 
     fper = fingerprinter if fingerprinter is not None else Fingerprinter("default")
-    files = expand_inputs(inputs, fmt)
+    if files is None:
+        files = expand_inputs(inputs, fmt)
     _check_parquet_schemas(files)
     skipped = 0
 
