@@ -30,6 +30,19 @@ SMALL_INPUT = 2048
 #: Decimal fingerprint inputs up to this many bytes are parsed in Python (no numba).
 SMALL_PARSE_BYTES = 64 << 10
 
+# The cost model (neardup.core.layout) counts work in candidate checks (xor + popcount + compare).
+# Measured with bench/find_all.py --sweep (N = 1M and 10M, distances 3, 6, 8): one fingerprint
+# costs about 60 checks per table (build key, sort, and the scan's random gather when runs are
+# short), so 10M at distance 6 takes 8 blocks (25.6 s) rather than 9 (67.3 s) and 1M at
+# distance 8 takes 10 (8.9 s) rather than 11 (16.1 s). The fixed cost per table keeps tiny
+# inputs on ``distance + 1`` blocks, the fastest measured at N = 100..10k.
+
+#: Batch search: cost of one fingerprint in one table (key, sort, scan), in candidate checks.
+KEY_COST = 60.0
+
+#: Batch search: fixed cost of one table (allocation, calls), in candidate checks.
+TABLE_COST = 20_000.0
+
 # -- index ----------------------------------------------------------------------------------------
 
 #: Most sorted runs (base + delta) an index keeps before an add merges runs.

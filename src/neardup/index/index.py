@@ -21,10 +21,10 @@ import numpy as np
 
 from neardup import config
 from neardup.config import DEFAULT_DISTANCE, default_threads
-from neardup.core import kernels
 from neardup.core.bits import as_fingerprints
 from neardup.core.layout import Layout
 from neardup.core.layout import choose_query_blocks as choose_index_blocks
+from neardup.core.search import probe_table, sorted_query_keys
 from neardup.index import _kernels
 from neardup.index.segments import (
     Ids,
@@ -32,7 +32,6 @@ from neardup.index.segments import (
     convert_ids,
     expand_ranges,
     segment_files,
-    table_specs,
 )
 from neardup.index.storage import (
     FORMAT_VERSION,
@@ -47,8 +46,6 @@ from neardup.index.storage import (
 from neardup.index.writer import IndexWriter
 
 __all__ = ["Index", "IndexMatches", "choose_index_blocks"]
-
-_ZERO = np.zeros(1, dtype=np.int64)
 
 
 class IndexMatches(NamedTuple):
@@ -208,13 +205,16 @@ class Index(IndexWriter):
                 f"{layout.n_tables}; the manifest is damaged, restore the index"
             )
         self.layout = layout
-        self._specs = table_specs(self.layout)
+        self._spec = self.layout.spec
+        # load the compiled table kernels now (about a second, once per process) rather than
+        # inside the first add or query
+        self.layout.apply(np.zeros(1, dtype=np.uint64), 0)
         old = {s.name: s for s in self._segs}
         segs = []
         for e in body["segments"]:
             s = old.get(e["name"])
             if s is None:
-                s = Segment(self.path, e, self._specs)
+                s = Segment(self.path, e, self._spec)
             elif s.entry.get("deleted") != e.get("deleted"):
                 s.set_deleted(self.path, e.get("deleted"))
             s.entry = e
@@ -357,33 +357,19 @@ class Index(IndexWriter):
     def _probe_table(
         self, t: int, q: np.ndarray, k: int
     ) -> list[tuple[np.ndarray, int, np.ndarray, np.ndarray]]:
-        spec = self._specs[t]
-        if spec.identity:
-            qperm = q
-        else:
-            qperm = kernels._permute(q, spec.src, spec.mask, spec.dst)
-        if len(q) == 1:
-            qs, qord = qperm, _ZERO
-        else:
-            qord = np.argsort(qperm, kind="stable")
-            qs = np.ascontiguousarray(qperm[qord])
-            qord = qord.astype(np.int64)
+        spec = self._spec
+        qkeys, qord = sorted_query_keys(q, spec, t)
         out = []
         for si, seg in enumerate(self._segs):
             table = seg.tables[t]
-            if len(table) == 0:
-                continue
-            qi, pos, d = kernels._query_table(
-                table, qs, qord, spec.shift, k, spec.lead, spec.chk, spec.nchk
-            )
+            qi, pos, d = probe_table(table, qkeys, qord, spec, t, k)
             if len(qi) == 0:
                 continue
-            if spec.identity:
+            if spec.identity[t]:
                 rows = pos
             else:
-                v = kernels._permute(
-                    np.ascontiguousarray(table[pos]), spec.dst, spec.mask, spec.src
-                )
+                # tables hold distinct fingerprints: map a match back to every row holding it
+                v = self.layout.reverse(table[pos], t)
                 lo = np.searchsorted(seg.fps, v, "left")
                 hi = np.searchsorted(seg.fps, v, "right")
                 owner, rows = expand_ranges(lo, hi)

@@ -1,4 +1,4 @@
-"""The pieces of an index: segments (immutable sorted runs, memory-mapped), ids, table specs.
+"""The pieces of an index: segments (immutable sorted runs, memory-mapped) and ids.
 
 Fingerprints are uint64, bit 63 the most significant. Ids are int64, or str kept as UTF-8 bytes
 plus offsets with a 64-bit hash of each as its sort key.
@@ -12,46 +12,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from neardup.core.layout import Layout
+from neardup.core.layout import TableSpec
 from neardup.errors import IdError
 from neardup.index import _kernels
 from neardup.index.storage import CorruptIndexError, load_array
-
-_FULL = (1 << 64) - 1
-
-
-class IndexTableSpec(NamedTuple):
-    src: np.ndarray
-    mask: np.ndarray
-    dst: np.ndarray
-    shift: int
-    lead: np.uint64
-    chk: np.ndarray
-    nchk: int
-    identity: bool
-
-
-def table_specs(layout: Layout) -> list[IndexTableSpec]:
-    out = []
-    for t, table in enumerate(layout.tables):
-        segs = table.segments
-        src = np.array([s for s, _, _ in segs], dtype=np.uint64)
-        mask = np.array([((1 << w) - 1) & _FULL for _, w, _ in segs], dtype=np.uint64)
-        dst = np.array([d for _, _, d in segs], dtype=np.uint64)
-        chk = np.array([layout.apply_mask(m, t) for m in table.check_masks] or [0], np.uint64)
-        out.append(
-            IndexTableSpec(
-                src,
-                mask,
-                dst,
-                64 - table.prefix_bits,
-                np.uint64(layout.apply_mask(table.lead_mask, t)),
-                chk,
-                len(table.check_masks),
-                all(s == d for s, _, d in segs),
-            )
-        )
-    return out
 
 
 def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -219,20 +183,25 @@ class Segment:
     never a crash later.
     """
 
-    def __init__(self, directory: str, entry: dict[str, Any], specs: list[IndexTableSpec]) -> None:
+    def __init__(self, directory: str, entry: dict[str, Any], spec: TableSpec) -> None:
         f = entry["files"]
         self.entry = entry
         self.name: str = entry["name"]
-        missing = [f"t{t}" for t, s in enumerate(specs) if not s.identity and f"t{t}" not in f]
+        missing = [
+            f"t{t}"
+            for t, same in enumerate(spec.identity.tolist())
+            if not same and f"t{t}" not in f
+        ]
         if missing:
             raise CorruptIndexError(
                 f"{directory}: segment {self.name} has no table file {missing[0]}; the "
                 "manifest is damaged, restore the index"
             )
         self.fps = np.asarray(load_array(directory, f["fp"]))
+        # an identity table's keys are the sorted fingerprints themselves
         self.tables = [
-            self.fps if s.identity else np.asarray(load_array(directory, f[f"t{t}"]))
-            for t, s in enumerate(specs)
+            self.fps if same else np.asarray(load_array(directory, f[f"t{t}"]))
+            for t, same in enumerate(spec.identity.tolist())
         ]
         self.keys = np.asarray(load_array(directory, f["key"]))
         self.kord = np.asarray(load_array(directory, f["kord"]))

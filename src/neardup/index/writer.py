@@ -15,7 +15,6 @@ import numpy as np
 
 from neardup import config
 from neardup.config import default_threads
-from neardup.core import kernels
 from neardup.core.bits import as_fingerprints
 from neardup.errors import IdError
 from neardup.index import _kernels
@@ -51,12 +50,11 @@ class IndexWriter:
         kord = np.argsort(keys, kind="stable").astype(np.uint32 if len(keys) < 2**32 else np.int64)
 
         def table(t: int) -> tuple[str, dict[str, Any]]:
-            s = self._specs[t]
-            v = kernels._permute(distinct, s.src, s.mask, s.dst)
+            v = self.layout.apply(distinct, t)
             v.sort()
             return f"t{t}", write_array(self.path, f"{name}.t{t}.npy", v)
 
-        todo = [t for t, s in enumerate(self._specs) if not s.identity]
+        todo = [t for t in range(self.layout.n_tables) if not self._spec.identity[t]]
         with ThreadPoolExecutor(min(default_threads(), max(1, len(todo)))) as ex:
             files.update(ex.map(table, todo))
         files["fp"] = write_array(self.path, f"{name}.fp.npy", fps)
