@@ -65,12 +65,6 @@ def jaccard(a: set, b: set) -> float:
     return len(a & b) / len(a | b)
 
 
-def _jaccard_fraction(a: set, b: set):
-    from fractions import Fraction
-
-    return Fraction(len(a & b), len(a | b)) if a and b else Fraction(0)
-
-
 def csr_to_sets(offsets, keys) -> list[set]:
     return [set(int(k) for k in keys[offsets[d] : offsets[d + 1]]) for d in range(len(offsets) - 1)]
 
@@ -82,16 +76,31 @@ def sets_to_csr(sets) -> tuple[np.ndarray, np.ndarray]:
     return offsets, np.array(keys, dtype=np.uint32)
 
 
+def popcount(x: int) -> int:
+    return bin(x).count("1")
+
+
+def set_fingerprint(keys) -> int:
+    """Simhash of a key set, every key weighing 1: bit i is set where more keys than not have
+    bit i set in fmix64(key + 0x9E3779B97F4A7C15)."""
+    tally = [0] * 64
+    for k in set(keys):
+        h = _fmix64((int(k) + 0x9E3779B97F4A7C15) & _M64)
+        for b in range(64):
+            tally[b] += 1 if (h >> b) & 1 else -1
+    return sum(1 << b for b in range(64) if tally[b] > 0)
+
+
 def similar_pairs(sets, fps, threshold: float, distance: int):
-    """Every pair i < j with fingerprints within ``distance`` bits and Jaccard >= threshold."""
+    """Every pair i < j with Jaccard >= threshold whose fingerprints are within ``distance``
+    bits or whose sets are identical."""
     fps = [int(x) for x in fps]
     out = []
     for i in range(len(sets)):
         for j in range(i + 1, len(sets)):
-            if bin(fps[i] ^ fps[j]).count("1") <= distance:
-                jac = jaccard(sets[i], sets[j])
-                if sets[i] and sets[j] and jac >= threshold:
-                    out.append((i, j, jac))
+            near = popcount(fps[i] ^ fps[j]) <= distance or sets[i] == sets[j]
+            if near and sets[i] and sets[j] and jaccard(sets[i], sets[j]) >= threshold:
+                out.append((i, j, jaccard(sets[i], sets[j])))
     return out
 
 
@@ -99,12 +108,11 @@ def decide_verified(sets, fps, threshold: float, order, *, distance=None, pairs=
     """The decision rule, literally: (kept_for, jaccard) per document (-1 / None when kept).
 
     Identical non-empty sets form a class led by its first member in ``order``; the other
-    members follow it. Leaders in ``order`` are dropped for the already kept candidate leader
-    with the highest Jaccard >= threshold (ties: earliest in order).
+    members follow it. Leaders in ``order`` are dropped for the first already kept leader (in
+    ``order``) that is a candidate with Jaccard >= threshold.
     """
     n = len(sets)
     fps = [int(x) for x in fps]
-    rank = {d: r for r, d in enumerate(order)}
     lead: dict[frozenset, int] = {}
     rep = [-1] * n
     for d in order:
@@ -114,7 +122,7 @@ def decide_verified(sets, fps, threshold: float, order, *, distance=None, pairs=
 
     def candidate(a: int, b: int) -> bool:
         if given is None:
-            return bin(fps[a] ^ fps[b]).count("1") <= distance
+            return popcount(fps[a] ^ fps[b]) <= distance
         return (min(a, b), max(a, b)) in given
 
     kept_for = [-1] * n
@@ -123,17 +131,12 @@ def decide_verified(sets, fps, threshold: float, order, *, distance=None, pairs=
     for d in order:
         if rep[d] != d:
             continue
-        best = None
         for e in kept:
-            if not candidate(d, e) or jaccard(sets[d], sets[e]) < threshold:
-                continue
-            f = _jaccard_fraction(sets[d], sets[e])
-            if best is None or f > best[0] or (f == best[0] and rank[e] < rank[best[1]]):
-                best = (f, e)
-        if best is None:
-            kept.append(d)
+            if candidate(d, e) and jaccard(sets[d], sets[e]) >= threshold:
+                kept_for[d], jac[d] = e, jaccard(sets[d], sets[e])
+                break
         else:
-            kept_for[d], jac[d] = best[1], jaccard(sets[d], sets[best[1]])
+            kept.append(d)
     for d in range(n):
         r = rep[d]
         if r >= 0 and r != d:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import neardup
-from neardup.core import verify
+from neardup.core import shingle_sets, verify
 from neardup.core.verify import (
     ShingleSets,
     as_shingle_sets,
@@ -20,6 +20,7 @@ from neardup.core.verify import (
     distance_for_threshold,
     pair_jaccard,
     priority_order,
+    set_fingerprints,
     similar_pairs,
 )
 
@@ -76,8 +77,27 @@ def _csr(sets: list[set]) -> ShingleSets:
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    """Chunks of 3 pairs/documents, so a handful of them exercises the threaded paths."""
-    monkeypatch.setattr(verify, "CHUNK", 3)
+    """Chunks of 3 pairs/documents and probes of 5 documents, so that a handful of documents
+    exercises the threaded paths."""
+    monkeypatch.setattr(shingle_sets, "CHUNK", 3)
+    monkeypatch.setattr(verify, "PROBE_BATCH", 5)
+
+
+class leaf_size:
+    """Set ``LEAF_DOCS`` (and ``PAIRS_PER_DOC``: 0 divides every block that has a pair) for a
+    block; hypothesis tests cannot take function-scoped fixtures."""
+
+    def __init__(self, size: int, pairs_per_doc: int = 0) -> None:
+        self.values = {"LEAF_DOCS": size, "PAIRS_PER_DOC": pairs_per_doc}
+
+    def __enter__(self) -> None:
+        self.saved = {k: getattr(verify, k) for k in self.values}
+        for k, v in self.values.items():
+            setattr(verify, k, v)
+
+    def __exit__(self, *exc) -> None:
+        for k, v in self.saved.items():
+            setattr(verify, k, v)
 
 
 # -- exact Jaccard ---------------------------------------------------------------------------
@@ -118,6 +138,27 @@ def test_similar_pairs_matches_brute_force(case):
     assert r.i.dtype == r.j.dtype == np.int64 and r.jaccard.dtype == np.float64
 
 
+@settings(max_examples=60)
+@given(sets=families(), threshold=st.sampled_from(THRESHOLDS), distance=st.integers(0, 20))
+def test_similar_pairs_on_set_fingerprints(sets, threshold, distance):
+    offsets, keys = naive.sets_to_csr(sets)
+    fps = [naive.set_fingerprint(s) for s in sets]
+    assert set_fingerprints((offsets, keys)).tolist() == fps
+    r = similar_pairs((offsets, keys), threshold, distance=distance)
+    want = naive.similar_pairs(sets, fps, threshold, distance)
+    assert list(zip(r.i.tolist(), r.j.tolist(), r.jaccard.tolist())) == want
+
+
+def test_set_fingerprints_track_jaccard():
+    rng = np.random.default_rng(6)
+    base = set(rng.integers(0, 2**32, 400).tolist())
+    near = set(list(base)[:380]) | set(rng.integers(0, 2**32, 20).tolist())
+    far = set(rng.integers(0, 2**32, 400).tolist())
+    fp = set_fingerprints(_csr([base, near, far]))
+    assert bin(int(fp[0] ^ fp[1])).count("1") <= 12 < bin(int(fp[0] ^ fp[2])).count("1")
+    assert set_fingerprints(_csr([set()])).tolist() == [0]
+
+
 def test_similar_pairs_any_thread_count(small_chunks):
     rng = np.random.default_rng(2)
     base = [set(rng.integers(0, 200, 40).tolist()) for _ in range(5)]
@@ -146,7 +187,7 @@ def test_similar_pairs_from_texts_with_a_shingling_fingerprinter():
     fp = naive.ShinglingFingerprinter()
     r = similar_pairs(texts, 0.5, distance=20, fingerprinter=fp)
     sets = [set(naive.shingle_keys(t)) for t in texts]
-    want = naive.similar_pairs(sets, fp.fingerprinter.fingerprint_many(texts), 0.5, 20)
+    want = naive.similar_pairs(sets, [naive.set_fingerprint(s) for s in sets], 0.5, 20)
     assert list(zip(r.i.tolist(), r.j.tolist(), r.jaccard.tolist())) == want
     assert (0, 1, 1.0) in want and any(p[:2] == (0, 2) for p in want)
 
@@ -206,14 +247,19 @@ def check_invariants(d, sets, fps, threshold, distance, order):
 
 
 @settings(max_examples=200)
-@given(case=cases(), longest=st.booleans(), data=st.data())
-def test_decide_verified_matches_the_rule(case, longest, data):
+@given(
+    case=cases(),
+    longest=st.booleans(),
+    leaf=st.sampled_from([(1, 0), (2, 0), (3, 0), (5, 0), (4, 2), (2048, 64)]),
+    data=st.data(),
+)
+def test_decide_verified_matches_the_rule(case, longest, leaf, data):
     sets, fps, threshold, distance = case
     n = len(sets)
     lengths = data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)) if longest else None
     keep = "longest" if longest else "first"
     order = priority_order(n, keep, lengths).tolist()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), leaf_size(*leaf):
         warnings.simplefilter("ignore")
         d = decide_verified(
             _csr(sets), fps, threshold, distance=distance, keep=keep, lengths=lengths, threads=1
@@ -239,6 +285,19 @@ def test_decide_verified_given_pairs_equals_the_search(case):
     assert a.kept_for.tolist() == b.kept_for.tolist()
 
 
+@settings(max_examples=40)
+@given(sets=families(), threshold=st.sampled_from(THRESHOLDS), distance=st.integers(0, 20))
+def test_decide_verified_on_set_fingerprints(sets, threshold, distance):
+    fps = [naive.set_fingerprint(s) for s in sets]
+    with warnings.catch_warnings(), leaf_size(4):
+        warnings.simplefilter("ignore")
+        d = decide_verified(_csr(sets), threshold=threshold, distance=distance)
+    want_for, want_jac = naive.decide_verified(
+        sets, fps, threshold, list(range(len(sets))), distance=distance
+    )
+    _assert_decisions_equal(d, want_for, want_jac, fps)
+
+
 def test_decide_verified_any_thread_count(small_chunks):
     rng = np.random.default_rng(3)
     base = [set(rng.integers(0, 300, 60).tolist()) for _ in range(8)]
@@ -248,7 +307,7 @@ def test_decide_verified_any_thread_count(small_chunks):
         sets.append(s if i % 37 else set())
     fps = np.array([neardup.compute(np.array(sorted(s), np.uint64)) for s in sets], np.uint64)
     lengths = rng.integers(0, 4, len(sets))
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), leaf_size(16):
         warnings.simplefilter("ignore")
         runs = [
             decide_verified(
@@ -271,13 +330,13 @@ def test_no_chaining():
     assert d.jaccard[1] == naive.jaccard(a, b) and naive.jaccard(a, c) < 0.5
 
 
-def test_dropped_for_the_most_similar_kept_document():
+def test_dropped_for_the_first_kept_match():
     a, b = set(range(20)), set(range(100, 120))
-    c = set(range(19)) | set(range(100, 101))  # closer to a
-    d = decide_verified(_csr([a, b, c | set(range(101, 120))]), [0, 0, 0], 0.3, distance=0)
-    assert d.kept_for.tolist() == [-1, -1, 1]  # J(c', b) = 20/39 > J(c', a) = 19/40
-    tie = decide_verified(_csr([{1, 2}, {3, 4}, {1, 2, 3, 4}]), [0, 0, 0], 0.5, distance=0)
-    assert tie.kept_for.tolist() == [-1, -1, 0]  # equal Jaccard: the earlier kept document
+    c = set(range(19)) | set(range(100, 120))  # J(c, b) = 20/39 > J(c, a) = 19/40 >= 0.3
+    d = decide_verified(_csr([a, b, c]), [0, 0, 0], 0.3, distance=0)
+    assert d.kept_for.tolist() == [-1, -1, 0] and d.jaccard[2] == 19 / 40
+    later = decide_verified(_csr([a, b, c]), [0, 0, 0], 0.5, distance=0)
+    assert later.kept_for.tolist() == [-1, -1, 1]  # only b reaches 0.5
 
 
 def test_edge_cases():
@@ -307,22 +366,25 @@ def test_documents_without_shingles_are_kept_and_warned_about():
 
 
 def test_family_work_is_linear():
-    """A family of near-identical documents: checks per document stay bounded as it grows."""
+    """A family of near-identical documents with distinct sets and scattered fingerprints: the
+    checks and candidate pairs per document stay bounded as the family grows."""
     rng = np.random.default_rng(4)
     per_doc = []
+    base = np.arange(300)
     for n in (1000, 4000):
-        base = np.arange(300)
         sets = []
         for _ in range(n):
             s = set(base.tolist())
             s.difference_update(rng.integers(0, 300, 3).tolist())
             s.update(rng.integers(1000, 10**6, 3).tolist())
             sets.append(s)
-        fps = np.zeros(n, dtype=np.uint64)  # one fingerprint: every pair a candidate
-        d = decide_verified(_csr(sets), fps, 0.9, distance=0, threads=1)
+        fps = rng.integers(0, 2**8, n).astype(np.uint64)  # every pair a candidate at d=8
+        with leaf_size(64, 64):
+            d = decide_verified(_csr(sets), fps, 0.9, distance=8, threads=1)
         assert d.kept.sum() <= 3
-        per_doc.append(d.checks / n)
-    assert per_doc[1] <= 3 and per_doc[1] <= per_doc[0] * 1.5
+        per_doc.append((d.checks / n, d.candidates / n))
+    assert per_doc[1][0] <= 3 and per_doc[1][1] <= 64
+    assert per_doc[1][0] <= per_doc[0][0] * 1.5 and per_doc[1][1] <= per_doc[0][1] * 1.5
 
 
 def test_inputs_are_not_overwritten():
@@ -374,6 +436,8 @@ def test_bad_arguments():
         decide_verified(sets, [1, 2], keep="longest")
     with pytest.raises(ValueError, match="keep must be one of"):
         decide_verified(sets, [1, 2], keep="last")
+    with pytest.raises(ValueError, match="distance"):
+        decide_verified(sets, [1, 2], distance=-1)
     with pytest.raises(ValueError, match="pairs must index the 2 documents"):
         decide_verified(sets, [1, 2], pairs=[[0, 2]])
     with pytest.raises(ValueError, match="threads must be >= 1"):
@@ -382,7 +446,7 @@ def test_bad_arguments():
 
 def test_distance_rule_grows_as_the_threshold_falls():
     ds = [distance_for_threshold(t) for t in (1.0, 0.95, 0.9, 0.8, 0.7, 0.5, 0.01)]
-    assert ds == sorted(ds) and 8 <= ds[0] and ds[-1] <= 14
+    assert ds == sorted(ds) and 8 <= ds[0] and ds[-1] <= 16
 
 
 def test_exported():

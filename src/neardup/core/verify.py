@@ -9,6 +9,10 @@ Similarity is the exact Jaccard ``|A & B| / |A | B|`` of two key sets; a documen
 shingles (empty, punctuation only) has Jaccard 0 with everything, itself included, so it is never
 similar to anything and never dropped as a near-duplicate.
 
+Candidates are pairs whose fingerprints differ in at most ``distance`` bits. By default the
+fingerprint is :func:`set_fingerprints`: the simhash of the key set itself, every key weighing 1,
+which tracks the Jaccard of the sets more closely than a fingerprint weighted by occurrence counts.
+
 Decision rule (:func:`decide_verified`), deterministic for any thread count:
 
 1. Documents are ranked by priority: input order (``keep="first"``) or most characters first,
@@ -17,15 +21,15 @@ Decision rule (:func:`decide_verified`), deterministic for any thread count:
    priority order; the class is decided once and every other member follows its representative:
    dropped for it (Jaccard 1) when it is kept, else dropped for the document it was dropped for
    (with the same Jaccard, since the sets are equal).
-3. Representatives are visited in priority order. One is dropped when an already kept
-   representative that is a candidate for it (fingerprints within ``distance`` bits, or a given
-   candidate pair) has Jaccard ``>= threshold`` with it; it is dropped for the one with the
-   highest Jaccard, ties to the earliest in priority. Otherwise it is kept.
+3. Representatives are visited in priority order. One is dropped for the first already kept
+   representative (in priority order) that is a candidate for it and has Jaccard
+   ``>= threshold``; otherwise it is kept.
 
 So every dropped document is verified ``>= threshold`` against the kept document named for it,
 never through a chain, and no two kept documents that are candidates of each other reach the
-threshold. Only kept documents are ever checked, so a family of near-identical documents costs
-about one check per member and per kept member of the family, not one per candidate pair.
+threshold. Only kept documents are ever checked, and in dense regions (families of near-identical
+documents) the search itself only pairs a document with kept ones: such a family costs about one
+check per member, not one per candidate pair.
 """
 
 from __future__ import annotations
@@ -38,15 +42,29 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from neardup.config import default_threads
 from neardup.core import verify_kernels as VK
 from neardup.core.bits import as_fingerprints, popcount
-from neardup.core.search import clusters_from_pairs, find_all
+from neardup.core.layout import Layout
+from neardup.core.search import PermutedTables, find_all, resolve_layout
+from neardup.core.shingle_sets import (
+    ShingleSets,
+    as_pairs,
+    as_shingle_sets,
+    coerce,
+    identical_classes,
+    pair_intersections,
+    pair_jaccard,
+    resolve_threads,
+    set_fingerprints,
+)
 
 __all__ = [
     "DEFAULT_THRESHOLD",
     "KEEP_POLICIES",
+    "LEAF_DOCS",
     "NO_SHINGLES_WARN_FRACTION",
+    "PAIRS_PER_DOC",
+    "PROBE_BATCH",
     "ShingleSets",
     "SimilarPairs",
     "VerifiedDecisions",
@@ -55,6 +73,7 @@ __all__ = [
     "distance_for_threshold",
     "pair_jaccard",
     "priority_order",
+    "set_fingerprints",
     "similar_pairs",
 ]
 
@@ -64,35 +83,19 @@ DEFAULT_THRESHOLD = 0.9
 KEEP_POLICIES = ("first", "longest")
 #: Warn when more than this fraction of the documents has no shingles.
 NO_SHINGLES_WARN_FRACTION = 0.01
-#: Candidate pairs (or documents) per task when the kernels run on several threads.
-CHUNK = 1 << 16
+#: The keep/drop pass pairs all documents of a block by one search when the block holds at most
+#: LEAF_DOCS documents or about PAIRS_PER_DOC candidate pairs per document or fewer (estimated
+#: from a sample of LEAF_DOCS); a denser block (a family of near-identical documents) is halved,
+#: and the later half is searched against the kept documents of the earlier one only.
+LEAF_DOCS = 2048
+PAIRS_PER_DOC = 64
+#: Documents probed at once against the kept documents (bounds the memory of one probe).
+PROBE_BATCH = 1024
 
-#: Fingerprint distance (bits) whose candidates hold at least 98% of the pairs at each Jaccard
-#: threshold on the real-text evaluation corpus (bench/eval_verify.py): (lowest threshold, bits).
-_DISTANCE_RULE = ((0.95, 10), (0.85, 11), (0.75, 12), (0.0, 14))
-
-
-class ShingleSets(NamedTuple):
-    """Per-document shingle keys as CSR (validated by :func:`as_shingle_sets`).
-
-    Attributes
-    ----------
-    offsets : ndarray of int64, shape (n + 1,)
-        Document ``d`` holds ``keys[offsets[d]:offsets[d + 1]]``.
-    keys : ndarray of uint32, shape (total,)
-        Each document's keys, sorted ascending and unique.
-    """
-
-    offsets: np.ndarray
-    keys: np.ndarray
-
-    @property
-    def sizes(self) -> np.ndarray:
-        """Number of keys of each document, int64[n]."""
-        return np.diff(self.offsets)
-
-    def __len__(self) -> int:  # type: ignore[override]
-        return len(self.offsets) - 1
+#: Fingerprint distance (bits) at which the candidates from :func:`set_fingerprints` held at least
+#: 98% of the pairs at each Jaccard threshold on the real-text evaluation corpus
+#: (bench/eval_verify.py, 14,879 documents): (lowest threshold, bits).
+_DISTANCE_RULE = ((0.95, 10), (0.9, 11), (0.85, 12), (0.8, 13), (0.75, 15), (0.0, 16))
 
 
 class SimilarPairs(NamedTuple):
@@ -124,14 +127,16 @@ class VerifiedDecisions:
     jaccard : ndarray of float64
         Exact Jaccard with ``kept_for`` (``>= threshold``); NaN when kept.
     distance : ndarray of int64
-        Fingerprint distance ``popcount(fp ^ fp[kept_for])`` in bits; -1 when kept. A document
-        whose set equals its class representative's may lie further than the search distance.
+        Fingerprint distance ``popcount(fp ^ fp[kept_for])`` in bits; -1 when kept. With
+        fingerprints other than :func:`set_fingerprints`, a document whose set equals its class
+        representative's may lie further than the search distance.
     no_shingles : ndarray of bool
         Documents without shingles; always kept.
     checks : int
         Set intersections computed (the verification work).
-    candidate_pairs : int
-        Candidate pairs between distinct fingerprints (or given pairs) used.
+    candidates : int
+        Candidate pairs examined: pairs inside blocks of at most :data:`LEAF_DOCS` documents (or
+        the given pairs) plus (document, earlier kept document) pairs found by probing.
     """
 
     kept: np.ndarray
@@ -140,7 +145,7 @@ class VerifiedDecisions:
     distance: np.ndarray
     no_shingles: np.ndarray
     checks: int = 0
-    candidate_pairs: int = 0
+    candidates: int = 0
 
     @property
     def dropped(self) -> np.ndarray:
@@ -153,62 +158,6 @@ class VerifiedDecisions:
         return int(np.count_nonzero(self.no_shingles))
 
 
-def as_shingle_sets(offsets: Any, keys: Any) -> ShingleSets:
-    """Validate CSR shingle sets; arrays already int64/uint32 and contiguous are not copied.
-
-    Raises
-    ------
-    ValueError
-        Naming the first problem: shapes, offsets not running from 0 to ``len(keys)``, keys
-        outside ``[0, 2**32)``, or a document whose keys are not sorted and unique.
-    """
-    off = np.asarray(offsets)
-    k = np.asarray(keys)
-    if off.ndim != 1 or off.shape[0] < 1 or (off.size and off.dtype.kind not in "iu"):
-        raise ValueError(
-            f"offsets must be a 1-D integer array of n + 1 entries (got shape {off.shape}, "
-            f"dtype {off.dtype})"
-        )
-    if k.ndim != 1 or (k.size and k.dtype.kind not in "iu"):
-        raise ValueError(f"keys must be a 1-D integer array (got shape {k.shape}, dtype {k.dtype})")
-    if k.size and k.dtype != np.uint32 and (int(k.min()) < 0 or int(k.max()) > 0xFFFFFFFF):
-        raise ValueError(
-            f"keys must be 32-bit unsigned (got values in [{int(k.min())}, {int(k.max())}]); "
-            "keep the low 32 bits of each shingle hash"
-        )
-    off = np.ascontiguousarray(off, dtype=np.int64)
-    k = np.ascontiguousarray(k, dtype=np.uint32)
-    if off[0] != 0 or off[-1] != k.shape[0] or np.any(np.diff(off) < 0):
-        raise ValueError(
-            f"offsets must be non-decreasing from 0 to len(keys)={k.shape[0]} "
-            f"(got {int(off[0])} .. {int(off[-1])})"
-        )
-    bad = VK._check_sorted_unique(off, k)
-    if bad >= 0:
-        d = int(np.searchsorted(off, bad, side="right")) - 1
-        raise ValueError(
-            f"the keys of document {d} are not sorted and unique (key {int(k[bad])} after "
-            f"{int(k[bad - 1])}); sort and deduplicate each document's keys (np.unique)"
-        )
-    return ShingleSets(off, k)
-
-
-def _sets(shingles: ShingleSets | tuple[Any, Any]) -> ShingleSets:
-    if isinstance(shingles, ShingleSets):
-        return shingles
-    if not isinstance(shingles, tuple) or len(shingles) != 2:
-        raise TypeError("shingle sets must be a ShingleSets or an (offsets, keys) tuple")
-    return as_shingle_sets(*shingles)
-
-
-def _threads(threads: int | None) -> int:
-    if threads is None:
-        return default_threads()
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1 (got {threads})")
-    return int(threads)
-
-
 def _check_threshold(threshold: float) -> float:
     t = float(threshold)
     if not 0.0 < t <= 1.0:
@@ -216,22 +165,13 @@ def _check_threshold(threshold: float) -> float:
     return t
 
 
-def _run_chunks(fn, n: int, threads: int) -> None:
-    """Call ``fn(lo, hi)`` over ``[0, n)`` in chunks, on ``threads`` threads (kernels are nogil)."""
-    cuts = list(range(0, n, CHUNK)) + [n]
-    if threads <= 1 or len(cuts) <= 2:
-        fn(0, n)
-        return
-    with ThreadPoolExecutor(min(threads, len(cuts) - 1)) as pool:
-        list(pool.map(fn, cuts[:-1], cuts[1:]))
-
-
 def distance_for_threshold(threshold: float) -> int:
     """Fingerprint search distance (bits) used for a Jaccard threshold.
 
-    On the real-text evaluation corpus (``bench/eval_verify.py``) the fingerprint pairs within
-    this distance hold at least 98% of the document pairs at or above the threshold. Thresholds
-    below 0.75 get 14 bits, where recall is lower (see the README).
+    On the real-text evaluation corpus (``bench/eval_verify.py``) the pairs of
+    :func:`set_fingerprints` within this distance held at least 98% of the document pairs at or
+    above the threshold: 10 bits from 0.95, 11 from 0.9, 12 from 0.85, 13 from 0.8, 15 from 0.75
+    and 16 below (at 0.7, 98.5%; lower thresholds get less).
     """
     t = _check_threshold(threshold)
     for lowest, bits in _DISTANCE_RULE:
@@ -260,90 +200,103 @@ def priority_order(
     return np.lexsort((pos, -lens)).astype(np.int64)
 
 
-def _classes(sets: ShingleSets, rank: np.ndarray, threads: int) -> np.ndarray:
-    """Representative of each document's class of identical non-empty sets (-1: no shingles)."""
-    n = len(sets)
-    hashes = np.empty(n, dtype=np.uint64)
-    _run_chunks(lambda lo, hi: VK._set_hashes(sets.offsets, sets.keys, hashes, lo, hi), n, threads)
-    nonempty = np.flatnonzero(sets.sizes > 0)
-    order = nonempty[np.lexsort((rank[nonempty], hashes[nonempty]))]
-    rep = np.full(n, -1, dtype=np.int64)
-    VK._set_classes(sets.offsets, sets.keys, hashes, order, rep)
-    return rep
-
-
-def _intersections(
-    sets: ShingleSets, i: np.ndarray, j: np.ndarray, threshold: float, threads: int
-) -> np.ndarray:
-    inter = np.empty(len(i), dtype=np.int64)
-    _run_chunks(
-        lambda lo, hi: VK._pair_intersections(
-            sets.offsets, sets.keys, i, j, threshold, inter, lo, hi
-        ),
-        len(i),
-        threads,
-    )
-    return inter
-
-
-def _as_pairs(pairs: Any, n: int) -> np.ndarray:
-    p = np.asarray(pairs)
-    if p.size == 0:
-        return np.empty((0, 2), dtype=np.int64)
-    if p.ndim != 2 or p.shape[1] != 2 or p.dtype.kind not in "iu":
-        raise ValueError(f"pairs must be an integer array of shape (p, 2) (got {p.shape})")
-    p = np.ascontiguousarray(p, dtype=np.int64)
-    if p.min() < 0 or p.max() >= n:
-        raise ValueError(
-            f"pairs must index the {n} documents (got values in [{p.min()}, {p.max()}])"
-        )
-    return p
-
-
-def pair_jaccard(
-    shingles: ShingleSets | tuple[Any, Any], pairs: Any, *, threads: int | None = None
-) -> np.ndarray:
-    """Exact Jaccard of each pair of documents, float64[p] (0 where a set is empty).
-
-    Parameters
-    ----------
-    shingles : ShingleSets or (offsets, keys)
-        CSR shingle sets (see :func:`as_shingle_sets`).
-    pairs : array of int, shape (p, 2)
-        Document positions.
-    threads : int, optional
-        Worker threads (default: all usable CPUs).
-
-    Examples
-    --------
-    >>> pair_jaccard(([0, 3, 5], [1, 2, 3, 2, 3]), [[0, 1]]).tolist()
-    [0.6666666666666666]
-    """
-    sets = _sets(shingles)
-    p = _as_pairs(pairs, len(sets))
-    i = np.ascontiguousarray(p[:, 0])
-    j = np.ascontiguousarray(p[:, 1])
-    inter = _intersections(sets, i, j, 0.0, _threads(threads))
-    sizes = sets.sizes
-    union = sizes[i] + sizes[j] - np.maximum(inter, 0)
-    out = np.zeros(len(p), dtype=np.float64)
-    ok = inter > 0
-    out[ok] = inter[ok] / union[ok]
-    return out
-
-
-def _adjacency(m: int, upairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    src = np.concatenate([upairs[:, 0], upairs[:, 1]])
-    dst = np.concatenate([upairs[:, 1], upairs[:, 0]])
-    adj = np.ascontiguousarray(dst[np.argsort(src, kind="stable")])
+def _earlier_adjacency(m: int, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For positions ``0..m-1``, the earlier positions paired with each, ascending (CSR)."""
+    lo = np.minimum(local[:, 0], local[:, 1])
+    hi = np.maximum(local[:, 0], local[:, 1])
+    order = np.lexsort((lo, hi))
+    adj = np.ascontiguousarray(lo[order])
     adj_off = np.zeros(m + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=m), out=adj_off[1:])
+    np.cumsum(np.bincount(hi, minlength=m), out=adj_off[1:])
     return adj_off, adj
+
+
+class _Greedy:
+    """The keep/drop pass over class representatives in priority order.
+
+    A block with few candidate pairs (see :data:`PAIRS_PER_DOC`) is decided from all its pairs,
+    found by one search. A dense one is divided, so that its documents are only ever paired with
+    kept ones: decide the first half, probe the second half against the first half's kept
+    documents (each document is dropped for its first match), then decide what is left of the
+    second half. Decisions do not depend on where blocks are cut.
+    """
+
+    def __init__(self, sets, fp, t, distance, blocks, threads, kept_for, inter, union):
+        self.sets, self.fp, self.t = sets, fp, t
+        self.distance, self.blocks, self.threads = distance, blocks, threads
+        self.kept_for, self.inter, self.union = kept_for, inter, union
+        self.checks = 0
+        self.candidates = 0
+
+    def run_pairs(self, docs: np.ndarray, local: np.ndarray) -> None:
+        adj_off, adj = _earlier_adjacency(len(docs), local)
+        self.candidates += len(adj)
+        o = self.sets
+        self.checks += VK._greedy(
+            o.offsets, o.keys, docs, adj_off, adj, self.t, self.kept_for, self.inter, self.union
+        )
+
+    def solve(self, docs: np.ndarray) -> None:
+        if len(docs) == 0:
+            return
+        if len(docs) <= LEAF_DOCS or self.sparse(docs):
+            found = find_all(self.fp[docs], self.distance, self.blocks, threads=self.threads)
+            self.run_pairs(docs, found)
+            return
+        half = len(docs) // 2
+        first, second = docs[:half], docs[half:]
+        self.solve(first)
+        kept = first[self.kept_for[first] == -1]
+        if len(kept):
+            self.probe(kept, second)
+        self.solve(second[self.kept_for[second] == -2])
+
+    def sparse(self, docs: np.ndarray) -> bool:
+        """Whether all candidate pairs of ``docs`` fit in ``PAIRS_PER_DOC`` per document,
+        estimated from an evenly spaced sample of ``LEAF_DOCS`` of them (a dense family shows
+        in the sample in proportion to its square)."""
+        n = len(docs)
+        sample = docs[:: max(1, n // LEAF_DOCS)]
+        m = len(sample)
+        found = len(find_all(self.fp[sample], self.distance, self.blocks, threads=1))
+        return found * n * (n - 1) <= PAIRS_PER_DOC * n * m * (m - 1)
+
+    def probe(self, kept: np.ndarray, queries: np.ndarray) -> None:
+        """Drop each query for its first kept document (in priority order) that reaches the
+        threshold among those within the distance. Queries go in batches (bounded memory),
+        batches on several threads when there are many."""
+        layout = resolve_layout(len(kept), self.distance, self.blocks)
+        tables = PermutedTables(self.fp[kept], layout)
+        o = self.sets
+
+        def batch(lo: int) -> tuple[int, int]:
+            q = queries[lo : lo + PROBE_BATCH]
+            r = tables.probe(self.fp[q])
+            order = np.lexsort((r.corpus_index, r.query_index))
+            qi = r.query_index[order]
+            cands = np.ascontiguousarray(kept[r.corpus_index[order]])
+            uq, starts = np.unique(qi, return_index=True)
+            qdocs = np.ascontiguousarray(q[uq])
+            cand_off = np.append(starts, len(qi)).astype(np.int64)
+            checks = VK._first_match(
+                o.offsets, o.keys, qdocs, cand_off, cands, self.t,
+                self.kept_for, self.inter, self.union, 0, len(qdocs),
+            )  # fmt: skip
+            return checks, len(qi)
+
+        starts = range(0, len(queries), PROBE_BATCH)
+        if self.threads > 1 and len(starts) > 1:
+            with ThreadPoolExecutor(min(self.threads, len(starts))) as pool:
+                done = list(pool.map(batch, starts))
+        else:
+            done = [batch(lo) for lo in starts]
+        self.checks += sum(c for c, _ in done)
+        self.candidates += sum(p for _, p in done)
 
 
 def decide_verified(
     shingles: ShingleSets | tuple[Any, Any],
-    fingerprints: Sequence[int] | np.ndarray,
+    fingerprints: Sequence[int] | np.ndarray | None = None,
     threshold: float = DEFAULT_THRESHOLD,
     *,
     distance: int | None = None,
@@ -356,16 +309,17 @@ def decide_verified(
     """Keep or drop each document, every drop verified against the document kept for it.
 
     The rule is in this module's docstring: identical sets are one class; representatives in
-    priority order are dropped when an already kept candidate has Jaccard ``>= threshold`` (the
-    highest Jaccard wins, ties to the earliest in priority). No chaining: a document is never
-    dropped because it is similar to a document that was itself dropped.
+    priority order are dropped for the first already kept candidate with Jaccard
+    ``>= threshold``. No chaining: a document is never dropped because it is similar to a
+    document that was itself dropped.
 
     Parameters
     ----------
     shingles : ShingleSets or (offsets, keys)
         CSR shingle sets: int64 offsets[n + 1], sorted unique uint32 keys per document.
-    fingerprints : sequence of int or ndarray
-        Unsigned 64-bit fingerprints (bit 63 most significant), one per document.
+    fingerprints : sequence of int or ndarray, optional
+        Unsigned 64-bit fingerprints (bit 63 most significant) that define the candidates
+        (default: :func:`set_fingerprints` of the shingle sets).
     threshold : float, default 0.9
         Jaccard threshold in (0, 1]; 1.0 drops only identical sets.
     distance : int, optional
@@ -379,7 +333,7 @@ def decide_verified(
     lengths : sequence of int, optional
         Characters per document, for ``keep="longest"``.
     blocks : int, optional
-        Block count of the fingerprint search layout (default: chosen for the input size).
+        Block count of the fingerprint search layout (default: chosen for each search).
     threads : int, optional
         Worker threads (default: all usable CPUs). Decisions do not depend on it.
 
@@ -394,18 +348,21 @@ def decide_verified(
 
     Examples
     --------
-    >>> sets = ([0, 3, 6, 9], [1, 2, 3, 1, 2, 3, 7, 8, 9])
-    >>> d = decide_verified(sets, [5, 5, 1 << 60], 0.9, distance=3)
-    >>> d.kept.tolist(), d.kept_for.tolist(), d.jaccard[1]
-    ([True, False, True], [-1, 0, -1], 1.0)
+    >>> sets = ([0, 3, 6, 10], [1, 2, 3, 1, 2, 3, 1, 2, 3, 4])
+    >>> d = decide_verified(sets, threshold=0.7)
+    >>> d.kept.tolist(), d.kept_for.tolist(), d.jaccard[1:].tolist()
+    ([True, False, False], [-1, 0, 0], [1.0, 0.75])
     """
-    sets = _sets(shingles)
+    sets = coerce(shingles)
     n = len(sets)
-    fp = as_fingerprints(fingerprints)
-    if fp.shape[0] != n:
-        raise ValueError(f"got {n} shingle sets but {fp.shape[0]} fingerprints")
     t = _check_threshold(threshold)
-    nthreads = _threads(threads)
+    nthreads = resolve_threads(threads)
+    if fingerprints is None:
+        fp = set_fingerprints(sets, threads=nthreads)
+    else:
+        fp = as_fingerprints(fingerprints)
+        if fp.shape[0] != n:
+            raise ValueError(f"got {n} shingle sets but {fp.shape[0]} fingerprints")
     order = priority_order(n, keep, lengths)
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n, dtype=np.int64)
@@ -420,51 +377,28 @@ def decide_verified(
             stacklevel=2,
         )
 
-    rep = _classes(sets, rank, nthreads)
+    rep = identical_classes(sets, rank, nthreads)
     pos = np.arange(n, dtype=np.int64)
-    reps = np.flatnonzero(rep == pos)
-    unit = np.full(n, -1, dtype=np.int64)
-    if pairs is None:
-        d = distance_for_threshold(t) if distance is None else distance
-        ufp, inv = np.unique(fp[reps], return_inverse=True)
-        unit[reps] = inv.ravel()
-        m = len(ufp)
-        upairs = find_all(ufp, d, blocks, threads=nthreads)
-    else:
-        p = _as_pairs(pairs, n)
-        p = p[(rep[p[:, 0]] == p[:, 0]) & (rep[p[:, 1]] == p[:, 1]) & (p[:, 0] != p[:, 1])]
-        m = len(reps)
-        unit[reps] = np.arange(m, dtype=np.int64)
-        up = unit[p]
-        upairs = np.unique(np.sort(up, axis=1), axis=0).reshape(-1, 2)
-
-    adj_off, adj = _adjacency(m, upairs)
-    kept_for = np.full(n, -1, dtype=np.int64)
+    is_rep = rep == pos
+    docs = order[is_rep[order]]  # representatives in priority order
+    kept_for = np.where(is_rep, -2, -1).astype(np.int64)
     inter = np.zeros(n, dtype=np.int64)
     union = np.ones(n, dtype=np.int64)
-    state = (
-        np.full(m, -1, dtype=np.int64),  # kept_head
-        np.full(n, -1, dtype=np.int64),  # kept_next
-        np.empty(len(adj), dtype=np.int64),  # active
-        np.zeros(m, dtype=np.int64),  # active_cnt
-    )
-    docs = reps[np.argsort(rank[reps], kind="stable")]
-
-    def run(part: np.ndarray) -> int:
-        return VK._greedy(
-            sets.offsets, sets.keys, part, rank, unit, adj_off, adj, t, *state,
-            kept_for, inter, union,
-        )  # fmt: skip
-
-    if nthreads > 1 and len(docs) >= CHUNK:
-        parts = _component_parts(docs, unit, m, upairs, nthreads)
-        with ThreadPoolExecutor(len(parts)) as pool:
-            checks = sum(pool.map(run, parts))
+    d = distance_for_threshold(t) if distance is None else int(distance)
+    greedy = _Greedy(sets, fp, t, d, blocks, nthreads, kept_for, inter, union)
+    if pairs is None:
+        Layout(d + 1, d)  # validates distance with a clear message
+        greedy.solve(docs)
     else:
-        checks = run(docs)
+        p = as_pairs(pairs, n)
+        p = p[is_rep[p[:, 0]] & is_rep[p[:, 1]] & (p[:, 0] != p[:, 1])]
+        at = np.full(n, -1, dtype=np.int64)
+        at[docs] = np.arange(len(docs), dtype=np.int64)
+        local = np.unique(np.sort(at[p], axis=1), axis=0).reshape(-1, 2)
+        greedy.run_pairs(docs, local)
 
     # every other member of a class follows its representative
-    f = np.flatnonzero((rep >= 0) & (rep != pos))
+    f = np.flatnonzero((rep >= 0) & ~is_rep)
     r = rep[f]
     kf = kept_for[r]
     follows_rep = kf < 0
@@ -474,34 +408,15 @@ def decide_verified(
 
     kept = kept_for < 0
     dropped = ~kept
+    kept_for[kept] = -1
     jac = np.full(n, np.nan)
     jac[dropped] = inter[dropped] / union[dropped]
     dist = np.full(n, -1, dtype=np.int64)
     dist[dropped] = popcount(fp[dropped] ^ fp[kept_for[dropped]])
-    return VerifiedDecisions(kept, kept_for, jac, dist, empty, int(checks), len(upairs))
+    return VerifiedDecisions(kept, kept_for, jac, dist, empty, greedy.checks, greedy.candidates)
 
 
-def _component_parts(
-    docs: np.ndarray, unit: np.ndarray, m: int, upairs: np.ndarray, threads: int
-) -> list[np.ndarray]:
-    """Split ``docs`` (in priority order) into per-thread lists of whole connected components of
-    the unit graph, balanced by document count; each list stays in priority order."""
-    label = clusters_from_pairs(m, upairs)
-    comp = label[unit[docs]]
-    sizes = np.bincount(comp, minlength=m)
-    # components largest first, cut into runs of about len(docs) / threads documents
-    big = np.argsort(-sizes, kind="stable")
-    before = np.cumsum(sizes[big]) - sizes[big]
-    owner = np.empty(m, dtype=np.int64)
-    owner[big] = np.minimum(before * threads // max(len(docs), 1), threads - 1)
-    who = owner[comp]
-    parts = [docs[who == b] for b in range(threads)]
-    return [p for p in parts if len(p)]
-
-
-def _from_texts(
-    texts: Sequence[Any], fingerprinter: Any, threads: int | None
-) -> tuple[ShingleSets, np.ndarray]:
+def _from_texts(texts: Sequence[Any], fingerprinter: Any, threads: int | None) -> ShingleSets:
     if fingerprinter is None:
         from neardup.fingerprints import Fingerprinter
 
@@ -510,14 +425,14 @@ def _from_texts(
     if emit is None:
         raise TypeError(
             f"{type(fingerprinter).__name__} does not emit shingle keys "
-            "(fingerprints_and_shingles); pass (offsets, keys, fingerprints) instead"
+            "(fingerprints_and_shingles); pass (offsets, keys) instead"
         )
-    fps, offsets, keys = emit(texts, threads=threads)
-    return as_shingle_sets(offsets, keys), as_fingerprints(fps)
+    _, offsets, keys = emit(texts, threads=threads)
+    return as_shingle_sets(offsets, keys)
 
 
 def similar_pairs(
-    documents: Sequence[Any] | tuple[Any, Any, Any],
+    documents: Sequence[Any] | tuple[Any, ...],
     threshold: float = DEFAULT_THRESHOLD,
     *,
     distance: int | None = None,
@@ -528,18 +443,20 @@ def similar_pairs(
     """Every pair of documents found with exact Jaccard ``>= threshold``.
 
     Candidates are the pairs whose fingerprints differ in at most ``distance`` bits (found
-    exactly by :func:`neardup.find_all`); each is verified by the exact Jaccard of the two
-    shingle sets. Recall is that of the fingerprint candidates: the default distance
-    (:func:`distance_for_threshold`) keeps at least 98% of the pairs at or above the threshold on
-    the evaluation corpus; a larger ``distance`` finds more at more cost. Precision is exact:
-    every pair returned reaches the threshold. Documents without shingles are in no pair.
+    exactly by :func:`neardup.find_all`), plus every pair of identical sets; each is verified by
+    the exact Jaccard of the two shingle sets. Precision is exact: every pair returned reaches
+    the threshold. Recall is that of the candidates: with the default fingerprints
+    (:func:`set_fingerprints`) and distance (:func:`distance_for_threshold`) they held at least
+    98% of the pairs at or above each threshold on the evaluation corpus
+    (``bench/eval_verify.py``); a larger ``distance`` finds more at more cost. Documents without
+    shingles are in no pair.
 
     Parameters
     ----------
-    documents : sequence of str or bytes, or (offsets, keys, fingerprints)
-        Texts (fingerprinted with ``fingerprinter``, which must emit its shingle keys), or the
-        arrays: CSR shingle sets (int64 offsets[n + 1], sorted unique uint32 keys per document)
-        and uint64 fingerprints[n].
+    documents : sequence of str or bytes, or (offsets, keys), or (offsets, keys, fingerprints)
+        Texts (``fingerprinter`` must emit its shingle keys), or CSR shingle sets (int64
+        offsets[n + 1], sorted unique uint32 keys per document), optionally with the uint64
+        fingerprints[n] that define the candidates (default: :func:`set_fingerprints`).
     threshold : float, default 0.9
         Jaccard threshold in (0, 1].
     distance : int, optional
@@ -558,33 +475,56 @@ def similar_pairs(
 
     Examples
     --------
-    >>> sets = ([0, 3, 6, 9], [1, 2, 3, 1, 2, 3, 7, 8, 9])
-    >>> r = similar_pairs((*sets, [5, 5, 1 << 60]), 0.9, distance=3)
+    >>> sets = ([0, 3, 6, 10, 12], [1, 2, 3, 1, 2, 3, 1, 2, 3, 4, 8, 9])
+    >>> r = similar_pairs(sets, 0.7)
     >>> r.i.tolist(), r.j.tolist(), r.jaccard.tolist()
-    ([0], [1], [1.0])
+    ([0, 0, 1], [1, 2, 2], [1.0, 0.75, 0.75])
     """
     t = _check_threshold(threshold)
-    nthreads = _threads(threads)
-    if isinstance(documents, tuple) and len(documents) == 3 and not isinstance(documents[0], str):
+    nthreads = resolve_threads(threads)
+    arrays = isinstance(documents, tuple) and len(documents) in (2, 3)
+    if arrays and not isinstance(documents[0], (str, bytes)):
         sets = as_shingle_sets(documents[0], documents[1])
-        fp = as_fingerprints(documents[2])
-        if fp.shape[0] != len(sets):
-            raise ValueError(f"got {len(sets)} shingle sets but {fp.shape[0]} fingerprints")
+        fps = documents[2] if len(documents) == 3 else None
     else:
-        sets, fp = _from_texts(documents, fingerprinter, threads)
+        sets, fps = _from_texts(documents, fingerprinter, threads), None
     n = len(sets)
+    if fps is None:
+        fp = set_fingerprints(sets, threads=nthreads)
+    else:
+        fp = as_fingerprints(fps)
+        if fp.shape[0] != n:
+            raise ValueError(f"got {n} shingle sets but {fp.shape[0]} fingerprints")
     d = distance_for_threshold(t) if distance is None else distance
     cand = find_all(fp, d, blocks, threads=nthreads)
+    # identical sets are Jaccard 1 without a merge, and candidates whatever their fingerprints
+    rep = identical_classes(sets, np.arange(n, dtype=np.int64), nthreads)
+    cand = _with_identical_pairs(cand, rep, n)
     i = np.ascontiguousarray(cand[:, 0])
     j = np.ascontiguousarray(cand[:, 1])
-    # identical sets are Jaccard 1 without a merge (families of copies cost one hash each)
-    rep = _classes(sets, np.arange(n, dtype=np.int64), nthreads)
     same = (rep[i] == rep[j]) & (rep[i] >= 0)
     inter = np.where(same, sets.sizes[i], -1)
     rest = np.flatnonzero(~same)
     if len(rest):
-        inter[rest] = _intersections(sets, i[rest], j[rest], t, nthreads)
+        inter[rest] = pair_intersections(sets, i[rest], j[rest], t, nthreads)
     ok = inter >= 0
     i, j, c = i[ok], j[ok], inter[ok]
     sizes = sets.sizes
     return SimilarPairs(i, j, c / (sizes[i] + sizes[j] - c))
+
+
+def _with_identical_pairs(cand: np.ndarray, rep: np.ndarray, n: int) -> np.ndarray:
+    """``cand`` plus every pair of documents with identical non-empty sets, sorted, unique."""
+    members = np.flatnonzero((rep >= 0) & (rep != np.arange(n)))
+    if len(members) == 0:
+        return cand
+    # class members sorted by (representative, position): all pairs within each class
+    order = members[np.lexsort((members, rep[members]))]
+    lead = rep[order]
+    groups = np.split(order, np.flatnonzero(np.diff(lead)) + 1)
+    extra = [cand]
+    for g in groups:
+        g = np.concatenate([[rep[g[0]]], g])
+        a, b = np.triu_indices(len(g), k=1)
+        extra.append(np.stack([g[a], g[b]], axis=1))
+    return np.unique(np.concatenate(extra), axis=0)

@@ -1,11 +1,11 @@
-"""numba kernels for verification: set hashes, exact intersections of sorted uint32 shingle keys,
-the Jaccard of candidate pairs and the greedy keep/drop pass.
+"""numba kernels for verification: set hashes and classes, exact intersections of sorted uint32
+shingle keys, the simhash of a key set, and the keep/drop passes.
 
 Shingle sets are CSR: document ``d`` holds ``keys[offsets[d]:offsets[d + 1]]``, sorted ascending
 and unique (uint32). Every function is ``_``-prefixed, takes contiguous arrays and scalars and
-validates nothing. A Jaccard value is kept as the exact pair ``(intersection, union)`` of integer
-counts; two values are compared by cross-multiplication, and ``J >= t`` as ``inter / union >= t``
-in float64 (the comparison Python makes), so every decision is exact and reproducible.
+validates nothing. ``J >= t`` is decided on exact integer counts as ``inter / union >= t`` in
+float64 (the comparison Python makes), so every decision is exact and reproducible; the early
+exits (size bound, merge stopped once the intersection cannot reach ``t``) never change it.
 """
 
 from __future__ import annotations
@@ -161,79 +161,83 @@ def _pair_intersections(offsets, keys, pi, pj, t, inter, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def _greedy(
-    offsets,
-    keys,
-    docs,
-    rank,
-    unit,
-    adj_off,
-    adj,
-    t,
-    kept_head,
-    kept_next,
-    active,
-    active_cnt,
-    kept_for,
-    inter_out,
-    union_out,
-):
-    """Keep or drop each document of ``docs`` (class representatives in priority order).
+def _set_simhash(offsets, keys, out, lo, hi):
+    """``out[d]``: simhash of document ``d``'s key set, every key weighing 1. Bit ``i`` (bit 63
+    most significant) is set where more keys than not have bit ``i`` set in
+    ``fmix64(key + 0x9E3779B97F4A7C15)``; an empty set gives 0."""
+    tally = np.zeros(64, dtype=np.int64)
+    for d in range(lo, hi):
+        tally[:] = 0
+        for p in range(offsets[d], offsets[d + 1]):
+            h = _fmix64(np.uint64(keys[p]) + _GOLDEN)
+            for b in range(64):
+                tally[b] += np.int64((h >> np.uint64(b)) & np.uint64(1)) * 2 - 1
+        v = np.uint64(0)
+        for b in range(64):
+            if tally[b] > 0:
+                v |= np.uint64(1) << np.uint64(b)
+        out[d] = v
 
-    A document is dropped when an already kept document in its unit (equal fingerprints) or in
-    an adjacent unit (a candidate pair) has Jaccard ``>= t`` with it; ``kept_for`` is the one with
-    the highest Jaccard, ties to the lower ``rank``. Only kept documents are ever checked: each
-    unit keeps a list of its kept documents (``kept_head``/``kept_next``) and the units next to
-    it holding one (``active``, filled at ``adj_off[u]`` up to ``active_cnt[u]``). The per-unit
-    arrays of different connected components are disjoint, so components may run on different
-    threads at once. Returns the number of intersections computed.
+
+@njit(cache=True, nogil=True, inline="always")
+def _reaches(offsets, keys, x, y, t):
+    """``|S(x) & S(y)|`` when ``J(x, y) >= t``, else -1 (size bound first, then the merge)."""
+    a = offsets[x]
+    b = offsets[y]
+    sa = offsets[x + 1] - a
+    sb = offsets[y + 1] - b
+    need = _min_intersection(sa, sb, t)
+    if need > min(sa, sb):
+        return -1
+    return _intersect(keys, a, a + sa, b, b + sb, need)
+
+
+@njit(cache=True, nogil=True)
+def _greedy(offsets, keys, docs, adj_off, adj, t, kept_for, inter, union):
+    """Keep or drop ``docs`` (class representatives in priority order) given, for each position
+    ``q``, its earlier candidates ``adj[adj_off[q]:adj_off[q + 1]]`` (positions, ascending).
+
+    ``kept_for[d]`` is -2 while ``d`` is undecided; a document already dropped (>= 0) stays
+    dropped. An undecided one is dropped for its first kept earlier candidate with Jaccard
+    ``>= t`` and kept (-1) otherwise. Only kept candidates are ever checked. Returns the number
+    of set intersections computed.
     """
     checks = 0
     for q in range(docs.shape[0]):
         d = docs[q]
-        u = unit[d]
-        a = offsets[d]
-        sa = offsets[d + 1] - a
-        best = -1
-        bc = 0
-        bu = 1
-        for w in range(-1, active_cnt[u]):
-            v = u if w < 0 else active[adj_off[u] + w]
-            e = kept_head[v]
-            while e >= 0:
-                b = offsets[e]
-                sb = offsets[e + 1] - b
-                need = _min_intersection(sa, sb, t)
-                if best >= 0:
-                    # must at least tie the best so far: c * bu >= bc * (sa + sb - c)
-                    s = sa + sb
-                    tie = (bc * s + bu + bc - 1) // (bu + bc)
-                    if tie > need:
-                        need = tie
-                if need <= min(sa, sb):
-                    checks += 1
-                    c = _intersect(keys, a, a + sa, b, b + sb, need)
-                    if c >= 0:
-                        un = sa + sb - c
-                        better = best < 0 or c * bu > bc * un
-                        if not better and c * bu == bc * un and rank[e] < rank[best]:
-                            better = True
-                        if better:
-                            best = e
-                            bc = c
-                            bu = un
-                e = kept_next[e]
-        if best >= 0:
-            kept_for[d] = best
-            inter_out[d] = bc
-            union_out[d] = bu
+        if kept_for[d] != -2:
             continue
-        kept_for[d] = -1
-        if kept_head[u] < 0:
-            for p in range(adj_off[u], adj_off[u + 1]):
-                v = adj[p]
-                active[adj_off[v] + active_cnt[v]] = u
-                active_cnt[v] += 1
-        kept_next[d] = kept_head[u]
-        kept_head[u] = d
+        for p in range(adj_off[q], adj_off[q + 1]):
+            e = docs[adj[p]]
+            if kept_for[e] != -1:
+                continue
+            checks += 1
+            c = _reaches(offsets, keys, d, e, t)
+            if c >= 0:
+                kept_for[d] = e
+                inter[d] = c
+                union[d] = (offsets[d + 1] - offsets[d]) + (offsets[e + 1] - offsets[e]) - c
+                break
+        if kept_for[d] == -2:
+            kept_for[d] = -1
+    return checks
+
+
+@njit(cache=True, nogil=True)
+def _first_match(offsets, keys, queries, cand_off, cands, t, kept_for, inter, union, lo, hi):
+    """For each query ``queries[g]`` (``g`` in ``[lo, hi)``), its first candidate in
+    ``cands[cand_off[g]:cand_off[g + 1]]`` (kept documents in priority order) with Jaccard
+    ``>= t``: the query is dropped for it. Returns the number of set intersections computed."""
+    checks = 0
+    for g in range(lo, hi):
+        d = queries[g]
+        for p in range(cand_off[g], cand_off[g + 1]):
+            e = cands[p]
+            checks += 1
+            c = _reaches(offsets, keys, d, e, t)
+            if c >= 0:
+                kept_for[d] = e
+                inter[d] = c
+                union[d] = (offsets[d + 1] - offsets[d]) + (offsets[e + 1] - offsets[e]) - c
+                break
     return checks
