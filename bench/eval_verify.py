@@ -287,6 +287,8 @@ def main() -> None:
         drop = np.flatnonzero(dv.dropped)
         jac = pair_jaccard((offsets, keys), np.stack([drop, dv.kept_for[drop]], axis=1))
         assert np.all(jac >= t) and np.array_equal(jac, dv.jaccard[drop])
+        other = decide_verified((offsets, keys), None, t, threads=threads % 4 + 1)
+        assert np.array_equal(other.kept_for, dv.kept_for), "decisions depend on threads"
         fd = neardup.decide(fps, distance=6)
         fdrop = np.flatnonzero(~fd.kept)
         fj = pair_jaccard((offsets, keys), np.stack([fdrop, fd.survivor[fdrop]], axis=1))

@@ -60,6 +60,7 @@ from neardup.core.shingle_sets import (
 
 __all__ = [
     "DEFAULT_THRESHOLD",
+    "DENSITY_SAMPLE",
     "KEEP_POLICIES",
     "LEAF_DOCS",
     "NO_SHINGLES_WARN_FRACTION",
@@ -85,10 +86,12 @@ KEEP_POLICIES = ("first", "longest")
 NO_SHINGLES_WARN_FRACTION = 0.01
 #: The keep/drop pass pairs all documents of a block by one search when the block holds at most
 #: LEAF_DOCS documents or about PAIRS_PER_DOC candidate pairs per document or fewer (estimated
-#: from a sample of LEAF_DOCS); a denser block (a family of near-identical documents) is halved,
-#: and the later half is searched against the kept documents of the earlier one only.
-LEAF_DOCS = 2048
+#: from an evenly spaced sample of DENSITY_SAMPLE documents; a family with many more pairs shows
+#: in the sample in proportion to its square). A denser block is halved, and the later half is
+#: searched against the kept documents of the earlier one only.
+LEAF_DOCS = 1024
 PAIRS_PER_DOC = 64
+DENSITY_SAMPLE = 512
 #: Documents probed at once against the kept documents (bounds the memory of one probe).
 PROBE_BATCH = 1024
 
@@ -253,10 +256,9 @@ class _Greedy:
 
     def sparse(self, docs: np.ndarray) -> bool:
         """Whether all candidate pairs of ``docs`` fit in ``PAIRS_PER_DOC`` per document,
-        estimated from an evenly spaced sample of ``LEAF_DOCS`` of them (a dense family shows
-        in the sample in proportion to its square)."""
+        estimated from an evenly spaced sample of ``DENSITY_SAMPLE`` of them."""
         n = len(docs)
-        sample = docs[:: max(1, n // LEAF_DOCS)]
+        sample = docs[:: max(1, n // DENSITY_SAMPLE)]
         m = len(sample)
         found = len(find_all(self.fp[sample], self.distance, self.blocks, threads=1))
         return found * n * (n - 1) <= PAIRS_PER_DOC * n * m * (m - 1)
