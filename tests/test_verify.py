@@ -1,4 +1,4 @@
-"""Verified near-duplicates (core/verify.py) against the brute force in naive.py."""
+"""Verified near-duplicates (core/similarity.py, core/verify.py) against naive.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import neardup
-from neardup.core import shingle_sets, verify
+from neardup.core import similarity, verify
 from neardup.core.verify import (
     ShingleSets,
     as_shingle_sets,
@@ -79,7 +79,7 @@ def _csr(sets: list[set]) -> ShingleSets:
 def small_chunks(monkeypatch):
     """Chunks of 3 pairs/documents and probes of 5 documents, so that a handful of documents
     exercises the threaded paths."""
-    monkeypatch.setattr(shingle_sets, "CHUNK", 3)
+    monkeypatch.setattr(similarity, "CHUNK", 3)
     monkeypatch.setattr(verify, "PROBE_BATCH", 5)
 
 

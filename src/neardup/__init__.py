@@ -16,7 +16,7 @@ from neardup.core.search import (
     find_clusters,
     query,
 )
-from neardup.core.verify import similar_pairs
+from neardup.core.similarity import similar_pairs
 from neardup.fingerprints import PRESETS, Fingerprinter, compute, fingerprint
 from neardup.index import Index
 from neardup.pipeline.job import decide, dedup

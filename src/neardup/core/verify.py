@@ -1,13 +1,8 @@
 """Verified near-duplicates: exact Jaccard of shingle sets behind every pair and every drop.
 
-Arrays in, arrays out. A document's shingle set is a sorted run of unique uint32 keys (the low 32
-bits of the shingle hashes the fingerprinter computes), stored for all documents as CSR:
-``offsets`` int64[n + 1] and ``keys`` uint32[total], document ``d`` holding
-``keys[offsets[d]:offsets[d + 1]]``. Fingerprints are uint64, bit 63 the most significant.
-
-Similarity is the exact Jaccard ``|A & B| / |A | B|`` of two key sets; a document without
-shingles (empty, punctuation only) has Jaccard 0 with everything, itself included, so it is never
-similar to anything and never dropped as a near-duplicate.
+Shingle sets are CSR arrays of sorted unique uint32 keys (see :mod:`neardup.core.similarity`);
+fingerprints are uint64, bit 63 the most significant. A document without shingles has Jaccard 0
+with everything, so it is never similar to anything and never dropped as a near-duplicate.
 
 Candidates are pairs whose fingerprints differ in at most ``distance`` bits. By default the
 fingerprint is :func:`set_fingerprints`: the simhash of the key set itself, every key weighing 1,
@@ -38,7 +33,7 @@ import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -46,16 +41,20 @@ from neardup.core import verify_kernels as VK
 from neardup.core.bits import as_fingerprints, popcount
 from neardup.core.layout import Layout
 from neardup.core.search import PermutedTables, find_all, resolve_layout
-from neardup.core.shingle_sets import (
+from neardup.core.similarity import (
+    DEFAULT_THRESHOLD,
     ShingleSets,
+    SimilarPairs,
     as_pairs,
     as_shingle_sets,
+    check_threshold,
     coerce,
+    distance_for_threshold,
     identical_classes,
-    pair_intersections,
     pair_jaccard,
     resolve_threads,
     set_fingerprints,
+    similar_pairs,
 )
 
 __all__ = [
@@ -78,8 +77,6 @@ __all__ = [
     "similar_pairs",
 ]
 
-#: Default Jaccard threshold of :func:`similar_pairs` and :func:`decide_verified`.
-DEFAULT_THRESHOLD = 0.9
 #: How the document kept among near-duplicates is chosen.
 KEEP_POLICIES = ("first", "longest")
 #: Warn when more than this fraction of the documents has no shingles.
@@ -94,27 +91,6 @@ PAIRS_PER_DOC = 64
 DENSITY_SAMPLE = 512
 #: Documents probed at once against the kept documents (bounds the memory of one probe).
 PROBE_BATCH = 1024
-
-#: Fingerprint distance (bits) at which the candidates from :func:`set_fingerprints` held at least
-#: 98% of the pairs at each Jaccard threshold on the real-text evaluation corpus
-#: (bench/eval_verify.py, 14,879 documents): (lowest threshold, bits).
-_DISTANCE_RULE = ((0.95, 10), (0.9, 11), (0.85, 12), (0.8, 13), (0.75, 15), (0.0, 16))
-
-
-class SimilarPairs(NamedTuple):
-    """Pairs of documents at or above a Jaccard threshold, sorted by ``(i, j)``.
-
-    Attributes
-    ----------
-    i, j : ndarray of int64
-        Document positions, ``i < j``.
-    jaccard : ndarray of float64
-        Exact Jaccard of the two documents' shingle sets.
-    """
-
-    i: np.ndarray
-    j: np.ndarray
-    jaccard: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -159,28 +135,6 @@ class VerifiedDecisions:
     def n_no_shingles(self) -> int:
         """Number of documents without shingles."""
         return int(np.count_nonzero(self.no_shingles))
-
-
-def _check_threshold(threshold: float) -> float:
-    t = float(threshold)
-    if not 0.0 < t <= 1.0:
-        raise ValueError(f"threshold must be a Jaccard value in (0, 1] (got {threshold!r})")
-    return t
-
-
-def distance_for_threshold(threshold: float) -> int:
-    """Fingerprint search distance (bits) used for a Jaccard threshold.
-
-    On the real-text evaluation corpus (``bench/eval_verify.py``) the pairs of
-    :func:`set_fingerprints` within this distance held at least 98% of the document pairs at or
-    above the threshold: 10 bits from 0.95, 11 from 0.9, 12 from 0.85, 13 from 0.8, 15 from 0.75
-    and 16 below (at 0.7, 98.5%; lower thresholds get less).
-    """
-    t = _check_threshold(threshold)
-    for lowest, bits in _DISTANCE_RULE:
-        if t >= lowest:
-            return bits
-    return _DISTANCE_RULE[-1][1]  # pragma: no cover - the last rule starts at 0
 
 
 def priority_order(
@@ -357,7 +311,7 @@ def decide_verified(
     """
     sets = coerce(shingles)
     n = len(sets)
-    t = _check_threshold(threshold)
+    t = check_threshold(threshold)
     nthreads = resolve_threads(threads)
     if fingerprints is None:
         fp = set_fingerprints(sets, threads=nthreads)
@@ -416,117 +370,3 @@ def decide_verified(
     dist = np.full(n, -1, dtype=np.int64)
     dist[dropped] = popcount(fp[dropped] ^ fp[kept_for[dropped]])
     return VerifiedDecisions(kept, kept_for, jac, dist, empty, greedy.checks, greedy.candidates)
-
-
-def _from_texts(texts: Sequence[Any], fingerprinter: Any, threads: int | None) -> ShingleSets:
-    if fingerprinter is None:
-        from neardup.fingerprints import Fingerprinter
-
-        fingerprinter = Fingerprinter()
-    emit = getattr(fingerprinter, "fingerprints_and_shingles", None)
-    if emit is None:
-        raise TypeError(
-            f"{type(fingerprinter).__name__} does not emit shingle keys "
-            "(fingerprints_and_shingles); pass (offsets, keys) instead"
-        )
-    _, offsets, keys = emit(texts, threads=threads)
-    return as_shingle_sets(offsets, keys)
-
-
-def similar_pairs(
-    documents: Sequence[Any] | tuple[Any, ...],
-    threshold: float = DEFAULT_THRESHOLD,
-    *,
-    distance: int | None = None,
-    fingerprinter: Any = None,
-    blocks: int | None = None,
-    threads: int | None = None,
-) -> SimilarPairs:
-    """Every pair of documents found with exact Jaccard ``>= threshold``.
-
-    Candidates are the pairs whose fingerprints differ in at most ``distance`` bits (found
-    exactly by :func:`neardup.find_all`), plus every pair of identical sets; each is verified by
-    the exact Jaccard of the two shingle sets. Precision is exact: every pair returned reaches
-    the threshold. Recall is that of the candidates: with the default fingerprints
-    (:func:`set_fingerprints`) and distance (:func:`distance_for_threshold`) they held at least
-    98% of the pairs at or above each threshold on the evaluation corpus
-    (``bench/eval_verify.py``); a larger ``distance`` finds more at more cost. Documents without
-    shingles are in no pair.
-
-    Parameters
-    ----------
-    documents : sequence of str or bytes, or (offsets, keys), or (offsets, keys, fingerprints)
-        Texts (``fingerprinter`` must emit its shingle keys), or CSR shingle sets (int64
-        offsets[n + 1], sorted unique uint32 keys per document), optionally with the uint64
-        fingerprints[n] that define the candidates (default: :func:`set_fingerprints`).
-    threshold : float, default 0.9
-        Jaccard threshold in (0, 1].
-    distance : int, optional
-        Candidate fingerprint distance in bits (default: :func:`distance_for_threshold`).
-    fingerprinter : Fingerprinter, optional
-        For texts (default: ``Fingerprinter("default")``).
-    blocks : int, optional
-        Block count of the search layout (default: chosen for the input size).
-    threads : int, optional
-        Worker threads (default: all usable CPUs). Results do not depend on it.
-
-    Returns
-    -------
-    SimilarPairs
-        ``(i, j, jaccard)``: int64, int64, float64 arrays, ``i < j``, sorted by ``(i, j)``.
-
-    Examples
-    --------
-    >>> sets = ([0, 3, 6, 10, 12], [1, 2, 3, 1, 2, 3, 1, 2, 3, 4, 8, 9])
-    >>> r = similar_pairs(sets, 0.7)
-    >>> r.i.tolist(), r.j.tolist(), r.jaccard.tolist()
-    ([0, 0, 1], [1, 2, 2], [1.0, 0.75, 0.75])
-    """
-    t = _check_threshold(threshold)
-    nthreads = resolve_threads(threads)
-    arrays = isinstance(documents, tuple) and len(documents) in (2, 3)
-    if arrays and not isinstance(documents[0], (str, bytes)):
-        sets = as_shingle_sets(documents[0], documents[1])
-        fps = documents[2] if len(documents) == 3 else None
-    else:
-        sets, fps = _from_texts(documents, fingerprinter, threads), None
-    n = len(sets)
-    if fps is None:
-        fp = set_fingerprints(sets, threads=nthreads)
-    else:
-        fp = as_fingerprints(fps)
-        if fp.shape[0] != n:
-            raise ValueError(f"got {n} shingle sets but {fp.shape[0]} fingerprints")
-    d = distance_for_threshold(t) if distance is None else distance
-    cand = find_all(fp, d, blocks, threads=nthreads)
-    # identical sets are Jaccard 1 without a merge, and candidates whatever their fingerprints
-    rep = identical_classes(sets, np.arange(n, dtype=np.int64), nthreads)
-    cand = _with_identical_pairs(cand, rep, n)
-    i = np.ascontiguousarray(cand[:, 0])
-    j = np.ascontiguousarray(cand[:, 1])
-    same = (rep[i] == rep[j]) & (rep[i] >= 0)
-    inter = np.where(same, sets.sizes[i], -1)
-    rest = np.flatnonzero(~same)
-    if len(rest):
-        inter[rest] = pair_intersections(sets, i[rest], j[rest], t, nthreads)
-    ok = inter >= 0
-    i, j, c = i[ok], j[ok], inter[ok]
-    sizes = sets.sizes
-    return SimilarPairs(i, j, c / (sizes[i] + sizes[j] - c))
-
-
-def _with_identical_pairs(cand: np.ndarray, rep: np.ndarray, n: int) -> np.ndarray:
-    """``cand`` plus every pair of documents with identical non-empty sets, sorted, unique."""
-    members = np.flatnonzero((rep >= 0) & (rep != np.arange(n)))
-    if len(members) == 0:
-        return cand
-    # class members sorted by (representative, position): all pairs within each class
-    order = members[np.lexsort((members, rep[members]))]
-    lead = rep[order]
-    groups = np.split(order, np.flatnonzero(np.diff(lead)) + 1)
-    extra = [cand]
-    for g in groups:
-        g = np.concatenate([[rep[g[0]]], g])
-        a, b = np.triu_indices(len(g), k=1)
-        extra.append(np.stack([g[a], g[b]], axis=1))
-    return np.unique(np.concatenate(extra), axis=0)
