@@ -53,3 +53,144 @@ def query(corpus, queries, distance: int):
     di = d[qi, ci]
     order = np.lexsort((ci, di, qi))
     return qi[order].astype(np.int64), ci[order].astype(np.int64), di[order].astype(np.int64)
+
+
+# -- verification: exact Jaccard and the no-chaining decision rule ------------------------------
+
+
+def jaccard(a: set, b: set) -> float:
+    """Exact Jaccard of two sets; 0 when either is empty (no shingles: never similar)."""
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+def csr_to_sets(offsets, keys) -> list[set]:
+    return [set(int(k) for k in keys[offsets[d] : offsets[d + 1]]) for d in range(len(offsets) - 1)]
+
+
+def sets_to_csr(sets) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.zeros(len(sets) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(s) for s in sets])
+    keys = [k for s in sets for k in sorted(s)]
+    return offsets, np.array(keys, dtype=np.uint32)
+
+
+def popcount(x: int) -> int:
+    return bin(x).count("1")
+
+
+def set_fingerprint(keys) -> int:
+    """Simhash of a key set, every key weighing 1: bit i is set where more keys than not have
+    bit i set in fmix64(key + 0x9E3779B97F4A7C15)."""
+    tally = [0] * 64
+    for k in set(keys):
+        h = _fmix64((int(k) + 0x9E3779B97F4A7C15) & _M64)
+        for b in range(64):
+            tally[b] += 1 if (h >> b) & 1 else -1
+    return sum(1 << b for b in range(64) if tally[b] > 0)
+
+
+def similar_pairs(sets, fps, threshold: float, distance: int):
+    """Every pair i < j with Jaccard >= threshold whose fingerprints are within ``distance``
+    bits or whose sets are identical."""
+    fps = [int(x) for x in fps]
+    out = []
+    for i in range(len(sets)):
+        for j in range(i + 1, len(sets)):
+            near = popcount(fps[i] ^ fps[j]) <= distance or sets[i] == sets[j]
+            if near and sets[i] and sets[j] and jaccard(sets[i], sets[j]) >= threshold:
+                out.append((i, j, jaccard(sets[i], sets[j])))
+    return out
+
+
+def decide_verified(sets, fps, threshold: float, order, *, distance=None, pairs=None):
+    """The decision rule, literally: (kept_for, jaccard) per document (-1 / None when kept).
+
+    Identical non-empty sets form a class led by its first member in ``order``; the other
+    members follow it. Leaders in ``order`` are dropped for the first already kept leader (in
+    ``order``) that is a candidate with Jaccard >= threshold.
+    """
+    n = len(sets)
+    fps = [int(x) for x in fps]
+    lead: dict[frozenset, int] = {}
+    rep = [-1] * n
+    for d in order:
+        if sets[d]:
+            rep[d] = lead.setdefault(frozenset(sets[d]), d)
+    given = None if pairs is None else {(min(a, b), max(a, b)) for a, b in pairs}
+
+    def candidate(a: int, b: int) -> bool:
+        if given is None:
+            return popcount(fps[a] ^ fps[b]) <= distance
+        return (min(a, b), max(a, b)) in given
+
+    kept_for = [-1] * n
+    jac: list = [None] * n
+    kept: list[int] = []
+    for d in order:
+        if rep[d] != d:
+            continue
+        for e in kept:
+            if candidate(d, e) and jaccard(sets[d], sets[e]) >= threshold:
+                kept_for[d], jac[d] = e, jaccard(sets[d], sets[e])
+                break
+        else:
+            kept.append(d)
+    for d in range(n):
+        r = rep[d]
+        if r >= 0 and r != d:
+            kept_for[d] = r if kept_for[r] < 0 else kept_for[r]
+            jac[d] = 1.0 if kept_for[r] < 0 else jac[r]
+    return kept_for, jac
+
+
+# -- shingle keys of the default Fingerprinter, in pure Python ------------------------------------
+
+_M64 = (1 << 64) - 1
+
+
+def _fmix64(h: int) -> int:
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & _M64
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & _M64
+    h ^= h >> 33
+    return h
+
+
+def shingle_keys(text: str, window: int = 3) -> list[int]:
+    """Sorted unique uint32 shingle keys of the ``default`` preset: NFKC + casefold, unicode
+    tokens, FNV-1a 64 per token, chained windows of ``window`` tokens (a shorter document is one
+    shingle), MurmurHash3's finalizer, low 32 bits."""
+    from neardup.fingerprints import fnv1a64
+    from neardup.fingerprints.tokenize import nfkc_casefold, unicode_tokens
+
+    th = [fnv1a64(t.encode("utf-8", "surrogatepass")) for t in unicode_tokens(nfkc_casefold(text))]
+    out = set()
+    if th:
+        width = min(window, len(th))
+        for s in range(len(th) - width + 1):
+            h = th[s]
+            for k in range(1, width):
+                h = (h * 0x9E3779B97F4A7C15 + th[s + k]) & _M64
+            out.add(_fmix64(h) & 0xFFFFFFFF)
+    return sorted(out)
+
+
+def shingle_sets(texts) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (offsets int64[n + 1], keys uint32) of :func:`shingle_keys` for each text."""
+    return sets_to_csr([shingle_keys(t) for t in texts])
+
+
+class ShinglingFingerprinter:
+    """The default Fingerprinter plus its shingle keys computed by :func:`shingle_keys`."""
+
+    def __init__(self) -> None:
+        from neardup.fingerprints import Fingerprinter
+
+        self.fingerprinter = Fingerprinter("default")
+
+    def fingerprints_and_shingles(self, texts, threads=None):
+        offsets, keys = shingle_sets(texts)
+        return self.fingerprinter.fingerprint_many(texts, threads=threads), offsets, keys

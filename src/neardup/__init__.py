@@ -23,6 +23,7 @@ _EXPORTS = {
     "find_all_values": "neardup.core.search",
     "find_clusters": "neardup.core.search",
     "query": "neardup.core.search",
+    "similar_pairs": "neardup.core.similarity",
     "PRESETS": "neardup.fingerprints",
     "Fingerprinter": "neardup.fingerprints",
     "compute": "neardup.fingerprints",
@@ -43,6 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
         find_clusters,
         query,
     )
+    from neardup.core.similarity import similar_pairs
     from neardup.fingerprints import PRESETS, Fingerprinter, compute, fingerprint
     from neardup.index import Index
     from neardup.pipeline.job import decide, dedup
@@ -57,6 +59,7 @@ __all__ = [
     "find_clusters",
     "cluster_groups",
     "query",
+    "similar_pairs",
     "QueryResult",
     "Fingerprinter",
     "fingerprint",
