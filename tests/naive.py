@@ -212,3 +212,8 @@ def naive_fingerprint(doc: str | bytes, **options) -> int:
     if o["bit_order"] == "reversed":
         fp = int(f"{fp:064b}"[::-1], 2)
     return fp
+
+
+def naive_shingle_keys(doc: str | bytes, **options) -> list[int]:
+    """The distinct top 32 bits of a document's feature hashes, ascending."""
+    return sorted({h >> 32 for h in naive_features(doc, **options)})

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from naive import FINGERPRINT_REFERENCE, naive_fingerprint
+from naive import FINGERPRINT_REFERENCE, naive_fingerprint, naive_shingle_keys
 
 from neardup.fingerprints import (
     PRESETS,
@@ -368,3 +368,51 @@ def test_callable_normalize_with_builtin_stages_runs_the_kernels():
     assert fast._fast and not slow._fast
     assert fast.fingerprint_many(texts).tolist() == slow.fingerprint_many(texts).tolist()
     assert [fast.fingerprint(t) for t in texts] == slow.fingerprint_many(texts).tolist()
+
+
+# ---- shingle keys for verification ------------------------------------------------------------
+
+
+def _key_sets(features):
+    off, keys = features.offsets, features.keys
+    return [keys[off[i] : off[i + 1]].tolist() for i in range(len(off) - 1)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=ALPHABET, max_size=80), max_size=6), OPTIONS)
+def test_features_many_match_naive_pipeline(texts, options):
+    fp = Fingerprinter("default", **options)
+    f = fp.features_many(texts, threads=1)
+    assert f.fingerprints.dtype == np.uint64 and f.offsets.dtype == np.int64
+    assert f.keys.dtype == np.uint32 and f.offsets.shape == (len(texts) + 1,)
+    assert f.fingerprints.tolist() == fp.fingerprint_many(texts, threads=1).tolist()
+    assert _key_sets(f) == [naive_shingle_keys(t, **options) for t in texts]
+
+
+def test_features_many_chunks_threads_and_python_path(monkeypatch):
+    from neardup import config
+
+    texts = [f"Dokument {i}: Grüße {'日本語' * (i % 4)} word{i % 9} ＡＢＣ" for i in range(300)]
+    texts += ["", "x", b"bytes are text too"]
+    want = [naive_shingle_keys(t) for t in texts]
+    fp = Fingerprinter()
+    monkeypatch.setattr(config, "FINGERPRINT_CHUNK_DOCS", 7)
+    for threads in (1, 3):
+        f = fp.features_many(iter(texts), threads=threads)
+        assert _key_sets(f) == want
+        assert f.fingerprints.tolist() == [naive_fingerprint(t) for t in texts]
+    slow = Fingerprinter("default", tokenizer=unicode_tokens)
+    assert _key_sets(slow.features_many(texts)) == want
+    empty = fp.features_many([])
+    assert empty.offsets.tolist() == [0] and empty.keys.shape == (0,)
+    assert slow.features_many([]).offsets.tolist() == [0]
+
+
+def test_features_many_keys_are_sorted_unique_top_bits():
+    text = "the cat sat on the mat the cat sat on the mat again"
+    f = Fingerprinter().features_many([text])
+    keys = f.keys.tolist()
+    assert keys == sorted(set(keys)) and len(keys) == 7  # 11 shingles, 7 distinct
+    fp = Fingerprinter("default", window=1)
+    one = fp.features_many(["word"]).keys.tolist()
+    assert one == [naive_shingle_keys("word", window=1)[0]]

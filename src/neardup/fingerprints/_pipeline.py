@@ -15,6 +15,7 @@ from numba import njit
 
 from neardup.fingerprints._kernels import (
     _GOLDEN,
+    _S32,
     _U0,
     HASH_FNV1A64,
     SHINGLE_CYCLIC,
@@ -132,11 +133,33 @@ def _tally(feats, m, opt, weights):
 
 
 @njit(cache=True, nogil=True)
-def _fingerprint_chunk(chunk, classes, tables, opt, out):
+def _append_keys(feats, m, scratch, keys, nk):
+    """Append the top 32 bits (63..32) of ``feats[:m]``, sorted and unique, to ``keys[:nk]``;
+    returns ``(keys, nk)`` (``keys`` grows as needed)."""
+    for t in range(m):
+        scratch[t] = np.uint32(feats[t] >> _S32)
+    part = scratch[:m]
+    part.sort()
+    if nk + m > keys.shape[0]:
+        grown = np.empty(max(2 * keys.shape[0], nk + m), dtype=np.uint32)
+        grown[:nk] = keys[:nk]
+        keys = grown
+    for t in range(m):
+        if t == 0 or part[t] != part[t - 1]:
+            keys[nk] = part[t]
+            nk += 1
+    return keys, nk
+
+
+@njit(cache=True, nogil=True)
+def _fingerprint_chunk(chunk, classes, tables, opt, out, key_off, want_keys):
     """Fingerprint every document of ``chunk`` (a :class:`ChunkData`) into ``out``.
 
     ``classes`` is the tokenizer's code point table, ``tables`` the normalization tables
-    (``unicode_tables.NormTables``), ``opt`` a :class:`KernelOptions`.
+    (``unicode_tables.NormTables``), ``opt`` a :class:`KernelOptions`. With ``want_keys``, also
+    the shingle keys of each document (see ``_append_keys``): document ``d`` has
+    ``keys[key_off[d]:key_off[d + 1]]`` of the returned ``keys`` (``key_off``: int64[n + 1],
+    filled here); else returns an empty array.
     """
     buf8 = chunk.buf8
     off8 = chunk.off8
@@ -158,6 +181,10 @@ def _fingerprint_chunk(chunk, classes, tables, opt, out):
     ring = np.zeros(max(opt.window, 1), dtype=np.uint64)
     norm = np.empty(maxlen + 16, dtype=np.uint8)
     work = np.empty(64, dtype=np.int32)
+    keys = np.empty(max(1, off8[ndocs] + off16[ndocs]) // 4 + 16 if want_keys else 0, np.uint32)
+    scratch = np.empty(cap if want_keys else 0, dtype=np.uint32)
+    nk = 0
+    key_off[0] = 0
     fold = (opt.norm & NORM_CASEFOLD) != 0
     # ASCII letters tokens are the same code units in UTF-16: no transcoding needed
     direct16 = opt.norm == NORM_NONE and opt.tokenizer == TOK_ASCII_LETTERS
@@ -198,5 +225,11 @@ def _fingerprint_chunk(chunk, classes, tables, opt, out):
                 toks = np.empty(cap, dtype=np.uint64)
                 feats = np.empty(cap, dtype=np.uint64)
                 weights = np.empty(cap, dtype=np.float64)
+                if want_keys:
+                    scratch = np.empty(cap, dtype=np.uint32)
             m = _doc_features(norm, 0, nb, classes, opt, False, starts, ends, toks, ring, feats)
+        if want_keys:
+            keys, nk = _append_keys(feats, m, scratch, keys, nk)
+            key_off[d + 1] = nk
         out[d] = _tally(feats, m, opt, weights)
+    return keys[:nk].copy()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,10 +31,19 @@ from neardup.fingerprints.tally import _MASK64, _to_hash, compute, compute_batch
 from neardup.fingerprints.tokenize import NORMALIZATIONS, TOKENIZERS, char_classes
 from neardup.fingerprints.unicode_tables import empty_tables, norm_tables
 
-__all__ = ["PRESETS", "Fingerprinter", "compute", "compute_batch", "fingerprint"]
+__all__ = ["PRESETS", "Features", "Fingerprinter", "compute", "compute_batch", "fingerprint"]
 
 Feature = int | str | bytes
 Document = str | bytes
+
+
+class Features(NamedTuple):
+    """Fingerprints and shingle keys of documents (see :meth:`Fingerprinter.features_many`)."""
+
+    fingerprints: np.ndarray  # uint64[n]
+    offsets: np.ndarray  # int64[n + 1]
+    keys: np.ndarray  # uint32[offsets[-1]]
+
 
 #: Named configurations. ``reference`` is bit-exact to seomoz/simhash-cpp's ``hash_text``;
 #: ``default`` was chosen by the evaluation in ``bench/eval_fingerprint.py --grid`` (windows 1-5 x
@@ -283,13 +292,19 @@ class Fingerprinter:
 
     # -- the kernel path ----------------------------------------------------------------------
 
-    def _run_chunk(self, docs: Sequence[Document], first: int) -> np.ndarray:
+    def _run_chunk(
+        self, docs: Sequence[Document], first: int, want_keys: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Fingerprints, key offsets and shingle keys of a chunk (empty keys unless asked)."""
         if self._py_normalize:
             docs = [self._text(d, first + i) for i, d in enumerate(docs)]
         chunk = encode_chunk(docs, first, self._norm_code != N.NORM_NONE)
         out = np.empty(len(docs), dtype=np.uint64)
-        _fingerprint_chunk(chunk, self._table, self._tables, self._opt, out)
-        return out
+        key_off = np.zeros(len(docs) + 1, dtype=np.int64)
+        keys = _fingerprint_chunk(
+            chunk, self._table, self._tables, self._opt, out, key_off, want_keys
+        )
+        return out, key_off, keys
 
     # -- public -------------------------------------------------------------------------------
 
@@ -300,7 +315,8 @@ class Fingerprinter:
                 text = self._text(text, 0)
             out = np.empty(1, dtype=np.uint64)
             chunk = encode_one(text, self._norm_code != N.NORM_NONE)
-            _fingerprint_chunk(chunk, self._table, self._tables, self._opt, out)
+            key_off = np.zeros(2, dtype=np.int64)
+            _fingerprint_chunk(chunk, self._table, self._tables, self._opt, out, key_off, False)
             return int(out[0])
         return self._fingerprint_py(text, 0)
 
@@ -329,9 +345,68 @@ class Fingerprinter:
             return np.zeros(0, dtype=np.uint64)
         nthreads = threads_for(threads)
         parts = run_chunks(
-            lambda a, b: self._run_chunk(docs[a:b], a), plan_chunks(docs, nthreads), nthreads
+            lambda a, b: self._run_chunk(docs[a:b], a)[0], plan_chunks(docs, nthreads), nthreads
         )
         return np.concatenate(parts)
+
+    def features_many(self, texts: Iterable[Document], threads: int | None = None) -> Features:
+        """Fingerprints and the shingle keys they were computed from, for verification.
+
+        Each document's keys are the distinct top 32 bits (bits 63..32, bit 63 the most
+        significant) of the 64-bit feature hashes its fingerprint tallies: one per shingle, with
+        the same normalization, tokenizer, window, hash and shingling, computed in the same
+        kernel pass (no second tokenization, no GIL), sorted ascending. The exact Jaccard
+        similarity of two documents' key sets estimates that of their shingle sets (two
+        distinct shingles share a key with probability 2**-32).
+
+        Parameters
+        ----------
+        texts : iterable of str or bytes
+            The documents.
+        threads : int, optional
+            Worker threads, as for :meth:`fingerprint_many`.
+
+        Returns
+        -------
+        Features
+            ``fingerprints`` (uint64[n], as :meth:`fingerprint_many`), ``offsets``
+            (int64[n + 1]) and ``keys`` (uint32): document ``i`` has
+            ``keys[offsets[i]:offsets[i + 1]]`` (4 bytes per distinct shingle).
+
+        Examples
+        --------
+        >>> f = Fingerprinter().features_many(["a b c d", "A B C D!", ""])
+        >>> f.offsets.tolist(), bool(f.fingerprints[0] == f.fingerprints[1])
+        ([0, 2, 4, 4], True)
+        >>> bool((f.keys[0:2] == f.keys[2:4]).all())
+        True
+        """
+        docs = texts if isinstance(texts, Sequence) else list(texts)
+        n = len(docs)
+        if not self._fast:
+            fps = np.zeros(n, dtype=np.uint64)
+            sets = []
+            for i, d in enumerate(docs):
+                fps[i] = self._fingerprint_py(d, i)
+                feats, _ = self._features_py(d, i)
+                sets.append(np.unique(np.array(feats, dtype=np.uint64) >> np.uint64(32)))
+            offsets = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum([len(k) for k in sets], out=offsets[1:])
+            keys = np.concatenate(sets).astype(np.uint32) if sets else np.zeros(0, np.uint32)
+            return Features(fps, offsets, keys)
+        nthreads = threads_for(threads)
+        plan = plan_chunks(docs, nthreads)
+        parts = run_chunks(lambda a, b: self._run_chunk(docs[a:b], a, True), plan, nthreads)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        pos = 0
+        for (a, b), (_, key_off, _) in zip(plan, parts, strict=True):
+            offsets[a + 1 : b + 1] = key_off[1:] + pos
+            pos += int(key_off[-1])
+        return Features(
+            np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64),
+            offsets,
+            np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.uint32),
+        )
 
 
 _CACHE: dict[str, Fingerprinter] = {}
