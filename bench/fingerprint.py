@@ -35,6 +35,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+
+from numba import njit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -121,17 +124,48 @@ def run_peer(python: str, texts: list[str], procs: int) -> tuple[float, int]:
         return max(o["seconds"] for o in outs) or wall, sum(o["failed"] for o in outs)
 
 
-def gil_share(fp: Fingerprinter, texts: list[str], seconds_one_thread: float) -> float | None:
-    """Share of the 1-thread time spent under the GIL: copying each chunk's text into the
+def gil_share(texts: list[str], cpu_one_thread: float) -> float | None:
+    """Share of the 1-thread CPU time spent under the GIL: copying each chunk's text into the
     kernels' buffers (None for an implementation without ``batch.encode_chunk``)."""
     try:
         from neardup.fingerprints.batch import encode_chunk, plan_chunks
     except ImportError:
         return None
-    t = time.perf_counter()
+    t = time.process_time()
     for a, b in plan_chunks(texts, 1):
         encode_chunk(texts[a:b], a, True)
-    return (time.perf_counter() - t) / seconds_one_thread
+    return (time.process_time() - t) / cpu_one_thread
+
+
+@njit(nogil=True)
+def _spin(n: int) -> int:
+    s = 0
+    for i in range(n):
+        s = (s * 31 + i) % 1000003
+    return s
+
+
+def control(threads: int, n: int = 30_000_000) -> None:
+    """A fixed amount of GIL-free work split over ``threads`` threads: how well this machine
+    lets any code scale at the moment (other processes share its cores)."""
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(_spin, [n // threads] * threads))
+
+
+def median_table(runs: dict, size_mb: float, name: str, threads: list[int]) -> list[tuple]:
+    """Rows (what, input, threads, MB/s, MB per CPU s, efficiency, cores used) from
+    ``runs[(what, t)] = [(wall, cpu), ...]``."""
+    rows = []
+    for what in dict.fromkeys(k[0] for k in runs):
+        one = statistics.median(w for w, _ in runs[what, 1]) if (what, 1) in runs else None
+        for t in threads:
+            wall = statistics.median(w for w, _ in runs[what, t])
+            cpu = statistics.median(c for _, c in runs[what, t])
+            eff = f"{one / (t * wall):.2f}" if one else ""
+            mbs = size_mb / wall if size_mb else 0.0
+            per_cpu = size_mb / cpu if size_mb else 0.0
+            rows.append((what, name, t, mbs, per_cpu, eff, cpu / wall))
+    return rows
 
 
 def main() -> None:
@@ -149,6 +183,7 @@ def main() -> None:
     threads = [int(x) for x in args.threads.split(",")] if args.threads else sorted({1, ncores})
     rows = []
     inputs: dict[str, list[str]] = {}
+    _spin(10)
     for name in args.inputs.split(","):
         t0 = time.perf_counter()
         texts = list(bench_documents(args.mb)) if name == "ascii" else None
@@ -169,31 +204,33 @@ def main() -> None:
         fps = {p: Fingerprinter(p) for p in presets}
         for fp in fps.values():
             fp.fingerprint_many(texts[:50])  # compile / load the cached kernels
-        # interleaved repeats (a shared machine's load changes over time): wall and CPU seconds
-        wall: dict[tuple[str, int], list[float]] = {(p, t): [] for p in presets for t in threads}
-        cpu: dict[tuple[str, int], list[float]] = {(p, t): [] for p in presets for t in threads}
+        # repeats interleaved across settings (a shared machine's load changes over time)
+        runs: dict[tuple[str, int], list[tuple[float, float]]] = {}
+        ctl: dict[tuple[str, int], list[tuple[float, float]]] = {}
         for _ in range(args.repeat):
             for p in presets:
                 for t in threads:
                     c0, t0 = time.process_time(), time.perf_counter()
                     fps[p].fingerprint_many(texts, threads=t)
-                    wall[p, t].append(time.perf_counter() - t0)
-                    cpu[p, t].append(time.process_time() - c0)
-        for p in presets:
-            one = statistics.median(wall[p, 1]) if (p, 1) in wall else None
+                    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                    runs.setdefault((f"neardup {p}", t), []).append((wall, cpu))
             for t in threads:
-                med = statistics.median(wall[p, t])
-                used = statistics.median(cpu[p, t]) / med
-                eff = f"{one / (t * med):.2f}" if one else ""
-                rows.append(
-                    (f"neardup {p}", name, t, size / 1e6 / med, len(texts) / med, eff, used)
-                )
-            share = gil_share(fps[p], texts, one) if one else None
-            if share:
-                print(
-                    f"  {p}: {share:.1%} of the 1-thread time under the GIL (copying text), "
-                    f"so at most {1 / share:.0f}x the 1-thread speed on any number of threads"
-                )
+                c0, t0 = time.process_time(), time.perf_counter()
+                control(t)
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                ctl.setdefault(("control: GIL-free busy loop", t), []).append((wall, cpu))
+        rows += median_table(runs, size / 1e6, name, threads)
+        rows += median_table(ctl, 0.0, name, threads)
+        for p in presets:
+            if (f"neardup {p}", 1) in runs:
+                cpu_one = statistics.median(c for _, c in runs[f"neardup {p}", 1])
+                share = gil_share(texts, cpu_one)
+                if share:
+                    print(
+                        f"  {p}: {share:.1%} of the 1-thread CPU time under the GIL (copying "
+                        f"text): at most {1 / share:.0f}x the 1-thread speed on any number of "
+                        "threads"
+                    )
     print(f"{ncores} cores usable; threads {threads}; median of {args.repeat}")
 
     python = args.simhash_python
@@ -207,19 +244,19 @@ def main() -> None:
         for procs in sorted({1, ncores}):
             secs, failed = run_peer(python, sample, procs)
             note = f"{size / 1e6:.1f} MB sample" + (f", {failed} docs failed" if failed else "")
-            rows.append(
-                ("PyPI simhash 2.1.2", note, procs, size / 1e6 / secs, len(sample) / secs, "", 0)
-            )
+            rows.append(("PyPI simhash 2.1.2", note, procs, size / 1e6 / secs, 0.0, "", 0.0))
 
     print()
     print(
-        "| fingerprinter | input | threads | MB/s | documents/s | parallel efficiency "
+        "| fingerprinter | input | threads | MB/s | MB per CPU second | parallel efficiency "
         "| cores used |"
     )
     print("|---|---|---:|---:|---:|---:|---:|")
-    for name, inp, t, mbs, dps, eff, used in rows:
+    for what, inp, t, mbs, per_cpu, eff, used in rows:
+        mbs_col = f"{mbs:.1f}" if mbs else ""
+        cpu_col = f"{per_cpu:.1f}" if per_cpu else ""
         cores = f"{used:.2f}" if used else ""
-        print(f"| {name} | {inp} | {t} | {mbs:.1f} | {dps:,.0f} | {eff} | {cores} |")
+        print(f"| {what} | {inp} | {t} | {mbs_col} | {cpu_col} | {eff} | {cores} |")
 
 
 if __name__ == "__main__":
