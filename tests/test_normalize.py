@@ -204,3 +204,7 @@ def test_ascii_helpers():
     assert out.tobytes() == data.lower()
     assert N._is_ascii(buf, 0, len(data))
     assert not N._is_ascii(np.frombuffer("é".encode(), np.uint8), 0, 2)
+    wide = np.frombuffer("aé\0Z日\U0001f600".encode("utf-16-le"), dtype="<u2")
+    out = np.empty(8, np.uint8)
+    assert N._narrow_ascii(wide, 0, wide.shape[0], out) == 7
+    assert out[:7].tobytes() == b"a\x80\x00Z\x80\x80\x80"

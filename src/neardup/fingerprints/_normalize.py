@@ -383,6 +383,18 @@ def _lower_ascii(buf, start, end, out):
 
 
 @njit(cache=True, nogil=True)
+def _narrow_ascii(buf16, start, end, out):
+    """``out[:n]`` = the UTF-16 ``buf16[start:end]`` with ASCII units as bytes and every other
+    unit as 0x80 (not a letter, not NUL): what the ``ascii_letters`` tokenizer sees of the
+    text; returns ``n``."""
+    n = end - start
+    for k in range(n):
+        x = buf16[start + k]
+        out[k] = x if x < 0x80 else 0x80
+    return n
+
+
+@njit(cache=True, nogil=True)
 def _char_to_unit_offsets(buf16, offsets):
     """Code unit offsets of documents in the UTF-16 ``buf16`` (no lone surrogates) from their
     code point offsets ``offsets`` (non-decreasing, from 0); a new array. One pass over the

@@ -4,6 +4,10 @@ Only ``_``-prefixed ``@njit(cache=True, nogil=True)`` functions over arrays, and
 inputs they take (:class:`ChunkData`, :class:`KernelOptions`). Each document is normalized
 (``_normalize.py``) into UTF-8, tokenized, its tokens hashed, shingled and tallied
 (``_kernels.py``).
+
+Numba's on-disk cache of these kernels is keyed by this file alone: after editing
+``_normalize.py`` or ``_kernels.py`` in a source checkout, delete the ``__pycache__`` numba files
+(``*.nbi``, ``*.nbc``) or the kernels here keep the old code.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from neardup.fingerprints._normalize import (
     _char_to_unit_offsets,
     _is_ascii,
     _lower_ascii,
+    _narrow_ascii,
     _normalize_doc,
 )
 
@@ -137,12 +142,13 @@ def _append_keys(feats, m, scratch, keys, nk):
     """Append the top 32 bits (63..32) of ``feats[:m]``, sorted and unique, to ``keys[:nk]``;
     returns ``(keys, nk)`` (``keys`` grows as needed)."""
     for t in range(m):
-        scratch[t] = np.uint32(feats[t] >> _S32)
+        scratch[t] = feats[t] >> _S32  # uint64: the sort compiled for the tally serves here too
     part = scratch[:m]
     part.sort()
     if nk + m > keys.shape[0]:
         grown = np.empty(max(2 * keys.shape[0], nk + m), dtype=np.uint32)
-        grown[:nk] = keys[:nk]
+        for t in range(nk):  # (a loop: slice assignment costs seconds of compiling)
+            grown[t] = keys[t]
         keys = grown
     for t in range(m):
         if t == 0 or part[t] != part[t - 1]:
@@ -182,35 +188,34 @@ def _fingerprint_chunk(chunk, classes, tables, opt, out, key_off, want_keys):
     norm = np.empty(maxlen + 16, dtype=np.uint8)
     work = np.empty(64, dtype=np.int32)
     keys = np.empty(max(1, off8[ndocs] + off16[ndocs]) // 4 + 16 if want_keys else 0, np.uint32)
-    scratch = np.empty(cap if want_keys else 0, dtype=np.uint32)
+    scratch = np.empty(cap if want_keys else 0, dtype=np.uint64)
     nk = 0
     key_off[0] = 0
     fold = (opt.norm & NORM_CASEFOLD) != 0
-    # ASCII letters tokens are the same code units in UTF-16: no transcoding needed
-    direct16 = opt.norm == NORM_NONE and opt.tokenizer == TOK_ASCII_LETTERS
+    # ASCII letters are the same code units in UTF-16: no transcoding needed
+    narrow16 = opt.norm == NORM_NONE and opt.tokenizer == TOK_ASCII_LETTERS
     for d in range(ndocs):
         a = off8[d]
         b = off8[d + 1]
         k = kind[d]
-        if k != KIND_UTF16 and k != KIND_ASCII and opt.norm != NORM_NONE:
-            if _is_ascii(buf8, a, b):
-                k = KIND_ASCII
-        if k != KIND_UTF16 and (opt.norm == NORM_NONE or (k == KIND_ASCII and not fold)):
-            # as it is: no normalization, or NFKC alone of ASCII
-            m = _doc_features(buf8, a, b, classes, opt, False, starts, ends, toks, ring, feats)
+        if k == KIND_UTF8 and opt.norm != NORM_NONE and _is_ascii(buf8, a, b):
+            k = KIND_ASCII
+        # one call site of _doc_features: each is inlined whole, and compiling takes long
+        src = buf8
+        lower = False
+        if k == KIND_UTF16 and narrow16:
+            b = _narrow_ascii(buf16, off16[d], off16[d + 1], norm)
+            src = norm
+            a = 0
+        elif k != KIND_UTF16 and (opt.norm == NORM_NONE or (k == KIND_ASCII and not fold)):
+            pass  # as it is: no normalization, or NFKC alone of ASCII
+        elif k == KIND_ASCII and opt.hash_code == HASH_FNV1A64:
+            lower = True  # NFKC and case folding of ASCII: A-Z to a-z, while hashing
         elif k == KIND_ASCII:
-            # NFKC and case folding of ASCII: A-Z to a-z, done while hashing with FNV-1a
-            if opt.hash_code == HASH_FNV1A64:
-                m = _doc_features(buf8, a, b, classes, opt, True, starts, ends, toks, ring, feats)
-            else:
-                _lower_ascii(buf8, a, b, norm)
-                m = _doc_features(
-                    norm, 0, b - a, classes, opt, False, starts, ends, toks, ring, feats
-                )
-        elif direct16:
-            m = _doc_features(
-                buf16, off16[d], off16[d + 1], classes, opt, False, starts, ends, toks, ring, feats
-            )
+            _lower_ascii(buf8, a, b, norm)
+            src = norm
+            b -= a
+            a = 0
         else:
             if k == KIND_UTF16:
                 norm, nb, work = _normalize_doc(
@@ -226,8 +231,11 @@ def _fingerprint_chunk(chunk, classes, tables, opt, out, key_off, want_keys):
                 feats = np.empty(cap, dtype=np.uint64)
                 weights = np.empty(cap, dtype=np.float64)
                 if want_keys:
-                    scratch = np.empty(cap, dtype=np.uint32)
-            m = _doc_features(norm, 0, nb, classes, opt, False, starts, ends, toks, ring, feats)
+                    scratch = np.empty(cap, dtype=np.uint64)
+            src = norm
+            a = 0
+            b = nb
+        m = _doc_features(src, a, b, classes, opt, lower, starts, ends, toks, ring, feats)
         if want_keys:
             keys, nk = _append_keys(feats, m, scratch, keys, nk)
             key_off[d + 1] = nk

@@ -56,12 +56,17 @@ def _raw_utf8(doc: Any, index: int, validate: bool) -> bytes:
     return decode_document(doc, index).encode("utf-8")
 
 
+# The UTF-8/ASCII buffer is a bytearray (a writable array), the type of the kernels' own
+# normalized text: one compiled specialization of the tokenizer and hashes serves both.
+_JOIN8 = bytearray().join
+
+
 def _lengths(docs: Sequence[Any]) -> np.ndarray:
     return np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
 
 
-def _buffer(data: bytes, dtype: type) -> np.ndarray:
-    return np.frombuffer(data if data else b"\0\0", dtype=dtype)
+def _buffer(data: bytes | bytearray, dtype: type) -> np.ndarray:
+    return np.frombuffer(data if data else bytearray(2), dtype=dtype)
 
 
 def _chunk(
@@ -101,7 +106,7 @@ def _encode_str(docs: Sequence[str], ascii_: np.ndarray) -> ChunkData:
     # (fewer calls). Both give the same buffers.
     per_doc = int(lengths.sum()) >= config.FINGERPRINT_JOIN_BELOW * n
     if ascii_.all():
-        data8 = b"".join(map(str.encode, docs)) if per_doc else "".join(docs).encode("ascii")
+        data8 = _JOIN8(map(str.encode, docs)) if per_doc else bytearray("".join(docs), "ascii")
         return _chunk(data8, lengths, KIND_ASCII)
     wide = ~ascii_
     narrow_docs = list(compress(docs, ascii_))
@@ -111,10 +116,10 @@ def _encode_str(docs: Sequence[str], ascii_: np.ndarray) -> ChunkData:
         parts = list(map(_utf16, wide_docs))
         len16 = np.zeros(n, dtype=np.int64)
         len16[wide] = _lengths(parts) // 2
-        data8 = b"".join(map(str.encode, narrow_docs))
+        data8 = _JOIN8(map(str.encode, narrow_docs))
         return _chunk(data8, lengths * ascii_, kind, b"".join(parts), len16)
     data16 = "".join(wide_docs).encode("utf-16-le")
-    data8 = "".join(narrow_docs).encode("ascii")
+    data8 = bytearray("".join(narrow_docs), "ascii")
     return _chunk(data8, lengths * ascii_, kind, data16, lengths * wide, off16_in_chars=True)
 
 
@@ -151,17 +156,17 @@ def encode_chunk(docs: Sequence[Any], first: int, validate: bool) -> ChunkData:
         except UnicodeEncodeError:  # a lone surrogate: UTF-8 with surrogatepass below
             pass
     if all(type(d) is bytes for d in docs):
-        chunk = _chunk(b"".join(docs), _lengths(docs), KIND_UTF8)
+        chunk = _chunk(_JOIN8(docs), _lengths(docs), KIND_UTF8)
         if validate:
             bad = int(_first_invalid_utf8(chunk.buf8, chunk.off8))
             if bad >= 0:
                 decode_document(docs[bad], first + bad)  # raises, naming the document
         return chunk
     encoded = [_raw_utf8(d, first + i, validate) for i, d in enumerate(docs)]
-    return _chunk(b"".join(encoded), _lengths(encoded), KIND_UTF8)
+    return _chunk(_JOIN8(encoded), _lengths(encoded), KIND_UTF8)
 
 
-_NO8 = np.frombuffer(b"\0\0", dtype=np.uint8)
+_NO8 = np.frombuffer(bytearray(2), dtype=np.uint8)
 _NO16 = np.frombuffer(b"\0\0", dtype=np.dtype("<u2"))
 _KIND1 = {k: np.full(1, k, dtype=np.uint8) for k in (KIND_ASCII, KIND_UTF16)}
 
@@ -172,7 +177,7 @@ def encode_one(doc: Any, validate: bool) -> ChunkData:
         zeros = np.zeros(2, dtype=np.int64)
         if doc.isascii():
             if doc:
-                data = np.frombuffer(doc.encode(), dtype=np.uint8)
+                data = np.frombuffer(bytearray(doc, "ascii"), dtype=np.uint8)
                 off = np.array((0, data.shape[0]), dtype=np.int64)
                 return ChunkData(data, off, _NO16, zeros, _KIND1[KIND_ASCII], False)
         else:
