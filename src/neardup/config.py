@@ -23,7 +23,6 @@ SPLIT_TABLES_FROM = 1 << 21
 #: Largest number of permuted tables a layout may need before it is refused as unusable.
 MAX_TABLES = 100_000
 
-<<<<<<< HEAD
 #: The seed tools answer up to this many distinct fingerprints by numpy brute force
 #: (:mod:`neardup.core.small`) and format their output in Python, without loading numba.
 SMALL_INPUT = 2048
@@ -139,13 +138,6 @@ MAX_RECORD_BYTES = 256 << 20
 #: JSON parser recurses once per level).
 MAX_JSON_DEPTH = 256
 
-_DEFAULTS = {k: v for k, v in dict(globals()).items() if k.isupper()}
-
-
-def _reset() -> None:
-    """Restore every tunable to its default (tests call this)."""
-    globals().update(_DEFAULTS)
-=======
 #: Fingerprinting: at most this many documents per chunk (one chunk is one kernel call on one
 #: thread, after one join and one UTF-8 encoding of its text under the GIL).
 FINGERPRINT_CHUNK_DOCS = 2048
@@ -162,7 +154,13 @@ FINGERPRINT_CHUNK_MIN_BYTES = 256 << 10
 #: one string before it is encoded (one call); larger documents are encoded one by one (one
 #: copy less).
 FINGERPRINT_JOIN_BELOW = 512
->>>>>>> fp17
+
+_DEFAULTS = {k: v for k, v in dict(globals()).items() if k.isupper()}
+
+
+def _reset() -> None:
+    """Restore every tunable to its default (tests call this)."""
+    globals().update(_DEFAULTS)
 
 
 def default_threads() -> int:
