@@ -51,7 +51,10 @@ _HOLDING_SCAN = (
     "the id, record location, length and fingerprint of every document (about 280 bytes per "
     "document with short ids; README: Memory)"
 )
-_HOLDING_SEARCH = "the fingerprints, the search keys and the clusters"
+_HOLDING_SEARCH = (
+    "the fingerprints, the search keys and the clusters (verified: also the shingle-set offsets "
+    "and the candidate pairs; the shingle keys are on temporary disk)"
+)
 _FIX_SCAN = (
     "dedup the corpus in parts, one after another against an index (--against INDEX --update), "
     "or run the search on Dask (--workers, --scheduler)"
