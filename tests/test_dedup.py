@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from strategies import fingerprints
 
 from neardup import decide, dedup
+from neardup.core.similarity import ShingleSets
 from neardup.core.verify import (
     distance_for_threshold,
     pair_jaccard,
@@ -24,6 +25,7 @@ from neardup.errors import InputError
 from neardup.fingerprints import Fingerprinter
 from neardup.pipeline import job
 from neardup.pipeline.scan import scan_files
+from neardup.pipeline.spool import subset_sets
 from neardup.pipeline.write import write_kept
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -386,3 +388,22 @@ def test_sample_corpus_finds_planted_duplicates():
     jac = pair_jaccard((f.offsets, f.keys), pairs)
     assert (jac >= 0.8).all() and np.allclose(jac, v.jaccard[drops])
     assert v.kept[v.decisions.survivor[drops]].all()  # no chaining
+
+
+def test_dedup_verified_skips_duplicate_ids_in_memory():
+    pa = pytest.importorskip("pyarrow")
+    texts = [BASE, DOCS[1], DOCS[4], BASE.upper() + "!", DOCS[2]]
+    table = pa.table({"id": ["a", "b", "a", "c", "d"], "text": texts})
+    r = dedup(table, skip_bad=True)
+    assert r.skipped == 1 and r.ids == ["a", "b", "c", "d"]
+    want = dedup([texts[i] for i in (0, 1, 3, 4)])
+    assert r.kept.tolist() == want.kept.tolist() == [True, True, False, False]
+    assert np.array_equal(r.jaccard, want.jaccard)
+
+
+def test_subset_sets_copies_the_chosen_documents():
+    sets = [{1, 2}, set(), {3}, {4, 5, 6}, {7}]
+    offsets, keys = naive.sets_to_csr(sets)
+    keep = np.array([True, True, False, True, False])
+    got = subset_sets(ShingleSets(offsets, keys), keep)
+    assert naive.csr_to_sets(got.offsets, got.keys) == [s for s, k in zip(sets, keep) if k]
