@@ -188,6 +188,8 @@ def dedup(
     chain of drops. Candidates are documents whose set fingerprints differ in at most
     --distance bits. Shingle keys are spooled to a temporary file in TMPDIR (4 bytes per
     distinct shingle), removed at the end. Documents without shingles are always kept.
+    Documents matched against an --against index are dropped by fingerprint distance only:
+    they are not Jaccard-verified.
 
     --no-verify: clusters are connected components of 64-bit simhash fingerprints within
     --distance bits (two members may differ in more), one kept per cluster.
