@@ -403,10 +403,10 @@ def _report_no_shingles(verified: VerifiedDecisions, log: Callable[[str], None] 
     if not n or m <= NO_SHINGLES_WARN_FRACTION * n:
         return
     message = (
-        f"warning: {m} of {n} documents ({100 * m / n:.1f}%) have no shingles (empty or no "
+        f"{m} of {n} documents ({100 * m / n:.1f}%) have no shingles (empty or no "
         "words); they are all kept, never dropped as near-duplicates"
     )
     if log is not None:
-        log(message)
+        log(f"warning: {message}")
     else:
         warnings.warn(message, UserWarning, stacklevel=3)
