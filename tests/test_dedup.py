@@ -176,7 +176,8 @@ def test_dedup_verified_matches_naive(docs, threshold, keep, distance):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         r = dedup(docs, threshold=threshold, keep=keep, distance=distance)
-    sets = [set(naive.shingle_keys(t)) for t in docs]
+    f = Fingerprinter().features_many(docs)  # the keys dedup verifies with
+    sets = naive.csr_to_sets(f.offsets, f.keys)
     fps = [naive.set_fingerprint(x) for x in sets]
     order = priority_order(len(docs), keep, [len(d) for d in docs])
     d = distance_for_threshold(threshold) if distance is None else distance
