@@ -194,9 +194,11 @@ class ShinglingFingerprinter:
 
         self.fingerprinter = Fingerprinter("default")
 
-    def fingerprints_and_shingles(self, texts, threads=None):
+    def features_many(self, texts, threads=None):
+        from neardup.fingerprints.simhash import Features
+
         offsets, keys = shingle_sets(texts)
-        return self.fingerprinter.fingerprint_many(texts, threads=threads), offsets, keys
+        return Features(self.fingerprinter.fingerprint_many(texts, threads=threads), offsets, keys)
 
 
 # ---- fingerprints: the pure-Python pipeline ---------------------------------------------------

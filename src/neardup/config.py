@@ -157,6 +157,23 @@ MAX_RECORD_BYTES = 256 << 20
 #: JSON parser recurses once per level).
 MAX_JSON_DEPTH = 256
 
+#: Fingerprinting: at most this many documents per chunk (one chunk is one kernel call on one
+#: thread, after one join and one UTF-8 encoding of its text under the GIL).
+FINGERPRINT_CHUNK_DOCS = 2048
+
+#: Fingerprinting: at most this many characters (str) or bytes per chunk...
+FINGERPRINT_CHUNK_BYTES = 4 << 20
+
+#: ... but chunks small enough that every thread gets about this many of them, down to
+#: FINGERPRINT_CHUNK_MIN_BYTES, so that threads end together.
+FINGERPRINT_CHUNKS_PER_THREAD = 4
+FINGERPRINT_CHUNK_MIN_BYTES = 256 << 10
+
+#: Fingerprinting: a chunk whose documents average fewer characters than this is joined into
+#: one string before it is encoded (one call); larger documents are encoded one by one (one
+#: copy less).
+FINGERPRINT_JOIN_BELOW = 512
+
 _DEFAULTS = {k: v for k, v in dict(globals()).items() if k.isupper()}
 
 
