@@ -24,15 +24,14 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
 from neardup import config
 from neardup.config import MAX_TABLES
 from neardup.core import kernels
+from neardup.core.tables import TableSpec, pack_tables
 from neardup.core.tree_kernels import DIGIT, MIN_DIGIT
 
 BITS = 64
@@ -208,75 +207,6 @@ def _tables(blocks: int, distance: int) -> tuple[Table, ...]:
     return tuple(out)
 
 
-class TableSpec(NamedTuple):
-    """Every table of a layout packed as arrays for the kernels, one row per table.
-
-    numba passes a NamedTuple of arrays to a kernel as one argument; a kernel reads row ``t``.
-    Key building moves fingerprint bits ``seg_src[t, s]..+width`` to key bits
-    ``seg_dst[t, s]..+width`` (``seg_mask[t, s] = 2**width - 1``, ``s < nseg[t]``); the table's
-    prefix is the top ``pbits[t]`` key bits. The ownership masks of :class:`Table` come twice:
-    ``lead_fp``/``chk_fp`` in fingerprint bits (for ``fp ^ fp``, the batch scan) and
-    ``lead_key``/``chk_key`` in key bits (for ``key ^ key``, probing sorted tables); the first
-    ``nchk[t]`` columns of ``chk_*`` are used. ``identity[t]`` is True when the key equals the
-    fingerprint (table 0 always is).
-    """
-
-    seg_src: np.ndarray  #: (T, S) uint64, low bit of each segment in fingerprint bits
-    seg_mask: np.ndarray  #: (T, S) uint64, ``2**width - 1``
-    seg_dst: np.ndarray  #: (T, S) uint64, low bit of each segment in key bits
-    nseg: np.ndarray  #: (T,) int64
-    pbits: np.ndarray  #: (T,) int64, prefix width in bits
-    lead_fp: np.ndarray  #: (T,) uint64, leading blocks in fingerprint bits
-    chk_fp: np.ndarray  #: (T, C) uint64, check masks in fingerprint bits
-    lead_key: np.ndarray  #: (T,) uint64, leading blocks in key bits (the top ``pbits``)
-    chk_key: np.ndarray  #: (T, C) uint64, check masks in key bits
-    nchk: np.ndarray  #: (T,) int64
-    identity: np.ndarray  #: (T,) bool
-
-
-#: Former name of :class:`TableSpec`.
-TableSpecs = TableSpec
-
-
-def _u64(values: Sequence[int]) -> np.ndarray:
-    return np.array([v & _FULL for v in values], dtype=np.uint64)
-
-
-def pack_tables(tables: Sequence[Table]) -> TableSpec:
-    """Pack ``tables`` (from :attr:`Layout.tables`) into one :class:`TableSpec`.
-
-    :attr:`Layout.spec` keeps one packed copy per layout; call this for a subset of tables.
-    """
-    ns = max(len(t.segments) for t in tables)
-    nc = max(1, max(len(t.check_masks) for t in tables))
-    rows = len(tables)
-    seg_src = np.zeros((rows, ns), dtype=np.uint64)
-    seg_mask = np.zeros((rows, ns), dtype=np.uint64)
-    seg_dst = np.zeros((rows, ns), dtype=np.uint64)
-    chk_fp = np.zeros((rows, nc), dtype=np.uint64)
-    chk_key = np.zeros((rows, nc), dtype=np.uint64)
-    for r, t in enumerate(tables):
-        seg = t.segments
-        seg_src[r, : len(seg)] = [s for s, _, _ in seg]
-        seg_mask[r, : len(seg)] = _u64([(1 << w) - 1 for _, w, _ in seg])
-        seg_dst[r, : len(seg)] = [d for _, _, d in seg]
-        chk_fp[r, : len(t.check_masks)] = _u64(t.check_masks)
-        chk_key[r, : len(t.check_masks)] = _u64([t.key_mask(m) for m in t.check_masks])
-    return TableSpec(
-        seg_src=seg_src,
-        seg_mask=seg_mask,
-        seg_dst=seg_dst,
-        nseg=np.array([len(t.segments) for t in tables], dtype=np.int64),
-        pbits=np.array([t.prefix_bits for t in tables], dtype=np.int64),
-        lead_fp=_u64([t.lead_mask for t in tables]),
-        chk_fp=chk_fp,
-        lead_key=_u64([t.key_mask(t.lead_mask) for t in tables]),
-        chk_key=chk_key,
-        nchk=np.array([len(t.check_masks) for t in tables], dtype=np.int64),
-        identity=np.array([all(s == d for s, _, d in t.segments) for t in tables], dtype=bool),
-    )
-
-
 @functools.lru_cache(maxsize=64)
 def _spec(blocks: int, distance: int) -> TableSpec:
     return pack_tables(_tables(blocks, distance))
@@ -379,8 +309,8 @@ def prefix_classes(blocks: int, distance: int) -> list[tuple[int, int]]:
     ]
 
 
-_GRID = 4  # grid points per doubling of the node size
-_LOW, _HIGH = -48, 48  # log2 node sizes on the grid
+_GRID = 2  # grid points per doubling of the node size
+_LOW, _HIGH = -24, 44  # log2 node sizes on the grid
 _LG = np.arange(_LOW * _GRID, _HIGH * _GRID + 1) / _GRID
 
 
@@ -390,17 +320,12 @@ def _brute(r: np.ndarray) -> np.ndarray:
     return visit * config.NODE_NS + r * config.ROW_NS + r * r * (0.5 * config.PAIR_NS)
 
 
+_CONSTANTS = ("GROUP_NS", "SPLIT_NS", "SPLIT_MEM_NS", "COUNTER_NS", "NODE_NS", "ROW_NS", "PAIR_NS")
+
+
 def _constants() -> tuple[float, ...]:
     # part of every cache key below, so that changing a constant in config takes effect
-    return (
-        config.GROUP_NS,
-        config.SPLIT_NS,
-        config.SPLIT_MEM_NS,
-        config.COUNTER_NS,
-        config.NODE_NS,
-        config.ROW_NS,
-        config.PAIR_NS,
-    )
+    return tuple(getattr(config, name) for name in _CONSTANTS)
 
 
 def _tree_model(part: Part) -> tuple[np.ndarray, np.ndarray]:
@@ -482,14 +407,17 @@ def estimated_cost(n: int, blocks: int, distance: int) -> float:
     return part_cost(n, Part(0, BITS, blocks, distance))
 
 
-def _best_part(size: int, low: int, width: int, threshold: int) -> tuple[float, Part]:
-    return _best_part_for(size, low, width, threshold, _constants())
+def _best_part(
+    size: int, low: int, width: int, threshold: int, patience: int = 3
+) -> tuple[float, Part]:
+    return _best_part_for(size, low, width, threshold, patience, _constants())
 
 
 @functools.lru_cache(maxsize=4096)
 def _best_part_for(
-    size: int, low: int, width: int, threshold: int, constants: tuple[float, ...]
+    size: int, low: int, width: int, threshold: int, patience: int, constants: tuple[float, ...]
 ) -> tuple[float, Part]:
+    # blocks from threshold + 1 up, until the cost has risen ``patience`` times in a row
     best: tuple[float, Part] | None = None
     worse = 0
     for m in range(threshold + 1, width + 1):
@@ -499,7 +427,7 @@ def _best_part_for(
         c = part_cost(size, p)
         if best is None or c < best[0]:
             best, worse = (c, p), 0
-        elif (worse := worse + 1) >= 6:  # past the optimum costs grow (a few bumps aside)
+        elif (worse := worse + 1) >= patience:
             break
     assert best is not None
     return best
@@ -508,38 +436,37 @@ def _best_part_for(
 def choose_scheme(n: int, distance: int) -> Scheme:
     """The scheme with the least :func:`scheme_cost` for ``n`` fingerprints.
 
-    Candidates: one part of 64 bits (the layout of :func:`choose_blocks`), two parts of 24-40
-    bits, and three parts of about 21 bits, with every split of the thresholds (each part with
-    its own best number of blocks).
+    Candidates: one part of all 64 bits (the layout of :func:`choose_blocks`); two parts of
+    24-40 bits whose thresholds sum to ``distance - 1``, split about in proportion to their
+    widths; from distance 8 three parts of 21-22 bits with thresholds summing to
+    ``distance - 2``, split about evenly. Each part takes its own best number of blocks.
     """
     validate(distance + 1, distance)
     size = max(2, int(2 ** (round(math.log2(max(n, 2)) * 4) / 4)))  # a coarse grid, cached
-    one = _best_part(size, 0, BITS, distance)
-    cands = [(one[0], (one[1],))]
     k = distance
+    one = _best_part(size, 0, BITS, k, patience=6)
+    cands = [(one[0], (one[1],))]
     if one[0] >= 0.999 * float(_brute(np.array([float(size)]))[0]):  # tiny: all pairs at once
-        return Scheme(distance, cands[0][1])
+        return Scheme(k, cands[0][1])
     for w1 in (32, 28, 36, 24, 40) if k >= 2 else ():
-        for t1 in range(k):
-            a = _best_part(size, BITS - w1, w1, t1) if t1 < w1 else None
-            b = _best_part(size, 0, BITS - w1, k - 1 - t1) if k - 1 - t1 < BITS - w1 else None
-            if a and b:
-                cands.append((a[0] + b[0], (a[1], b[1])))
-    if k >= 4:
-        for t1 in range(k - 1):
-            for t2 in range(k - 1 - t1):
-                t3 = k - 2 - t1 - t2
-                ps = [
-                    _best_part(size, lo, w, t)
-                    for lo, w, t in ((43, 21, t1), (21, 22, t2), (0, 21, t3))
-                ]
-                cands.append((sum(c for c, _ in ps), tuple(p for _, p in ps)))
+        near = round((k - 1) * w1 / BITS)
+        for t1 in range(max(0, near - 1), min(k - 1, near + 1) + 1):
+            a = _best_part(size, BITS - w1, w1, t1)
+            b = _best_part(size, 0, BITS - w1, k - 1 - t1)
+            cands.append((a[0] + b[0], (a[1], b[1])))
+    if k >= 8:
+        q, r = divmod(k - 2, 3)
+        for ts in {(q + (r > 0), q + (r > 1), q), (q + 1, q - 1 + r, q), (q, q + r, q)}:
+            ps = [
+                _best_part(size, lo, w, t) for (lo, w), t in zip(((43, 21), (21, 22), (0, 21)), ts)
+            ]
+            cands.append((sum(c for c, _ in ps), tuple(p for _, p in ps)))
     best = min(cands, key=lambda c: c[0])
     # several parts only when clearly cheaper: the model's error between one part and several
     # was measured up to 1.4x at distance 3 (one part faster than estimated, two slower)
     if best[0] > config.SCHEME_MARGIN * cands[0][0]:
         best = cands[0]
-    return Scheme(distance, best[1])
+    return Scheme(k, best[1])
 
 
 def _cheapest(cost, n: int, distance: int, max_tables: int) -> int:
