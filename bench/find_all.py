@@ -183,7 +183,8 @@ def child(spec: dict) -> None:
     if spec["engine"] in ("neardup", "clusters", "tiny"):
         import neardup
 
-        neardup.find_all(generate(3000, 2), 3)  # load the cached kernels
+        neardup.find_all(generate(3000, 2), 3)  # load the cached kernels: pair by pair
+        neardup.find_all(generate(50_000, 2), 3)  # and the tree
     base = _hwm_mb()
     fp = np.load(spec["data"]) if spec.get("data") else None
     pairs, info = ENGINES[spec["engine"]](fp, spec["distance"], spec.get("param"))

@@ -384,3 +384,15 @@ def test_index_batches_search_with_the_engine(tmp_path, monkeypatch):
         np.testing.assert_array_equal(got.query_index, qi)
         np.testing.assert_array_equal(got.distance, di)
         np.testing.assert_array_equal(np.sort(got.id), np.sort(ids))
+
+
+def test_int64_rows_for_inputs_of_two_billion_give_the_same_pairs():
+    # inputs of 2**31 fingerprints or more carry int64 rows (side bit 62 in a join)
+    fp = np.concatenate([planted(3000, seed=9), naive.families(300, seed=9)])
+    scheme = Scheme(8, (Part(36, 28, 6, 3), Part(0, 36, 7, 4)))
+    with deep_trees():
+        wide = engine.scheme_plans(scheme, wide=True)
+        got = sort_pairs(engine._search(wide, [fp], False, 2, None), len(fp))
+        joined = engine._search(wide, [fp[:500], fp[500:]], True, 2, None)
+    np.testing.assert_array_equal(got, naive.find_all(fp, 8))
+    assert set(map(tuple, joined.tolist())) == naive.join(fp[:500], fp[500:], 8)

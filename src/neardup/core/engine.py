@@ -27,6 +27,8 @@ from __future__ import annotations
 import functools
 import math
 import os
+import queue
+import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
@@ -132,20 +134,17 @@ def tree_plan(layout: Layout, rows: np.ndarray | None = None, wide: bool = False
 # -- memory ---------------------------------------------------------------------------------------
 
 
-def _parse_bytes(text: str) -> int:
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    unit = t[-1:] if t[-1:] in units and t[-1:] != "" and not t[-1:].isdigit() else ""
-    number = t[: len(t) - len(unit)]
-    try:
-        value = float(number) * units[unit]
-    except ValueError:
-        raise ValueError(
-            f"memory must be a number of bytes such as 8G or 512M (got {text!r})"
-        ) from None
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+
+
+def _parse_bytes(text: str, source: str) -> int:
+    m = _SIZE.match(text)
+    if not m:
+        raise ValueError(f"{source} must be a number of bytes such as 8G or 512M (got {text!r})")
+    value = int(float(m.group(1)) * (1 << (10 * "_KMGT".index(m.group(2).upper() or "_"))))
     if value <= 0:
-        raise ValueError(f"memory must be positive (got {text!r})")
-    return int(value)
+        raise ValueError(f"{source} must be positive (got {text!r})")
+    return value
 
 
 def available_memory() -> int:
@@ -170,11 +169,12 @@ def memory_budget(memory: int | str | None = None) -> int:
     variable, else ``config.MEMORY_FRACTION`` of the available memory.
     """
     if memory is None:
-        memory = os.environ.get("NEARDUP_MEMORY") or None
-    if memory is None:
+        env = os.environ.get("NEARDUP_MEMORY")
+        if env:
+            return _parse_bytes(env, "NEARDUP_MEMORY")
         return int(available_memory() * config.MEMORY_FRACTION)
     if isinstance(memory, str):
-        return _parse_bytes(memory)
+        return _parse_bytes(memory, "memory")
     if isinstance(memory, bool) or not isinstance(memory, (int, np.integer)) or memory <= 0:
         raise ValueError(f"memory must be a positive number of bytes (got {memory!r})")
     return int(memory)
@@ -211,7 +211,11 @@ class _Group:
         self.d1, self.padb, self.shift = _first_digit(plan, a)
         self.nkeys = 1 << (self.d1 + self.padb + (1 if join else 0))
 
-    def run(self, pool: ThreadPoolExecutor | None, threads: int) -> list[np.ndarray]:
+    def run(
+        self, pool: ThreadPoolExecutor | None, threads: int, bufs: queue.SimpleQueue
+    ) -> list[np.ndarray]:
+        """Split the input by the first digit into a partition buffer (taken from ``bufs``,
+        or made, and given back), then search the buckets; returns the pairs found."""
         plan, d1, padb, shift, join = self.plan, self.d1, self.padb, self.shift, self.join
         pd = d1 + padb
         slices = [
@@ -231,9 +235,11 @@ class _Group:
         starts = np.concatenate(([0], np.cumsum(total)[:-1]))
         pos = starts[None, :] + np.cumsum(counts, axis=0) - counts
         n = int(total.sum())
-        wide = plan.fs == 62
-        DF = np.empty(n, dtype=np.uint64)
-        DI = np.empty(n, dtype=np.int64 if wide else np.uint32)
+        try:
+            DF, DI = bufs.get_nowait()
+        except queue.Empty:  # reusing buffers saves the page faults of fresh ones
+            DF = np.empty(n, dtype=np.uint64)
+            DI = np.empty(n, dtype=np.int64 if plan.fs == 62 else np.uint32)
 
         def scatter(r: int) -> None:
             side, f, lo, hi = slices[r]
@@ -249,7 +255,9 @@ class _Group:
             out, cnt = tk._buckets(plan, DF, DI, ends, cuts[r], cuts[r + 1], self.a, d1, padb, join)
             return out[:cnt]
 
-        return _map(pool, search, range(len(cuts) - 1))
+        found = _map(pool, search, range(len(cuts) - 1))
+        bufs.put((DF, DI))
+        return found
 
 
 def _ranges(n: int, parts: int) -> list[tuple[int, int]]:
@@ -288,9 +296,10 @@ def _search(
     lanes = max(1, min(threads, len(work), memory_budget(memory) // max(1, row_bytes * n)))
     per = max(1, threads // lanes)
     results: list[np.ndarray] = []
+    bufs: queue.SimpleQueue = queue.SimpleQueue()  # at most one per lane
 
     def run(w: tuple[int, TreePlan, int], pool: ThreadPoolExecutor | None, t: int) -> None:
-        results.extend(_Group(w[1], sides, w[2], join).run(pool, t))
+        results.extend(_Group(w[1], sides, w[2], join).run(pool, t, bufs))
 
     if threads <= 1:
         for w in work:
