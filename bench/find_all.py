@@ -284,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per engine run")
+    ap.add_argument("--peer-timeout", type=float, default=0.0, help="seconds per peer run")
     ap.add_argument("--brute-max", type=int, default=50_000, help="largest N for brute force")
     ap.add_argument(
         "--pybind-blocks",
@@ -322,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     sweeps = []
 
     def one(kind, n, d, engine, param, data, ref, base, t1=None):
+        ours = engine in ("neardup", "clusters", "brute")
+        timeout = args.timeout if ours or not args.peer_timeout else args.peer_timeout
         tag = f"{engine}_{kind}_{n}_{d}_{json.dumps(param, sort_keys=True)}"
         tag = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in tag)
         spec = {
@@ -331,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             "data": data,
             "pairs": os.path.join(OUT, f"pairs_{tag}.npy"),
         }
-        info = spawn(spec, args.timeout)
+        info = spawn(spec, timeout)
         info.setdefault("pairs_file", spec["pairs"])
         report(kind, n, d, engine, info, ref, base, t1)
         return info
