@@ -124,16 +124,19 @@ def run_peer(python: str, texts: list[str], procs: int) -> tuple[float, int]:
         return max(o["seconds"] for o in outs) or wall, sum(o["failed"] for o in outs)
 
 
-def gil_share(texts: list[str], cpu_one_thread: float) -> float | None:
-    """Share of the 1-thread CPU time spent under the GIL: copying each chunk's text into the
-    kernels' buffers (None for an implementation without ``batch.encode_chunk``)."""
+def gil_share(fp: Fingerprinter, texts: list[str], cpu_one_thread: float) -> float:
+    """Share of the 1-thread CPU time spent under the GIL preparing the text: copying each
+    chunk's text into the kernels' buffers, or for earlier versions (without
+    ``batch.encode_chunk``) normalizing and encoding each document in Python."""
+    t = time.process_time()
     try:
         from neardup.fingerprints.batch import encode_chunk, plan_chunks
-    except ImportError:
-        return None
-    t = time.process_time()
-    for a, b in plan_chunks(texts, 1):
-        encode_chunk(texts[a:b], a, True)
+    except ImportError:  # earlier versions: per-document Python preparation
+        for i, d in enumerate(texts):
+            fp._bytes(d, i)  # type: ignore[attr-defined]
+    else:
+        for a, b in plan_chunks(texts, 1):
+            encode_chunk(texts[a:b], a, True)
     return (time.process_time() - t) / cpu_one_thread
 
 
@@ -224,13 +227,11 @@ def main() -> None:
         for p in presets:
             if (f"neardup {p}", 1) in runs:
                 cpu_one = statistics.median(c for _, c in runs[f"neardup {p}", 1])
-                share = gil_share(texts, cpu_one)
-                if share:
-                    print(
-                        f"  {p}: {share:.1%} of the 1-thread CPU time under the GIL (copying "
-                        f"text): at most {1 / share:.0f}x the 1-thread speed on any number of "
-                        "threads"
-                    )
+                share = gil_share(fps[p], texts, cpu_one)
+                print(
+                    f"  {p}: {share:.1%} of the 1-thread CPU time under the GIL (preparing "
+                    f"text): at most {1 / share:.1f}x the 1-thread speed on any number of threads"
+                )
     print(f"{ncores} cores usable; threads {threads}; median of {args.repeat}")
 
     python = args.simhash_python
