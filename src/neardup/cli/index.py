@@ -117,14 +117,22 @@ def index() -> None:
     "default: the fastest for --expected-size.",
 )
 @click.option("--expected-size", type=click.IntRange(min=1), default=1_000_000, show_default=True)
-def create_cmd(path: str, distance: int, blocks: int | None, expected_size: int) -> None:
+@click.option(
+    "--compress",
+    is_flag=True,
+    help="Store the tables compressed (Elias-Fano: about 64 - log2(N) + 2 bits per fingerprint "
+    "per table instead of 64); same answers.",
+)
+def create_cmd(
+    path: str, distance: int, blocks: int | None, expected_size: int, compress: bool
+) -> None:
     """Create an empty index in directory PATH."""
     from neardup.index import Index
 
-    with Index.create(path, distance, blocks, expected_size=expected_size) as ix:
+    with Index.create(path, distance, blocks, expected_size=expected_size, compress=compress) as ix:
         click.echo(
             f"{PROG}: created {path}: distance {ix.distance}, blocks {ix.blocks}, "
-            f"{ix.layout.n_tables} tables",
+            f"{ix.layout.n_tables} tables{', compressed' if compress else ''}",
             err=True,
         )
 
@@ -218,12 +226,17 @@ def remove_cmd(
 
 @index.command("compact")
 @click.argument("path")
-def compact_cmd(path: str) -> None:
+@click.option(
+    "--compress/--no-compress",
+    default=None,
+    help="Also convert the index to compressed (or plain) tables; default: keep its setting.",
+)
+def compact_cmd(path: str, compress: bool | None) -> None:
     """Merge all runs of the index into one sorted base, dropping removed entries."""
     from neardup.index import Index
 
     with Index.open(path, "w") as ix:
-        ix.compact()
+        ix.compact(compress=compress)
 
 
 @index.command("info")

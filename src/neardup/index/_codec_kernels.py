@@ -105,13 +105,18 @@ def _encode(values, lbits, hbits, s0, s1, out):
 
 @njit(cache=True, nogil=True, inline="always")
 def _bucket_start(words, hb):
-    """Bitvector position where bucket ``hb`` starts (``hb`` < number of buckets)."""
+    """Bitvector position where bucket ``hb`` starts (``hb`` < number of buckets).
+
+    Positions are clamped to the bitvector, so a corrupt sample gives wrong answers (which
+    ``verify`` reports), never a read outside the array.
+    """
     uoff = np.int64(words[H_UOFF])
+    end = np.int64(words[H_UWORDS]) * 64 - 64
     s0 = np.int64(words[H_S0])
     j = hb >> s0
-    p = np.int64(words[np.int64(words[H_S0OFF]) + j])
+    p = min(np.int64(words[np.int64(words[H_S0OFF]) + j]), end)
     z = hb - (j << s0)  # zeros (bucket ends) still to pass
-    while z > 0:
+    while z > 0 and p < end:
         off = p & 63
         w = ~words[uoff + (p >> 6)] >> np.uint64(off)
         c = np.int64(_popcount(w))
@@ -121,20 +126,26 @@ def _bucket_start(words, hb):
             return p + _ctz(w) + 1
         z -= c
         p += 64 - off
-    return p
+    return min(p, end)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _next_one(words, p):
     """The first bitvector position >= ``p`` holding a one (an element); the caller knows one
-    exists."""
+    exists (in a corrupt file: the end of the bitvector's spare word)."""
     uoff = np.int64(words[H_UOFF])
-    off = p & 63
-    w = words[uoff + (p >> 6)] >> np.uint64(off)
+    last = np.int64(words[H_UWORDS]) - 1
+    wi = min(p >> 6, last)
+    off = p & 63 if wi == p >> 6 else 0
+    w = words[uoff + wi] >> np.uint64(off)
+    p = (wi << 6) + off
     while w == _U0:
+        if wi >= last:
+            return p
         p += 64 - off
         off = 0
-        w = words[uoff + (p >> 6)]
+        wi += 1
+        w = words[uoff + wi]
     return p + _ctz(w)
 
 

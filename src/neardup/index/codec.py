@@ -29,7 +29,13 @@ from typing import Any
 import numpy as np
 
 from neardup.index import _codec_kernels as ek
-from neardup.index.storage import CorruptIndexError, load_array, write_array
+from neardup.index.storage import (
+    CODEC_FORMAT_VERSION,
+    FORMAT_VERSION,
+    CorruptIndexError,
+    load_array,
+    write_array,
+)
 
 __all__ = [
     "CODECS",
@@ -37,6 +43,7 @@ __all__ = [
     "encode",
     "information_bound_bits",
     "load_table",
+    "set_codec",
     "write_table",
 ]
 
@@ -327,3 +334,16 @@ def load_table(directory: str, entry: dict[str, Any]) -> np.ndarray | Compressed
             f"{path}: holds {table.n} values, the manifest records {entry.get('values')}"
         )
     return table
+
+
+def set_codec(body: dict[str, Any], codec: str | None) -> None:
+    """Make ``body`` (a manifest) describe an index whose tables use ``codec``: the key
+    ``"codec"`` and the format version that older readers refuse (plain: no key, version 1)."""
+    if codec is not None and codec not in CODECS:
+        raise ValueError(f"unknown table codec {codec!r}; use one of {', '.join(CODECS)}")
+    if codec is None:
+        body.pop("codec", None)
+        body["format_version"] = FORMAT_VERSION
+    else:
+        body["codec"] = codec
+        body["format_version"] = CODEC_FORMAT_VERSION

@@ -25,6 +25,7 @@ from neardup.core.bits import as_fingerprints
 from neardup.core.layout import Layout
 from neardup.core.layout import choose_query_blocks as choose_index_blocks
 from neardup.index import _kernels
+from neardup.index.codec import CompressedTable, load_table, set_codec
 from neardup.index.segments import (
     Ids,
     Segment,
@@ -114,6 +115,7 @@ class Index(IndexWriter):
         blocks: int | None = None,
         *,
         expected_size: int = 1_000_000,
+        compress: bool = False,
     ) -> Index:
         """Create an empty index in directory ``path`` and open it for writing.
 
@@ -129,6 +131,10 @@ class Index(IndexWriter):
             ``expected_size`` fingerprints (:func:`choose_index_blocks`).
         expected_size : int
             Fingerprints the index is expected to hold (only used when ``blocks`` is None).
+        compress : bool
+            Store every table in Elias-Fano form (:mod:`neardup.index.codec`): about
+            ``64 - log2(n) + 2`` bits per fingerprint per table instead of 64, same answers.
+            :meth:`compact` converts an index either way.
 
         Raises
         ------
@@ -160,6 +166,7 @@ class Index(IndexWriter):
                 "next_id": 0,
                 "segments": [],
             }
+            set_codec(body, "ef" if compress else None)
             write_manifest(p, body)
         except BaseException:
             lock.release()
@@ -240,6 +247,12 @@ class Index(IndexWriter):
         return self.layout.blocks
 
     @property
+    def codec(self) -> str | None:
+        """Codec of the tables (``"ef"``: compressed, see :mod:`neardup.index.codec`) or
+        ``None`` for plain sorted arrays."""
+        return self._body.get("codec")
+
+    @property
     def id_type(self) -> str | None:
         """``"int64"``, ``"str"`` or ``None`` before the first add."""
         return self._body.get("id_type")
@@ -274,6 +287,7 @@ class Index(IndexWriter):
             "distance": self.distance,
             "blocks": self.blocks,
             "tables": self.layout.n_tables,
+            "codec": self.codec,
             "id_type": self.id_type,
             "entries": len(self),
             "generation": self.generation,
@@ -296,6 +310,10 @@ class Index(IndexWriter):
             for e in segment_files(seg):
                 try:
                     verify_file(self.path, e)
+                    if e.get("codec"):  # a compressed table is also decoded and checked
+                        table = load_table(self.path, e)
+                        assert isinstance(table, CompressedTable)
+                        table.check()
                 except CorruptIndexError as err:
                     bad.append(str(err))
         if bad:
@@ -340,6 +358,11 @@ class Index(IndexWriter):
         for si, seg in enumerate(self._segs):
             table = seg.tables[t]
             if len(table) == 0:
+                continue
+            if isinstance(table, CompressedTable):  # compressed segment: decoded in the probe
+                qi, rows, d = table.probe_rows(qs, qord, k, spec, seg.fps)
+                keep = seg.alive(rows)
+                out.append((qi[keep], si, rows[keep], d[keep]))
                 continue
             qi, pos, d = kernels._query_table(
                 table, qs, qord, spec.shift, k, spec.lead, spec.chk, spec.nchk

@@ -13,6 +13,7 @@ import numpy as np
 
 from neardup.core.layout import Layout
 from neardup.index import _kernels
+from neardup.index.codec import load_table
 from neardup.index.storage import load_array
 
 _FULL = (1 << 64) - 1
@@ -116,15 +117,16 @@ def convert_ids(ids: Any, n: int | None, kind: str | None) -> Ids:
 
 
 class Segment:
-    """One sorted run, memory-mapped."""
+    """One sorted run, memory-mapped. ``fps`` and ``tables`` are uint64 arrays, or
+    :class:`neardup.index.codec.CompressedTable` objects in a segment with ``"codec"``."""
 
     def __init__(self, directory: str, entry: dict[str, Any], specs: list[IndexTableSpec]) -> None:
         f = entry["files"]
         self.entry = entry
         self.name: str = entry["name"]
-        self.fps = np.asarray(load_array(directory, f["fp"]))
+        self.fps = load_table(directory, f["fp"])
         self.tables = [
-            self.fps if s.identity else np.asarray(load_array(directory, f[f"t{t}"]))
+            self.fps if s.identity else load_table(directory, f[f"t{t}"])
             for t, s in enumerate(specs)
         ]
         self.keys = np.asarray(load_array(directory, f["key"]))

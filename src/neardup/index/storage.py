@@ -33,6 +33,9 @@ import numpy as np
 
 MAGIC = "neardup-index"
 FORMAT_VERSION = 1
+#: Format of indexes whose tables are coded (``"codec"`` in the manifest, see
+#: :mod:`neardup.index.codec`): readers that only know version 1 refuse them.
+CODEC_FORMAT_VERSION = 2
 MANIFEST = "MANIFEST"
 LOCK = "LOCK"
 _CHUNK = 16 << 20
@@ -188,10 +191,11 @@ def read_manifest(directory: str) -> dict[str, Any]:
     crc = doc.pop("manifest_crc32", None)
     if crc != _body_crc(doc):
         raise CorruptIndexError(f"{path}: manifest checksum mismatch; the file is corrupt")
-    if doc.get("format_version") != FORMAT_VERSION:
+    if doc.get("format_version") not in (FORMAT_VERSION, CODEC_FORMAT_VERSION):
         raise CorruptIndexError(
             f"{path}: format version {doc.get('format_version')} is not supported "
-            f"(this neardup reads version {FORMAT_VERSION}); upgrade neardup"
+            f"(this neardup reads versions {FORMAT_VERSION} and {CODEC_FORMAT_VERSION}); "
+            f"upgrade neardup"
         )
     if doc.get("byte_order") != sys.byteorder:
         raise CorruptIndexError(
