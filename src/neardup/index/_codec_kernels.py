@@ -59,12 +59,29 @@ def _low(words, loff, lbits, i):
     return v & ((_U1 << np.uint64(lbits)) - _U1)
 
 
+# a table's probe spec, packed in one uint64 array (see codec.pack_spec)
+S_SHIFT, S_LEAD, S_NCHK, S_IDENTITY, S_NSEG, S_MOVES = 0, 1, 2, 3, 4, 5
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _gather_bits(x, src, mask, dst):
+def _move_back(x, spec):
+    """A permuted value moved back to the fingerprint (the spec holds the inverse move)."""
     r = _U0
-    for s in range(src.shape[0]):
-        r |= ((x >> src[s]) & mask[s]) << dst[s]
+    nseg = np.int64(spec[S_NSEG])
+    for s in range(nseg):
+        b = S_MOVES + 3 * s
+        r |= ((x >> spec[b]) & spec[b + 1]) << spec[b + 2]
     return r
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _first_of(x, spec):
+    # the pair belongs to this table only if no earlier-ordered block outside it also agrees
+    c0 = S_MOVES + 3 * np.int64(spec[S_NSEG])
+    for c in range(np.int64(spec[S_NCHK])):
+        if (x & spec[c0 + c]) == _U0:
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -262,14 +279,6 @@ def _prefix_values(words, prefix, shift):
     return buf[:cnt].copy(), first
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _first_table(x, chk, nchk):
-    for c in range(nchk):
-        if (x & chk[c]) == _U0:
-            return False
-    return True
-
-
 @njit(cache=True, nogil=True)
 def _grow(qi, rows, dist, cnt):
     if cnt < qi.shape[0]:
@@ -285,30 +294,29 @@ def _grow(qi, rows, dist, cnt):
 
 
 @njit(cache=True, nogil=True)
-def _probe_rows(
-    table, fps, identity, src, mask, dst, queries, q_order, shift, k, lead_mask, chk, nchk
-):
+def _probe_rows(table, fps, spec, queries, q_order, k):
     """Probe one compressed permuted table with permuted queries sorted ascending.
 
     For each element sharing a query's top ``64 - shift`` bits that lies within ``k`` bits and
     that this table is the first (in table order) to find, emit (query index, row, distance).
-    ``identity`` tables are the sorted fingerprints themselves, so an element's index is its row;
-    other tables hold distinct permuted values, which are moved back to fingerprints
-    (``src``/``mask``/``dst`` is the inverse move) and located in ``fps`` (the compressed sorted
-    fingerprints), every equal fingerprint being a row.
+    An identity table is the sorted fingerprints themselves, so an element's index is its row;
+    other tables hold distinct permuted values, which are moved back to fingerprints and located
+    in ``fps`` (the compressed sorted fingerprints), every equal fingerprint being a row.
     """
     n = np.int64(table[H_N])
     lbits = np.int64(table[H_L])
     loff = np.int64(table[H_LOFF])
     lsh = np.uint64(lbits)
-    sh = np.uint64(shift)
+    sh = spec[S_SHIFT]
+    lead_mask = spec[S_LEAD]
+    identity = spec[S_IDENTITY] != _U0
     kmax = np.uint64(k)
     nf = np.int64(fps[H_N])
     flbits = np.int64(fps[H_L])
     floff = np.int64(fps[H_LOFF])
-    qi = np.empty(64, dtype=np.int64)
-    rows = np.empty(64, dtype=np.int64)
-    dist = np.empty(64, dtype=np.int64)
+    qi = np.empty(16, dtype=np.int64)
+    rows = np.empty(16, dtype=np.int64)
+    dist = np.empty(16, dtype=np.int64)
     cnt = 0
     for q in range(queries.shape[0]):
         v = queries[q]
@@ -321,7 +329,7 @@ def _probe_rows(
                 break
             x = e ^ v
             d = _popcount(x)
-            if d <= kmax and (x & lead_mask) == _U0 and _first_table(x, chk, nchk):
+            if d <= kmax and (x & lead_mask) == _U0 and _first_of(x, spec):
                 if identity:
                     qi, rows, dist = _grow(qi, rows, dist, cnt)
                     qi[cnt] = q_order[q]
@@ -329,7 +337,7 @@ def _probe_rows(
                     dist[cnt] = np.int64(d)
                     cnt += 1
                 else:
-                    f = _gather_bits(e, src, mask, dst)
+                    f = _move_back(e, spec)
                     r, fp_pos = _lower_bound(fps, f)
                     while r < nf:
                         fp_pos = _next_one(fps, fp_pos)
@@ -347,7 +355,7 @@ def _probe_rows(
                         fp_pos += 1
             i += 1
             p += 1
-    return qi[:cnt].copy(), rows[:cnt].copy(), dist[:cnt].copy()
+    return qi[:cnt], rows[:cnt], dist[:cnt]
 
 
 @njit(cache=True, nogil=True)

@@ -43,6 +43,7 @@ __all__ = [
     "encode",
     "information_bound_bits",
     "load_table",
+    "pack_spec",
     "set_codec",
     "write_table",
 ]
@@ -203,6 +204,8 @@ class CompressedTable:
         self.words = words
         self.n = n
         self.low_bits = lbits
+        self._spec: Any = None
+        self._packed = np.zeros(0, np.uint64)
 
     def __len__(self) -> int:
         return self.n
@@ -281,21 +284,9 @@ class CompressedTable:
         (query_index, row, distance) : three int64 arrays
             Every row within ``k`` bits of a query that this table is the first to find.
         """
-        return ek._probe_rows(
-            self.words,
-            fps.words,
-            bool(spec.identity),
-            spec.dst,
-            spec.mask,
-            spec.src,
-            queries,
-            q_order,
-            int(spec.shift),
-            int(k),
-            np.uint64(spec.lead),
-            spec.chk,
-            int(spec.nchk),
-        )
+        if self._spec is not spec:  # a table is probed with one spec: pack it once
+            self._packed, self._spec = pack_spec(spec), spec
+        return ek._probe_rows(self.words, fps.words, self._packed, queries, q_order, int(k))
 
     def check(self) -> None:
         """Decode the whole table and check its structure; raise :class:`CorruptIndexError`
@@ -303,6 +294,18 @@ class CompressedTable:
         code = ek._check(self.words)
         if code:
             raise CorruptIndexError(f"{self.name}: {_PROBLEMS[code]}; the file is corrupt")
+
+
+def pack_spec(spec: Any) -> np.ndarray:
+    """One uint64 array holding what the probe kernel needs from an index table spec: prefix
+    shift, lead mask, the first-table masks and the move from the table's order back to the
+    fingerprint's (the inverse of ``src``/``mask``/``dst``)."""
+    nchk = int(spec.nchk)
+    head = [int(spec.shift), int(spec.lead), nchk, int(bool(spec.identity)), len(spec.src)]
+    moves = np.stack([spec.dst, spec.mask, spec.src], axis=1).reshape(-1)
+    return np.concatenate(
+        [np.array(head, np.uint64), moves.astype(np.uint64), spec.chk[:nchk].astype(np.uint64)]
+    )
 
 
 def write_table(directory: str, name: str, values: np.ndarray, codec: str | None) -> dict[str, Any]:

@@ -361,8 +361,9 @@ class Index(IndexWriter):
                 continue
             if isinstance(table, CompressedTable):  # compressed segment: decoded in the probe
                 qi, rows, d = table.probe_rows(qs, qord, k, spec, seg.fps)
-                keep = seg.alive(rows)
-                out.append((qi[keep], si, rows[keep], d[keep]))
+                if len(qi):
+                    keep = seg.alive(rows)
+                    out.append((qi[keep], si, rows[keep], d[keep]))
                 continue
             qi, pos, d = kernels._query_table(
                 table, qs, qord, spec.shift, k, spec.lead, spec.chk, spec.nchk
