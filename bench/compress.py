@@ -144,7 +144,7 @@ def run(n: int, args: argparse.Namespace) -> None:
             print(f"  compressed built in {rows['ef']['build']:.1f} s", flush=True)
         del fps
         measured = [("plain", plain)] + ([("ef", comp)] if comp is not None else [])
-        for name, ix in measured:
+        for _name, ix in measured:
             warm(ix.path)
             ix.query_arrays(queries[:1000])
         lats = latencies([ix for _, ix in measured], single)
