@@ -206,7 +206,9 @@ def report(n, blocks, rows, peer, agree, args) -> None:
             f"{r['rate'] / base['rate']:.2f} | {r['rss']:,.0f} |"
         )
     if "convert_s" in rows["ef"]:
-        print(f"conversion of the plain index (compact --compress): {rows['ef']['convert_s']:.1f} s")
+        print(
+            f"conversion of the plain index (compact --compress): {rows['ef']['convert_s']:.1f} s"
+        )
     bits, enc, paper_us, ef_us, ok = peer
     print(
         f"\nTable 1 ({n:,} values): paper's block coding ({args.block_bytes} B blocks, Huffman "
