@@ -47,15 +47,15 @@ def _ctz(x):
 
 @njit(cache=True, nogil=True, inline="always")
 def _low(words, loff, lbits, i):
-    """The ``lbits`` low bits of element ``i``."""
-    if lbits == 0:
-        return _U0
+    """The ``lbits`` low bits of element ``i`` (``1 <= lbits <= 63``).
+
+    Always reads two words (the section has a spare one) and shifts in two steps, so the
+    word-straddling case needs no branch: ``(w1 << 1) << (63 - off)`` is 0 when ``off`` is 0.
+    """
     bit = i * lbits
     w = loff + (bit >> 6)
     off = np.uint64(bit & 63)
-    v = words[w] >> off
-    if np.int64(off) + lbits > 64:
-        v |= words[w + 1] << (np.uint64(64) - off)
+    v = (words[w] >> off) | ((words[w + 1] << _U1) << (np.uint64(63) - off))
     return v & ((_U1 << np.uint64(lbits)) - _U1)
 
 
@@ -191,30 +191,45 @@ def _lower_bound(words, x):
 
 
 @njit(cache=True, nogil=True)
-def _decode_range(words, start, stop):
-    """Elements ``start .. stop-1`` as a new uint64 array."""
-    n = np.int64(words[H_N])
-    stop = min(stop, n)
-    out = np.empty(max(stop - start, 0), dtype=np.uint64)
-    if start >= stop:
-        return out
+def _decode_into(words, start, out):
+    """Decode elements ``start .. start + len(out) - 1`` into ``out`` (all must exist)."""
+    m = out.shape[0]
+    if m == 0:
+        return
     lbits = np.int64(words[H_L])
     loff = np.int64(words[H_LOFF])
+    uoff = np.int64(words[H_UOFF])
     s1 = np.int64(words[H_S1])
     i = (start >> s1) << s1
     p = np.int64(words[np.int64(words[H_S1OFF]) + (start >> s1)])
-    while True:
-        p = _next_one(words, p)
-        if i >= start:
-            break
+    while i < start:  # from the sampled element to the first wanted one
+        p = _next_one(words, p) + 1
         i += 1
-        p += 1
+    wi = p >> 6
+    w = words[uoff + wi] & ~((_U1 << np.uint64(p & 63)) - _U1)
     lsh = np.uint64(lbits)
-    for k in range(stop - start):
-        p = _next_one(words, p)
-        out[k] = (np.uint64(p - i) << lsh) | _low(words, loff, lbits, i)
+    lmask = (_U1 << lsh) - _U1
+    bit = i * lbits
+    for k in range(m):
+        while w == _U0:
+            wi += 1
+            w = words[uoff + wi]
+        pos = (wi << 6) + _ctz(w)
+        w &= w - _U1
+        lw = loff + (bit >> 6)
+        off = np.uint64(bit & 63)
+        low = (words[lw] >> off) | ((words[lw + 1] << _U1) << (np.uint64(63) - off))
+        out[k] = (np.uint64(pos - i) << lsh) | (low & lmask)
         i += 1
-        p += 1
+        bit += lbits
+
+
+@njit(cache=True, nogil=True)
+def _decode_range(words, start, stop):
+    """Elements ``start .. stop-1`` as a new uint64 array."""
+    stop = min(stop, np.int64(words[H_N]))
+    out = np.empty(max(stop - start, 0), dtype=np.uint64)
+    _decode_into(words, start, out)
     return out
 
 
@@ -256,52 +271,30 @@ def _prefix_values(words, prefix, shift):
     """Every element whose top ``64 - shift`` bits equal ``prefix``, decoded, and the index of
     the first."""
     n = np.int64(words[H_N])
-    lbits = np.int64(words[H_L])
-    loff = np.int64(words[H_LOFF])
     sh = np.uint64(shift)
-    i, p = _lower_bound(words, prefix << sh)
-    first = i
-    buf = np.empty(16, dtype=np.uint64)
-    cnt = 0
-    while i < n:
-        p = _next_one(words, p)
-        v = (np.uint64(p - i) << np.uint64(lbits)) | _low(words, loff, lbits, i)
-        if (v >> sh) != prefix:
-            break
-        if cnt == buf.shape[0]:
-            grown = np.empty(2 * cnt, dtype=np.uint64)
-            grown[:cnt] = buf
-            buf = grown
-        buf[cnt] = v
-        cnt += 1
-        i += 1
-        p += 1
-    return buf[:cnt].copy(), first
+    lo = _lower_bound(words, prefix << sh)[0]
+    top = (prefix << sh) | ((_U1 << sh) - _U1)  # the last value carrying the prefix
+    hi = n if top == ~_U0 else _lower_bound(words, top + _U1)[0]
+    out = np.empty(hi - lo, dtype=np.uint64)
+    _decode_into(words, lo, out)
+    return out, lo
 
 
 @njit(cache=True, nogil=True)
-def _grow(qi, rows, dist, cnt):
-    if cnt < qi.shape[0]:
-        return qi, rows, dist
-    cap = 2 * qi.shape[0] + 1024
-    qi2 = np.empty(cap, dtype=np.int64)
-    rows2 = np.empty(cap, dtype=np.int64)
-    dist2 = np.empty(cap, dtype=np.int64)
-    qi2[:cnt] = qi[:cnt]
-    rows2[:cnt] = rows[:cnt]
-    dist2[:cnt] = dist[:cnt]
-    return qi2, rows2, dist2
-
-
-@njit(cache=True, nogil=True)
-def _probe_rows(table, fps, spec, queries, q_order, k):
+def _probe_rows(table, fps, spec, queries, q_order, k, q_start, qi, rows, dist):
     """Probe one compressed permuted table with permuted queries sorted ascending.
 
     For each element sharing a query's top ``64 - shift`` bits that lies within ``k`` bits and
-    that this table is the first (in table order) to find, emit (query index, row, distance).
-    An identity table is the sorted fingerprints themselves, so an element's index is its row;
-    other tables hold distinct permuted values, which are moved back to fingerprints and located
-    in ``fps`` (the compressed sorted fingerprints), every equal fingerprint being a row.
+    that this table is the first (in table order) to find, write (query index, row, distance)
+    into ``qi``/``rows``/``dist``. An identity table is the sorted fingerprints themselves, so an
+    element's index is its row; other tables hold distinct permuted values, which are moved back
+    to fingerprints and located in ``fps`` (the compressed sorted fingerprints), every equal
+    fingerprint being a row.
+
+    Starts at query ``q_start``; returns (matches written, next query). When the buffers fill
+    up, the query being probed is left out entirely and is the next query, so the caller grows
+    the buffers and calls again from there (the buffers are never reallocated in here, which
+    keeps the loop free of reference counting).
     """
     n = np.int64(table[H_N])
     lbits = np.int64(table[H_L])
@@ -314,14 +307,13 @@ def _probe_rows(table, fps, spec, queries, q_order, k):
     nf = np.int64(fps[H_N])
     flbits = np.int64(fps[H_L])
     floff = np.int64(fps[H_LOFF])
-    qi = np.empty(16, dtype=np.int64)
-    rows = np.empty(16, dtype=np.int64)
-    dist = np.empty(16, dtype=np.int64)
+    cap = qi.shape[0]
     cnt = 0
-    for q in range(queries.shape[0]):
+    for q in range(q_start, queries.shape[0]):
         v = queries[q]
         pre = v >> sh
         i, p = _lower_bound(table, pre << sh)
+        mark = cnt
         while i < n:
             p = _next_one(table, p)
             e = (np.uint64(p - i) << lsh) | _low(table, loff, lbits, i)
@@ -331,7 +323,8 @@ def _probe_rows(table, fps, spec, queries, q_order, k):
             d = _popcount(x)
             if d <= kmax and (x & lead_mask) == _U0 and _first_of(x, spec):
                 if identity:
-                    qi, rows, dist = _grow(qi, rows, dist, cnt)
+                    if cnt == cap:
+                        return mark, q
                     qi[cnt] = q_order[q]
                     rows[cnt] = i
                     dist[cnt] = np.int64(d)
@@ -346,7 +339,8 @@ def _probe_rows(table, fps, spec, queries, q_order, k):
                         )
                         if g != f:
                             break
-                        qi, rows, dist = _grow(qi, rows, dist, cnt)
+                        if cnt == cap:
+                            return mark, q
                         qi[cnt] = q_order[q]
                         rows[cnt] = r
                         dist[cnt] = np.int64(d)
@@ -355,7 +349,7 @@ def _probe_rows(table, fps, spec, queries, q_order, k):
                         fp_pos += 1
             i += 1
             p += 1
-    return qi[:cnt], rows[:cnt], dist[:cnt]
+    return cnt, queries.shape[0]
 
 
 @njit(cache=True, nogil=True)

@@ -286,7 +286,21 @@ class CompressedTable:
         """
         if self._spec is not spec:  # a table is probed with one spec: pack it once
             self._packed, self._spec = pack_spec(spec), spec
-        return ek._probe_rows(self.words, fps.words, self._packed, queries, q_order, int(k))
+        parts = []
+        q = 0
+        cap = 64
+        while True:
+            buf = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64))
+            cnt, nq = ek._probe_rows(
+                self.words, fps.words, self._packed, queries, q_order, k, q, *buf
+            )
+            parts.append(tuple(b[:cnt] for b in buf))
+            if nq == len(queries):
+                break
+            q, cap = nq, cap * 4  # buffers full: the rest with larger ones
+        if len(parts) == 1:
+            return parts[0]
+        return tuple(np.concatenate(c) for c in zip(*parts, strict=True))  # type: ignore[return-value]
 
     def check(self) -> None:
         """Decode the whole table and check its structure; raise :class:`CorruptIndexError`
