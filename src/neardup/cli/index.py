@@ -10,6 +10,7 @@ from typing import Any
 import click
 import numpy as np
 
+from neardup.cli.common import dask_options
 from neardup.errors import InputError
 from neardup.io.formats import read_fingerprints
 from neardup.io.readers import read_documents
@@ -163,21 +164,37 @@ def add_cmd(path: str, inputs: tuple[str, ...], quiet: bool, **kw: Any) -> None:
 @click.option("--distance", type=click.IntRange(min=0), default=None, help="Bits (inclusive).")
 @click.option("-o", "--output", default="-", show_default=True, help="JSONL output ('-' stdout).")
 @_input_options
+@dask_options
 def query_cmd(
     path: str,
     inputs: tuple[str, ...],
     distance: int | None,
     output: str,
     quiet: bool,
+    scheduler: str | None,
+    workers: int | None,
     **kw: Any,
 ) -> None:
     """Write, for each INPUT document, its matches in the index as JSONL:
-    {"id": ..., "matches": [[id, distance], ...]} nearest first."""
+    {"id": ..., "matches": [[id, distance], ...]} nearest first.
+
+    With --scheduler or --workers the query runs in batch mode on Dask: the inputs' tables are
+    built once and shipped to the workers, which read the index's segments themselves (they must
+    see PATH) and stream them past the tables; the output is the same.
+    """
     from neardup.index import Index
 
     with Index.open(path) as ix:
         fps, ids = read_inputs(inputs, quiet=quiet, **kw)
-        res = ix.query(fps, distance)
+        if scheduler is None and workers is None:
+            res = ix.query(fps, distance)
+        else:
+            import neardup.distributed as nd
+
+            k = ix.distance if distance is None else distance
+            with nd.connect(scheduler, workers) as client:
+                m = nd.query(ix, fps, k, client=client)
+            res = _per_query(m, len(fps))
     qids = ids if ids is not None else range(len(fps))
     with atomic_output(output, "w") as f:
         for qid, matches in zip(qids, res, strict=True):
@@ -185,6 +202,17 @@ def query_cmd(
     if not quiet:
         hit = sum(1 for r in res if r)
         click.echo(f"{PROG}: {len(res)} queries, {hit} with matches", err=True)
+
+
+def _per_query(m: Any, n: int) -> list[list[tuple[Any, int]]]:
+    """Flat matches (sorted by query) as one list of (id, distance) per query."""
+    bounds = np.searchsorted(m.query_index, np.arange(n + 1)).tolist()
+    ids = m.id.tolist()
+    dist = m.distance.tolist()
+    return [
+        list(zip(ids[a:b], dist[a:b], strict=True))
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
 
 
 @index.command("remove")

@@ -29,16 +29,25 @@ def seen_mask(
     fingerprints: np.ndarray,
     distance: int,
     already_seen: np.ndarray | None = None,
+    client: Any = None,
 ) -> np.ndarray:
     """True for each fingerprint within ``distance`` bits of something in ``index`` (OR-ed with
-    ``already_seen``)."""
+    ``already_seen``). With a Dask ``client`` this runs in batch mode: the fingerprints' tables
+    are shipped to the workers, which stream the index's segments past them."""
     if distance > index.distance:
         raise ValueError(
             f"index {index.path} answers distances up to {index.distance} bits but dedup uses "
             f"{distance}; create the index with distance {distance} or more, or dedup with "
             f"distance {index.distance} or less"
         )
-    mask = index.dedup_mask(fingerprints, distance)
+    if client is None:
+        mask = index.dedup_mask(fingerprints, distance)
+    else:
+        from neardup.distributed import query
+
+        m = query(index, fingerprints, distance, client=client)
+        mask = np.zeros(len(fingerprints), dtype=bool)
+        mask[m.query_index] = True
     if already_seen is not None:
         mask |= np.asarray(already_seen, dtype=bool)
     return mask

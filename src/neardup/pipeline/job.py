@@ -204,7 +204,7 @@ def dedup(
                 skipped += dup_skipped
         seconds["read+fingerprint"] = time.perf_counter() - t0
         if index is not None:
-            already_seen = seen_mask(index, fps, distance, already_seen)
+            already_seen = seen_mask(index, fps, distance, already_seen, client)
 
         t0 = time.perf_counter()
         decisions = decide(
