@@ -175,6 +175,21 @@ def test_cli_index_query_and_dedup_against_on_workers(tmp_path):
         assert r.returncode == 0
         outs.append(out.read_text())
     assert outs[0] == outs[1] and 0 < len(outs[0].splitlines()) < len(edited)
+    # the stored corpus as Parquet (fingerprints and ids): the same decisions on the cluster
+    from neardup.fingerprints import Fingerprinter
+
+    stored = Fingerprinter("default").fingerprint_many(lines)
+    write_parquet(tmp_path / "seen.parquet", stored, list(range(len(lines))))
+    table = pq.read_table(tmp_path / "seen.parquet").rename_columns(["fingerprint", "id"])
+    pq.write_table(table, tmp_path / "seen.parquet")
+    out = tmp_path / "kept_pq.jsonl"
+    glob_arg = str(tmp_path / "seen*.parquet")
+    r = invoke(
+        "neardup", "dedup", str(new), "-o", str(out), "--against", glob_arg, "-q", "--workers", "2"
+    )
+    assert r.returncode == 0 and out.read_text() == outs[0]
+    r = invoke("neardup", "dedup", str(new), "-o", str(out), "--against", glob_arg, text=True)
+    assert r.returncode == 2 and "batch mode on Dask" in r.stderr
 
 
 def test_worker_killed_mid_batch_query_gives_the_exact_answer(tmp_path):

@@ -137,7 +137,9 @@ def dedup(
         Called with one-line messages about the stages (for a command line's stderr).
     against : path or neardup.Index, optional
         An index of documents seen before: documents within ``distance`` bits of anything in it
-        are dropped (incremental dedup, one dump at a time).
+        are dropped (incremental dedup, one dump at a time). With ``client`` this check runs in
+        batch mode on the cluster, and ``against`` may also be Parquet files (paths or globs
+        ending in ``.parquet``, columns ``fingerprint`` and ``id``).
     update : bool
         With ``against``: add the kept documents to the index (after the outputs are written).
     client : distributed.Client, optional
