@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 
+import dask
 import numpy as np
 
 # bench/distributed.py is named like the dask package: keep this folder off the import path
@@ -48,7 +49,13 @@ def peak_rss_mb() -> float:
 
 
 def worker_peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """Peak RSS of this process's own address space (VmHWM; ru_maxrss would also count the
+    parent's peak, which Linux carries across fork and exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
 
 
 def build_index(path: str, n: int, distance: int, compress: bool, seed: int) -> float:
@@ -134,75 +141,78 @@ def run(path: str, args: argparse.Namespace, rng: np.random.Generator) -> None:
         f"{tables.nbytes / 1e6:.0f} MB, built in {build:.1f} s",
         flush=True,
     )
+    # rows: (run, wall s, worker wall s, worker CPU s, note); worker figures sum over tasks
     if not args.skip_online:
         ix.query_arrays(batch[:1000])
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         answers["online"] = ix.query_arrays(batch, k)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         rows.append(
-            (
-                "online: Index.query_arrays (the stored corpus's tables)",
-                time.perf_counter() - t0,
-                None,
-                "",
-            )
+            ("online: Index.query_arrays (the stored corpus's tables)", wall, None, cpu, "")
         )
-        print(f"  online {rows[-1][1]:.1f} s", flush=True)
+        print(f"  online {wall:.1f} s", flush=True)
     for threads in (1, 2):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         answers[f"local{threads}"] = batch_query(
             ix, batch, k, args.blocks, part_rows=args.part_rows, threads=threads
         )
-        wall = time.perf_counter() - t0
-        rows.append((f"batch mode, this process, {threads} thread(s)", wall, wall * threads, ""))
-        print(f"  local {threads} thread(s) {wall:.1f} s", flush=True)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        name = f"batch mode, this process, {threads} thread{'s' if threads > 1 else ''}"
+        rows.append((name, wall, wall * threads, cpu, ""))
+        print(f"  local {threads} thread(s) {wall:.1f} s ({cpu:.1f} CPU s)", flush=True)
+    # spawned workers: their peak RSS is their own, not inherited from this process
     with (
+        dask.config.set({"distributed.worker.multiprocessing-method": "spawn"}),
         LocalCluster(
             n_workers=args.workers, threads_per_worker=1, dashboard_address=None, processes=True
         ) as cluster,
         Client(cluster) as c,
     ):
-        nd.query(path, batch[:10], k, client=c)  # start the workers and load their numba caches
         before = c.run(worker_peak_mb)
+        nd.query(path, batch[:10], k, client=c)  # load the workers' numba caches
         t0 = time.perf_counter()
         rep = nd.batch_search(path, batch, k, args.blocks, client=c, partition_size=args.part_rows)
         wall = time.perf_counter() - t0
         peaks = c.run(worker_peak_mb)
     answers["dask"] = rep.matches
     st = rep.stats
-    rows.append(
-        (
-            f"batch mode, LocalCluster {args.workers} workers x 1 thread",
-            wall,
-            st["worker_seconds"],
-            f"worker peak RSS {', '.join(f'{v:,.0f}' for v in peaks.values())} MB "
-            f"(before: {', '.join(f'{v:,.0f}' for v in before.values())})",
-        )
+    note = (
+        f"worker peak RSS {', '.join(f'{v:,.0f}' for v in peaks.values())} MB (at start: "
+        f"{', '.join(f'{v:,.0f}' for v in before.values())})"
     )
+    name = f"batch mode, LocalCluster {args.workers} workers x 1 thread"
+    rows.append((name, wall, st["worker_seconds"], st["worker_cpu_seconds"], note))
     agree = all(same(answers[a], answers["dask"]) for a in answers)
     print(f"\nall answers identical: {agree}; {len(rep.matches.id):,} matches")
-    print("| run | wall s | worker-s | worker-µs per stored fp | notes |")
-    print("|---|---:|---:|---:|---|")
-    for name, wall, ws, note in rows:
-        per = f"{ws / n * 1e6:.3f}" if ws else ""
-        print(f"| {name} | {wall:.1f} | {ws or 0:.1f} | {per} | {note} |")
+    print(
+        "| run | wall s | worker wall s | worker CPU s | wall µs / stored fp | CPU µs / stored fp "
+        "| notes |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for name, wall, ws, cpu, note in rows:
+        per_w = f"{ws / n * 1e6:.3f}" if ws else ""
+        per_c = f"{cpu / n * 1e6:.3f}" if ws else ""
+        ws_s = f"{ws:.1f}" if ws else ""
+        print(f"| {name} | {wall:.1f} | {ws_s} | {cpu:.1f} | {per_w} | {per_c} | {note} |")
     part_mb = args.part_rows * 16 / 1e6
     print(
         f"\nDask run: {st['partitions']} partitions of up to {args.part_rows:,} rows, tables "
         f"{st['table_bytes'] / 1e6:.0f} MB shipped to each worker (a partition: about "
-        f"{part_mb:.0f} MB read), worker time {st['read_seconds']:.1f} s reading + "
-        f"{st['probe_seconds']:.1f} s probing"
+        f"{part_mb:.0f} MB read), task wall time {st['read_seconds']:.1f} s reading + "
+        f"{st['probe_seconds']:.1f} s probing, {st['worker_cpu_seconds']:.1f} CPU s"
     )
-    per_fp = st["worker_seconds"] / n
-    total = per_fp * args.extrapolate
-    each = total / args.machines
-    print(
-        f"\nExtrapolation to {args.extrapolate:,.0f} stored on {args.machines} workers: "
-        f"{per_fp * 1e6:.3f} worker-µs per stored fingerprint x {args.extrapolate:,.0f} = "
-        f"{total:,.0f} worker-s, {each:,.1f} s per worker, plus {build:.1f} s to build the "
-        f"tables once and the time to send {st['table_bytes'] / 1e6:.0f} MB to each worker; "
-        f"the paper: about 100 s on 200 mappers.",
-        flush=True,
-    )
+    for label, secs in (("CPU", st["worker_cpu_seconds"]), ("wall", st["worker_seconds"])):
+        per_fp = secs / n
+        total = per_fp * args.extrapolate
+        print(
+            f"Extrapolation from worker {label} time to {args.extrapolate:,.0f} stored on "
+            f"{args.machines} workers: {per_fp * 1e6:.3f} µs per stored fingerprint x "
+            f"{args.extrapolate:,.0f} = {total:,.0f} worker-s, {total / args.machines:,.1f} s "
+            f"per worker, plus {build:.1f} s to build the tables once and the time to send "
+            f"{st['table_bytes'] / 1e6:.0f} MB to each worker (the paper: about 100 s on 200 "
+            f"mappers)",
+            flush=True,
+        )
     print(f"peak RSS of the bench process: {peak_rss_mb():,.0f} MB")
     ix.close()
 

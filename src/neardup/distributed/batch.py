@@ -57,8 +57,10 @@ class BatchReport(NamedTuple):
 
     ``stats``: ``partitions``, ``stored`` (fingerprints streamed), ``batch`` (its size),
     ``tables`` and ``table_bytes`` (shipped to each worker), ``build_seconds`` (the tables, on
-    the caller) and ``worker_seconds`` (the sum over tasks of reading plus probing, measured
-    inside the tasks), split into ``read_seconds`` and ``probe_seconds``.
+    the caller) and ``worker_seconds`` (the sum over tasks of reading plus probing, wall time
+    measured inside the tasks), split into ``read_seconds`` and ``probe_seconds``, and
+    ``worker_cpu_seconds`` (the CPU time of the tasks' threads: the work itself, whatever else
+    shares the workers' cores).
     """
 
     matches: IndexMatches
@@ -128,8 +130,10 @@ def _read_parquet(part: ParquetPart) -> tuple[np.ndarray, Any]:
     return fps, table.column(part.id_column) if part.id_column else None
 
 
-def _match(tables: BatchTables, part: Any, k: int) -> tuple[Matches, float, float, int]:
-    """One task: read a partition, probe the tables, return its matches and timings."""
+def _match(tables: BatchTables, part: Any, k: int) -> tuple[Matches, float, float, int, float]:
+    """One task: read a partition, probe the tables, return its matches, its timings (wall
+    seconds reading and probing), its size and the CPU seconds of its thread."""
+    c0 = time.thread_time()
     t0 = time.perf_counter()
     if isinstance(part, IndexPart):
         fps, keys, ids = read_index_part(part)
@@ -153,7 +157,7 @@ def _match(tables: BatchTables, part: Any, k: int) -> tuple[Matches, float, floa
     else:
         base = part.offset if isinstance(part, ParquetPart) else offset
         m = Matches(qi, pos + base, pos + base, d)
-    return m, t1 - t0, time.perf_counter() - t1, len(fps)
+    return m, t1 - t0, time.perf_counter() - t1, len(fps), time.thread_time() - c0
 
 
 def batch_search(
@@ -220,6 +224,7 @@ def batch_search(
     stats["read_seconds"] = sum(r[1] for r in results)
     stats["probe_seconds"] = sum(r[2] for r in results)
     stats["worker_seconds"] = stats["read_seconds"] + stats["probe_seconds"]
+    stats["worker_cpu_seconds"] = sum(r[4] for r in results)
     return BatchReport(merge_matches([r[0] for r in results], id_type), stats)
 
 
