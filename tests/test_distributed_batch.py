@@ -134,6 +134,9 @@ def test_parquet_corpus_with_and_without_ids(client, tmp_path):
     pq.write_table(pa.table({"fingerprint": pa.array([1, None, 3], pa.uint64())}), bad)
     with pytest.raises(ValueError, match="bad.parquet, row group 0: missing fingerprint values"):
         nd.query(str(bad), batch, 3, client=client)
+    pq.write_table(pa.table({"fingerprint": pa.array([1, 2], pa.uint64()), "id": ["a", None]}), bad)
+    with pytest.raises(ValueError, match="bad.parquet, row group 0: missing values in the id"):
+        nd.query(str(bad), batch, 3, client=client)
 
 
 def test_cli_index_query_and_dedup_against_on_workers(tmp_path):

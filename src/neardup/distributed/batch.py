@@ -125,9 +125,12 @@ def _read_parquet(part: ParquetPart) -> tuple[np.ndarray, Any]:
     col = table.column(part.column)
     if col.null_count:
         raise ValueError(f"{part.path}, row group {part.row_group}: missing fingerprint values")
-    where = f"{part.path}, row group {part.row_group}: fingerprints"
-    fps = as_fingerprints(col.to_numpy(), where)
-    return fps, table.column(part.id_column) if part.id_column else None
+    where = f"{part.path}, row group {part.row_group}"
+    fps = as_fingerprints(col.to_numpy(), f"{where}: fingerprints")
+    ids = table.column(part.id_column) if part.id_column else None
+    if ids is not None and ids.null_count:
+        raise ValueError(f"{where}: missing values in the id column {part.id_column!r}")
+    return fps, ids
 
 
 def _match(tables: BatchTables, part: Any, k: int) -> tuple[Matches, float, float, int, float]:
