@@ -284,3 +284,17 @@ def test_cli_create_compress_and_compact_convert(tmp_path):
     assert invoke("neardup", "index", "compact", path, "--compress").returncode == 0
     info = json.loads(invoke("neardup", "index", "info", path, text=True).stdout)
     assert info["codec"] == "ef"
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_repeated_ids_in_a_batch_are_refused(tmp_path, compress):
+    with Index.create(tmp_path / "ix", distance=2, compress=compress) as ix:
+        with pytest.raises(ValueError, match="ids repeat within the batch"):
+            ix.add([1, 2, 3], ids=[7, 8, 7])
+        with pytest.raises(ValueError, match="ids repeat within the batch"):
+            ix.add([1, 2], ids=["a", "a"])
+        assert len(ix) == 0 and ix.generation == 0
+        ix.add(np.arange(5000, dtype=np.uint64), ids=np.arange(5000)[::-1].copy())
+        with pytest.raises(ValueError, match="id 4999 is already in the index"):
+            ix.add([9], ids=[4999])
+        assert len(ix) == 5000
