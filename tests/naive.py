@@ -1,6 +1,9 @@
-"""Brute-force reference implementations (numpy XOR + popcount) for every search."""
+"""Brute-force reference implementations (numpy XOR + popcount) for every search, the
+pure-Python fingerprint pipeline and exact Jaccard verification."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import scipy.sparse
@@ -53,3 +56,297 @@ def query(corpus, queries, distance: int):
     di = d[qi, ci]
     order = np.lexsort((ci, di, qi))
     return qi[order].astype(np.int64), ci[order].astype(np.int64), di[order].astype(np.int64)
+
+
+# -- verification: exact Jaccard and the no-chaining decision rule ------------------------------
+
+
+def jaccard(a: set, b: set) -> float:
+    """Exact Jaccard of two sets; 0 when either is empty (no shingles: never similar)."""
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+def csr_to_sets(offsets, keys) -> list[set]:
+    return [set(int(k) for k in keys[offsets[d] : offsets[d + 1]]) for d in range(len(offsets) - 1)]
+
+
+def sets_to_csr(sets) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.zeros(len(sets) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(s) for s in sets])
+    keys = [k for s in sets for k in sorted(s)]
+    return offsets, np.array(keys, dtype=np.uint32)
+
+
+def popcount(x: int) -> int:
+    return bin(x).count("1")
+
+
+def set_fingerprint(keys) -> int:
+    """Simhash of a key set, every key weighing 1: bit i is set where more keys than not have
+    bit i set in fmix64(key + 0x9E3779B97F4A7C15)."""
+    tally = [0] * 64
+    for k in set(keys):
+        h = _fmix64((int(k) + 0x9E3779B97F4A7C15) & _M64)
+        for b in range(64):
+            tally[b] += 1 if (h >> b) & 1 else -1
+    return sum(1 << b for b in range(64) if tally[b] > 0)
+
+
+def similar_pairs(sets, fps, threshold: float, distance: int):
+    """Every pair i < j with Jaccard >= threshold whose fingerprints are within ``distance``
+    bits or whose sets are identical."""
+    fps = [int(x) for x in fps]
+    out = []
+    for i in range(len(sets)):
+        for j in range(i + 1, len(sets)):
+            near = popcount(fps[i] ^ fps[j]) <= distance or sets[i] == sets[j]
+            if near and sets[i] and sets[j] and jaccard(sets[i], sets[j]) >= threshold:
+                out.append((i, j, jaccard(sets[i], sets[j])))
+    return out
+
+
+def decide_verified(sets, fps, threshold: float, order, *, distance=None, pairs=None):
+    """The decision rule, literally: (kept_for, jaccard) per document (-1 / None when kept).
+
+    Identical non-empty sets form a class led by its first member in ``order``; the other
+    members follow it. Leaders in ``order`` are dropped for the first already kept leader (in
+    ``order``) that is a candidate with Jaccard >= threshold.
+    """
+    n = len(sets)
+    fps = [int(x) for x in fps]
+    lead: dict[frozenset, int] = {}
+    rep = [-1] * n
+    for d in order:
+        if sets[d]:
+            rep[d] = lead.setdefault(frozenset(sets[d]), d)
+    given = None if pairs is None else {(min(a, b), max(a, b)) for a, b in pairs}
+
+    def candidate(a: int, b: int) -> bool:
+        if given is None:
+            return popcount(fps[a] ^ fps[b]) <= distance
+        return (min(a, b), max(a, b)) in given
+
+    kept_for = [-1] * n
+    jac: list = [None] * n
+    kept: list[int] = []
+    for d in order:
+        if rep[d] != d:
+            continue
+        for e in kept:
+            if candidate(d, e) and jaccard(sets[d], sets[e]) >= threshold:
+                kept_for[d], jac[d] = e, jaccard(sets[d], sets[e])
+                break
+        else:
+            kept.append(d)
+    for d in range(n):
+        r = rep[d]
+        if r >= 0 and r != d:
+            kept_for[d] = r if kept_for[r] < 0 else kept_for[r]
+            jac[d] = 1.0 if kept_for[r] < 0 else jac[r]
+    return kept_for, jac
+
+
+# -- shingle keys of the default Fingerprinter, in pure Python ------------------------------------
+
+_M64 = (1 << 64) - 1
+
+
+def _fmix64(h: int) -> int:
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & _M64
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & _M64
+    h ^= h >> 33
+    return h
+
+
+def shingle_keys(text: str, window: int = 3) -> list[int]:
+    """Sorted unique uint32 shingle keys of the ``default`` preset: NFKC + casefold, unicode
+    tokens, FNV-1a 64 per token, chained windows of ``window`` tokens (a shorter document is one
+    shingle), MurmurHash3's finalizer, low 32 bits."""
+    from neardup.fingerprints import fnv1a64
+    from neardup.fingerprints.tokenize import nfkc_casefold, unicode_tokens
+
+    th = [fnv1a64(t.encode("utf-8", "surrogatepass")) for t in unicode_tokens(nfkc_casefold(text))]
+    out = set()
+    if th:
+        width = min(window, len(th))
+        for s in range(len(th) - width + 1):
+            h = th[s]
+            for k in range(1, width):
+                h = (h * 0x9E3779B97F4A7C15 + th[s + k]) & _M64
+            out.add(_fmix64(h) & 0xFFFFFFFF)
+    return sorted(out)
+
+
+def shingle_sets(texts) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (offsets int64[n + 1], keys uint32) of :func:`shingle_keys` for each text."""
+    return sets_to_csr([shingle_keys(t) for t in texts])
+
+
+class ShinglingFingerprinter:
+    """The default Fingerprinter plus its shingle keys computed by :func:`shingle_keys`."""
+
+    def __init__(self) -> None:
+        from neardup.fingerprints import Fingerprinter
+
+        self.fingerprinter = Fingerprinter("default")
+
+    def fingerprints_and_shingles(self, texts, threads=None):
+        offsets, keys = shingle_sets(texts)
+        return self.fingerprinter.fingerprint_many(texts, threads=threads), offsets, keys
+
+
+# ---- fingerprints: the pure-Python pipeline ---------------------------------------------------
+# Each stage as its documentation states it, from unicodedata and the published hashes:
+# normalization, tokenizers, shingles, weighting, tally, bit order.
+
+_MASK64 = (1 << 64) - 1
+
+
+def naive_normalize(text: str, form: str) -> str:
+    """``none``, ``casefold``, ``nfkc`` or ``nfkc_casefold`` (NFKC first) with unicodedata."""
+    import unicodedata
+
+    if form in ("nfkc", "nfkc_casefold"):
+        text = unicodedata.normalize("NFKC", text)
+    if form in ("casefold", "nfkc_casefold"):
+        text = text.casefold()
+    return text
+
+
+def _token_class(ch: str) -> int:
+    """0 separator, 1 word character, 2 letter/digit of a no-space script, 3 its mark."""
+    import unicodedata
+
+    from neardup.fingerprints.tokenize import NO_SPACE_RANGES
+
+    major = unicodedata.category(ch)[0]
+    if major not in "LNM":
+        return 0
+    cp = ord(ch)
+    if any(lo <= cp <= hi for lo, hi in NO_SPACE_RANGES):
+        return 3 if major == "M" else 2
+    return 1
+
+
+def naive_tokens(text: str, tokenizer: str) -> list[str]:
+    """``ascii_letters`` (runs of A-Za-z before the first NUL), ``unicode_words`` (runs of
+    word characters) or ``unicode`` (the same, cut before each letter/digit of a no-space
+    script and after it and its marks)."""
+    if tokenizer == "ascii_letters":
+        text = text.split("\0", 1)[0]
+        return re.findall(r"[A-Za-z]+", text)
+    split = tokenizer == "unicode"
+    classes = [_token_class(ch) for ch in text]
+    tokens: list[str] = []
+    cur = ""
+    for k, ch in enumerate(text):
+        c = classes[k]
+        if c == 0 or (split and c == 2):
+            if cur:
+                tokens.append(cur)
+            cur = ""
+        if c == 0:
+            continue
+        cur += ch
+        nxt = classes[k + 1] if k + 1 < len(text) else 0
+        if split and c in (2, 3) and nxt != 3:
+            tokens.append(cur)
+            cur = ""
+    if cur:
+        tokens.append(cur)
+    return tokens
+
+
+def _rotl(x: int, k: int) -> int:
+    k %= 64
+    return ((x << k) | (x >> (64 - k))) & _MASK64 if k else x
+
+
+FINGERPRINT_DEFAULTS = {
+    "normalize": "nfkc_casefold",
+    "tokenizer": "unicode",
+    "window": 3,
+    "hash": "fnv1a64",
+    "shingle": "chain",
+    "weighting": "count",
+    "bit_order": "natural",
+}
+FINGERPRINT_REFERENCE = {
+    "normalize": "none",
+    "tokenizer": "ascii_letters",
+    "window": 3,
+    "hash": "jenkins",
+    "shingle": "cyclic",
+    "weighting": "count",
+    "bit_order": "reversed",
+}
+
+
+def naive_features(doc: str | bytes, **options) -> list[int]:
+    """Feature hashes (one per shingle, in order) of a document under ``options`` (missing
+    ones from the ``default`` preset)."""
+    from neardup.fingerprints.hashes import fnv1a64, jenkins64
+
+    o = {**FINGERPRINT_DEFAULTS, **options}
+    text = doc.decode("utf-8") if isinstance(doc, bytes) else doc
+    tokens = naive_tokens(naive_normalize(text, o["normalize"]), o["tokenizer"])
+    hash_fn = jenkins64 if o["hash"] == "jenkins" else fnv1a64
+    th = [hash_fn(t.encode("utf-8", "surrogatepass")) for t in tokens]
+    w = o["window"]
+    feats = []
+    if o["shingle"] == "cyclic":  # simhash-cpp: rotate-xor over a moving window, from token 0
+        ring = [0] * w
+        cur = 0
+        for t, v in enumerate(th):
+            cur = _rotl(cur, 1) ^ _rotl(ring[t % w], w) ^ v
+            ring[t % w] = v
+            feats.append(cur)
+    elif th:
+        width = min(w, len(th))
+        for s in range(len(th) - width + 1):
+            h = th[s]
+            for k in range(1, width):
+                h = (h * 0x9E3779B97F4A7C15 + th[s + k]) & _MASK64
+            feats.append(_fmix64(h))
+    return feats
+
+
+def naive_weighted_simhash(hashes, weights=None) -> int:
+    """Bit i is 1 where the weights of hashes with bit i set exceed those without (tie: 0)."""
+    out = 0
+    w = [1.0] * len(hashes) if weights is None else list(weights)
+    for i in range(64):
+        tally = sum(wt if (h >> i) & 1 else -wt for h, wt in zip(hashes, w, strict=True))
+        if tally > 0:
+            out |= 1 << i
+    return out
+
+
+def naive_fingerprint(doc: str | bytes, **options) -> int:
+    """The fingerprint of one document under ``options`` (missing ones from ``default``)."""
+    import math
+
+    o = {**FINGERPRINT_DEFAULTS, **options}
+    feats = naive_features(doc, **options)
+    if o["weighting"] == "count":
+        fp = naive_weighted_simhash(feats)
+    else:
+        counts: dict[int, int] = {}
+        for h in feats:
+            counts[h] = counts.get(h, 0) + 1
+        if o["weighting"] == "unique":
+            fp = naive_weighted_simhash(list(counts))
+        else:
+            fp = naive_weighted_simhash(list(counts), [1.0 + math.log(c) for c in counts.values()])
+    if o["bit_order"] == "reversed":
+        fp = int(f"{fp:064b}"[::-1], 2)
+    return fp
+
+
+def naive_shingle_keys(doc: str | bytes, **options) -> list[int]:
+    """The distinct top 32 bits of a document's feature hashes, ascending."""
+    return sorted({h >> 32 for h in naive_features(doc, **options)})

@@ -1,114 +1,120 @@
-"""neardup.index.batch: a batch's tables probed by stored fingerprints give brute force's
-pairs, and batch mode over an index gives exactly Index.query_arrays."""
+"""Chunks for the fingerprint kernels: buffers and offsets for every kind of input, chunk plans,
+threads."""
 
 from __future__ import annotations
 
-import naive
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from strategies import fingerprints
 
-from neardup.index import Index
-from neardup.index.batch import BatchTables, batch_query, index_parts, read_index_part
-
-
-def pairs(qi, ci, di) -> list[tuple[int, int, int]]:
-    return sorted(zip(qi.tolist(), ci.tolist(), di.tolist(), strict=True))
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    batch=fingerprints(max_size=80),
-    stored=fingerprints(max_size=80),
-    layout=st.sampled_from([(0, 1), (1, 2), (2, 3), (3, 4), (3, 5), (3, 7), (4, 9), (2, 64)]),
-    k_less=st.integers(0, 2),
-    threads=st.sampled_from([1, 3]),
+from neardup import config
+from neardup.fingerprints import Fingerprinter
+from neardup.fingerprints._normalize import _char_to_unit_offsets
+from neardup.fingerprints._pipeline import KIND_ASCII, KIND_UTF8, KIND_UTF16
+from neardup.fingerprints.batch import (
+    encode_chunk,
+    encode_one,
+    plan_chunks,
+    run_chunks,
+    threads_for,
 )
-def test_probe_matches_brute_force(batch, stored, layout, k_less, threads):
-    distance, blocks = layout
-    k = max(0, distance - k_less)
-    # stored values near the batch ones, so most examples have matches
-    stored = np.concatenate([stored, batch[:10] ^ np.uint64(0b101), batch[:3]])
-    tables = BatchTables(batch, distance, blocks)
-    got = tables.probe(stored, k, threads=threads)
-    qi, ci, di = naive.query(stored, batch, k)  # query = batch position, corpus = stored
-    assert pairs(*got) == pairs(qi, ci, di)
+
+DOCS = ["plain ascii", "", "Grüße", "日本語\U00020000", "x", "emoji \U0001f600!", "ASCII AGAIN"]
 
 
-def test_probe_edges_and_errors():
-    t = BatchTables([], 3)
-    assert [len(a) for a in t.probe([1, 2])] == [0, 0, 0]
-    t = BatchTables([0, 2**64 - 1, 0], 3, 4)
-    b, s, d = t.probe([1, 2**64 - 2, 15 << 20, 0])  # 15 << 20 is 4 bits from 0
-    assert pairs(b, s, d) == [(0, 0, 1), (0, 3, 0), (1, 1, 1), (2, 0, 1), (2, 3, 0)]
-    assert [len(a) for a in t.probe([])] == [0, 0, 0]
-    with pytest.raises(ValueError, match="between 0 and the batch tables' distance 3"):
-        t.probe([1], 4)
-    with pytest.raises(ValueError, match="blocks must be > distance"):
-        BatchTables([1], 3, 3)
-    assert t.nbytes > 0
+def texts_of(chunk) -> list[str | bytes]:
+    """Each document's text back from a chunk (UTF-8 bytes, or str from UTF-16)."""
+    off16 = _char_to_unit_offsets(chunk.buf16, chunk.off16) if chunk.off16_in_chars else chunk.off16
+    out: list[str | bytes] = []
+    for d, kind in enumerate(chunk.kind):
+        if kind == KIND_UTF16:
+            units = chunk.buf16[off16[d] : off16[d + 1]]
+            out.append(units.tobytes().decode("utf-16-le"))
+        else:
+            out.append(chunk.buf8[chunk.off8[d] : chunk.off8[d + 1]].tobytes())
+    return out
 
 
-def test_many_matches_grow_the_buffers():
-    # every stored value matches every batch value: more pairs than the first buffers hold
-    batch = np.zeros(300, np.uint64)
-    stored = np.zeros(5000, np.uint64)
-    b, s, d = BatchTables(batch, 2).probe(stored, threads=2)
-    assert len(b) == 300 * 5000 and not d.any()
-    assert len(set(zip(b.tolist(), s.tolist(), strict=True))) == len(b)
+@pytest.mark.parametrize("join_below", [0, 10**9])  # per document / joined
+def test_str_documents_split_into_ascii_and_utf16(monkeypatch, join_below):
+    monkeypatch.setattr(config, "FINGERPRINT_JOIN_BELOW", join_below)
+    chunk = encode_chunk(DOCS, 0, True)
+    assert chunk.off16_in_chars == (join_below > 0)
+    kinds = [KIND_ASCII if d.isascii() else KIND_UTF16 for d in DOCS]
+    assert chunk.kind.tolist() == kinds
+    assert texts_of(chunk) == [d.encode() if d.isascii() else d for d in DOCS]
+    assert chunk.buf8.dtype == np.uint8 and chunk.buf16.dtype == np.dtype("<u2")
 
 
-def build(path, fps, ids, compress, removed):
-    ix = Index.create(path, distance=3, blocks=5, compress=compress)
-    ix.max_segments = 3
-    for a in range(0, len(fps), 700):
-        ix.add(fps[a : a + 700], ids[a : a + 700] if ids else None)
-    ix.remove(removed)
-    return ix
+@pytest.mark.parametrize("join_below", [0, 10**9])
+def test_all_ascii_and_empty(monkeypatch, join_below):
+    monkeypatch.setattr(config, "FINGERPRINT_JOIN_BELOW", join_below)
+    chunk = encode_chunk(["a", "bc", ""], 0, True)
+    assert chunk.kind.tolist() == [KIND_ASCII] * 3 and chunk.off8.tolist() == [0, 1, 3, 3]
+    chunk = encode_chunk(["", ""], 0, True)
+    assert chunk.buf8.shape[0] >= 1 and chunk.off8.tolist() == [0, 0, 0]
 
 
-@pytest.mark.parametrize("compress", [False, True])
-@pytest.mark.parametrize("id_kind", ["int", "str"])
-def test_batch_query_equals_the_index_query(tmp_path, compress, id_kind):
-    rng = np.random.default_rng(5)
-    base = rng.integers(0, 2**64, 2500, dtype=np.uint64)
-    edge = np.array([0, 2**64 - 1], np.uint64)
-    fps = np.concatenate([base, base[:600] ^ np.uint64(1 << 7), base[:40], edge])
-    ids = [f"doc{i}" for i in range(len(fps))] if id_kind == "str" else None
-    removed = ids[100:130] if ids else list(range(100, 130))
-    ix = build(tmp_path / "ix", fps, ids, compress, removed)
-    assert len(ix.info()["segments"]) > 1 and ix.info()["segments"][0]["removed"]
-    batch = np.concatenate(
-        [fps[:500] ^ np.uint64(0b11 << 30), fps[90:140], rng.integers(0, 2**64, 300, np.uint64)]
+def test_lone_surrogates_go_as_utf8_surrogatepass():
+    docs = ["ok", "a\ud800b", "日本"]
+    chunk = encode_chunk(docs, 0, True)
+    assert chunk.kind.tolist() == [KIND_UTF8] * 3
+    assert texts_of(chunk) == [d.encode("utf-8", "surrogatepass") for d in docs]
+    one = encode_one("x\udfff", True)
+    assert texts_of(one) == ["x\udfff".encode("utf-8", "surrogatepass")]
+
+
+def test_bytes_documents():
+    docs = [b"caf\xc3\xa9", b"", b"plain"]
+    chunk = encode_chunk(docs, 0, True)
+    assert chunk.kind.tolist() == [KIND_UTF8] * 3 and texts_of(chunk) == docs
+    bad = [b"ok", b"\xff\xfe"]
+    with pytest.raises(ValueError, match="document 8 is not valid UTF-8"):
+        encode_chunk(bad, 7, True)
+    assert texts_of(encode_chunk(bad, 7, False)) == bad  # as they are without normalization
+
+
+def test_mixed_and_other_types():
+    docs = ["é", b"b\xc3\xa9", bytearray(b"ba"), memoryview(b"mv")]
+    chunk = encode_chunk(docs, 0, True)
+    assert texts_of(chunk) == ["é".encode(), b"b\xc3\xa9", b"ba", b"mv"]
+    assert texts_of(encode_chunk([bytearray(b"\xff"), "x"], 0, False)) == [b"\xff", b"x"]
+    with pytest.raises(ValueError, match="document 1 is not valid UTF-8"):
+        encode_chunk(["x", memoryview(b"\xff")], 0, False)  # memoryview: always decoded
+    with pytest.raises(TypeError, match="document 5 must be str or bytes, got int"):
+        encode_chunk(["a", 3], 4, True)
+    with pytest.raises(ValueError, match="document 4 is not valid UTF-8"):
+        encode_chunk([b"\xff", 3], 4, True)  # the first bad document is the one reported
+
+
+def test_encode_one_matches_encode_chunk():
+    for doc in ["", "abc", "Grüße", "\U0001f600", b"bytes", "a\ud800"]:
+        assert texts_of(encode_one(doc, True)) == texts_of(encode_chunk([doc], 0, True))
+
+
+def test_plan_chunks(monkeypatch):
+    docs = ["x" * 100] * 50
+    monkeypatch.setattr(config, "FINGERPRINT_CHUNK_MIN_BYTES", 1)
+    monkeypatch.setattr(config, "FINGERPRINT_CHUNK_BYTES", 1000)
+    chunks = plan_chunks(docs, 1)
+    assert chunks[0] == (0, 10) and chunks[-1][1] == 50
+    assert all(b > a for a, b in chunks) and all(
+        b == a2 for (_, b), (a2, _) in zip(chunks, chunks[1:], strict=False)
     )
-    for k in (0, 2, 3):
-        want = ix.query_arrays(batch, k)
-        for blocks, part_rows in ((None, 1 << 20), (4, 333), (7, 1000)):
-            got = batch_query(ix, batch, k, blocks, part_rows=part_rows, threads=2)
-            np.testing.assert_array_equal(got.query_index, want.query_index)
-            np.testing.assert_array_equal(got.id, want.id)
-            np.testing.assert_array_equal(got.distance, want.distance)
-    ix.close()
-    got = batch_query(tmp_path / "ix", batch)  # a path is opened read-only
-    assert len(got.id) == len(Index.open(tmp_path / "ix").query_arrays(batch).id)
+    # several chunks for every thread
+    assert len(plan_chunks(docs, 5)) >= 15
+    monkeypatch.setattr(config, "FINGERPRINT_CHUNK_DOCS", 7)
+    assert max(b - a for a, b in plan_chunks(docs, 1)) == 7
+    assert plan_chunks([], 4) == []
+    odd = plan_chunks(["a", 3, "b"], 1)  # no len: sized 0, reported by its chunk later
+    assert odd[0][0] == 0 and odd[-1][1] == 3
 
 
-def test_index_parts_cover_live_rows_once(tmp_path):
-    fps = np.arange(5000, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    ix = build(tmp_path / "ix", fps, None, True, list(range(0, 5000, 7)))
-    parts = index_parts(ix, 999)
-    got = np.concatenate([read_index_part(p)[1] for p in parts])
-    np.testing.assert_array_equal(
-        np.sort(got), np.setdiff1d(np.arange(5000), np.arange(0, 5000, 7))
-    )
-    fp_of = dict(zip(range(5000), fps.tolist(), strict=True))
-    for p in parts:
-        f, keys, ids = read_index_part(p)
-        assert f.tolist() == [fp_of[i] for i in keys.tolist()] and ids is keys
-    with pytest.raises(ValueError, match="rows per part must be >= 1"):
-        index_parts(ix, 0)
-    with pytest.raises(ValueError, match="between 0 and the index's distance 3"):
-        batch_query(ix, [1], 4)
-    ix.close()
+def test_run_chunks_and_threads():
+    chunks = [(0, 2), (2, 5), (5, 6)]
+    assert run_chunks(lambda a, b: (a, b), chunks, 1) == chunks
+    assert run_chunks(lambda a, b: (a, b), chunks, 3) == chunks
+    assert threads_for(3) == 3
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        threads_for(0)
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        Fingerprinter().fingerprint_many(["a"], threads=0)

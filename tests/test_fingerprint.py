@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from naive import FINGERPRINT_REFERENCE, naive_fingerprint, naive_shingle_keys
 
 from neardup.fingerprints import (
     PRESETS,
@@ -208,9 +209,9 @@ def test_kernel_path_equals_python_path(text, weighting, window):
 
 
 def test_fingerprint_many_threads_and_chunks(monkeypatch):
-    from neardup.fingerprints import simhash as S
+    from neardup import config
 
-    monkeypatch.setattr(S, "CHUNK_DOCS", 7)
+    monkeypatch.setattr(config, "FINGERPRINT_CHUNK_DOCS", 7)
     texts = [f"document number {i} with some words {i % 5}" for i in range(100)]
     fp = Fingerprinter()
     one = fp.fingerprint_many(texts, threads=1)
@@ -274,3 +275,144 @@ def test_bad_options():
         Fingerprinter().fingerprint(b"\xff\xfe")
     with pytest.raises(TypeError, match="must be str or bytes"):
         Fingerprinter().fingerprint_many(["ok", 3])  # type: ignore[list-item]
+
+
+# ---- the kernel pipeline against the pure-Python pipeline (tests/naive.py) -------------------
+
+ALPHABET = st.one_of(
+    st.characters(exclude_categories=()),  # surrogates included
+    st.sampled_from(
+        list(
+            "abc ABC.,\n1 \0é日本ภา\u0e48ЖΣσςß\u0301\u0316ﬁＡｶﾞ①Ⅻ가\u1100\u1161\u11a8İı"
+            "\U0001f600\U00020000\ufdfa\u3099\uff9e\ud800\udc00"
+        )
+    ),
+)
+OPTIONS = st.fixed_dictionaries(
+    {
+        "normalize": st.sampled_from(["none", "casefold", "nfkc", "nfkc_casefold"]),
+        "tokenizer": st.sampled_from(["ascii_letters", "unicode", "unicode_words"]),
+        "window": st.integers(1, 4),
+        "hash": st.sampled_from(["jenkins", "fnv1a64"]),
+        "shingle": st.sampled_from(["chain", "cyclic"]),
+        "weighting": st.sampled_from(["count", "unique", "log"]),
+        "bit_order": st.sampled_from(["natural", "reversed"]),
+    }
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=ALPHABET, max_size=60), max_size=6), OPTIONS)
+def test_kernels_match_naive_pipeline(texts, options):
+    fp = Fingerprinter("default", **options)
+    want = [naive_fingerprint(t, **options) for t in texts]
+    assert fp.fingerprint_many(texts, threads=1).tolist() == want
+    assert [fp.fingerprint(t) for t in texts] == want
+    # the same text as UTF-8 bytes (where it is valid UTF-8)
+    raw = [t.encode("utf-8") for t in texts if not any(0xD800 <= ord(c) < 0xE000 for c in t)]
+    want_raw = [naive_fingerprint(b, **options) for b in raw]
+    assert fp.fingerprint_many(raw, threads=1).tolist() == want_raw
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(alphabet=ALPHABET, max_size=200), min_size=1, max_size=30))
+def test_presets_match_naive_pipeline(texts):
+    default = Fingerprinter("default").fingerprint_many(texts, threads=2)
+    assert default.tolist() == [naive_fingerprint(t) for t in texts]
+    reference = Fingerprinter("reference").fingerprint_many(texts, threads=2)
+    assert reference.tolist() == [naive_fingerprint(t, **FINGERPRINT_REFERENCE) for t in texts]
+
+
+def test_naive_pipeline_pinned_values():
+    assert naive_fingerprint(JABBERWOCKY, **FINGERPRINT_REFERENCE) == JABBERWOCKY_SIMHASH
+    assert naive_fingerprint("Hello, WORLD") == fingerprint("hello world")
+
+
+def test_concurrent_callers_get_the_same_fingerprints(monkeypatch):
+    # fingerprint_many from several threads at once (say a reader pipeline and an indexer)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from neardup import config
+
+    monkeypatch.setattr(config, "FINGERPRINT_CHUNK_DOCS", 16)
+    texts = [f"Dokument {i}: Grüße, ＡＢＣ {'日本語' * (i % 5)} ﬁn {i % 7}" for i in range(400)]
+    fp = Fingerprinter()
+    expected = [fp.fingerprint(t) for t in texts]
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda k: fp.fingerprint_many(texts, threads=1 + k % 3), range(8)))
+    assert all(r.tolist() == expected for r in runs)
+
+
+def test_every_kernel_is_cached_and_releases_the_gil():
+    from numba.core.caching import NullCache
+    from numba.core.registry import CPUDispatcher
+
+    from neardup.fingerprints import _kernels, _normalize, _pipeline
+
+    kernels = [
+        (mod.__name__, name, obj)
+        for mod in (_kernels, _normalize, _pipeline)
+        for name, obj in vars(mod).items()
+        if isinstance(obj, CPUDispatcher)
+    ]
+    assert len(kernels) > 30
+    for mod, name, k in kernels:
+        assert k.targetoptions.get("nogil") is True, f"{mod}.{name} holds the GIL"
+        assert not isinstance(k._cache, NullCache), f"{mod}.{name} is not cached"
+
+
+def test_callable_normalize_with_builtin_stages_runs_the_kernels():
+    texts = ["Grüße aus Köln", "ＡＢＣ ﬁ", b"bytes doc", "a\ud800b", ""]
+    fast = Fingerprinter("default", normalize=str.upper)
+    slow = Fingerprinter("default", normalize=str.upper, tokenizer=unicode_tokens)
+    assert fast._fast and not slow._fast
+    assert fast.fingerprint_many(texts).tolist() == slow.fingerprint_many(texts).tolist()
+    assert [fast.fingerprint(t) for t in texts] == slow.fingerprint_many(texts).tolist()
+
+
+# ---- shingle keys for verification ------------------------------------------------------------
+
+
+def _key_sets(features):
+    off, keys = features.offsets, features.keys
+    return [keys[off[i] : off[i + 1]].tolist() for i in range(len(off) - 1)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=ALPHABET, max_size=80), max_size=6), OPTIONS)
+def test_features_many_match_naive_pipeline(texts, options):
+    fp = Fingerprinter("default", **options)
+    f = fp.features_many(texts, threads=1)
+    assert f.fingerprints.dtype == np.uint64 and f.offsets.dtype == np.int64
+    assert f.keys.dtype == np.uint32 and f.offsets.shape == (len(texts) + 1,)
+    assert f.fingerprints.tolist() == fp.fingerprint_many(texts, threads=1).tolist()
+    assert _key_sets(f) == [naive_shingle_keys(t, **options) for t in texts]
+
+
+def test_features_many_chunks_threads_and_python_path(monkeypatch):
+    from neardup import config
+
+    texts = [f"Dokument {i}: Grüße {'日本語' * (i % 4)} word{i % 9} ＡＢＣ" for i in range(300)]
+    texts += ["", "x", b"bytes are text too"]
+    want = [naive_shingle_keys(t) for t in texts]
+    fp = Fingerprinter()
+    monkeypatch.setattr(config, "FINGERPRINT_CHUNK_DOCS", 7)
+    for threads in (1, 3):
+        f = fp.features_many(iter(texts), threads=threads)
+        assert _key_sets(f) == want
+        assert f.fingerprints.tolist() == [naive_fingerprint(t) for t in texts]
+    slow = Fingerprinter("default", tokenizer=unicode_tokens)
+    assert _key_sets(slow.features_many(texts)) == want
+    empty = fp.features_many([])
+    assert empty.offsets.tolist() == [0] and empty.keys.shape == (0,)
+    assert slow.features_many([]).offsets.tolist() == [0]
+
+
+def test_features_many_keys_are_sorted_unique_top_bits():
+    text = "the cat sat on the mat the cat sat on the mat again"
+    f = Fingerprinter().features_many([text])
+    keys = f.keys.tolist()
+    assert keys == sorted(set(keys)) and len(keys) == 7  # 11 shingles, 7 distinct
+    fp = Fingerprinter("default", window=1)
+    one = fp.features_many(["word"]).keys.tolist()
+    assert one == [naive_shingle_keys("word", window=1)[0]]

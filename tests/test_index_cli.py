@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 from cli import Result, invoke
@@ -85,12 +87,33 @@ def test_locked_index_is_a_clear_error(tmp_path):
     path = tmp_path / "ix"
     with Index.create(path, distance=3) as w:
         w.add([1, 2])
-        fps = tmp_path / "f.txt"
-        fps.write_text("5\n")
+    fps = tmp_path / "f.txt"
+    fps.write_text("5\n")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_WRITER, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ready"
         r = run("index", "add", str(path), "--fingerprints", str(fps))
         assert r.returncode == 2
-        assert "open for writing by another process" in r.stderr and "Traceback" not in r.stderr
+        assert f"open for writing by another process (pid {holder.pid})" in r.stderr
+        assert "Traceback" not in r.stderr
         assert run("index", "query", str(path), "--fingerprints", str(fps)).returncode == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    with Index.open(path, "w"):  # in this process: says so, not "another process"
+        r = run("index", "add", str(path), "--fingerprints", str(fps))
+        assert r.returncode == 2 and "already open for writing in this process" in r.stderr
+
+
+HOLD_WRITER = """
+import sys, time
+from neardup.index import Index
+ix = Index.open(sys.argv[1], "w")
+print("ready", flush=True)
+time.sleep(120)
+"""
 
 
 def test_dedup_against_index_one_dump_at_a_time(tmp_path):

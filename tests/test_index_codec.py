@@ -289,12 +289,34 @@ def test_cli_create_compress_and_compact_convert(tmp_path):
 @pytest.mark.parametrize("compress", [False, True])
 def test_repeated_ids_in_a_batch_are_refused(tmp_path, compress):
     with Index.create(tmp_path / "ix", distance=2, compress=compress) as ix:
-        with pytest.raises(ValueError, match="ids repeat within the batch"):
+        with pytest.raises(ValueError, match="repeats; ids must be unique"):
             ix.add([1, 2, 3], ids=[7, 8, 7])
-        with pytest.raises(ValueError, match="ids repeat within the batch"):
+        with pytest.raises(ValueError, match="repeats; ids must be unique"):
             ix.add([1, 2], ids=["a", "a"])
         assert len(ix) == 0 and ix.generation == 0
         ix.add(np.arange(5000, dtype=np.uint64), ids=np.arange(5000)[::-1].copy())
         with pytest.raises(ValueError, match="id 4999 is already in the index"):
             ix.add([9], ids=[4999])
         assert len(ix) == 5000
+
+
+def test_manifest_codec_fields_are_checked(tmp_path):
+    path = tmp_path / "ix"
+    with Index.create(path, distance=3, compress=True) as ix:
+        ix.add([1, 2, 3])
+    for edit, message in [
+        (lambda d: d["segments"][0]["files"]["fp"].update(values=4), "holds 4 values for 3 rows"),
+        (
+            lambda d: d["segments"][0]["files"]["key"].update(codec="ef"),
+            "file 'key' is a coded table",
+        ),
+        (lambda d: d["segments"][0]["files"]["t1"].pop("values"), "without a uint64 array"),
+        (lambda d: d.pop("codec"), "'codec' is None in a version 2 index"),
+    ]:
+        good = (path / "MANIFEST").read_bytes()
+        _rewrite_manifest(path, edit)
+        with pytest.raises(CorruptIndexError, match=message):
+            Index.open(path)
+        (path / "MANIFEST").write_bytes(good)
+    with Index.open(path) as r:
+        assert r.codec == "ef" and len(r) == 3

@@ -11,7 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.core.bits import from_binary
-from neardup.core.layout import Layout, block_widths, choose_blocks, estimated_cost
+from neardup.core.layout import (
+    Layout,
+    TableSpec,
+    block_widths,
+    choose_blocks,
+    choose_query_blocks,
+    estimated_cost,
+    estimated_query_cost,
+    pack_tables,
+)
 
 CORPUS = "0100101110111011001000101111101110111100001010011101100110110101"
 QUERY = "0100101110111011011000101111101110011100001010011100100110110101"
@@ -108,3 +117,55 @@ def test_choose_blocks_grows_with_n():
 def test_invalid_layouts(blocks, distance, message):
     with pytest.raises(ValueError, match=message):
         Layout(blocks, distance)
+
+
+@pytest.mark.parametrize("blocks, distance", [(1, 0), (4, 3), (6, 3), (10, 8), (7, 2), (64, 2)])
+def test_spec_names_both_coordinate_systems(blocks, distance):
+    layout = Layout(blocks, distance)
+    spec = layout.spec
+    assert layout.spec is spec  # packed once per layout
+    assert isinstance(spec, TableSpec) and len(spec.pbits) == layout.n_tables
+    x = np.random.default_rng(blocks).integers(0, 2**64, 50, dtype=np.uint64)
+    for t, table in enumerate(layout.tables):
+        p = table.prefix_bits
+        assert spec.pbits[t] == p
+        assert int(spec.lead_fp[t]) == table.lead_mask
+        # key bits: the leading blocks are the top p bits of the key
+        assert int(spec.lead_key[t]) == ((1 << p) - 1) << (64 - p)
+        assert int(spec.lead_key[t]) == layout.apply_mask(table.lead_mask, t)
+        nchk = int(spec.nchk[t])
+        assert nchk == len(table.check_masks)
+        for c, mask in enumerate(table.check_masks):
+            assert int(spec.chk_fp[t, c]) == mask
+            assert int(spec.chk_key[t, c]) == int(layout.apply(np.array([mask], np.uint64), t)[0])
+        keys = layout.apply(x, t)
+        assert bool(spec.identity[t]) == np.array_equal(keys, x)
+        # a key-bit XOR under the key masks says what the fingerprint-bit XOR says
+        y = np.roll(x, 1)
+        fp_xor, key_xor = x ^ y, keys ^ np.roll(keys, 1)
+        np.testing.assert_array_equal(
+            fp_xor & spec.lead_fp[t] == 0, key_xor & spec.lead_key[t] == 0
+        )
+    assert bool(spec.identity[0])
+
+
+def test_pack_tables_of_a_subset_matches_the_layout_rows():
+    layout = Layout(7, 3)
+    sub = pack_tables(layout.tables[5:9])
+    full = layout.spec
+    for r, t in enumerate(range(5, 9)):
+        n = int(full.nseg[t])
+        np.testing.assert_array_equal(sub.seg_src[r, :n], full.seg_src[t, :n])
+        assert sub.pbits[r] == full.pbits[t] and sub.lead_key[r] == full.lead_key[t]
+        np.testing.assert_array_equal(
+            sub.chk_key[r, : sub.nchk[r]], full.chk_key[t, : full.nchk[t]]
+        )
+
+
+@pytest.mark.parametrize("n", [1, 1000, 10**6, 10**9])
+@pytest.mark.parametrize("k", [0, 3, 6])
+def test_query_blocks_minimise_the_query_cost(n, k):
+    m = choose_query_blocks(n, k)
+    assert k < m <= 64
+    costs = [estimated_query_cost(n, b, k) for b in range(k + 1, min(64, k + 10) + 1)]
+    assert estimated_query_cost(n, m, k) <= min(costs)

@@ -14,6 +14,11 @@ EXTRAS = {
     "distributed": "dask",
     "fastapi": "server",
     "uvicorn": "server",
+    "datasets": "hf",
+    "fsspec": "remote",
+    "aiohttp": "remote",
+    "zstandard": "zstd",
+    "matplotlib": "report",
 }
 
 

@@ -23,6 +23,45 @@ SPLIT_TABLES_FROM = 1 << 21
 #: Largest number of permuted tables a layout may need before it is refused as unusable.
 MAX_TABLES = 100_000
 
+#: The seed tools answer up to this many distinct fingerprints by numpy brute force
+#: (:mod:`neardup.core.small`) and format their output in Python, without loading numba.
+SMALL_INPUT = 2048
+
+#: Decimal fingerprint inputs up to this many bytes are parsed in Python (no numba).
+SMALL_PARSE_BYTES = 64 << 10
+
+# The cost model (neardup.core.layout) counts work in candidate checks (xor + popcount + compare).
+# Measured with bench/find_all.py --sweep (N = 1M and 10M, distances 3, 6, 8): one fingerprint
+# costs about 60 checks per table (build key, sort, and the scan's random gather when runs are
+# short), so 10M at distance 6 takes 8 blocks (25.6 s) rather than 9 (67.3 s) and 1M at
+# distance 8 takes 10 (8.9 s) rather than 11 (16.1 s). The fixed cost per table keeps tiny
+# inputs on ``distance + 1`` blocks, the fastest measured at N = 100..10k.
+
+#: Batch search: cost of one fingerprint in one table (key, sort, scan), in candidate checks.
+KEY_COST = 60.0
+
+#: Batch search: fixed cost of one table (allocation, calls), in candidate checks.
+TABLE_COST = 20_000.0
+
+# -- fingerprints ---------------------------------------------------------------------------------
+
+#: Fingerprinting: at most this many documents per chunk (one chunk is one kernel call on one
+#: thread, after one join and one UTF-8 encoding of its text under the GIL).
+FINGERPRINT_CHUNK_DOCS = 2048
+
+#: Fingerprinting: at most this many characters (str) or bytes per chunk...
+FINGERPRINT_CHUNK_BYTES = 4 << 20
+
+#: ... but chunks small enough that every thread gets about this many of them, down to
+#: FINGERPRINT_CHUNK_MIN_BYTES, so that threads end together.
+FINGERPRINT_CHUNKS_PER_THREAD = 4
+FINGERPRINT_CHUNK_MIN_BYTES = 256 << 10
+
+#: Fingerprinting: a chunk whose documents average fewer characters than this is joined into
+#: one string before it is encoded (one call); larger documents are encoded one by one (one
+#: copy less).
+FINGERPRINT_JOIN_BELOW = 512
+
 # -- index ----------------------------------------------------------------------------------------
 
 #: Most sorted runs (base + delta) an index keeps before an add merges runs.
@@ -46,8 +85,77 @@ BATCH_DOCS = 16384
 #: Rows per batch when copying Parquet rows in dedup's second pass.
 PARQUET_BATCH_ROWS = 65536
 
-#: ``neardup fingerprint``: inputs larger than this (bytes, all files) show a progress bar.
-PROGRESS_BYTES = 16 << 20
+#: Documents between two progress callbacks while reading or writing documents.
+PROGRESS_EVERY = 256
+
+#: ``--progress bar``: seconds before a bar appears (shorter runs never show one).
+PROGRESS_BAR_DELAY = 0.5
+
+#: ``--progress log``: seconds between two progress lines.
+PROGRESS_LOG_SECONDS = 5.0
+
+# -- report ---------------------------------------------------------------------------------------
+
+#: Clusters whose kept and dropped texts the HTML report shows side by side (chosen at random).
+REPORT_SAMPLE = 30
+
+#: Dropped documents shown against the kept one in each sampled cluster.
+REPORT_MEMBERS = 3
+
+#: Characters of each document shown in the report's diffs (longer texts are cut).
+REPORT_TEXT_CHARS = 20_000
+
+#: Clusters listed in the report's search index (the page stays small for huge runs).
+REPORT_MAX_CLUSTERS = 50_000
+
+#: Rows of the report's "largest clusters" table.
+REPORT_LARGEST = 20
+
+# -- service and Redis backend ---------------------------------------------------------------------
+
+#: ``neardup serve``: most fingerprints or texts in one request (a larger batch gets a 413).
+SERVE_MAX_BATCH = 100_000
+
+#: ``neardup serve``: largest request body in bytes (a larger one gets a 413).
+SERVE_MAX_BODY = 64 << 20
+
+#: ``neardup serve``, local index: queries of at most this many fingerprints run on the event
+#: loop itself (tens of microseconds) instead of hopping to the thread pool.
+SERVE_INLINE = 64
+
+#: ``neardup serve``, local index: a worker rereads the index's manifest at most this often
+#: (seconds), so every worker answers from a commit at most this old (plus one request).
+SERVE_REFRESH_S = 0.1
+
+#: Seconds a write waits for the index's single writer (another process's write) before it
+#: fails with 503.
+SERVE_WRITE_WAIT_S = 30.0
+
+#: Redis index: records per bucket the automatic layout aims at (see the README's measurements).
+REDIS_BUCKET_RECORDS = 128
+
+#: Redis index: cost of reading one more bucket in a query, in records scanned (layout choice).
+REDIS_READ_COST = 1000.0
+
+#: Redis index: id hashes per index (a power of two), spread over the cluster's nodes.
+REDIS_ENTRY_SHARDS = 1024
+
+#: Redis index: commands per pipeline round trip.
+REDIS_PIPELINE = 10_000
+
+#: Redis index: seconds a writer's lease lasts (a crashed writer blocks others this long).
+REDIS_LOCK_LEASE_S = 60.0
+
+#: Redis index: socket connect and read timeout in seconds.
+REDIS_TIMEOUT_S = 5.0
+
+#: Largest record read (bytes): a JSONL or text line, or a whole text file. A larger one is a
+#: bad record (reported, skippable with ``--skip-bad``) rather than a reason to run out of memory.
+MAX_RECORD_BYTES = 256 << 20
+
+#: Deepest nesting of JSON arrays and objects in one JSONL record; deeper is a bad record (the
+#: JSON parser recurses once per level).
+MAX_JSON_DEPTH = 256
 
 _DEFAULTS = {k: v for k, v in dict(globals()).items() if k.isupper()}
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class InputError(ValueError):
     """Bad input data: names the source, the line/record (1-based) and what was wrong."""
@@ -12,3 +15,39 @@ class InputError(ValueError):
         self.message = message
         where = f"{source}:{line}" if line is not None else source
         super().__init__(f"{where}: {message}")
+
+
+class IdError(ValueError):
+    """A bad document id.
+
+    ``reason`` says what is wrong; ``position`` is the id's 0-based position in the batch
+    given (or None) and ``first`` the position of the id it repeats (or None). The message is
+    the reason followed by the positions; callers that know the ids' files and lines name
+    those instead.
+    """
+
+    def __init__(self, reason: str, position: int | None = None, first: int | None = None):
+        self.reason = reason
+        self.position = position
+        self.first = first
+        if first is not None:
+            reason += f" (positions {first} and {position})"
+        elif position is not None:
+            reason += f" (position {position})"
+        super().__init__(reason)
+
+
+class OutOfMemory(MemoryError):
+    """Memory ran out; the message says what was being held and how to need less."""
+
+
+@contextlib.contextmanager
+def holding(what: str, fix: str) -> Iterator[None]:
+    """Turn a bare ``MemoryError`` inside the block into :class:`OutOfMemory` saying that
+    ``what`` was being held and how to reduce it (``fix``)."""
+    try:
+        yield
+    except OutOfMemory:
+        raise
+    except MemoryError:
+        raise OutOfMemory(f"out of memory holding {what}; {fix}") from None

@@ -11,9 +11,11 @@ import click
 
 from neardup._optional import MissingDependency
 from neardup.config import DEFAULT_DISTANCE
-from neardup.errors import InputError
+from neardup.errors import InputError, OutOfMemory
 
 EXIT_USAGE = 2
+#: Exit status when memory runs out (as for other errors that are not the input's fault: 1).
+EXIT_MEMORY = 1
 
 T = TypeVar("T")
 
@@ -32,14 +34,16 @@ def batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
 
 def fail(prog: str, message: str, code: int = EXIT_USAGE) -> None:
     """Print ``prog: error: message`` on one line to stderr and exit with ``code``."""
-    click.echo(f"{prog}: error: {message}", err=True)
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    click.echo(f"{prog}: error: {'; '.join(lines)}", err=True)
     sys.exit(code)
 
 
 def run(command: click.Command, prog: str, argv: list[str] | None = None) -> None:
     """Run a click command turning every user error into one line on stderr and exit status 2.
 
-    Usage errors, bad option values, bad input data and unreadable files never show a traceback.
+    Usage errors, bad option values, bad input data, unreadable files and damaged indexes never
+    show a traceback; running out of memory is one line (exit status 1) saying what was held.
     """
     try:
         rv = command.main(args=argv, prog_name=prog, standalone_mode=False)
@@ -59,6 +63,14 @@ def run(command: click.Command, prog: str, argv: list[str] | None = None) -> Non
     except OSError as e:
         name = f"{e.filename}: " if getattr(e, "filename", None) else ""
         fail(prog, f"{name}{e.strerror or e}")
+    except OutOfMemory as e:
+        fail(prog, str(e), EXIT_MEMORY)
+    except MemoryError:
+        fail(
+            prog,
+            "out of memory; see 'Memory' in the README for what each command holds",
+            EXIT_MEMORY,
+        )
     except KeyboardInterrupt:
         fail(prog, "interrupted", 130)
     sys.exit(rv if isinstance(rv, int) else 0)

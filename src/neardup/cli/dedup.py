@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import pathlib
-import sys
+import os
 from typing import Any
 
 import click
 
+from neardup._optional import require
 from neardup.cli.common import dask_options
 from neardup.cli.fingerprint import (
     fingerprint_options,
@@ -17,19 +17,21 @@ from neardup.cli.fingerprint import (
     make_fingerprinter,
     resolve_input,
 )
+from neardup.cli.progress import Progress, progress_option
+from neardup.cli.report import report_option
+from neardup.cli.style import announce_compile, plural, saved, size
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, KEEP_POLICIES
 from neardup.errors import InputError
-from neardup.io.writers import atomic_output
+from neardup.io.files import input_size, metered
+from neardup.io.hf import is_saved_dataset, load_saved_dataset, save_dataset
+from neardup.io.sources import InputPath, expand_inputs
+from neardup.io.writers import OutputSet, atomic_output
 
 PROG = "neardup dedup"
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if abs(n) < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"  # pragma: no cover
+def _tree_size(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(path) for f in names)
 
 
 def _summary_lines(s: dict[str, Any]) -> list[str]:
@@ -38,14 +40,14 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     pct = 100.0 * s["dropped"] / docs if docs else 0.0
     lines = [
         f"documents read   {docs}"
-        + (f" ({s['skipped']} bad records skipped)" if s["skipped"] else ""),
+        + (f" ({plural(s['skipped'], 'bad record')} skipped)" if s["skipped"] else ""),
         f"clusters         {s['clusters']} (of 2 or more near-duplicates)",
         f"dropped          {s['dropped']} ({pct:.1f}%), kept {s['kept']}",
     ]
     if "bytes_in" in s:
         lines.append(
-            f"bytes            {_size(s['bytes_in'])} in, {_size(s['bytes_out'])} out, "
-            f"{_size(s['bytes_saved'])} saved"
+            f"bytes            {size(s['bytes_in'])} in, {size(s['bytes_out'])} out, "
+            f"{saved(s['bytes_in'], s['bytes_out'])}"
         )
     stages = ", ".join(f"{k} {v:.2f} s" for k, v in sec.items() if k != "total")
     rate = s["documents_per_second"]
@@ -73,6 +75,7 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     "each member's distance (bits) to the kept one.",
 )
 @click.option("--drop-list", default=None, help="Write the ids removed, one per line.")
+@report_option
 @click.option(
     "--keep",
     type=click.Choice(KEEP_POLICIES),
@@ -104,6 +107,7 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
 )
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Worker threads.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars, messages or summary.")
+@progress_option
 @click.option(
     "--json-summary",
     default=None,
@@ -127,6 +131,7 @@ def dedup(
     output: str,
     clusters_path: str | None,
     drop_list: str | None,
+    report_path: str | None,
     keep: str,
     distance: int,
     blocks: int | None,
@@ -140,6 +145,7 @@ def dedup(
     skip_bad: bool,
     threads: int | None,
     quiet: bool,
+    progress_mode: str,
     json_summary: str | None,
     against: str | None,
     update: bool,
@@ -148,17 +154,19 @@ def dedup(
 ) -> None:
     """Remove near-duplicate documents.
 
-    Reads JSONL (--text-field, --id-field), Parquet (columns of those names), or text files (a
-    directory, glob or list; a document per file, or per line with --lines), finds clusters of
+    Reads JSONL (--text-field, --id-field), Parquet (columns of those names), text files (a
+    directory, glob or list; a document per file, or per line with --lines), compressed
+    (.gz, .bz2, .xz, .zst) or remote (s3://, https://, ...), or a Hugging Face dataset saved
+    with save_to_disk (written back as one), finds clusters of
     documents whose 64-bit simhash fingerprints differ in at most --distance bits, keeps one
     document per cluster and writes the kept documents untouched, in input order and in the
     input's format. Clusters are connected components, so two members may differ in more than
     --distance bits. The input is streamed twice (fingerprints, then copying); outputs appear
     only when complete.
     """
-    from tqdm import tqdm
-
     from neardup.pipeline.job import dedup as run_dedup
+    from neardup.pipeline.report import write_result_report
+    from neardup.pipeline.write import register_outputs
 
     fingerprinter = make_fingerprinter(preset, window)
     in_format, text_field = resolve_input(in_format, lines, field, column)
@@ -173,41 +181,56 @@ def dedup(
     if update and against is None:
         raise click.UsageError("--update needs --against INDEX")
 
-    bars: dict[str, Any] = {}
+    if report_path is not None:  # before the run, not after its outputs are written
+        require("matplotlib", "report", "the HTML report")
+    dataset = None
+    if len(inputs) == 1 and is_saved_dataset(inputs[0]):  # datasets' save_to_disk directory
+        if output == "-":
+            raise click.UsageError("a saved dataset is written as a directory: give -o DIR")
+        dataset = load_saved_dataset(inputs[0])
+        total = 0
+    else:
+        files = expand_inputs([InputPath(p) for p in inputs], in_format)
+        total = sum(input_size(f.path) for f in files)
+    # every output is checked before any work: the job's own (kept documents, clusters, drop
+    # list, summary) are then committed together at its end; the report and a saved dataset
+    # are written after them
+    with OutputSet(inputs, protect=[against] if against else []) as check:
+        if dataset is None:
+            check.add_inputs(f.path for f in files)
+            register_outputs(check, files, output, clusters_path, drop_list, json_summary)
+        else:
+            check.directory(output, "the output dataset")
+            register_outputs(check, [], None, clusters_path, drop_list, json_summary)
+        if report_path is not None:
+            check.file(report_path, "--report")
+    bar = Progress(PROG, progress_mode, quiet)
+    started: dict[str, int] = {}
 
     def progress(stage: str, count: int) -> None:
-        bar = bars.get(stage)
-        if bar is None:
-            for other in bars.values():
-                other.close()
-            bar = bars[stage] = tqdm(
-                desc="fingerprint" if stage == "read" else "write",
-                unit=" docs",
-                file=sys.stderr,
-                disable=True if quiet else None,  # None: only on a terminal
-                leave=False,
-                dynamic_ncols=True,
-            )
-        bar.update(count - bar.n)
+        if stage not in started:  # each pass reads the inputs again
+            started[stage] = meter.done
+            bar.stage("fingerprint" if stage == "read" else "write", total)
+        bar.update(meter.done - started[stage], count)
 
     def say(message: str) -> None:
         if not quiet:
-            for bar in bars.values():
-                bar.clear()
-            click.echo(f"{PROG}: {message}", err=True)
+            bar.message(message)
 
     def on_bad(err: InputError) -> None:
         say(f"skipped {err}")
 
+    announce_compile(PROG, ["fingerprint", "search"], quiet)
     with contextlib.ExitStack() as stack:
         client = None
         if scheduler is not None or workers is not None:
             from neardup.distributed import connect
 
             client = stack.enter_context(connect(scheduler, workers))
-        stack.callback(lambda: [bar.close() for bar in bars.values()])
+        meter = stack.enter_context(metered())
+        stack.callback(bar.close)
         result = run_dedup(
-            [pathlib.Path(p) for p in inputs],
+            [InputPath(p) for p in inputs] if dataset is None else dataset,
             distance=distance,
             keep=keep,
             blocks=blocks,
@@ -215,9 +238,10 @@ def dedup(
             text_field=text_field,
             id_field=id_field or None,
             fmt=in_format,
-            output=output,
+            output=output if dataset is None else None,
             clusters=clusters_path,
             drop_list=drop_list,
+            json_summary=json_summary if dataset is None else None,
             skip_bad=skip_bad,
             on_bad=on_bad,
             threads=threads,
@@ -228,8 +252,23 @@ def dedup(
             client=client,
         )
 
+        if dataset is not None:
+            result.bytes_in = _tree_size(inputs[0])
+            result.bytes_out = save_dataset(result.filter(dataset), output)
+        if report_path is not None:
+            settings = {"inputs": " ".join(inputs), "distance": distance, "keep": keep,
+                        "preset": preset, "window": window or "preset's"}  # fmt: skip
+            write_result_report(
+                report_path,
+                result,
+                dataset if dataset is not None else [InputPath(p) for p in inputs],
+                text_field=text_field,
+                id_field=id_field or None,
+                settings=settings,
+            )
+
     summary = result.summary()
-    if json_summary is not None:
+    if json_summary is not None and dataset is not None:  # with the dataset's sizes
         with atomic_output(json_summary, "w") as f:
             f.write(json.dumps(summary) + "\n")
     if not quiet:

@@ -23,8 +23,13 @@ from neardup.cli.common import (
 )
 from neardup.core.bits import as_fingerprints
 from neardup.core.search import cluster_groups
+from neardup.errors import InputError, holding
 from neardup.io.formats import display_name, format_json_rows, read_fingerprints
-from neardup.io.writers import atomic_output
+from neardup.io.readers import open_parquet
+from neardup.io.writers import OutputSet
+
+_HOLDING = "the fingerprints and the search keys (about 30 bytes per fingerprint) and the {} found"
+_FIX = "split the input or run the search on Dask (--workers N, --scheduler ADDRESS)"
 
 
 def _is_parquet(path: str) -> bool:
@@ -36,24 +41,31 @@ def _read_local(inputs: tuple[str, ...], column: str) -> np.ndarray:
     parts = []
     for path in inputs:
         if _is_parquet(path):
+            pa = require("pyarrow", feature="Parquet")
+            pf = open_parquet(path)
+            names = pf.schema_arrow.names
+            if column not in names:
+                raise InputError(path, None, f"no column {column!r} (columns: {', '.join(names)})")
             try:
-                pq = require("pyarrow.parquet", feature="Parquet")
-            except ImportError as e:  # pragma: no cover - depends on the environment
-                raise ImportError(
-                    "Parquet input needs pyarrow: pip install neardup[parquet]"
-                ) from e
-            table = pq.read_table(path)
-            if column not in table.column_names:
-                raise ValueError(
-                    f"{path}: no column {column!r} (columns: {', '.join(table.column_names)})"
-                )
-            col = table.column(column)
-            if col.null_count:
-                raise ValueError(f"{path}: column {column!r} has missing values")
-            parts.append(as_fingerprints(col.to_numpy(), f"{path}: column {column!r}"))
+                col = pf.read(columns=[column]).column(column)
+                if col.null_count:
+                    raise InputError(path, None, f"column {column!r} has missing values")
+                values = col.to_numpy()
+            except (pa.ArrowException, OSError, TypeError) as e:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise InputError(path, None, f"unreadable Parquet data ({first})") from None
+            parts.append(as_fingerprints(values, f"{path}: column {column!r}"))
         else:
             parts.append(read_fingerprints(path))
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+
+
+def _input_files(inputs: tuple[str, ...]) -> list[str]:
+    """The inputs as given and the files they name (no output may be one of them)."""
+    from neardup.io.sources import InputPath, expand_inputs
+
+    files = expand_inputs([InputPath(p) for p in inputs], one_output=False)
+    return [*inputs, *(f.path for f in files)]
 
 
 def _search(
@@ -69,6 +81,10 @@ def _search(
     """(n, pairs) or (n, labels), on the cluster when asked, else on this machine."""
     if scheduler is not None and workers is not None:
         raise click.UsageError("use either --scheduler or --workers, not both")
+    from neardup.io.sources import InputPath, expand_inputs
+
+    # directories and globs name their files, as for every command
+    inputs = tuple(f.path for f in expand_inputs([InputPath(p) for p in inputs], one_output=False))
     if distance < 0:
         raise click.UsageError(f"distance must be >= 0 (got distance={distance})")
     if scheduler is None and workers is None:
@@ -83,12 +99,10 @@ def _search(
     from neardup.distributed import connect
 
     if all(_is_parquet(p) for p in inputs):
-        pq = require("pyarrow.parquet", feature="Parquet")
-
         for path in inputs:  # fail before any cluster starts
-            names = pq.read_schema(path).names
+            names = open_parquet(path).schema_arrow.names
             if column not in names:
-                raise ValueError(f"{path}: no column {column!r} (columns: {', '.join(names)})")
+                raise InputError(path, None, f"no column {column!r} (columns: {', '.join(names)})")
         data: object = list(inputs)
     elif any(_is_parquet(p) for p in inputs):
         raise click.UsageError("mix of Parquet and decimal inputs; convert them to one kind")
@@ -142,12 +156,15 @@ def find_all_cmd(
     INPUTS are decimal fingerprint files or Parquet files, read as one sequence in order.
     """
     rep = Reporter("neardup find-all", quiet)
-    _, pairs = _search(inputs, column, distance, blocks, scheduler, workers, False, rep)
-    data = format_json_rows(
-        pairs.reshape(-1).astype(np.uint64), np.arange(0, 2 * len(pairs) + 1, 2)
-    )
-    with atomic_output(output) as f:
-        f.write(data)
+    with OutputSet(_input_files(inputs)) as outs, holding(_HOLDING.format("pairs"), _FIX):
+        out = outs.file(output)
+        _, pairs = _search(inputs, column, distance, blocks, scheduler, workers, False, rep)
+        data = format_json_rows(
+            pairs.reshape(-1).astype(np.uint64), np.arange(0, 2 * len(pairs) + 1, 2)
+        )
+        with outs.open(out) as f:
+            f.write(data)
+        outs.commit()
     rep.say(f"{len(pairs)} pairs written to {display_name(output, output=True)}")
 
 
@@ -169,11 +186,14 @@ def clusters_cmd(
     first position. INPUTS are decimal fingerprint files or Parquet files, read in order.
     """
     rep = Reporter("neardup clusters", quiet)
-    _, labels = _search(inputs, column, distance, blocks, scheduler, workers, True, rep)
-    groups = cluster_groups(labels, min_size=2)
-    flat = np.concatenate(groups) if groups else np.empty(0, dtype=np.int64)
-    ptr = np.zeros(len(groups) + 1, dtype=np.int64)
-    np.cumsum([len(g) for g in groups], out=ptr[1:])
-    with atomic_output(output) as f:
-        f.write(format_json_rows(flat.astype(np.uint64), ptr))
+    with OutputSet(_input_files(inputs)) as outs, holding(_HOLDING.format("cluster labels"), _FIX):
+        out = outs.file(output)
+        _, labels = _search(inputs, column, distance, blocks, scheduler, workers, True, rep)
+        groups = cluster_groups(labels, min_size=2)
+        flat = np.concatenate(groups) if groups else np.empty(0, dtype=np.int64)
+        ptr = np.zeros(len(groups) + 1, dtype=np.int64)
+        np.cumsum([len(g) for g in groups], out=ptr[1:])
+        with outs.open(out) as f:
+            f.write(format_json_rows(flat.astype(np.uint64), ptr))
+        outs.commit()
     rep.say(f"{len(groups)} clusters written to {display_name(output, output=True)}")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
+import math
 from collections.abc import Callable
+from typing import Any
 
 import click
 import numpy as np
@@ -13,11 +13,17 @@ import numpy as np
 from neardup import config
 from neardup._optional import require
 from neardup.cli.common import batches, output_option
-from neardup.errors import InputError
+from neardup.cli.progress import Progress, progress_option, tick
+from neardup.cli.style import announce_compile, plural
+from neardup.errors import InputError, holding
+from neardup.io.files import input_size, metered
+from neardup.io.formats import display_name
 from neardup.io.readers import FORMATS, read_documents
-from neardup.io.writers import atomic_output
+from neardup.io.sources import InputPath, expand_inputs
+from neardup.io.writers import OutputSet
 
 OUTPUT_FORMATS = ("auto", "decimal", "jsonl", "parquet")
+PROG = "neardup fingerprint"
 
 
 def _output_format(path: str, fmt: str) -> str:
@@ -32,7 +38,17 @@ def _output_format(path: str, fmt: str) -> str:
 
 
 def _json_id(v: object) -> object:
+    """An id as a standard JSON value: other types and non-finite numbers become text."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
     return v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
+
+
+_HOLDING = (
+    "the id and fingerprint of every document (about 220 bytes per document with short ids; "
+    "README: Memory)"
+)
+_FIX = "fingerprint the inputs in parts (one command per file) and concatenate the outputs"
 
 
 def fingerprint_options(func: Callable) -> Callable:
@@ -138,6 +154,7 @@ def resolve_input(in_format: str, lines: bool, field: str | None, column: str | 
 )
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Worker threads.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary on stderr.")
+@progress_option
 def fingerprint(
     inputs: tuple[str, ...],
     preset: str,
@@ -152,6 +169,7 @@ def fingerprint(
     skip_bad: bool,
     threads: int | None,
     quiet: bool,
+    progress_mode: str,
 ) -> None:
     """Fingerprint documents with 64-bit simhash.
 
@@ -165,70 +183,81 @@ def fingerprint(
     out_fmt = _output_format(output, output_format)
     if out_fmt == "parquet" and output == "-":
         raise click.UsageError("Parquet output needs a file: use -o OUT.parquet")
-    for path in inputs:
-        if path != "-" and not os.path.exists(path):
-            raise InputError(path, None, "no such file")
+    files = expand_inputs([InputPath(p) for p in inputs], in_format, one_output=False)
+    with OutputSet([*inputs, *(f.path for f in files)]) as outs, holding(_HOLDING, _FIX):
+        out = outs.file(output)  # checked before any work
+        ids, fps, skipped = _fingerprint_files(
+            fp, files, in_format, text_field, id_field, skip_bad, threads, quiet, progress_mode
+        )
+        if out_fmt == "parquet":
+            pa = require("pyarrow", feature="Parquet output")
+            pq = require("pyarrow.parquet", feature="Parquet output")
+            table = pa.table(
+                {
+                    "id": pa.array([None if i is None else str(i) for i in ids], type=pa.string()),
+                    "fingerprint": pa.array(fps, type=pa.uint64()),
+                }
+            )
+            with outs.open(out, "wb") as f:
+                pq.write_table(table, f)
+        elif out_fmt == "jsonl":
+            with outs.open(out, "w") as f:
+                for rid, v in zip(ids, fps.tolist(), strict=True):
+                    row = {"id": _json_id(rid), "fingerprint": v}
+                    f.write(json.dumps(row, allow_nan=False) + "\n")
+        else:
+            with outs.open(out, "w") as f:
+                f.write("".join(f"{v}\n" for v in fps.tolist()))
+        outs.commit()
+    if not quiet:
+        click.echo(
+            f"{PROG}: {plural(len(fps), 'document')} fingerprinted"
+            + (f", {plural(skipped, 'bad record')} skipped" if skipped else "")
+            + f", written to {display_name(output, output=True)}",
+            err=True,
+        )
 
+
+def _fingerprint_files(
+    fp: Any,
+    files: list[Any],
+    in_format: str,
+    text_field: str,
+    id_field: str,
+    skip_bad: bool,
+    threads: int | None,
+    quiet: bool,
+    progress_mode: str,
+) -> tuple[list[object], np.ndarray, int]:
+    """(ids, fingerprints, bad records skipped) of every document of ``files``."""
     skipped = 0
+    bar = Progress(PROG, progress_mode, quiet)
 
     def on_bad(err: InputError) -> None:
         nonlocal skipped
         skipped += 1
         if not quiet:
-            click.echo(f"neardup fingerprint: skipped {err}", err=True)
+            bar.message(f"skipped {err}")
 
-    total = sum(os.path.getsize(p) for p in inputs if p != "-")
-    from tqdm import tqdm
-
-    bar = tqdm(
-        total=total or None,
-        unit="B",
-        unit_scale=True,
-        desc="fingerprint",
-        file=sys.stderr,
-        disable=quiet or total < config.PROGRESS_BYTES,
-        leave=False,
-    )
+    total = None if any(f.path == "-" for f in files) else sum(input_size(f.path) for f in files)
     ids: list[object] = []
     parts: list[np.ndarray] = []
-    records = read_documents(
-        inputs, in_format, text_field, id_field or None, on_bad if skip_bad else None
-    )
-    try:
-        for batch in batches(records, config.BATCH_DOCS):
-            parts.append(fp.fingerprint_many([r.text for r in batch], threads=threads))
-            ids.extend(r.id for r in batch)
-            bar.update(sum(len(r.text) for r in batch))
-    finally:
-        bar.close()
-    fps = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
-
-    if out_fmt == "parquet":
+    announce_compile(PROG, ["fingerprint"], quiet)
+    with metered() as meter:
+        bar.stage("fingerprint", total)
+        records = read_documents(
+            [f.path for f in files],
+            in_format,
+            text_field,
+            id_field or None,
+            on_bad if skip_bad else None,
+        )
+        records = tick(records, lambda n: bar.update(meter.done, n), config.PROGRESS_EVERY)
         try:
-            pa = require("pyarrow", feature="Parquet")
-            pq = require("pyarrow.parquet", feature="Parquet")
-        except ImportError:  # pragma: no cover
-            raise ImportError(
-                "Parquet output needs pyarrow: pip install 'neardup[parquet]'"
-            ) from None
-        table = pa.table(
-            {
-                "id": pa.array([None if i is None else str(i) for i in ids], type=pa.string()),
-                "fingerprint": pa.array(fps, type=pa.uint64()),
-            }
-        )
-        with atomic_output(output, "wb") as f:
-            pq.write_table(table, f)
-    elif out_fmt == "jsonl":
-        with atomic_output(output, "w") as f:
-            for rid, v in zip(ids, fps.tolist(), strict=True):
-                f.write(json.dumps({"id": _json_id(rid), "fingerprint": v}) + "\n")
-    else:
-        with atomic_output(output, "w") as f:
-            f.write("".join(f"{v}\n" for v in fps.tolist()))
-    if not quiet and (skipped or total >= config.PROGRESS_BYTES):
-        click.echo(
-            f"neardup fingerprint: {len(fps)} documents fingerprinted"
-            + (f", {skipped} skipped" if skipped else ""),
-            err=True,
-        )
+            for batch in batches(records, config.BATCH_DOCS):
+                parts.append(fp.fingerprint_many([r.text for r in batch], threads=threads))
+                ids.extend(r.id for r in batch)
+        finally:
+            bar.close()
+    fps = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+    return ids, fps, skipped

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -11,10 +13,14 @@ import click
 import numpy as np
 
 from neardup.cli.common import dask_options
-from neardup.errors import InputError
-from neardup.io.formats import read_fingerprints
+from neardup.cli.progress import Progress, progress_option, tick
+from neardup.cli.style import announce_compile, plural
+from neardup.core.decide import DEFAULT_DEDUP_DISTANCE
+from neardup.errors import IdError, InputError, holding
+from neardup.io.files import input_size, metered
+from neardup.io.formats import display_name, read_fingerprints
 from neardup.io.readers import read_documents
-from neardup.io.writers import atomic_output
+from neardup.io.writers import OutputSet
 
 PROG = "neardup index"
 
@@ -36,6 +42,7 @@ def _input_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--skip-bad", is_flag=True, help="Skip malformed records (reported)."),
         click.option("--threads", type=click.IntRange(min=1), default=None, help="Threads."),
         click.option("-q", "--quiet", is_flag=True, help="No summary on stderr."),
+        progress_option,
     ]
     for opt in reversed(options):
         f = opt(f)
@@ -55,14 +62,18 @@ def read_inputs(
     skip_bad: bool,
     threads: int | None,
     quiet: bool,
+    progress_mode: str = "auto",
+    where: list[tuple[str, int]] | None = None,
 ) -> tuple[np.ndarray, list[Any] | None]:
     """Fingerprints and ids of the inputs: decimal lines (ids None) or fingerprinted documents.
 
-    Document ids are the id field's values when all are integers, else their text.
+    Document ids are the id field's values when all are integers, else their text. ``where``,
+    when given, receives the (file, line) of every document, to name one in a later error.
     """
-    for path in inputs:
-        if path != "-" and not os.path.exists(path):
-            raise InputError(path, None, "no such file")
+    from neardup.io.sources import InputPath, expand_inputs
+
+    files = expand_inputs([InputPath(p) for p in inputs], in_format, one_output=False)
+    inputs = tuple(f.path for f in files)
     if raw:
         parts = [read_fingerprints(p) for p in inputs]
         return (np.concatenate(parts) if parts else np.zeros(0, np.uint64)), None
@@ -72,6 +83,7 @@ def read_inputs(
 
     fp = make_fingerprinter(preset, window)
     in_format, text_field = resolve_input(in_format, lines, field, column)
+    announce_compile(PROG, ["fingerprint", "index"], quiet)
 
     def on_bad(err: InputError) -> None:
         if not quiet:
@@ -79,16 +91,30 @@ def read_inputs(
 
     ids: list[Any] = []
     parts = []
-    records = read_documents(
-        inputs, in_format, text_field, id_field or None, on_bad if skip_bad else None
-    )
-    for batch in batches(records, config.BATCH_DOCS):
-        parts.append(fp.fingerprint_many([r.text for r in batch], threads=threads))
-        ids.extend(r.id for r in batch)
+    bar = Progress(PROG, progress_mode, quiet)
+    total = None if "-" in inputs else sum(input_size(p) for p in inputs)
+    with metered() as meter:
+        bar.stage("fingerprint", total)
+        records = read_documents(
+            inputs, in_format, text_field, id_field or None, on_bad if skip_bad else None
+        )
+        records = tick(records, lambda n: bar.update(meter.done, n), config.PROGRESS_EVERY)
+        try:
+            for batch in batches(records, config.BATCH_DOCS):
+                parts.append(fp.fingerprint_many([r.text for r in batch], threads=threads))
+                ids.extend(r.id for r in batch)
+                if where is not None:
+                    where.extend((r.source, r.number) for r in batch)
+        finally:
+            bar.close()
     fps = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         ids = [str(i) for i in ids]
     return fps, ids
+
+
+_HOLDING = "the fingerprints and ids of the inputs and their answers (README: Memory)"
+_FIX = "give the inputs in several smaller calls"
 
 
 def _fit_ids(ids: list[Any] | None, id_type: str | None) -> list[Any] | None:
@@ -109,7 +135,14 @@ def index() -> None:
 
 @index.command("create")
 @click.argument("path")
-@click.option("--distance", type=click.IntRange(0, 63), default=3, show_default=True)
+@click.option(
+    "--distance",
+    type=click.IntRange(0, 63),
+    default=DEFAULT_DEDUP_DISTANCE,
+    show_default=True,
+    help="Largest distance (bits) the index answers; `neardup dedup --against` needs at least "
+    "its --distance (the same default).",
+)
 @click.option(
     "--blocks",
     type=click.IntRange(1, 64),
@@ -117,7 +150,13 @@ def index() -> None:
     help="Blocks of the layout (C(blocks, distance) tables of 8 bytes per fingerprint); "
     "default: the fastest for --expected-size.",
 )
-@click.option("--expected-size", type=click.IntRange(min=1), default=1_000_000, show_default=True)
+@click.option(
+    "--expected-size",
+    type=click.IntRange(min=1),
+    default=1_000_000,
+    show_default=True,
+    help="Fingerprints the index is expected to hold; picks the fastest layout for that size.",
+)
 @click.option(
     "--compress",
     is_flag=True,
@@ -130,6 +169,13 @@ def create_cmd(
     """Create an empty index in directory PATH."""
     from neardup.index import Index
 
+    if os.path.exists(os.path.join(path, "MANIFEST")):
+        raise InputError(
+            path,
+            None,
+            "an index already exists here; add to it with `neardup index add "
+            f"{path} INPUT...`, or remove the directory to start again",
+        )
     with Index.create(path, distance, blocks, expected_size=expected_size, compress=compress) as ix:
         click.echo(
             f"{PROG}: created {path}: distance {ix.distance}, blocks {ix.blocks}, "
@@ -146,16 +192,30 @@ def add_cmd(path: str, inputs: tuple[str, ...], quiet: bool, **kw: Any) -> None:
     """Fingerprint INPUT documents (or read --fingerprints) and add them to the index PATH."""
     from neardup.index import Index
 
-    with Index.open(path, "w") as ix:
-        fps, ids = read_inputs(inputs, quiet=quiet, **kw)
+    with Index.open(path, "w") as ix, holding(_HOLDING, _FIX):
+        where: list[tuple[str, int]] = []
+        fps, ids = read_inputs(inputs, quiet=quiet, where=where, **kw)
         if ids is None and ix.id_type == "str":
             raise click.UsageError(
                 f"index {path} has string ids and --fingerprints inputs carry none; "
                 "add documents (their ids are used)"
             )
-        ix.add(fps, _fit_ids(ids, ix.id_type))
+        try:
+            ix.add(fps, _fit_ids(ids, ix.id_type))
+        except IdError as e:
+            if e.position is None or e.position >= len(where):
+                raise
+            source, line = where[e.position]
+            also = ""
+            if e.first is not None and e.first < len(where):
+                also = f" (first at {where[e.first][0]}:{where[e.first][1]})"
+            raise InputError(source, line, f"index {path}: {e.reason}{also}") from None
         if not quiet:
-            click.echo(f"{PROG}: added {len(fps)}; the index holds {len(ix)}", err=True)
+            click.echo(
+                f"{PROG}: added {plural(len(fps), 'fingerprint')} to {path}; it holds "
+                f"{plural(len(ix), 'entry', 'entries')}",
+                err=True,
+            )
 
 
 @index.command("query")
@@ -183,25 +243,33 @@ def query_cmd(
     see PATH) and stream them past the tables; the output is the same.
     """
     from neardup.index import Index
+    from neardup.io.sources import InputPath, expand_inputs
 
-    with Index.open(path) as ix:
-        fps, ids = read_inputs(inputs, quiet=quiet, **kw)
-        if scheduler is None and workers is None:
-            res = ix.query(fps, distance)
-        else:
-            import neardup.distributed as nd
+    files = expand_inputs([InputPath(p) for p in inputs], kw["in_format"], one_output=False)
+    with OutputSet([*inputs, *(f.path for f in files)], protect=[path]) as outs:
+        out = outs.file(output)  # checked before any work
+        with Index.open(path) as ix, holding(_HOLDING, _FIX):
+            fps, ids = read_inputs(inputs, quiet=quiet, **kw)
+            if scheduler is None and workers is None:
+                res = ix.query(fps, distance)
+            else:
+                import neardup.distributed as nd
 
-            k = ix.distance if distance is None else distance
-            with nd.connect(scheduler, workers) as client:
-                m = nd.query(ix, fps, k, client=client)
-            res = _per_query(m, len(fps))
-    qids = ids if ids is not None else range(len(fps))
-    with atomic_output(output, "w") as f:
-        for qid, matches in zip(qids, res, strict=True):
-            f.write(json.dumps({"id": qid, "matches": [list(m) for m in matches]}) + "\n")
+                k = ix.distance if distance is None else distance
+                with nd.connect(scheduler, workers) as client:
+                    m = nd.query(ix, fps, k, client=client)
+                res = _per_query(m, len(fps))
+        qids = ids if ids is not None else range(len(fps))
+        with outs.open(out, "w") as f:
+            for qid, matches in zip(qids, res, strict=True):
+                row = {"id": qid, "matches": [list(m) for m in matches]}
+                f.write(json.dumps(row, allow_nan=False) + "\n")
+        outs.commit()
     if not quiet:
         hit = sum(1 for r in res if r)
-        click.echo(f"{PROG}: {len(res)} queries, {hit} with matches", err=True)
+        click.echo(
+            f"{PROG}: {plural(len(res), 'query', 'queries')}, {hit:,} with matches", err=True
+        )
 
 
 def _per_query(m: Any, n: int) -> list[list[tuple[Any, int]]]:
@@ -220,7 +288,7 @@ def _per_query(m: Any, n: int) -> list[list[tuple[Any, int]]]:
 @click.argument("ids", nargs=-1)
 @click.option("--ids-file", default=None, help="File of ids, one per line.")
 @click.option("--ignore-missing", is_flag=True, help="Skip ids not in the index.")
-@click.option("-q", "--quiet", is_flag=True)
+@click.option("-q", "--quiet", is_flag=True, help="No summary on stderr.")
 def remove_cmd(
     path: str, ids: tuple[str, ...], ids_file: str | None, ignore_missing: bool, quiet: bool
 ) -> None:
@@ -229,8 +297,7 @@ def remove_cmd(
 
     items: list[tuple[str, int | None, str]] = [("<arguments>", None, i) for i in ids]
     if ids_file is not None:
-        with open(ids_file, encoding="utf-8") as f:
-            items += [(ids_file, n, line.strip()) for n, line in enumerate(f, 1) if line.strip()]
+        items += _read_ids_file(ids_file)
     if not items:
         raise click.UsageError("give ids to remove as arguments or with --ids-file")
     with Index.open(path, "w") as ix:
@@ -243,13 +310,45 @@ def remove_cmd(
                 try:
                     values.append(int(v))
                 except ValueError:
-                    raise InputError(src, line, f"{v!r} is not an integer id") from None
+                    shown = v if len(v) <= 40 else v[:37] + "..."
+                    raise InputError(src, line, f"{shown!r} is not an integer id") from None
         try:
             n = ix.remove(values, missing="ignore" if ignore_missing else "error")
+        except IdError as e:
+            if e.position is None:
+                raise
+            src, line, _ = items[e.position]
+            raise InputError(src, line, e.reason) from None
         except KeyError as e:
             raise ValueError(f"{e.args[0]} (use --ignore-missing to skip such ids)") from None
         if not quiet:
-            click.echo(f"{PROG}: removed {n}; the index holds {len(ix)}", err=True)
+            click.echo(
+                f"{PROG}: removed {plural(n, 'entry', 'entries')} from {path}; it holds "
+                f"{plural(len(ix), 'entry', 'entries')}",
+                err=True,
+            )
+
+
+def _read_ids_file(path: str) -> list[tuple[str, int | None, str]]:
+    """(file, line, id) of every non-blank line of ``path`` (``-``: stdin), UTF-8."""
+    from neardup.io.readers import iter_lines
+
+    shown = display_name(path)
+    out: list[tuple[str, int | None, str]] = []
+    with contextlib.ExitStack() as stack:
+        f = sys.stdin.buffer if path == "-" else stack.enter_context(open(path, "rb"))
+        for n, raw in iter_lines(f):
+            if raw is None:
+                raise InputError(shown, n, "line too long for an id")
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as e:
+                raise InputError(
+                    shown, n, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start})"
+                ) from None
+            if line:
+                out.append((shown, n, line))
+    return out
 
 
 @index.command("compact")
@@ -264,7 +363,14 @@ def compact_cmd(path: str, compress: bool | None) -> None:
     from neardup.index import Index
 
     with Index.open(path, "w") as ix:
+        before = len(ix.info()["segments"])
         ix.compact(compress=compress)
+        click.echo(
+            f"{PROG}: compacted {path}: {plural(before, 'run')} merged into "
+            f"{plural(len(ix.info()['segments']), 'run')}, {plural(len(ix), 'entry', 'entries')}"
+            f"{'' if compress is None else (', compressed' if compress else ', plain tables')}",
+            err=True,
+        )
 
 
 @index.command("info")

@@ -6,6 +6,7 @@ import click
 
 from neardup import __version__
 from neardup.cli.common import run
+from neardup.cli.style import add_version
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -27,6 +28,13 @@ from neardup.cli.distributed import clusters_cmd, find_all_cmd  # noqa: E402
 
 cli.add_command(find_all_cmd)
 cli.add_command(clusters_cmd)
+from neardup.cli.serve import serve  # noqa: E402
+
+cli.add_command(serve)
+from neardup.cli.report import report  # noqa: E402
+
+cli.add_command(report)
+add_version(cli, "neardup")
 
 
 def main(argv: list[str] | None = None) -> None:

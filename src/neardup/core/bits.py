@@ -16,30 +16,38 @@ MAX_FINGERPRINT = 2**64 - 1
 def as_fingerprints(values: Iterable[int] | np.ndarray, name: str = "fingerprints") -> np.ndarray:
     """Return ``values`` as a contiguous 1-D ``uint64`` array.
 
-    Accepts any unsigned or non-negative signed integer array, or a sequence of Python ints in
-    ``[0, 2**64)``. Raises ``ValueError`` for negative, too large, non-integer or non-1-D input.
+    Accepts any unsigned or non-negative signed integer array, or a sequence (or iterator) of
+    Python/numpy ints in ``[0, 2**64)``. Raises ``ValueError`` for negative, too large,
+    non-integer (bool, float, str) or non-1-D input, and for containers that are not sequences
+    of fingerprints: ``str``, ``bytes``, ``dict``, ``set`` (no order) and scalars.
     """
     if isinstance(values, np.ndarray):
         arr = values
     else:
+        if isinstance(values, _NOT_SEQUENCES) or not isinstance(values, Iterable):
+            raise ValueError(
+                f"{name} must be a sequence or 1-D array of integers "
+                f"(got {type(values).__name__}); pass a list or a numpy array"
+            )
         if not isinstance(values, (list, tuple)):
             values = list(values)
         if len(values) == 0:
             return np.empty(0, dtype=np.uint64)
+        types = set(map(type, values))
+        if not all(_is_int_type(t) for t in types):
+            bad = next(v for v in values if not _is_int_type(type(v)))
+            if isinstance(bad, (list, tuple, np.ndarray)):
+                raise ValueError(
+                    f"{name} must be one-dimensional (got a nested {type(bad).__name__})"
+                )
+            raise ValueError(f"{name} must be integers in [0, 2**64) (got {bad!r})")
         arr = np.asarray(values)
-        if arr.dtype.kind not in "iub":
+        if arr.dtype.kind not in "iu":
             # Python ints above 2**63 make numpy choose float64 or object: check them exactly
-            flat = list(values)
-            bad = [
-                v
-                for v in flat
-                if isinstance(v, bool)
-                or not isinstance(v, (int, np.integer))
-                or not 0 <= v <= MAX_FINGERPRINT
-            ]
+            bad = [v for v in values if not 0 <= v <= MAX_FINGERPRINT]
             if bad:
                 raise ValueError(f"{name} must be integers in [0, 2**64) (got {bad[0]!r})")
-            arr = np.array([int(v) for v in flat], dtype=np.uint64)
+            arr = np.array([int(v) for v in values], dtype=np.uint64)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional (got shape {arr.shape})")
     if arr.dtype == np.uint64:
@@ -50,9 +58,16 @@ def as_fingerprints(values: Iterable[int] | np.ndarray, name: str = "fingerprint
         if arr.size and arr.min() < 0:
             raise ValueError(f"{name} must be non-negative (got {int(arr.min())})")
         return np.ascontiguousarray(arr, dtype=np.uint64)
-    if arr.dtype.kind == "b" or arr.size == 0:
-        return np.ascontiguousarray(arr, dtype=np.uint64)
+    if arr.size == 0:
+        return np.empty(0, dtype=np.uint64)
     raise ValueError(f"{name} must be integers (got dtype {arr.dtype})")
+
+
+_NOT_SEQUENCES = (str, bytes, bytearray, memoryview, dict, set, frozenset)
+
+
+def _is_int_type(t: type) -> bool:
+    return issubclass(t, (int, np.integer)) and not issubclass(t, (bool, np.bool_))
 
 
 def popcount(x: np.ndarray) -> np.ndarray:

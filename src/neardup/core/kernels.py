@@ -3,6 +3,8 @@
 Every function here is ``_``-prefixed, takes contiguous arrays and scalars, validates nothing and
 never allocates Python objects. Bit 63 is the most significant bit of a fingerprint. All uint64
 arithmetic is kept in uint64 explicitly (numba would otherwise promote uint64 op int64 to float).
+Table kernels take the layout's packed :class:`neardup.core.layout.TableSpec` (``spec``) and a
+table row ``t``; masks named ``*_fp`` are in fingerprint bits, ``*_key`` in key bits.
 """
 
 from __future__ import annotations
@@ -29,18 +31,29 @@ def _popcount(x):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _gather_bits(x, seg_src, seg_mask, seg_dst, nseg):
+def _to_key(x, spec, t):
+    # fingerprint bits -> table t's key bits
     r = _U0
-    for s in range(nseg):
-        r |= ((x >> seg_src[s]) & seg_mask[s]) << seg_dst[s]
+    for s in range(spec.nseg[t]):
+        r |= ((x >> spec.seg_src[t, s]) & spec.seg_mask[t, s]) << spec.seg_dst[t, s]
     return r
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _first_table(x, chk, nchk):
-    # The pair belongs to this table only if no earlier-ordered block outside it also agrees.
+def _to_fp(y, spec, t):
+    # table t's key bits -> fingerprint bits
+    r = _U0
+    for s in range(spec.nseg[t]):
+        r |= ((y >> spec.seg_dst[t, s]) & spec.seg_mask[t, s]) << spec.seg_src[t, s]
+    return r
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _first_table(x, chk, t, nchk):
+    # The pair belongs to table t only if no earlier-ordered block outside it also agrees;
+    # ``chk`` is spec.chk_fp for x = fp ^ fp, spec.chk_key for x = key ^ key.
     for c in range(nchk):
-        if (x & chk[c]) == _U0:
+        if (x & chk[t, c]) == _U0:
             return False
     return True
 
@@ -54,8 +67,8 @@ def _index_bits(n):
 
 
 @njit(cache=True, nogil=True)
-def _build_keys(fp, seg_src, seg_mask, seg_dst, nseg, keys, lo, hi):
-    """Fill ``keys[i]`` with element i's permuted value whose low bits are replaced by ``i``.
+def _build_keys(fp, spec, t, keys, lo, hi):
+    """Fill ``keys[lo:hi]``: element i's key in table ``t`` with its low bits replaced by ``i``.
 
     The table's leading blocks sit in the top bits, so sorting ``keys`` groups equal prefixes
     into runs, and the permuted bits kept between the prefix and the
@@ -64,7 +77,7 @@ def _build_keys(fp, seg_src, seg_mask, seg_dst, nseg, keys, lo, hi):
     ib = np.uint64(_index_bits(fp.shape[0]))
     high = ~((_U1 << ib) - _U1)
     for i in range(lo, hi):
-        keys[i] = (_gather_bits(fp[i], seg_src, seg_mask, seg_dst, nseg) & high) | np.uint64(i)
+        keys[i] = (_to_key(fp[i], spec, t) & high) | np.uint64(i)
 
 
 @njit(cache=True, nogil=True)
@@ -110,7 +123,9 @@ _GATHER_RUN = 16
 def _emit_pair(out, cnt, i, j):
     if cnt == out.shape[0]:
         grown = np.empty((2 * out.shape[0] + 1024, 2), dtype=np.int64)
-        grown[:cnt] = out[:cnt]
+        for t in range(cnt):  # a loop, not a slice copy: it compiles in a fraction of the time
+            grown[t, 0] = out[t, 0]
+            grown[t, 1] = out[t, 1]
         out = grown
     out[cnt, 0] = i
     out[cnt, 1] = j
@@ -118,10 +133,10 @@ def _emit_pair(out, cnt, i, j):
 
 
 @njit(cache=True, nogil=True)
-def _scan_pairs(keys, fp, pbits, k, lead_mask, chk, nchk, out, cnt, lo, hi):
+def _scan_pairs(keys, fp, spec, t, k, out, cnt, lo, hi):
     """Append to ``out[cnt:]`` every pair (i < j) in a run of equal prefixes of sorted
-    ``keys[lo:hi]`` that matches within ``k`` bits and that this table is the first to find;
-    return (out, cnt). ``lo`` and ``hi`` must be run boundaries.
+    ``keys[lo:hi]`` (table ``t``) that matches within ``k`` bits and that table ``t`` is the first
+    to find; return (out, cnt). ``lo`` and ``hi`` must be run boundaries.
 
     Runs share the top ``pbits`` bits (fewer when the index needs the room). Inside a short run
     the permuted bits kept in the keys give a lower bound of the distance, so only candidates
@@ -131,8 +146,11 @@ def _scan_pairs(keys, fp, pbits, k, lead_mask, chk, nchk, out, cnt, lo, hi):
     ibits = _index_bits(n)
     ib = np.uint64(ibits)
     imask = (_U1 << ib) - _U1
-    rsh = np.uint64(64 - min(pbits, 64 - ibits))
+    rsh = np.uint64(64 - min(spec.pbits[t], 64 - ibits))
     kmax = np.uint64(k)
+    lead_mask = spec.lead_fp[t]
+    chk = spec.chk_fp
+    nchk = spec.nchk[t]
     buf_fp = np.empty(256, dtype=np.uint64)
     buf_ix = np.empty(256, dtype=np.int64)
     r = lo
@@ -150,10 +168,10 @@ def _scan_pairs(keys, fp, pbits, k, lead_mask, chk, nchk, out, cnt, lo, hi):
             if s > buf_fp.shape[0]:
                 buf_fp = np.empty(2 * s, dtype=np.uint64)
                 buf_ix = np.empty(2 * s, dtype=np.int64)
-            for t in range(s):
-                ix = np.int64(keys[r + t] & imask)
-                buf_ix[t] = ix
-                buf_fp[t] = fp[ix]
+            for u in range(s):
+                ix = np.int64(keys[r + u] & imask)
+                buf_ix[u] = ix
+                buf_fp[u] = fp[ix]
             for a in range(s - 1):
                 fa = buf_fp[a]
                 c = a + 1
@@ -163,7 +181,7 @@ def _scan_pairs(keys, fp, pbits, k, lead_mask, chk, nchk, out, cnt, lo, hi):
                     if c == s:
                         break
                     x = fa ^ buf_fp[c]
-                    if (x & lead_mask) == _U0 and _first_table(x, chk, nchk):
+                    if (x & lead_mask) == _U0 and _first_table(x, chk, t, nchk):
                         ia = buf_ix[a]
                         ic = buf_ix[c]
                         out, cnt = _emit_pair(out, cnt, min(ia, ic), max(ia, ic))
@@ -182,7 +200,11 @@ def _scan_pairs(keys, fp, pbits, k, lead_mask, chk, nchk, out, cnt, lo, hi):
                 ia = np.int64(ka & imask)
                 ic = np.int64(keys[c] & imask)
                 x = fp[ia] ^ fp[ic]
-                if _popcount(x) <= kmax and (x & lead_mask) == _U0 and _first_table(x, chk, nchk):
+                if (
+                    _popcount(x) <= kmax
+                    and (x & lead_mask) == _U0
+                    and _first_table(x, chk, t, nchk)
+                ):
                     out, cnt = _emit_pair(out, cnt, min(ia, ic), max(ia, ic))
                 c += 1
         r = e
@@ -190,12 +212,15 @@ def _scan_pairs(keys, fp, pbits, k, lead_mask, chk, nchk, out, cnt, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def _permute(x, seg_src, seg_mask, seg_dst):
-    """Move bit segments: ``out = OR_s ((x >> src_s) & mask_s) << dst_s`` for every element."""
+def _permute(x, spec, t, inverse):
+    """Fingerprints -> table ``t``'s keys, or keys -> fingerprints when ``inverse``."""
     out = np.empty(x.shape[0], dtype=np.uint64)
-    ns = seg_src.shape[0]
-    for i in range(x.shape[0]):
-        out[i] = _gather_bits(x[i], seg_src, seg_mask, seg_dst, ns)
+    if inverse:
+        for i in range(x.shape[0]):
+            out[i] = _to_fp(x[i], spec, t)
+    else:
+        for i in range(x.shape[0]):
+            out[i] = _to_key(x[i], spec, t)
     return out
 
 
@@ -217,17 +242,20 @@ def _emit_match(qi, pos, dist, cnt, q, j, d):
 
 
 @njit(cache=True, nogil=True)
-def _query_table(table, queries, q_order, shift, k, lead_mask, chk, nchk):
-    """Probe one sorted permuted table with permuted queries sorted ascending.
+def _query_table(table, queries, q_order, spec, t, k):
+    """Probe table ``t``, sorted keys, with the queries' keys sorted ascending.
 
-    ``table`` holds the permuted corpus sorted ascending; a candidate shares the query's leading
-    ``64 - shift`` bits. Returns (query index, table position, distance) for every match that this
-    table is the first (in table order) to find. Runs are located by galloping from the previous
+    ``table`` holds the corpus's keys in table ``t`` sorted ascending; a candidate shares the
+    query's leading ``spec.pbits[t]`` bits. Returns (query index, table position, distance) for
+    every match that this table is the first (in table order) to find. Runs are located by galloping from the previous
     query's position, so a large sorted batch costs about one merge of the two arrays.
     """
     n = table.shape[0]
-    sh = np.uint64(shift)
+    sh = np.uint64(64 - spec.pbits[t])
     kmax = np.uint64(k)
+    lead_mask = spec.lead_key[t]
+    chk = spec.chk_key
+    nchk = spec.nchk[t]
     qi = np.empty(1024, dtype=np.int64)
     pos = np.empty(1024, dtype=np.int64)
     dist = np.empty(1024, dtype=np.int64)
@@ -255,7 +283,7 @@ def _query_table(table, queries, q_order, shift, k, lead_mask, chk, nchk):
         while j < n and (table[j] >> sh) == pre:
             x = table[j] ^ v
             d = _popcount(x)
-            if d <= kmax and (x & lead_mask) == _U0 and _first_table(x, chk, nchk):
+            if d <= kmax and (x & lead_mask) == _U0 and _first_table(x, chk, t, nchk):
                 qi, pos, dist, cnt = _emit_match(qi, pos, dist, cnt, q_order[q], j, np.int64(d))
             j += 1
     return qi[:cnt].copy(), pos[:cnt].copy(), dist[:cnt].copy()

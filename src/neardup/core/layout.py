@@ -1,4 +1,4 @@
-"""Block layouts and table permutations for the Hamming-distance problem.
+"""Block layouts, their tables packed for the kernels, and the cost model that picks a layout.
 
 The 64 bits are split into ``blocks`` (m) contiguous blocks numbered from the top: block 0 ("A")
 holds the most significant bits. With ``64 = q*m + r`` the first ``r`` blocks are ``q + 1`` bits
@@ -6,6 +6,17 @@ wide and the rest ``q`` bits (m=6 -> 11,11,11,11,10,10). Two fingerprints within
 bits agree on at least m-k blocks, so for every combination of m-k *leading* blocks (in
 lexicographic order: A B C, A B D, ..., D E F) there is a table whose key puts those blocks first,
 in their original order, followed by the remaining blocks in their original order.
+
+Two coordinate systems, both numbering bit 0 as the least significant:
+
+*fingerprint bits*
+    positions in the fingerprint itself. The batch scan XORs two fingerprints, so its masks
+    (``TableSpec.lead_fp``, ``TableSpec.chk_fp``) are in fingerprint bits.
+*key bits*
+    positions in a table's key, the fingerprint with its blocks moved into the table's order
+    (leading blocks in the top ``prefix_bits`` bits). Sorted tables and permuted queries are
+    XORed as keys, so the probe's masks (``TableSpec.lead_key``, ``TableSpec.chk_key``) are in
+    key bits. ``Layout.apply`` maps fingerprint bits to key bits and ``Layout.reverse`` back.
 """
 
 from __future__ import annotations
@@ -69,9 +80,12 @@ def validate(blocks: int, distance: int) -> None:
 class Table:
     """One permuted table: which blocks lead, and the bit segments that move them.
 
-    ``segments`` are ``(src_low_bit, width, dst_low_bit)`` triples: bits ``src..src+width-1`` of a
-    fingerprint go to bits ``dst..dst+width-1`` of the permuted key. ``prefix_bits`` is the width
-    of the leading blocks, which sit in the top bits of the key.
+    ``segments`` are ``(src_low_bit, width, dst_low_bit)`` triples: fingerprint bits
+    ``src..src+width-1`` go to key bits ``dst..dst+width-1``. ``prefix_bits`` is the width of the
+    leading blocks, which sit in the top bits of the key. ``lead_mask`` (the leading blocks) and
+    ``check_masks`` (each block outside the table that precedes its last leading block) are in
+    fingerprint bits: a pair belongs to this table when its XOR is zero under ``lead_mask`` and
+    nonzero under every check mask.
     """
 
     index: int
@@ -81,6 +95,13 @@ class Table:
     prefix_bits: int
     lead_mask: int
     check_masks: tuple[int, ...]
+
+    def key_mask(self, mask: int) -> int:
+        """Where the fingerprint bits of ``mask`` land in this table's key (a key-bit mask)."""
+        out = 0
+        for src, w, dst in self.segments:
+            out |= ((mask >> src) & ((1 << w) - 1)) << dst
+        return out
 
 
 @dataclass(frozen=True)
@@ -120,25 +141,22 @@ class Layout:
         """Table ``t``'s permutation as contiguous block masks in key order (popcounts sum to 64)."""
         return [self.block_mask(b) for b in self.tables[t].order]
 
+    @property
+    def spec(self) -> TableSpec:
+        """Every table packed for the kernels (built once per ``(blocks, distance)``)."""
+        return _spec(self.blocks, self.distance)
+
     def apply(self, x: np.ndarray, t: int) -> np.ndarray:
         """Permute uint64 values into table ``t``'s key order (leading blocks in the top bits)."""
-        return _move(np.ascontiguousarray(x, dtype=np.uint64), self.tables[t].segments)
+        return kernels._permute(np.ascontiguousarray(x, dtype=np.uint64), self.spec, t, False)
 
     def reverse(self, y: np.ndarray, t: int) -> np.ndarray:
         """Undo :meth:`apply`: ``reverse(apply(x, t), t) == x``."""
-        inverse = tuple((dst, w, src) for src, w, dst in self.tables[t].segments)
-        return _move(np.ascontiguousarray(y, dtype=np.uint64), inverse)
+        return kernels._permute(np.ascontiguousarray(y, dtype=np.uint64), self.spec, t, True)
 
     def apply_mask(self, mask: int, t: int) -> int:
-        """Where the bits of ``mask`` land in table ``t``'s key."""
-        return int(self.apply(np.array([mask], dtype=np.uint64), t)[0])
-
-
-def _move(x: np.ndarray, segments: tuple[tuple[int, int, int], ...]) -> np.ndarray:
-    src = np.array([s for s, _, _ in segments], dtype=np.uint64)
-    mask = np.array([((1 << w) - 1) & _FULL for _, w, _ in segments], dtype=np.uint64)
-    dst = np.array([d for _, _, d in segments], dtype=np.uint64)
-    return kernels._permute(x, src, mask, dst)
+        """Where the bits of ``mask`` (fingerprint bits) land in table ``t``'s key (key bits)."""
+        return self.tables[t].key_mask(int(mask) & _FULL)
 
 
 @functools.lru_cache(maxsize=64)
@@ -189,33 +207,136 @@ def _tables(blocks: int, distance: int) -> tuple[Table, ...]:
     return tuple(out)
 
 
-# Cost model for choosing blocks, in units of one candidate check (xor + popcount + compare).
-# Measured with bench/find_all.py --sweep (N = 1M and 10M, distances 3, 6, 8): one fingerprint
-# costs about 60 checks per table (build key, sort, and the scan's random gather when runs are
-# short), so 10M at distance 6 takes 8 blocks (25.6 s) rather than 9 (67.3 s) and 1M at
-# distance 8 takes 10 (8.9 s) rather than 11 (16.1 s). The fixed cost per table keeps tiny
-# inputs on ``distance + 1`` blocks, the fastest measured at N = 100..10k.
-_SORT_COST = 60.0
-_TABLE_COST = 20_000.0
+class TableSpec(NamedTuple):
+    """Every table of a layout packed as arrays for the kernels, one row per table.
+
+    numba passes a NamedTuple of arrays to a kernel as one argument; a kernel reads row ``t``.
+    Key building moves fingerprint bits ``seg_src[t, s]..+width`` to key bits
+    ``seg_dst[t, s]..+width`` (``seg_mask[t, s] = 2**width - 1``, ``s < nseg[t]``); the table's
+    prefix is the top ``pbits[t]`` key bits. The ownership masks of :class:`Table` come twice:
+    ``lead_fp``/``chk_fp`` in fingerprint bits (for ``fp ^ fp``, the batch scan) and
+    ``lead_key``/``chk_key`` in key bits (for ``key ^ key``, probing sorted tables); the first
+    ``nchk[t]`` columns of ``chk_*`` are used. ``identity[t]`` is True when the key equals the
+    fingerprint (table 0 always is).
+    """
+
+    seg_src: np.ndarray  #: (T, S) uint64, low bit of each segment in fingerprint bits
+    seg_mask: np.ndarray  #: (T, S) uint64, ``2**width - 1``
+    seg_dst: np.ndarray  #: (T, S) uint64, low bit of each segment in key bits
+    nseg: np.ndarray  #: (T,) int64
+    pbits: np.ndarray  #: (T,) int64, prefix width in bits
+    lead_fp: np.ndarray  #: (T,) uint64, leading blocks in fingerprint bits
+    chk_fp: np.ndarray  #: (T, C) uint64, check masks in fingerprint bits
+    lead_key: np.ndarray  #: (T,) uint64, leading blocks in key bits (the top ``pbits``)
+    chk_key: np.ndarray  #: (T, C) uint64, check masks in key bits
+    nchk: np.ndarray  #: (T,) int64
+    identity: np.ndarray  #: (T,) bool
+
+
+#: Former name of :class:`TableSpec`.
+TableSpecs = TableSpec
+
+
+def _u64(values: Sequence[int]) -> np.ndarray:
+    return np.array([v & _FULL for v in values], dtype=np.uint64)
+
+
+def pack_tables(tables: Sequence[Table]) -> TableSpec:
+    """Pack ``tables`` (from :attr:`Layout.tables`) into one :class:`TableSpec`.
+
+    :attr:`Layout.spec` keeps one packed copy per layout; call this for a subset of tables.
+    """
+    ns = max(len(t.segments) for t in tables)
+    nc = max(1, max(len(t.check_masks) for t in tables))
+    rows = len(tables)
+    seg_src = np.zeros((rows, ns), dtype=np.uint64)
+    seg_mask = np.zeros((rows, ns), dtype=np.uint64)
+    seg_dst = np.zeros((rows, ns), dtype=np.uint64)
+    chk_fp = np.zeros((rows, nc), dtype=np.uint64)
+    chk_key = np.zeros((rows, nc), dtype=np.uint64)
+    for r, t in enumerate(tables):
+        seg = t.segments
+        seg_src[r, : len(seg)] = [s for s, _, _ in seg]
+        seg_mask[r, : len(seg)] = _u64([(1 << w) - 1 for _, w, _ in seg])
+        seg_dst[r, : len(seg)] = [d for _, _, d in seg]
+        chk_fp[r, : len(t.check_masks)] = _u64(t.check_masks)
+        chk_key[r, : len(t.check_masks)] = _u64([t.key_mask(m) for m in t.check_masks])
+    return TableSpec(
+        seg_src=seg_src,
+        seg_mask=seg_mask,
+        seg_dst=seg_dst,
+        nseg=np.array([len(t.segments) for t in tables], dtype=np.int64),
+        pbits=np.array([t.prefix_bits for t in tables], dtype=np.int64),
+        lead_fp=_u64([t.lead_mask for t in tables]),
+        chk_fp=chk_fp,
+        lead_key=_u64([t.key_mask(t.lead_mask) for t in tables]),
+        chk_key=chk_key,
+        nchk=np.array([len(t.check_masks) for t in tables], dtype=np.int64),
+        identity=np.array([all(s == d for s, _, d in t.segments) for t in tables], dtype=bool),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _spec(blocks: int, distance: int) -> TableSpec:
+    return pack_tables(_tables(blocks, distance))
+
+
+# -- the cost model ------------------------------------------------------------------------------
+# One unit is one candidate check (xor + popcount + compare). The constants live in config
+# (TABLE_COST, KEY_COST for batch search, PROBE_COST for queries), where their measurements are
+# described; both choices below weigh them against the candidates a longer prefix saves.
+
+
+def prefix_classes(blocks: int, distance: int) -> list[tuple[int, int]]:
+    """``(tables, prefix_bits)`` for each prefix width occurring among the layout's tables.
+
+    With ``64 = q*m + r`` a table whose ``m - k`` leading blocks include ``i`` of the ``r`` wide
+    blocks has a prefix of ``(m - k) * q + i`` bits; ``C(r, i) * C(m - r, m - k - i)`` tables do.
+    """
+    q, r = divmod(BITS, blocks)
+    j = blocks - distance
+    return [
+        (math.comb(r, i) * math.comb(blocks - r, j - i), j * q + i)
+        for i in range(max(0, j - (blocks - r)), min(r, j) + 1)
+    ]
 
 
 def estimated_cost(n: int, blocks: int, distance: int) -> float:
     """Estimated work of a batch search of ``n`` random fingerprints, in candidate-check units.
 
-    Each table costs one bucketing pass over ``n`` keys plus about ``n**2 / 2**(p+1)`` candidate
-    checks, ``p`` being its leading bits (capped by what fits beside a row index).
+    Each table costs a fixed ``config.TABLE_COST``, ``config.KEY_COST`` per fingerprint (build the
+    key, sort, scan) and about ``n**2 / 2**(p+1)`` candidate checks, ``p`` being its leading bits
+    (capped by what fits beside a row index).
     """
-    q, r = divmod(BITS, blocks)
-    j = blocks - distance
     idx_bits = max(1, (max(n, 2) - 1).bit_length())
     cand = 0.0
-    # number of tables with i wide (q+1 bit) blocks among the j leading ones
-    for i in range(max(0, j - (blocks - r)), min(r, j) + 1):
-        tables = math.comb(r, i) * math.comb(blocks - r, j - i)
-        p = min(j * q + i, BITS - idx_bits)
-        cand += tables * (float(n) * float(n) / 2.0 ** (p + 1))
+    for tables, p in prefix_classes(blocks, distance):
+        cand += tables * (float(n) * float(n) / 2.0 ** (min(p, BITS - idx_bits) + 1))
     ntab = count_tables(blocks, distance)
-    return ntab * (_TABLE_COST + _SORT_COST * n) + cand
+    return ntab * (config.TABLE_COST + config.KEY_COST * n) + cand
+
+
+def estimated_query_cost(n: int, blocks: int, distance: int) -> float:
+    """Estimated work of one query against ``n`` sorted fingerprints, in candidate-check units.
+
+    A query probes every table (``config.PROBE_COST`` each) and checks about ``n / 2**p``
+    candidates per table, ``p`` being the table's leading bits.
+    """
+    return sum(
+        tables * (config.PROBE_COST + n / 2.0**p) for tables, p in prefix_classes(blocks, distance)
+    )
+
+
+def _cheapest(cost, n: int, distance: int, max_tables: int) -> int:
+    validate(distance + 1, distance)
+    best, best_cost = distance + 1, math.inf
+    for m in range(distance + 1, BITS + 1):
+        if count_tables(m, distance) > max_tables:
+            break
+        c = cost(n, m, distance)
+        if c < best_cost:
+            best, best_cost = m, c
+    return best
 
 
 def choose_blocks(n: int, distance: int) -> int:
@@ -225,86 +346,13 @@ def choose_blocks(n: int, distance: int) -> int:
     ``MAX_TABLES``. Small inputs get few, wide blocks (few tables); large inputs get enough blocks
     that the leading blocks of a table span about ``log2(n)`` bits or more.
     """
-    validate(distance + 1, distance)
-    best, best_cost = distance + 1, math.inf
-    for m in range(distance + 1, BITS + 1):
-        if count_tables(m, distance) > MAX_TABLES:
-            break
-        cost = estimated_cost(n, m, distance)
-        if cost < best_cost:
-            best, best_cost = m, cost
-    return best
+    return _cheapest(estimated_cost, n, distance, MAX_TABLES)
 
 
 def choose_query_blocks(n: int, distance: int) -> int:
-    """Blocks minimising the estimated cost of one query against ``n`` fingerprints.
+    """Blocks minimising :func:`estimated_query_cost` for ``n`` indexed fingerprints.
 
-    A query probes every table (a fixed cost each) and checks about ``n / 2**p`` candidates per
-    table, ``p`` being the table's leading bits. More blocks mean longer prefixes (fewer
-    candidates) but more tables (``C(blocks, distance)``, each 8 bytes per fingerprint).
+    More blocks mean longer prefixes (fewer candidates) but more tables (``C(blocks, distance)``,
+    each 8 bytes per fingerprint), at most ``config.MAX_INDEX_TABLES``.
     """
-    validate(distance + 1, distance)
-    best, best_cost = distance + 1, math.inf
-    for m in range(distance + 1, BITS + 1):
-        if count_tables(m, distance) > min(MAX_TABLES, config.MAX_INDEX_TABLES):
-            break
-        q, r = divmod(BITS, m)
-        j = m - distance
-        cost = 0.0
-        for i in range(max(0, j - (m - r)), min(r, j) + 1):
-            tables = math.comb(r, i) * math.comb(m - r, j - i)
-            cost += tables * (config.PROBE_COST + n / 2.0 ** (j * q + i))
-        if cost < best_cost:
-            best, best_cost = m, cost
-    return best
-
-
-def _u64(values: Sequence[int]) -> np.ndarray:
-    return np.array([v & ((1 << 64) - 1) for v in values], dtype=np.uint64)
-
-
-class TableSpecs(NamedTuple):
-    """Tables packed as arrays for the kernels, one row per table.
-
-    Segments are in fingerprint-bit coordinates (bit 0 least significant): bits
-    ``src..src+width-1`` of a fingerprint move to bits ``dst..dst+width-1`` of the key, where
-    ``mask = 2**width - 1``. ``lead_mask`` and ``chk`` are in fingerprint-bit coordinates too
-    (the scan XORs fingerprints); ``pbits`` counts the key's leading (top) bits.
-    """
-
-    seg_src: np.ndarray
-    seg_mask: np.ndarray
-    seg_dst: np.ndarray
-    nseg: np.ndarray
-    pbits: np.ndarray
-    lead_mask: np.ndarray
-    chk: np.ndarray
-    nchk: np.ndarray
-
-
-def pack_tables(tables: Sequence[Table]) -> TableSpecs:
-    """Pack ``tables`` (from :attr:`Layout.tables`) into one :class:`TableSpecs`."""
-    ns = max(len(t.segments) for t in tables)
-    nc = max(1, max(len(t.check_masks) for t in tables))
-    T = len(tables)
-    seg_src = np.zeros((T, ns), dtype=np.uint64)
-    seg_mask = np.zeros((T, ns), dtype=np.uint64)
-    seg_dst = np.zeros((T, ns), dtype=np.uint64)
-    chk = np.zeros((T, nc), dtype=np.uint64)
-    for r, t in enumerate(tables):
-        seg = t.segments
-        seg_src[r, : len(seg)] = [s for s, _, _ in seg]
-        seg_mask[r, : len(seg)] = _u64([(1 << w) - 1 for _, w, _ in seg])
-        seg_dst[r, : len(seg)] = [d for _, _, d in seg]
-        chk[r, : len(t.check_masks)] = _u64(t.check_masks)
-    nseg = np.array([len(t.segments) for t in tables], dtype=np.int64)
-    return TableSpecs(
-        seg_src,
-        seg_mask,
-        seg_dst,
-        nseg,
-        np.array([t.prefix_bits for t in tables], dtype=np.int64),
-        _u64([t.lead_mask for t in tables]),
-        chk,
-        np.array([len(t.check_masks) for t in tables], dtype=np.int64),
-    )
+    return _cheapest(estimated_query_cost, n, distance, min(MAX_TABLES, config.MAX_INDEX_TABLES))

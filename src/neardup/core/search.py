@@ -17,7 +17,7 @@ from neardup import config
 from neardup.config import DEFAULT_DISTANCE, default_threads
 from neardup.core import kernels
 from neardup.core.bits import as_fingerprints
-from neardup.core.layout import Layout, TableSpecs, choose_blocks, pack_tables
+from neardup.core.layout import Layout, TableSpec, choose_blocks
 
 __all__ = [
     "find_all",
@@ -31,6 +31,8 @@ __all__ = [
     "PermutedTables",
     "pairs_for_tables",
     "sort_pairs",
+    "sorted_query_keys",
+    "probe_table",
 ]
 
 _EMPTY_PAIRS = np.empty((0, 2), dtype=np.int64)
@@ -46,13 +48,13 @@ def resolve_layout(n: int, distance: int, blocks: int | None) -> Layout:
 
 def pairs_for_tables(
     fp: np.ndarray,
-    specs: TableSpecs,
+    spec: TableSpec,
     rows: np.ndarray,
     k: int,
     pool: ThreadPoolExecutor | None = None,
     threads: int = 1,
 ) -> np.ndarray:
-    """Pairs found by the tables ``rows``, each pair by the first table that can find it.
+    """Pairs found by the tables ``rows`` of ``spec``, each pair by the first table that can find it.
 
     One key buffer (8 bytes per fingerprint) is reused for every table. numpy's in-place sort
     (vectorized, releases the GIL) orders the keys; the numba kernels build and scan them.
@@ -68,8 +70,8 @@ def pairs_for_tables(
     split = pool is not None and threads > 1
     parts = 1 << max(0, (threads - 1).bit_length()) if split else 1
     for t in rows:
-        build = (fp, specs.seg_src[t], specs.seg_mask[t], specs.seg_dst[t], specs.nseg[t], keys)
-        scan = (keys, fp, specs.pbits[t], k, specs.lead_mask[t], specs.chk[t], specs.nchk[t])
+        build = (fp, spec, t, keys)
+        scan = (keys, fp, spec, t, k)
         if not split:
             kernels._build_keys(*build, 0, n)
             keys.sort()
@@ -90,10 +92,7 @@ def pairs_for_tables(
         list(pool.map(lambda r: keys[r[0] : r[1]].sort(), ranges))
         cuts = (
             [0]
-            + [
-                kernels._run_start(keys, specs.pbits[t], n * i // threads)
-                for i in range(1, threads)
-            ]
+            + [kernels._run_start(keys, spec.pbits[t], n * i // threads) for i in range(1, threads)]
             + [n]
         )
         found = pool.map(
@@ -162,23 +161,23 @@ def find_all(
     n = len(fp)
     if n < 2:
         return _EMPTY_PAIRS.copy()
-    specs = pack_tables(layout.tables)
-    T = len(layout.tables)
+    spec = layout.spec
+    T = layout.n_tables
     nthreads = max(1, threads or default_threads())
     if n < config.THREADS_FROM:
         nthreads = 1
     k = layout.distance
     if nthreads == 1:
-        pairs = pairs_for_tables(fp, specs, np.arange(T), k)
+        pairs = pairs_for_tables(fp, spec, np.arange(T), k)
     elif n >= config.SPLIT_TABLES_FROM or T < nthreads:
         # large inputs: all threads work on one table at a time, one key buffer in all
         with ThreadPoolExecutor(nthreads) as pool:
-            pairs = pairs_for_tables(fp, specs, np.arange(T), k, pool, nthreads)
+            pairs = pairs_for_tables(fp, spec, np.arange(T), k, pool, nthreads)
     else:
         # small inputs: tables interleaved over threads, one key buffer per thread
         shares = [np.arange(w, T, nthreads) for w in range(nthreads)]
         with ThreadPoolExecutor(nthreads) as pool:
-            parts = list(pool.map(lambda rows: pairs_for_tables(fp, specs, rows, k), shares))
+            parts = list(pool.map(lambda rows: pairs_for_tables(fp, spec, rows, k), shares))
         pairs = np.concatenate(parts)
     return sort_pairs(pairs, n)
 
@@ -277,6 +276,59 @@ class QueryResult(NamedTuple):
     distance: np.ndarray
 
 
+def sorted_query_keys(
+    queries: np.ndarray, spec: TableSpec, t: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Queries as table ``t``'s keys sorted ascending, and their positions in ``queries``.
+
+    Returns ``(keys, order)``: uint64 keys and int64 positions, ``keys[i]`` being the key of
+    ``queries[order[i]]``.
+    """
+    q = np.ascontiguousarray(queries, dtype=np.uint64)
+    keys = q if spec.identity[t] else kernels._permute(q, spec, t, False)
+    if len(keys) == 1:
+        return keys, np.zeros(1, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    return np.ascontiguousarray(keys[order]), order.astype(np.int64)
+
+
+def probe_table(
+    table: np.ndarray,
+    query_keys: np.ndarray,
+    query_order: np.ndarray,
+    spec: TableSpec,
+    t: int,
+    distance: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Matches within ``distance`` bits between sorted queries and one sorted table.
+
+    The probe shared by :class:`PermutedTables` and :class:`neardup.index.Index`.
+
+    Parameters
+    ----------
+    table : ndarray of uint64
+        Keys of table ``t`` (``Layout.apply(corpus, t)``) sorted ascending.
+    query_keys, query_order : ndarray
+        From :func:`sorted_query_keys` for the same ``spec`` and ``t``.
+    spec : TableSpec
+        The layout's packed tables (``Layout.spec``).
+    t : int
+        Table row.
+    distance : int
+        Bits (inclusive), at most the layout's distance.
+
+    Returns
+    -------
+    tuple of three int64 arrays
+        ``(query position, table position, distance)`` of every match that table ``t`` is the
+        first (in layout order) to find, so probing every table reports each match once.
+    """
+    if len(table) == 0 or len(query_keys) == 0:
+        e = np.empty(0, dtype=np.int64)
+        return e, e.copy(), e.copy()
+    return kernels._query_table(table, query_keys, query_order, spec, int(t), int(distance))
+
+
 class PermutedTables:
     """The corpus permuted and sorted once per table, ready for repeated queries.
 
@@ -304,25 +356,13 @@ class PermutedTables:
                 f"query distance must be between 0 and the layout's distance {layout.distance} "
                 f"(got {k})"
             )
+        spec = layout.spec
         parts_q, parts_c, parts_d = [], [], []
-        for t, table in enumerate(layout.tables):
+        for t in range(layout.n_tables):
             if len(queries) == 0 or len(self.tables[t]) == 0:
                 break
-            qperm = layout.apply(queries, t)
-            qord = np.argsort(qperm, kind="stable")
-            chk = np.array(
-                [layout.apply_mask(m, t) for m in table.check_masks] or [0], dtype=np.uint64
-            )
-            qi, pos, dist = kernels._query_table(
-                self.tables[t],
-                np.ascontiguousarray(qperm[qord]),
-                qord.astype(np.int64),
-                64 - table.prefix_bits,
-                k,
-                np.uint64(layout.apply_mask(table.lead_mask, t)),
-                chk,
-                len(table.check_masks),
-            )
+            qkeys, qord = sorted_query_keys(queries, spec, t)
+            qi, pos, dist = probe_table(self.tables[t], qkeys, qord, spec, t, k)
             parts_q.append(qi)
             parts_c.append(self.rows[t][pos])
             parts_d.append(dist)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from neardup.core.layout import Layout, TableSpecs, pack_tables
+from neardup.core.layout import Layout, TableSpec
 from neardup.core.search import clusters_from_pairs, pairs_for_tables, resolve_layout
 
 #: Default number of fingerprints a shard should hold (16 bytes each in flight: value + position).
@@ -66,8 +66,8 @@ class ShardPlan:
         return _groups(self.layout.blocks, self.layout.distance, self.lead_depth)
 
     @property
-    def specs(self) -> TableSpecs:
-        return _specs(self.layout.blocks, self.layout.distance)
+    def spec(self) -> TableSpec:
+        return self.layout.spec
 
     def describe(self) -> str:
         return (
@@ -83,11 +83,6 @@ def _groups(blocks: int, distance: int, depth: int) -> tuple[tuple[int, ...], ..
     for t in Layout(blocks, distance).tables:
         order.setdefault(t.leading[:depth], []).append(t.index)
     return tuple(tuple(v) for v in order.values())
-
-
-@functools.lru_cache(maxsize=16)
-def _specs(blocks: int, distance: int) -> TableSpecs:
-    return pack_tables(Layout(blocks, distance).tables)
 
 
 def make_plan(
@@ -178,7 +173,7 @@ def shard_pairs(
     if len(fp) < 2:
         return _EMPTY_PAIRS.copy()
     tables = np.asarray(plan.groups[group], dtype=np.int64)
-    local = pairs_for_tables(fp, plan.specs, tables, plan.layout.distance)
+    local = pairs_for_tables(fp, plan.spec, tables, plan.layout.distance)
     return pos[local]
 
 
@@ -209,7 +204,7 @@ def shard_edges(
         parts.append(np.stack([rep_pos[run[~first]], ps[~first]], axis=1))
     if len(rep_fp) >= 2:
         tables = np.asarray(plan.groups[group], dtype=np.int64)
-        local = pairs_for_tables(rep_fp, plan.specs, tables, plan.layout.distance)
+        local = pairs_for_tables(rep_fp, plan.spec, tables, plan.layout.distance)
         parts.append(np.sort(rep_pos[local], axis=1))
     return np.concatenate(parts) if parts else _EMPTY_PAIRS.copy()
 

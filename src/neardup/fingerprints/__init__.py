@@ -9,6 +9,7 @@ True
 from neardup.fingerprints.hashes import fnv1a64, hashlittle2, jenkins64
 from neardup.fingerprints.simhash import (
     PRESETS,
+    Features,
     Fingerprinter,
     compute,
     compute_batch,
@@ -17,6 +18,7 @@ from neardup.fingerprints.simhash import (
 
 __all__ = [
     "PRESETS",
+    "Features",
     "Fingerprinter",
     "compute",
     "compute_batch",

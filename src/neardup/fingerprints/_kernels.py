@@ -29,6 +29,9 @@ _S8 = np.uint64(8)
 _S16 = np.uint64(16)
 _S24 = np.uint64(24)
 _S64 = np.uint64(64)
+_S5 = np.uint64(5)
+_S26 = np.uint64(26)
+_UPPER_A = np.uint64(65)
 
 # Token classes of the code-point table (see tokenize.py).
 CLS_SEP = 0
@@ -171,6 +174,19 @@ def _fnv1a64(buf, start, end):
     h = _FNV_OFFSET
     for i in range(start, end):
         h ^= np.uint64(buf[i])
+        h *= _FNV_PRIME
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _fnv1a64_lower(buf, start, end):
+    """``_fnv1a64`` of ``buf[start:end]`` with ASCII A-Z taken as a-z (off the multiply chain,
+    so about as fast)."""
+    h = _FNV_OFFSET
+    for i in range(start, end):
+        x = np.uint64(buf[i])
+        upper = np.uint64((x - _UPPER_A) < _S26)  # unsigned: x < 65 wraps around
+        h ^= x | (upper << _S5)
         h *= _FNV_PRIME
     return h
 
@@ -404,67 +420,3 @@ def _weigh_sorted(feats, m, weighting, weights):
         u += 1
         t = r
     return u
-
-
-# ----------------------------------------------------------------------------------------------
-# the whole pipeline over a batch of documents
-
-
-@njit(cache=True, nogil=True)
-def _fingerprint_docs(
-    buf, offsets, table, tokenizer, hash_code, shingle, window, weighting, reverse, out
-):
-    """Fingerprint every document ``buf[offsets[i]:offsets[i+1]]`` (UTF-8) into ``out[i]``.
-
-    ``tokenizer``/``hash_code``/``shingle``/``weighting`` take the ``TOK_*``/``HASH_*``/
-    ``SHINGLE_*``/``WEIGHT_*`` codes above; ``window`` is the number of tokens per shingle.
-    """
-    ndocs = offsets.shape[0] - 1
-    maxlen = 1
-    for d in range(ndocs):
-        maxlen = max(maxlen, offsets[d + 1] - offsets[d])
-    starts = np.empty(maxlen + 1, dtype=np.int64)
-    ends = np.empty(maxlen + 1, dtype=np.int64)
-    toks = np.empty(maxlen + 1, dtype=np.uint64)
-    feats = np.empty(maxlen + 1, dtype=np.uint64)
-    weights = np.empty(maxlen + 1, dtype=np.float64)
-    ring = np.zeros(max(window, 1), dtype=np.uint64)
-    for d in range(ndocs):
-        a = offsets[d]
-        b = offsets[d + 1]
-        if tokenizer == TOK_ASCII_LETTERS:
-            ntok = _tokens_ascii(buf, a, b, starts, ends)
-        else:
-            ntok = _tokens_unicode(buf, a, b, table, tokenizer == TOK_UNICODE, starts, ends)
-        for t in range(ntok):
-            toks[t] = _hash_bytes(buf, starts[t], ends[t], hash_code)
-        m = 0
-        if shingle == SHINGLE_CYCLIC:
-            # moving-window cyclic polynomial: one value per token, from the first token on
-            for k in range(window):
-                ring[k] = _U0
-            cur = _U0
-            pos = 0
-            for t in range(ntok):
-                v = toks[t]
-                cur = _rotl64(cur, 1) ^ _rotl64(ring[pos], window) ^ v
-                ring[pos] = v
-                pos = (pos + 1) % window
-                feats[m] = cur
-                m += 1
-        elif ntok > 0:
-            width = min(window, ntok)
-            for s in range(ntok - width + 1):
-                h = toks[s]
-                for k in range(1, width):
-                    h = h * _GOLDEN + toks[s + k]
-                feats[m] = _fmix64(h)
-                m += 1
-        if weighting == WEIGHT_COUNT:
-            out[d] = _tally_unit(feats, m, reverse)
-        elif weighting == WEIGHT_UNIQUE:
-            u = _weigh_sorted(feats, m, weighting, weights)
-            out[d] = _tally_unit(feats, u, reverse)
-        else:
-            u = _weigh_sorted(feats, m, weighting, weights)
-            out[d] = _tally_weighted(feats, weights, u, reverse)

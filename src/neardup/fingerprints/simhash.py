@@ -1,4 +1,4 @@
-"""Simhash: weighted per-bit tallies of feature hashes, and the text-to-fingerprint pipeline.
+"""Simhash of text: the ``Fingerprinter`` pipeline (normalize, tokenize, hash, shingle, tally).
 
 A fingerprint is an unsigned 64-bit integer; bit 63 is the most significant. For every bit
 position ``i`` the tally adds a feature's weight where bit ``i`` of its hash is 1 and subtracts it
@@ -10,23 +10,40 @@ fingerprint bit ``63 - i`` ("reversed" bit order).
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from neardup.fingerprints import _kernels as K
+from neardup.fingerprints import _normalize as N
+from neardup.fingerprints._pipeline import KernelOptions, _fingerprint_chunk
+from neardup.fingerprints.batch import (
+    decode_document,
+    encode_chunk,
+    encode_one,
+    plan_chunks,
+    run_chunks,
+    threads_for,
+)
 from neardup.fingerprints.hashes import resolve_hash
+from neardup.fingerprints.tally import _MASK64, _to_hash, compute, compute_batch
 from neardup.fingerprints.tokenize import NORMALIZATIONS, TOKENIZERS, char_classes
+from neardup.fingerprints.unicode_tables import empty_tables, norm_tables
 
-__all__ = ["PRESETS", "Fingerprinter", "compute", "compute_batch", "fingerprint"]
-
-_MASK64 = (1 << 64) - 1
+__all__ = ["PRESETS", "Features", "Fingerprinter", "compute", "compute_batch", "fingerprint"]
 
 Feature = int | str | bytes
 Document = str | bytes
+
+
+class Features(NamedTuple):
+    """Fingerprints and shingle keys of documents (see :meth:`Fingerprinter.features_many`)."""
+
+    fingerprints: np.ndarray  # uint64[n]
+    offsets: np.ndarray  # int64[n + 1]
+    keys: np.ndarray  # uint32[offsets[-1]]
+
 
 #: Named configurations. ``reference`` is bit-exact to seomoz/simhash-cpp's ``hash_text``;
 #: ``default`` was chosen by the evaluation in ``bench/eval_fingerprint.py --grid`` (windows 1-5 x
@@ -55,135 +72,12 @@ PRESETS: dict[str, dict[str, Any]] = {
 _SHINGLES = {"cyclic": K.SHINGLE_CYCLIC, "chain": K.SHINGLE_CHAIN}
 _WEIGHTINGS = {"count": K.WEIGHT_COUNT, "unique": K.WEIGHT_UNIQUE, "log": K.WEIGHT_LOG}
 _BIT_ORDERS = ("natural", "reversed")
-
-#: Documents (or MB of text, whichever first) per chunk handed to one thread.
-CHUNK_DOCS = 2048
-CHUNK_BYTES = 4 << 20
-
-
-# ----------------------------------------------------------------------------------------------
-# low-level combine
-
-
-def _to_hash(x: Any, hash_fn: Callable[[bytes], int]) -> int:
-    if isinstance(x, (bool, np.bool_)):
-        raise TypeError("feature hashes must be integers, str or bytes (got bool)")
-    if isinstance(x, (int, np.integer)):
-        v = int(x)
-        if not 0 <= v <= _MASK64:
-            raise ValueError(f"feature hash out of the unsigned 64-bit range: {v}")
-        return v
-    if isinstance(x, str):
-        return hash_fn(x.encode("utf-8"))
-    if isinstance(x, (bytes, bytearray, memoryview)):
-        return hash_fn(bytes(x))
-    raise TypeError(f"a feature must be an int hash, str or bytes (got {type(x).__name__})")
-
-
-def compute(
-    feature_hashes: Iterable[Any] | Mapping[Any, float] | np.ndarray,
-    weights: Sequence[float] | np.ndarray | None = None,
-    *,
-    hash: str | Callable[[bytes], int] = "fnv1a64",  # noqa: A002 - mirrors Fingerprinter
-) -> int:
-    """Simhash of weighted features: one unsigned 64-bit integer.
-
-    Parameters
-    ----------
-    feature_hashes : iterable, mapping or ndarray
-        Feature hashes as unsigned 64-bit integers (any integer dtype is reinterpreted as
-        ``uint64``), or features as ``str``/``bytes`` (hashed with ``hash``), or a mapping
-        ``{feature: weight}``, or ``(feature, weight)`` pairs (e.g. TF-IDF weights).
-    weights : sequence of float, optional
-        One weight per feature (default 1 each). Not allowed with a mapping or pairs.
-    hash : str or callable, default "fnv1a64"
-        How ``str``/``bytes`` features are hashed: ``"fnv1a64"``, ``"jenkins"`` or ``bytes -> int``.
-
-    Returns
-    -------
-    int
-        Bit ``i`` (bit 63 most significant) is 1 where the tally of bit ``i`` -- the weights of
-        features whose hash has bit ``i`` set minus the weights of the others -- is > 0. Empty
-        input gives 0.
-
-    Examples
-    --------
-    >>> compute([0b1100, 0b1010, 0b1001])
-    8
-    >>> compute({"apple": 2.0, "pear": 0.5}) == compute(["apple"])
-    True
-    """
-    hash_fn, _ = resolve_hash(hash)
-    if isinstance(feature_hashes, np.ndarray) and feature_hashes.dtype.kind in "iu":
-        hashes = np.ascontiguousarray(feature_hashes.ravel()).view(
-            feature_hashes.dtype.newbyteorder("=")
-        )
-        hashes = np.ascontiguousarray(hashes.astype(hashes.dtype.str[:-1] + "8", copy=False))
-        hashes = hashes.view(np.uint64)
-    else:
-        items: Iterable[Any]
-        pairs: list[tuple[Any, float]] | None = None
-        if isinstance(feature_hashes, Mapping):
-            pairs = list(feature_hashes.items())
-        else:
-            items = list(feature_hashes)
-            if items and all(isinstance(x, tuple) for x in items):
-                pairs = items  # type: ignore[assignment]
-        if pairs is not None:
-            if weights is not None:
-                raise ValueError("pass weights either in (feature, weight) pairs or as weights=")
-            for p in pairs:
-                if len(p) != 2:
-                    raise ValueError(f"expected (feature, weight) pairs, got {p!r}")
-            items = [p[0] for p in pairs]
-            weights = [float(p[1]) for p in pairs]
-        hashes = np.array([_to_hash(x, hash_fn) for x in items], dtype=np.uint64)
-    m = hashes.shape[0]
-    if weights is None:
-        return int(K._tally_unit(hashes, m, False))
-    w = np.ascontiguousarray(weights, dtype=np.float64).ravel()
-    if w.shape[0] != m:
-        raise ValueError(f"got {m} features but {w.shape[0]} weights; pass one weight per feature")
-    if not np.all(np.isfinite(w)):
-        raise ValueError("weights must be finite numbers")
-    return int(K._tally_weighted(hashes, w, m, False))
-
-
-def compute_batch(
-    hashes: np.ndarray, offsets: np.ndarray, weights: np.ndarray | None = None
-) -> np.ndarray:
-    """Simhash of many feature sets at once (CSR layout), natural bit order.
-
-    Parameters
-    ----------
-    hashes : ndarray of uint64, shape (m,)
-        All feature hashes, document after document.
-    offsets : ndarray of int64, shape (n + 1,)
-        Document ``i`` has ``hashes[offsets[i]:offsets[i + 1]]``; non-decreasing, from 0 to m.
-    weights : ndarray of float64, shape (m,), optional
-        One weight per feature (default 1).
-
-    Returns
-    -------
-    ndarray of uint64, shape (n,)
-        ``compute(hashes[offsets[i]:offsets[i + 1]], weights[...])`` for every ``i``.
-    """
-    h = np.ascontiguousarray(hashes, dtype=np.uint64).ravel()
-    off = np.ascontiguousarray(offsets, dtype=np.int64).ravel()
-    if off.shape[0] < 1 or off[0] != 0 or off[-1] != h.shape[0] or np.any(np.diff(off) < 0):
-        raise ValueError(
-            f"offsets must be non-decreasing from 0 to len(hashes)={h.shape[0]} "
-            f"(got {off.shape[0]} offsets)"
-        )
-    if weights is None:
-        w = np.zeros(0, dtype=np.float64)
-    else:
-        w = np.ascontiguousarray(weights, dtype=np.float64).ravel()
-        if w.shape[0] != h.shape[0]:
-            raise ValueError(f"got {h.shape[0]} hashes but {w.shape[0]} weights")
-    out = np.empty(off.shape[0] - 1, dtype=np.uint64)
-    K._compute_csr(h, off, w, weights is not None, out)
-    return out
+_NORMS = {
+    "none": N.NORM_NONE,
+    "casefold": N.NORM_CASEFOLD,
+    "nfkc": N.NORM_NFKC,
+    "nfkc_casefold": N.NORM_NFKC_CASEFOLD,
+}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -262,10 +156,12 @@ class Fingerprinter:
         self.params: dict[str, Any] = params
 
         norm = params["normalize"]
+        self._norm_code = N.NORM_NONE  # a callable runs in Python, the kernels take its output
         if callable(norm):
             self._normalize: Callable[[str], str] | None = norm
         elif norm in NORMALIZATIONS:
             self._normalize = None if norm == "none" else NORMALIZATIONS[norm]
+            self._norm_code = _NORMS[norm]
         else:
             raise ValueError(
                 f"unknown normalize {norm!r}; use one of {sorted(NORMALIZATIONS)} or a callable"
@@ -307,6 +203,7 @@ class Fingerprinter:
                 f"unknown bit_order {params['bit_order']!r}; use one of {list(_BIT_ORDERS)}"
             )
         self._reverse = params["bit_order"] == "reversed"
+        self._py_normalize = callable(norm)
         self._fast = (
             self._tok_code is not None
             and self._hash_code is not None
@@ -316,6 +213,17 @@ class Fingerprinter:
             self._table = char_classes()
         else:
             self._table = np.zeros(1, dtype=np.uint8)
+        if self._fast:
+            self._opt = KernelOptions(
+                tokenizer=self._tok_code,
+                hash_code=self._hash_code,
+                shingle=self._shingle_code,
+                window=self.window,
+                weighting=self._weight_code,
+                reverse=int(self._reverse),
+                norm=self._norm_code,
+            )
+            self._tables = empty_tables() if self._norm_code == N.NORM_NONE else norm_tables()
 
     def __repr__(self) -> str:
         over = {k: v for k, v in self.params.items() if PRESETS[self.preset].get(k) != v}
@@ -325,21 +233,8 @@ class Fingerprinter:
     # -- preparing documents ------------------------------------------------------------------
 
     def _text(self, doc: Document, index: int) -> str:
-        if isinstance(doc, str):
-            text = doc
-        elif isinstance(doc, (bytes, bytearray, memoryview)):
-            try:
-                text = bytes(doc).decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ValueError(f"document {index} is not valid UTF-8: {e}") from None
-        else:
-            raise TypeError(f"document {index} must be str or bytes, got {type(doc).__name__}")
+        text = decode_document(doc, index)
         return self._normalize(text) if self._normalize is not None else text
-
-    def _bytes(self, doc: Document, index: int) -> bytes:
-        if self._normalize is None and isinstance(doc, (bytes, bytearray)):
-            return bytes(doc)  # passed to the kernel as is (C-string semantics for the reference)
-        return self._text(doc, index).encode("utf-8", "surrogatepass")
 
     # -- the Python path (callables) ----------------------------------------------------------
 
@@ -397,35 +292,32 @@ class Fingerprinter:
 
     # -- the kernel path ----------------------------------------------------------------------
 
-    def _run_chunk(self, docs: Sequence[Document], first: int) -> np.ndarray:
-        encoded = [self._bytes(d, first + i) for i, d in enumerate(docs)]
-        lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
-        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-        if buf.shape[0] == 0:
-            buf = np.zeros(1, dtype=np.uint8)
-        out = np.empty(len(encoded), dtype=np.uint64)
-        K._fingerprint_docs(
-            buf,
-            offsets,
-            self._table,
-            self._tok_code,
-            self._hash_code,
-            self._shingle_code,
-            self.window,
-            self._weight_code,
-            self._reverse,
-            out,
+    def _run_chunk(
+        self, docs: Sequence[Document], first: int, want_keys: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Fingerprints, key offsets and shingle keys of a chunk (empty keys unless asked)."""
+        if self._py_normalize:
+            docs = [self._text(d, first + i) for i, d in enumerate(docs)]
+        chunk = encode_chunk(docs, first, self._norm_code != N.NORM_NONE)
+        out = np.empty(len(docs), dtype=np.uint64)
+        key_off = np.zeros(len(docs) + 1, dtype=np.int64)
+        keys = _fingerprint_chunk(
+            chunk, self._table, self._tables, self._opt, out, key_off, want_keys
         )
-        return out
+        return out, key_off, keys
 
     # -- public -------------------------------------------------------------------------------
 
     def fingerprint(self, text: Document) -> int:
         """The 64-bit simhash of one document (``str``, or UTF-8 ``bytes``) as an ``int``."""
         if self._fast:
-            return int(self._run_chunk([text], 0)[0])
+            if self._py_normalize:
+                text = self._text(text, 0)
+            out = np.empty(1, dtype=np.uint64)
+            chunk = encode_one(text, self._norm_code != N.NORM_NONE)
+            key_off = np.zeros(2, dtype=np.int64)
+            _fingerprint_chunk(chunk, self._table, self._tables, self._opt, out, key_off, False)
+            return int(out[0])
         return self._fingerprint_py(text, 0)
 
     def fingerprint_many(self, texts: Iterable[Document], threads: int | None = None) -> np.ndarray:
@@ -436,8 +328,10 @@ class Fingerprinter:
         texts : iterable of str or bytes
             The documents.
         threads : int, optional
-            Worker threads (default: ``NEARDUP_THREADS`` or the usable CPU count). The kernels
-            release the GIL, so chunks of documents run in parallel.
+            Worker threads (default: ``NEARDUP_THREADS`` or the usable CPU count). With built-in
+            options the whole pipeline, normalization included, runs in kernels that release
+            the GIL: chunks of documents run in parallel, and other Python threads (a reader
+            of the next batch, say) keep running meanwhile.
 
         Returns
         -------
@@ -445,42 +339,74 @@ class Fingerprinter:
             ``[self.fingerprint(t) for t in texts]``.
         """
         docs = texts if isinstance(texts, Sequence) else list(texts)
-        n = len(docs)
         if not self._fast:
             return np.array([self._fingerprint_py(d, i) for i, d in enumerate(docs)], np.uint64)
-        if n == 0:
+        if len(docs) == 0:
             return np.zeros(0, dtype=np.uint64)
-        chunks: list[tuple[int, int]] = []
-        start = size = 0
-        for i, d in enumerate(docs):
-            size += len(d) if isinstance(d, (str, bytes, bytearray)) else 0
-            if i + 1 - start >= CHUNK_DOCS or size >= CHUNK_BYTES:
-                chunks.append((start, i + 1))
-                start, size = i + 1, 0
-        if start < n:
-            chunks.append((start, n))
-        nthreads = _threads(threads)
-        if nthreads <= 1 or len(chunks) == 1:
-            parts = [self._run_chunk(docs[a:b], a) for a, b in chunks]
-        else:
-            with ThreadPoolExecutor(max_workers=nthreads) as pool:
-                parts = list(
-                    pool.map(lambda ab: self._run_chunk(docs[ab[0] : ab[1]], ab[0]), chunks)
-                )
+        nthreads = threads_for(threads)
+        parts = run_chunks(
+            lambda a, b: self._run_chunk(docs[a:b], a)[0], plan_chunks(docs, nthreads), nthreads
+        )
         return np.concatenate(parts)
 
+    def features_many(self, texts: Iterable[Document], threads: int | None = None) -> Features:
+        """Fingerprints and the shingle keys they were computed from, for verification.
 
-def _threads(threads: int | None) -> int:
-    if threads is not None:
-        if threads < 1:
-            raise ValueError(f"threads must be >= 1 (got {threads})")
-        return threads
-    try:
-        from neardup.config import default_threads
+        Each document's keys are the distinct top 32 bits (bits 63..32, bit 63 the most
+        significant) of the 64-bit feature hashes its fingerprint tallies: one per shingle, with
+        the same normalization, tokenizer, window, hash and shingling, computed in the same
+        kernel pass (no second tokenization, no GIL), sorted ascending. The exact Jaccard
+        similarity of two documents' key sets estimates that of their shingle sets (two
+        distinct shingles share a key with probability 2**-32).
 
-        return default_threads()
-    except ImportError:  # pragma: no cover - config is part of the package
-        return os.cpu_count() or 1
+        Parameters
+        ----------
+        texts : iterable of str or bytes
+            The documents.
+        threads : int, optional
+            Worker threads, as for :meth:`fingerprint_many`.
+
+        Returns
+        -------
+        Features
+            ``fingerprints`` (uint64[n], as :meth:`fingerprint_many`), ``offsets``
+            (int64[n + 1]) and ``keys`` (uint32): document ``i`` has
+            ``keys[offsets[i]:offsets[i + 1]]`` (4 bytes per distinct shingle).
+
+        Examples
+        --------
+        >>> f = Fingerprinter().features_many(["a b c d", "A B C D!", ""])
+        >>> f.offsets.tolist(), bool(f.fingerprints[0] == f.fingerprints[1])
+        ([0, 2, 4, 4], True)
+        >>> bool((f.keys[0:2] == f.keys[2:4]).all())
+        True
+        """
+        docs = texts if isinstance(texts, Sequence) else list(texts)
+        n = len(docs)
+        if not self._fast:
+            fps = np.zeros(n, dtype=np.uint64)
+            sets = []
+            for i, d in enumerate(docs):
+                fps[i] = self._fingerprint_py(d, i)
+                feats, _ = self._features_py(d, i)
+                sets.append(np.unique(np.array(feats, dtype=np.uint64) >> np.uint64(32)))
+            offsets = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum([len(k) for k in sets], out=offsets[1:])
+            keys = np.concatenate(sets).astype(np.uint32) if sets else np.zeros(0, np.uint32)
+            return Features(fps, offsets, keys)
+        nthreads = threads_for(threads)
+        plan = plan_chunks(docs, nthreads)
+        parts = run_chunks(lambda a, b: self._run_chunk(docs[a:b], a, True), plan, nthreads)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        pos = 0
+        for (a, b), (_, key_off, _) in zip(plan, parts, strict=True):
+            offsets[a + 1 : b + 1] = key_off[1:] + pos
+            pos += int(key_off[-1])
+        return Features(
+            np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64),
+            offsets,
+            np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.uint32),
+        )
 
 
 _CACHE: dict[str, Fingerprinter] = {}

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from neardup.fingerprints import _kernels as K
+from neardup.fingerprints.unicode_tables import CATEGORIES, categories
 
 __all__ = [
     "NORMALIZATIONS",
@@ -76,10 +77,9 @@ def char_classes() -> np.ndarray:
     written without spaces (one token per character), 3 a combining mark of such a script. Built
     once per process from :mod:`unicodedata` (about 0.2 s).
     """
-    category = unicodedata.category
-    cats = [category(chr(i))[0] for i in range(0x110000)]
-    word = np.fromiter((c in "LNM" for c in cats), dtype=bool, count=0x110000)
-    mark = np.fromiter((c == "M" for c in cats), dtype=bool, count=0x110000)
+    cats = categories()
+    word = np.isin(cats, [i for i, c in enumerate(CATEGORIES) if c[0] in "LNM"])
+    mark = np.isin(cats, [i for i, c in enumerate(CATEGORIES) if c[0] == "M"])
     table = word.astype(np.uint8)  # 0 or CLS_WORD
     for lo, hi in NO_SPACE_RANGES:
         seg = slice(lo, hi + 1)

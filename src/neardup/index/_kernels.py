@@ -96,3 +96,36 @@ def _gather_strings(blob, offsets, rows):
         for j in range(off[i + 1] - off[i]):
             out[off[i] + j] = blob[s + j]
     return out, off
+
+
+@njit(cache=True, nogil=True)
+def _first_not_permutation(order):
+    """-1 when ``order`` holds each of ``0 .. len(order) - 1`` once, else the first position
+    whose value is out of range or repeats an earlier one."""
+    n = order.shape[0]
+    seen = np.zeros((n + 7) // 8, dtype=np.uint8)
+    for i in range(n):
+        v = np.int64(order[i])
+        if v < 0 or v >= n:
+            return i
+        byte = v >> 3
+        bit = np.uint8(1 << (v & 7))
+        if seen[byte] & bit:
+            return i
+        seen[byte] |= bit
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _first_bad_offset(offsets, size):
+    """-1 when ``offsets`` starts at 0, never decreases and ends at ``size``, else the first
+    position that breaks this."""
+    n = offsets.shape[0]
+    if n == 0 or offsets[0] != 0:
+        return 0
+    for i in range(1, n):
+        if offsets[i] < offsets[i - 1] or offsets[i] > size:
+            return i
+    if offsets[n - 1] != size:
+        return n - 1
+    return -1

@@ -30,7 +30,6 @@ from neardup.index import _batch_kernels as bk
 from neardup.index import _kernels
 from neardup.index.codec import load_table
 from neardup.index.index import Index, IndexMatches
-from neardup.index.segments import table_specs
 from neardup.index.storage import load_array
 
 __all__ = [
@@ -51,12 +50,22 @@ DEFAULT_PART_ROWS = 1 << 22
 def pack_specs(layout: Layout) -> np.ndarray:
     """One row per table: prefix shift, lead mask, first-table masks and the move into the
     table's key order, as a uint64 matrix for the probe kernel."""
+    spec = layout.spec
     rows = []
-    for s in table_specs(layout):
-        moves = np.stack([s.src, s.mask, s.dst], axis=1).reshape(-1)
-        nchk = int(s.nchk)
+    for t in range(layout.n_tables):
+        nseg, nchk = int(spec.nseg[t]), int(spec.nchk[t])
+        moves = np.stack(
+            [spec.seg_src[t, :nseg], spec.seg_mask[t, :nseg], spec.seg_dst[t, :nseg]], axis=1
+        ).reshape(-1)
         rows.append(
-            [int(s.shift), int(s.lead), nchk, len(s.src), *moves.tolist(), *s.chk[:nchk].tolist()]
+            [
+                64 - int(spec.pbits[t]),
+                int(spec.lead_key[t]),
+                nchk,
+                nseg,
+                *moves.tolist(),
+                *spec.chk_key[t, :nchk].tolist(),
+            ]
         )
     width = max(len(r) for r in rows)
     return np.array([r + [0] * (width - len(r)) for r in rows], dtype=np.uint64)

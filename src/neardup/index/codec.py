@@ -28,10 +28,12 @@ from typing import Any
 
 import numpy as np
 
+from neardup.core.layout import TableSpec
 from neardup.index import _codec_kernels as ek
 from neardup.index.storage import (
     CODEC_FORMAT_VERSION,
     FORMAT_VERSION,
+    TABLE_CODECS,
     CorruptIndexError,
     load_array,
     write_array,
@@ -45,11 +47,12 @@ __all__ = [
     "load_table",
     "pack_spec",
     "set_codec",
+    "verify_table",
     "write_table",
 ]
 
 #: Codecs an index can store its tables with (``None``: plain sorted uint64 arrays).
-CODECS = ("ef",)
+CODECS = TABLE_CODECS
 
 #: One select sample per ``2**SAMPLE_BUCKETS`` buckets of the high bitvector.
 SAMPLE_BUCKETS = 8
@@ -205,6 +208,7 @@ class CompressedTable:
         self.n = n
         self.low_bits = lbits
         self._spec: Any = None
+        self._t = -1
         self._packed = np.zeros(0, np.uint64)
 
     def __len__(self) -> int:
@@ -260,7 +264,8 @@ class CompressedTable:
         queries: np.ndarray,
         q_order: np.ndarray,
         k: int,
-        spec: Any,
+        spec: TableSpec,
+        t: int,
         fps: CompressedTable,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Probe this permuted table with permuted queries sorted ascending.
@@ -273,9 +278,11 @@ class CompressedTable:
             The batch position of each sorted query.
         k : int
             Distance (bits, inclusive).
-        spec : IndexTableSpec
-            This table's move (``src``/``mask``/``dst``), prefix ``shift``, ``lead`` mask and the
-            masks ``chk[:nchk]`` that give each pair to one table only.
+        spec : TableSpec
+            The layout's packed tables (``Layout.spec``): row ``t`` gives this table's move,
+            prefix, leading blocks and the masks that give each pair to one table only.
+        t : int
+            This table's row in ``spec``.
         fps : CompressedTable
             The segment's sorted fingerprints (table 0), mapping matches back to rows.
 
@@ -284,8 +291,11 @@ class CompressedTable:
         (query_index, row, distance) : three int64 arrays
             Every row within ``k`` bits of a query that this table is the first to find.
         """
-        if self._spec is not spec:  # a table is probed with one spec: pack it once
-            self._packed, self._spec = pack_spec(spec), spec
+        if len(self) == 0 or len(queries) == 0:
+            e = np.empty(0, dtype=np.int64)
+            return e, e.copy(), e.copy()
+        if self._spec is not spec or self._t != t:  # a table is probed as one row: pack it once
+            self._packed, self._spec, self._t = pack_spec(spec, t), spec, t
         parts = []
         q = 0
         cap = 64
@@ -310,15 +320,23 @@ class CompressedTable:
             raise CorruptIndexError(f"{self.name}: {_PROBLEMS[code]}; the file is corrupt")
 
 
-def pack_spec(spec: Any) -> np.ndarray:
-    """One uint64 array holding what the probe kernel needs from an index table spec: prefix
-    shift, lead mask, the first-table masks and the move from the table's order back to the
-    fingerprint's (the inverse of ``src``/``mask``/``dst``)."""
-    nchk = int(spec.nchk)
-    head = [int(spec.shift), int(spec.lead), nchk, int(bool(spec.identity)), len(spec.src)]
-    moves = np.stack([spec.dst, spec.mask, spec.src], axis=1).reshape(-1)
+def pack_spec(spec: TableSpec, t: int) -> np.ndarray:
+    """One uint64 array holding what the probe kernel needs from row ``t`` of a layout's
+    :class:`~neardup.core.layout.TableSpec`: prefix shift, leading blocks and the first-table
+    masks (in key bits), and the move from the table's key order back to the fingerprint's (the
+    inverse of the ``seg_src``/``seg_mask``/``seg_dst`` move)."""
+    nseg = int(spec.nseg[t])
+    nchk = int(spec.nchk[t])
+    head = [64 - int(spec.pbits[t]), int(spec.lead_key[t]), nchk, int(bool(spec.identity[t])), nseg]
+    moves = np.stack(
+        [spec.seg_dst[t, :nseg], spec.seg_mask[t, :nseg], spec.seg_src[t, :nseg]], axis=1
+    ).reshape(-1)
     return np.concatenate(
-        [np.array(head, np.uint64), moves.astype(np.uint64), spec.chk[:nchk].astype(np.uint64)]
+        [
+            np.array(head, np.uint64),
+            moves.astype(np.uint64),
+            spec.chk_key[t, :nchk].astype(np.uint64),
+        ]
     )
 
 
@@ -351,6 +369,15 @@ def load_table(directory: str, entry: dict[str, Any]) -> np.ndarray | Compressed
             f"{path}: holds {table.n} values, the manifest records {entry.get('values')}"
         )
     return table
+
+
+def verify_table(directory: str, entry: dict[str, Any]) -> None:
+    """Decode a coded table file and check its structure (nothing for a plain one); raise
+    :class:`CorruptIndexError` naming the file."""
+    if entry.get("codec") is not None:
+        table = load_table(directory, entry)
+        assert isinstance(table, CompressedTable)
+        table.check()
 
 
 def set_codec(body: dict[str, Any], codec: str | None) -> None:

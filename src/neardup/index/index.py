@@ -12,6 +12,7 @@ Removed rows are listed per segment (tombstones) until a merge drops them.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -20,36 +21,32 @@ import numpy as np
 
 from neardup import config
 from neardup.config import DEFAULT_DISTANCE, default_threads
-from neardup.core import kernels
 from neardup.core.bits import as_fingerprints
 from neardup.core.layout import Layout
 from neardup.core.layout import choose_query_blocks as choose_index_blocks
+from neardup.core.search import probe_table, sorted_query_keys
 from neardup.index import _kernels
-from neardup.index.codec import CompressedTable, load_table, set_codec
+from neardup.index.codec import CompressedTable, set_codec, verify_table
 from neardup.index.segments import (
     Ids,
     Segment,
     convert_ids,
     expand_ranges,
     segment_files,
-    table_specs,
 )
 from neardup.index.storage import (
     FORMAT_VERSION,
     MAGIC,
-    MANIFEST,
     CorruptIndexError,
     WriterLock,
+    create_directory,
     read_manifest,
     remove_unreferenced,
     verify_file,
-    write_manifest,
 )
 from neardup.index.writer import IndexWriter
 
 __all__ = ["Index", "IndexMatches", "choose_index_blocks"]
-
-_ZERO = np.zeros(1, dtype=np.int64)
 
 
 class IndexMatches(NamedTuple):
@@ -122,7 +119,8 @@ class Index(IndexWriter):
         Parameters
         ----------
         path : str or PathLike
-            Directory; created if missing, must not already hold an index.
+            Directory; created if missing (with its parents), else it must be empty. A
+            ``redis://host:port/db?name=NAME`` location creates the index in Redis.
         distance : int
             Largest Hamming distance (bits, inclusive) queries can ask for.
         blocks : int, optional
@@ -132,45 +130,43 @@ class Index(IndexWriter):
         expected_size : int
             Fingerprints the index is expected to hold (only used when ``blocks`` is None).
         compress : bool
-            Store every table in Elias-Fano form (:mod:`neardup.index.codec`): about
-            ``64 - log2(n) + 2`` bits per fingerprint per table instead of 64, same answers.
-            :meth:`compact` converts an index either way.
+            Store every table in Elias-Fano form (:mod:`neardup.index.codec`, about ``66 - log2(n)``
+            bits per fingerprint per table instead of 64, same answers); :meth:`compact` converts.
+
+        The index is built in a temporary directory beside ``path`` and renamed into place,
+        so an interrupted ``create`` leaves ``path`` as it was.
 
         Raises
         ------
         FileExistsError
-            If ``path`` already holds an index.
+            If ``path`` already holds an index, is a file, or is a non-empty directory.
         ValueError
             For an invalid ``distance``/``blocks``.
         """
+        if isinstance(path, str) and path.startswith(("redis://", "rediss://", "unix://")):
+            from neardup.index.redis import RedisIndex
+
+            return RedisIndex.create(path, distance, blocks, expected_size=expected_size)  # type: ignore[return-value]
         if blocks is None:
             blocks = choose_index_blocks(max(1, int(expected_size)), distance)
         layout = Layout(blocks, distance)
         p = os.fspath(path)
-        os.makedirs(p, exist_ok=True)
-        if os.path.exists(os.path.join(p, MANIFEST)):
-            raise FileExistsError(f"{p}: an index already exists here; open it with Index.open")
-        lock = WriterLock(p)
-        try:
-            body = {
-                "magic": MAGIC,
-                "format_version": FORMAT_VERSION,
-                "byte_order": __import__("sys").byteorder,
-                "fingerprint_dtype": "<u8",
-                "distance": layout.distance,
-                "blocks": layout.blocks,
-                "tables": layout.n_tables,
-                "id_type": None,
-                "generation": 0,
-                "next_file": 0,
-                "next_id": 0,
-                "segments": [],
-            }
-            set_codec(body, "ef" if compress else None)
-            write_manifest(p, body)
-        except BaseException:
-            lock.release()
-            raise
+        body = {
+            "magic": MAGIC,
+            "format_version": FORMAT_VERSION,
+            "byte_order": sys.byteorder,
+            "fingerprint_dtype": "<u8",
+            "distance": layout.distance,
+            "blocks": layout.blocks,
+            "tables": layout.n_tables,
+            "id_type": None,
+            "generation": 0,
+            "next_file": 0,
+            "next_id": 0,
+            "segments": [],
+        }
+        set_codec(body, "ef" if compress else None)
+        lock = create_directory(p, body)
         return cls(p, "w", _lock=lock)
 
     @classmethod
@@ -180,8 +176,13 @@ class Index(IndexWriter):
         Opening memory-maps the array files and checks their sizes and headers against the
         manifest (a truncated file is reported by name); content checksums are checked by
         :meth:`verify`. Raises :class:`IndexLockedError` when ``mode="w"`` and another process
-        writes the index.
+        writes the index. A ``redis://host:port/db?name=NAME`` location opens the index stored
+        in Redis (:class:`neardup.index.redis.RedisIndex`, same API and answers).
         """
+        if isinstance(path, str) and path.startswith(("redis://", "rediss://", "unix://")):
+            from neardup.index.redis import RedisIndex
+
+            return RedisIndex.open(path, mode)  # type: ignore[return-value]
         return cls(path, mode)
 
     def _load(self) -> None:
@@ -198,14 +199,28 @@ class Index(IndexWriter):
                     raise
 
     def _install(self, body: dict[str, Any]) -> None:
-        self.layout = Layout(body["blocks"], body["distance"])
-        self._specs = table_specs(self.layout)
+        try:
+            layout = Layout(body["blocks"], body["distance"])
+        except ValueError as e:
+            raise CorruptIndexError(
+                f"{self.path}: the manifest's layout is invalid ({e})"
+            ) from None
+        if layout.n_tables != body["tables"]:
+            raise CorruptIndexError(
+                f"{self.path}: the manifest records {body['tables']} tables, its layout has "
+                f"{layout.n_tables}; the manifest is damaged, restore the index"
+            )
+        self.layout = layout
+        self._spec = self.layout.spec
+        # load the compiled table kernels now (about a second, once per process) rather than
+        # inside the first add or query
+        self.layout.apply(np.zeros(1, dtype=np.uint64), 0)
         old = {s.name: s for s in self._segs}
         segs = []
         for e in body["segments"]:
             s = old.get(e["name"])
             if s is None:
-                s = Segment(self.path, e, self._specs)
+                s = Segment(self.path, e, self._spec)
             elif s.entry.get("deleted") != e.get("deleted"):
                 s.set_deleted(self.path, e.get("deleted"))
             s.entry = e
@@ -248,8 +263,7 @@ class Index(IndexWriter):
 
     @property
     def codec(self) -> str | None:
-        """Codec of the tables (``"ef"``: compressed, see :mod:`neardup.index.codec`) or
-        ``None`` for plain sorted arrays."""
+        """``"ef"`` for compressed tables (:mod:`neardup.index.codec`), ``None`` for plain."""
         return self._body.get("codec")
 
     @property
@@ -277,6 +291,22 @@ class Index(IndexWriter):
         except ValueError:
             return False
         return len(self._find(ids)[0]) > 0
+
+    def contains(self, ids: Sequence[int] | Sequence[str] | np.ndarray) -> np.ndarray:
+        """Batch form of ``id in index``: a bool per id.
+
+        Raises
+        ------
+        neardup.errors.IdError
+            For ids that are not all int64 or all str, or of the other kind than the index's
+            (where ``in`` says False).
+        """
+        self._check_open()
+        conv = convert_ids(ids, None, self.id_type)
+        found = np.zeros(len(conv.keys), dtype=bool)
+        if self.id_type is not None:
+            found[self._find(conv)[0]] = True
+        return found
 
     def info(self) -> dict[str, Any]:
         """Layout, sizes and segments of the committed state."""
@@ -310,10 +340,7 @@ class Index(IndexWriter):
             for e in segment_files(seg):
                 try:
                     verify_file(self.path, e)
-                    if e.get("codec"):  # a compressed table is also decoded and checked
-                        table = load_table(self.path, e)
-                        assert isinstance(table, CompressedTable)
-                        table.check()
+                    verify_table(self.path, e)  # a compressed table is also decoded and checked
                 except CorruptIndexError as err:
                     bad.append(str(err))
         if bad:
@@ -343,43 +370,24 @@ class Index(IndexWriter):
     def _probe_table(
         self, t: int, q: np.ndarray, k: int
     ) -> list[tuple[np.ndarray, int, np.ndarray, np.ndarray]]:
-        spec = self._specs[t]
-        if spec.identity:
-            qperm = q
-        else:
-            qperm = kernels._permute(q, spec.src, spec.mask, spec.dst)
-        if len(q) == 1:
-            qs, qord = qperm, _ZERO
-        else:
-            qord = np.argsort(qperm, kind="stable")
-            qs = np.ascontiguousarray(qperm[qord])
-            qord = qord.astype(np.int64)
+        spec = self._spec
+        qkeys, qord = sorted_query_keys(q, spec, t)
         out = []
         for si, seg in enumerate(self._segs):
             table = seg.tables[t]
-            if len(table) == 0:
-                continue
-            if isinstance(table, CompressedTable):  # compressed segment: decoded in the probe
-                qi, rows, d = table.probe_rows(qs, qord, k, spec, seg.fps)
-                if len(qi):
-                    keep = seg.alive(rows)
-                    out.append((qi[keep], si, rows[keep], d[keep]))
-                continue
-            qi, pos, d = kernels._query_table(
-                table, qs, qord, spec.shift, k, spec.lead, spec.chk, spec.nchk
-            )
+            if isinstance(table, CompressedTable):  # decoded in the probe, which gives rows
+                qi, rows, d = table.probe_rows(qkeys, qord, k, spec, t, seg.fps)
+            else:
+                qi, rows, d = probe_table(table, qkeys, qord, spec, t, k)
+                if len(qi) and not spec.identity[t]:
+                    # tables hold distinct fingerprints: map a match back to every row holding it
+                    v = self.layout.reverse(table[rows], t)
+                    lo = np.searchsorted(seg.fps, v, "left")
+                    hi = np.searchsorted(seg.fps, v, "right")
+                    owner, rows = expand_ranges(lo, hi)
+                    qi, d = qi[owner], d[owner]
             if len(qi) == 0:
                 continue
-            if spec.identity:
-                rows = pos
-            else:
-                v = kernels._permute(
-                    np.ascontiguousarray(table[pos]), spec.dst, spec.mask, spec.src
-                )
-                lo = np.searchsorted(seg.fps, v, "left")
-                hi = np.searchsorted(seg.fps, v, "right")
-                owner, rows = expand_ranges(lo, hi)
-                qi, d = qi[owner], d[owner]
             keep = seg.alive(rows)
             if not keep.all():
                 qi, rows, d = qi[keep], rows[keep], d[keep]
@@ -440,7 +448,14 @@ class Index(IndexWriter):
             blob, off = _kernels._gather_strings(seg.blob, seg.off, rows[sel])
             raw = blob.tobytes()
             ol = off.tolist()
-            values[sel] = [raw[a:b].decode("utf-8") for a, b in zip(ol[:-1], ol[1:], strict=True)]
+            try:
+                values[sel] = [raw[a:b].decode() for a, b in zip(ol[:-1], ol[1:], strict=True)]
+            except UnicodeDecodeError:
+                name = os.path.join(self.path, seg.entry["files"]["sblob"]["name"])
+                raise CorruptIndexError(
+                    f"{name}: an id is not valid UTF-8; the file is corrupt: restore the index "
+                    "from a backup or rebuild it"
+                ) from None
         return keys, values
 
     def query_arrays(

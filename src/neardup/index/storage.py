@@ -25,7 +25,9 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import zlib
 from typing import Any
 
@@ -36,10 +38,16 @@ FORMAT_VERSION = 1
 #: Format of indexes whose tables are coded (``"codec"`` in the manifest, see
 #: :mod:`neardup.index.codec`): readers that only know version 1 refuse them.
 CODEC_FORMAT_VERSION = 2
+#: Codecs a table file may be stored with (see :mod:`neardup.index.codec`).
+TABLE_CODECS = ("ef",)
 MANIFEST = "MANIFEST"
 LOCK = "LOCK"
 _CHUNK = 16 << 20
-_OWNED = re.compile(r"^(s\d{8}\.[a-z0-9]+\.npy|\..*\.tmp)$")
+#: Kinds of segment file the index writes (``s00000007.<kind>.npy``); only files named so, their
+#: temporary files and ``.MANIFEST.tmp`` are ever deleted, and only when no manifest names them.
+FILE_KINDS = r"(?:fp|key|kord|sblob|soff|t\d+|del\d+)"
+_OWNED = re.compile(rf"^\.?s\d{{8}}\.{FILE_KINDS}\.npy(?:\.tmp)?$|^\.{MANIFEST}\.tmp$")
+_MAX_MANIFEST_BYTES = 256 << 20
 
 
 class CorruptIndexError(ValueError):
@@ -102,13 +110,18 @@ def _write_npy(w: _CrcWriter, arr: np.ndarray) -> None:
         w.write(memoryview(flat[s : s + _CHUNK]))
 
 
-def load_array(directory: str, entry: dict[str, Any]) -> np.ndarray:
-    """Memory-map one array file, checking its size, dtype and shape against ``entry``.
+def _entry_path(directory: str, entry: dict[str, Any]) -> str:
+    return os.path.join(directory, entry["name"])
 
-    Raises :class:`CorruptIndexError` naming the file when it is missing, truncated or has
-    another header. Content checksums are checked by :func:`verify_file`.
+
+def load_array(directory: str, entry: dict[str, Any]) -> np.ndarray:
+    """Memory-map one array file, checking its size, header, dtype and shape against ``entry``.
+
+    Raises :class:`CorruptIndexError` naming the file when it is missing, truncated, has a
+    damaged header or another dtype or shape. Content checksums are checked by
+    :func:`verify_file`.
     """
-    path = os.path.join(directory, entry["name"])
+    path = _entry_path(directory, entry)
     try:
         size = os.path.getsize(path)
     except FileNotFoundError:
@@ -119,18 +132,41 @@ def load_array(directory: str, entry: dict[str, Any]) -> np.ndarray:
             f"overwritten); restore it from a backup or rebuild the index"
         )
     try:
-        if int(np.prod(entry["shape"])) == 0:
-            arr = np.load(path)
-        else:
-            arr = np.load(path, mmap_mode="r")
-    except (ValueError, OSError) as e:
-        raise CorruptIndexError(f"{path}: unreadable array file ({e})") from None
-    if arr.dtype.str != entry["dtype"] or list(arr.shape) != list(entry["shape"]):
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            shape, fortran, dtype = _read_header(f, version)
+            offset = f.tell()
+    except Exception as e:  # a damaged header can fail in many ways (tokenize, syntax, ...)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CorruptIndexError(f"{path}: damaged array header ({first})") from None
+    if (
+        dtype.str != entry["dtype"]
+        or list(shape) != list(entry["shape"])
+        or (fortran and len(shape) > 1)
+    ):
         raise CorruptIndexError(
-            f"{path}: holds {arr.dtype.str}{list(arr.shape)}, the manifest records "
+            f"{path}: holds {dtype.str}{list(shape)}, the manifest records "
             f"{entry['dtype']}{entry['shape']}"
         )
-    return arr
+    count = int(np.prod(shape, dtype=np.int64))
+    if offset + count * dtype.itemsize != size:
+        raise CorruptIndexError(
+            f"{path}: {size} bytes do not hold a header and {count} values of {dtype.str}"
+        )
+    if count == 0:
+        return np.empty(shape, dtype=dtype)
+    try:
+        return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=tuple(shape))
+    except (ValueError, OSError) as e:
+        raise CorruptIndexError(f"{path}: unreadable array file ({e})") from None
+
+
+def _read_header(f: Any, version: tuple[int, int]) -> tuple[tuple[int, ...], bool, np.dtype]:
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(f, max_header_size=10_000)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(f, max_header_size=10_000)
+    raise ValueError(f"npy format version {version} is not one neardup writes")
 
 
 def verify_file(directory: str, entry: dict[str, Any]) -> None:
@@ -175,17 +211,25 @@ def write_manifest(directory: str, body: dict[str, Any]) -> None:
 
 
 def read_manifest(directory: str) -> dict[str, Any]:
-    """Read and check ``MANIFEST`` (magic, version, byte order, its own checksum)."""
+    """Read and check ``MANIFEST``: magic, version, byte order, its own checksum, then every
+    field's type and every file name (see :func:`neardup.index.manifest.check_manifest`)."""
     path = os.path.join(directory, MANIFEST)
     if not os.path.isdir(directory):
         raise FileNotFoundError(errno.ENOENT, "no such index directory", directory)
     if not os.path.exists(path):
-        raise CorruptIndexError(f"{directory}: not a neardup index (no {MANIFEST} file)")
+        hint = ""
+        if _interrupted_create(directory):
+            hint = "; an `index create` was interrupted here: create the index again"
+        raise CorruptIndexError(f"{directory}: not a neardup index (no {MANIFEST} file){hint}")
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise CorruptIndexError(f"{path}: corrupt manifest ({e})") from None
+        with open(path, "rb") as f:
+            raw = f.read(_MAX_MANIFEST_BYTES + 1)
+        if len(raw) > _MAX_MANIFEST_BYTES:
+            raise ValueError(f"larger than {_MAX_MANIFEST_BYTES} bytes")
+        doc = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise CorruptIndexError(f"{path}: corrupt manifest ({first})") from None
     if not isinstance(doc, dict) or doc.get("magic") != MAGIC:
         raise CorruptIndexError(f"{path}: not a neardup index manifest")
     crc = doc.pop("manifest_crc32", None)
@@ -193,7 +237,7 @@ def read_manifest(directory: str) -> dict[str, Any]:
         raise CorruptIndexError(f"{path}: manifest checksum mismatch; the file is corrupt")
     if doc.get("format_version") not in (FORMAT_VERSION, CODEC_FORMAT_VERSION):
         raise CorruptIndexError(
-            f"{path}: format version {doc.get('format_version')} is not supported "
+            f"{path}: format version {doc.get('format_version')!r} is not supported "
             f"(this neardup reads versions {FORMAT_VERSION} and {CODEC_FORMAT_VERSION}); "
             f"upgrade neardup"
         )
@@ -202,7 +246,27 @@ def read_manifest(directory: str) -> dict[str, Any]:
             f"{path}: written on a {doc.get('byte_order')}-endian machine, this one is "
             f"{sys.byteorder}-endian"
         )
+    from neardup.index.manifest import check_manifest  # it builds on this module
+
+    check_manifest(doc, path)
     return doc
+
+
+def _interrupted_create(directory: str) -> bool:
+    """True for a directory left by an `index create` of an earlier version that was killed:
+    nothing but a ``LOCK`` file holding a pid (and maybe ``.MANIFEST.tmp``)."""
+    try:
+        names = set(os.listdir(directory))
+    except OSError:
+        return False
+    if LOCK not in names or names - {LOCK, f".{MANIFEST}.tmp"}:
+        return False
+    try:
+        with open(os.path.join(directory, LOCK), "rb") as f:
+            pid = f.read(64)
+    except OSError:
+        return False
+    return re.fullmatch(rb"\d*\n?", pid) is not None
 
 
 def referenced_files(body: dict[str, Any]) -> set[str]:
@@ -216,16 +280,100 @@ def referenced_files(body: dict[str, Any]) -> set[str]:
 
 
 def remove_unreferenced(directory: str, body: dict[str, Any]) -> int:
-    """Delete the index's own files (segment arrays, temp files) that ``body`` does not
-    reference; return how many. Only the writer calls this, after a commit."""
+    """Delete the index's own files that ``body`` does not reference (segment arrays, their
+    temporary files, ``.MANIFEST.tmp``); return how many. Only files named as the index names
+    them (:data:`FILE_KINDS`) are candidates. Only the writer calls this, after a commit or
+    when it opens the index."""
     keep = referenced_files(body)
     gone = 0
     for name in os.listdir(directory):
-        if _OWNED.match(name) and name not in keep and name != f".{MANIFEST}.tmp":
+        if _OWNED.match(name) and name not in keep:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(directory, name))
                 gone += 1
     return gone
+
+
+def create_directory(path: str, body: dict[str, Any]) -> WriterLock:
+    """Create the index directory ``path`` holding ``body`` as its manifest, atomically.
+
+    ``path`` must not exist or be an empty directory (or one left by an interrupted create of
+    an earlier version). The manifest is written in a temporary directory beside ``path``,
+    which is renamed to ``path``; so a create killed at any point leaves ``path`` as it was.
+    Returns the writer lock, held.
+    """
+    real = os.path.realpath(path)
+    mode = 0o777 & ~_umask()
+    leftovers: list[str] = []
+    if os.path.lexists(real):
+        if not os.path.isdir(real):
+            raise FileExistsError(f"{path}: exists and is not a directory; an index is a directory")
+        names = os.listdir(real)
+        if MANIFEST in names:
+            raise FileExistsError(f"{path}: an index already exists here; open it with Index.open")
+        if names and not _interrupted_create(real):
+            raise FileExistsError(
+                f"{path}: directory is not empty and holds no index; create the index in a new "
+                "or empty directory"
+            )
+        leftovers = names
+        mode = os.stat(real).st_mode & 0o7777
+    parent = os.path.dirname(real)
+    tmp = None
+    try:
+        os.makedirs(parent, exist_ok=True)
+        _remove_abandoned_creates(parent, os.path.basename(real))
+        tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(real)}.", suffix=".tmp", dir=parent)
+        os.chmod(tmp, mode)
+        lock = WriterLock(tmp)
+        try:
+            write_manifest(tmp, body)
+            for name in leftovers:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(real, name))
+            os.rename(tmp, real)
+        except BaseException:
+            lock.release()
+            raise
+    except OSError as e:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise FileExistsError(f"{path}: something was created here meanwhile") from None
+        raise OSError(e.errno, e.strerror or str(e), path) from None
+    except BaseException:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(parent)
+    lock.path = os.path.join(real, LOCK)
+    return lock
+
+
+def _remove_abandoned_creates(parent: str, base: str) -> None:
+    """Delete the temporary directories of earlier creates of ``base`` that were killed: named
+    ``.base.XXXXXXXX.tmp``, holding nothing but a LOCK and a manifest, and whose LOCK no live
+    process holds."""
+    pattern = re.compile(rf"^\.{re.escape(base)}\.[a-z0-9_]{{8}}\.tmp$")
+    for name in os.listdir(parent):
+        d = os.path.join(parent, name)
+        if not pattern.match(name) or os.path.islink(d) or not os.path.isdir(d):
+            continue
+        with contextlib.suppress(OSError):
+            if not set(os.listdir(d)) <= {LOCK, MANIFEST, f".{MANIFEST}.tmp"}:
+                continue
+            fd = os.open(os.path.join(d, LOCK), os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: a create in progress
+                shutil.rmtree(d)
+            finally:
+                os.close(fd)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 class WriterLock:
@@ -241,6 +389,11 @@ class WriterLock:
                 pid = os.pread(self.fd, 32, 0).decode(errors="replace").strip() or "?"
             finally:
                 os.close(self.fd)
+            if pid == str(os.getpid()):
+                raise IndexLockedError(
+                    f"index {directory} is already open for writing in this process; close "
+                    f"that Index (or use it) before opening another writer"
+                ) from None
             raise IndexLockedError(
                 f"index {directory} is open for writing by another process (pid {pid}); "
                 f"close it there or open this one with mode='r'"

@@ -15,8 +15,8 @@ import numpy as np
 
 from neardup import config
 from neardup.config import default_threads
-from neardup.core import kernels
 from neardup.core.bits import as_fingerprints
+from neardup.errors import IdError
 from neardup.index import _kernels
 from neardup.index.codec import set_codec, write_table
 from neardup.index.segments import Segment, concat_strings, convert_ids, show_id
@@ -57,12 +57,11 @@ class IndexWriter:
         kord = np.argsort(keys, kind="stable").astype(np.uint32 if len(keys) < 2**32 else np.int64)
 
         def table(t: int) -> tuple[str, dict[str, Any]]:
-            s = self._specs[t]
-            v = kernels._permute(distinct, s.src, s.mask, s.dst)
+            v = self.layout.apply(distinct, t)
             v.sort()
             return f"t{t}", write_table(self.path, f"{name}.t{t}.npy", v, codec)
 
-        todo = [t for t, s in enumerate(self._specs) if not s.identity]
+        todo = [t for t in range(self.layout.n_tables) if not self._spec.identity[t]]
         with ThreadPoolExecutor(min(default_threads(), max(1, len(todo)))) as ex:
             files.update(ex.map(table, todo))
         files["fp"] = write_table(self.path, f"{name}.fp.npy", fps, codec)
@@ -116,9 +115,10 @@ class IndexWriter:
 
         Raises
         ------
-        ValueError
-            For an id already in the index (nothing is added), repeated ids in the batch, a
-            length mismatch or ids of the other kind.
+        neardup.errors.IdError
+            A ``ValueError`` naming the first bad id and its position: an id already in the
+            index, repeated in the batch, of the other kind, not an int64 or str, or a count or
+            shape that does not match the fingerprints. Nothing is written.
         """
         self._check_writable()
         fp = as_fingerprints(fingerprints, "fingerprints")
@@ -128,21 +128,14 @@ class IndexWriter:
                 raise ValueError("this index has string ids; pass ids to add()")
             start = int(body["next_id"])
             ids = np.arange(start, start + len(fp), dtype=np.int64)
-        conv = convert_ids(ids, len(fp), self.id_type)
+        conv = convert_ids(ids, len(fp), self.id_type, unique=True)
         if len(fp) == 0:
             return
-        if conv.kind == "int64":
-            s = np.sort(conv.keys)  # far faster than np.unique's hashing at millions of ids
-            dup = bool((s[1:] == s[:-1]).any())
-        else:
-            dup = len(set(conv.values)) != len(conv.values)
-        if dup:
-            raise ValueError("ids repeat within the batch; ids must be unique")
         found, _, _ = self._find(conv)
         if len(found):
-            raise ValueError(
-                f"id {show_id(conv.values[int(found[0])])} is already in the index "
-                f"({len(np.unique(found))} of the batch are); remove them first"
+            k = int(found.min())
+            raise IdError(
+                f"id {show_id(conv.values[k])} is already in the index; remove it first", k
             )
         body["id_type"] = conv.kind
         if conv.kind == "int64":

@@ -92,3 +92,32 @@ def _format_json_rows(values, row_ptr):
         out[w + 1] = 10
         w += 2
     return out[:w]
+
+
+@njit(cache=True, nogil=True)
+def _json_too_deep(buf, limit):
+    """True when the JSON text ``buf`` nests arrays/objects more than ``limit`` deep.
+
+    Counts ``[`` and ``{`` outside strings (a backslash escapes the next byte inside a string).
+    """
+    depth = 0
+    in_string = False
+    escaped = False
+    for i in range(buf.shape[0]):
+        c = buf[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == 92:  # backslash
+                escaped = True
+            elif c == 34:  # "
+                in_string = False
+        elif c == 34:
+            in_string = True
+        elif c == 91 or c == 123:  # [ {
+            depth += 1
+            if depth > limit:
+                return True
+        elif c == 93 or c == 125:  # ] }
+            depth -= 1
+    return False

@@ -10,8 +10,8 @@ import sys
 
 import numpy as np
 
+from neardup import config
 from neardup.errors import InputError
-from neardup.io import _kernels as kernels
 
 STDIO = "-"
 
@@ -46,6 +46,12 @@ def parse_decimal_lines(data: bytes, source: str = "<input>") -> np.ndarray:
     Surrounding whitespace and CRLF line ends are accepted, blank lines skipped. The first bad line
     raises :class:`InputError` naming ``source``, its 1-based line number and its text.
     """
+    if len(data) <= config.SMALL_PARSE_BYTES:
+        small = _parse_small(data)
+        if small is not None:
+            return small
+    from neardup.io import _kernels as kernels  # numba loads only for inputs that need it
+
     buf = np.frombuffer(data, dtype=np.uint8)
     values, status, line, start, end = kernels._parse_decimal_lines(buf)
     if status == 0:
@@ -61,6 +67,24 @@ def parse_decimal_lines(data: bytes, source: str = "<input>") -> np.ndarray:
     raise InputError(source, int(line), f"{shown!r} {reason}")
 
 
+def _parse_small(data: bytes) -> np.ndarray | None:
+    """The values of a small valid input in plain Python (the kernel's rules: ASCII digits
+    between optional space, tab, CR, VT or FF); None when a line is bad (the kernel then names
+    it)."""
+    out = []
+    for line in data.split(b"\n"):
+        text = line.strip()  # the kernel's spaces, and no others: \n is the separator
+        if not text:
+            continue
+        if not text.isdigit():
+            return None
+        v = int(text)
+        if v >> 64:
+            return None
+        out.append(v)
+    return np.array(out, dtype=np.uint64)
+
+
 def format_json_rows(values: np.ndarray, row_ptr: np.ndarray) -> bytes:
     """Format rows of uint64 values as JSON arrays, one per line: ``[a, b, c]\\n``.
 
@@ -70,4 +94,11 @@ def format_json_rows(values: np.ndarray, row_ptr: np.ndarray) -> bytes:
     row_ptr = np.ascontiguousarray(row_ptr, dtype=np.int64)
     if len(row_ptr) <= 1:
         return b""
+    if len(values) <= config.SMALL_INPUT:
+        return "".join(
+            "[" + ", ".join(map(str, values[a:b].tolist())) + "]\n"
+            for a, b in zip(row_ptr[:-1].tolist(), row_ptr[1:].tolist(), strict=True)
+        ).encode()
+    from neardup.io import _kernels as kernels
+
     return kernels._format_json_rows(values, row_ptr).tobytes()

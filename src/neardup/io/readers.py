@@ -10,20 +10,30 @@ passed to ``on_bad`` and skipped.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
+import math
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, NamedTuple
 
+import numpy as np
+
+from neardup import config
 from neardup._optional import require
 from neardup.errors import InputError
+from neardup.io.files import open_input, open_parquet, strip_compression
 
 __all__ = [
+    "DEFAULT_ID_FIELD",
     "FORMATS",
     "Record",
+    "check_id",
     "detect_format",
+    "iter_lines",
+    "open_parquet",
+    "parse_json_line",
     "read_documents",
     "read_jsonl",
     "read_lines",
@@ -33,6 +43,10 @@ __all__ = [
 
 STDIN = "-"
 FORMATS = ("auto", "text", "lines", "jsonl", "parquet")
+#: The id field used when present; any other id field a caller names must be present.
+DEFAULT_ID_FIELD = "id"
+_SKIP_CHUNK = 1 << 20
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 OnBad = Callable[[InputError], None]
 
@@ -52,22 +66,24 @@ def _name(path: str | os.PathLike) -> str:
 
 @contextlib.contextmanager
 def _open_binary(path: str | os.PathLike) -> Iterator[IO[bytes]]:
-    """The file opened for binary reading, or stdin (left open) for ``-``."""
+    """The file opened for binary reading (decompressed, local or a URL: see
+    :func:`neardup.io.files.open_input`), or stdin (left open) for ``-``."""
     if str(path) == STDIN:
         yield sys.stdin.buffer
         return
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         yield f
 
 
 def detect_format(path: str | os.PathLike, fmt: str = "auto") -> str:
     """The reader to use for ``path``: ``fmt`` unless ``"auto"``, then by file extension
-    (``.jsonl``/``.ndjson`` -> jsonl, ``.parquet``/``.pq`` -> parquet, else text)."""
+    (``.jsonl``/``.ndjson`` -> jsonl, ``.parquet``/``.pq`` -> parquet, else text), after any
+    compression suffix (``.gz``, ``.bz2``, ``.xz``, ``.zst``)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown input format {fmt!r}; use one of {list(FORMATS)}")
     if fmt != "auto":
         return fmt
-    low = str(path).lower()
+    low = strip_compression(str(path)).lower()
     if low.endswith((".jsonl", ".ndjson")):
         return "jsonl"
     if low.endswith((".parquet", ".pq")):
@@ -87,12 +103,50 @@ def _decode(data: bytes, source: str, number: int, what: str = "") -> str:
         ) from None
 
 
+def _too_big(source: str, number: int, size: int | None, what: str) -> InputError:
+    limit = config.MAX_RECORD_BYTES
+    got = f"{size} bytes" if size is not None else f"over {limit} bytes"
+    return InputError(
+        source,
+        number,
+        f"{what} is {got}, more than the {limit} bytes a record may have "
+        "(neardup.config.MAX_RECORD_BYTES); split it or use --skip-bad",
+    )
+
+
+def iter_lines(f: IO[bytes], limit: int | None = None) -> Iterator[tuple[int, bytes | None]]:
+    """``(line number, line bytes)`` of a binary stream, 1-based, line end included.
+
+    A line longer than ``limit`` bytes (default :data:`neardup.config.MAX_RECORD_BYTES`, line
+    end not counted) is read past in pieces and yielded as ``None``, so memory stays bounded.
+    """
+    limit = config.MAX_RECORD_BYTES if limit is None else limit
+    number = 0
+    while True:
+        line = f.readline(limit + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > limit and not (len(line) == limit + 1 and line.endswith(b"\n")):
+            while not line.endswith(b"\n"):
+                line = f.readline(_SKIP_CHUNK)
+                if not line:
+                    break
+            yield number, None
+        else:
+            yield number, line
+
+
 def read_text_file(path: str | os.PathLike, on_bad: OnBad | None = None) -> Iterator[Record]:
     """The whole file as one document (id = the file name); a decoding error names its line."""
     source = _name(path)
+    limit = config.MAX_RECORD_BYTES
     with _open_binary(path) as f:
-        data = f.read()
+        data = f.read(limit + 1)
     try:
+        if len(data) > limit:
+            size = None if str(path) == STDIN else os.path.getsize(path)
+            raise _too_big(source, 1, size, "the file")
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
@@ -106,6 +160,11 @@ def read_text_file(path: str | os.PathLike, on_bad: OnBad | None = None) -> Iter
             raise err from None
         on_bad(err)
         return
+    except InputError as err:
+        if on_bad is None:
+            raise
+        on_bad(err)
+        return
     yield Record(source, 1, source, text)
 
 
@@ -113,8 +172,10 @@ def read_lines(path: str | os.PathLike, on_bad: OnBad | None = None) -> Iterator
     """One document per line (trailing ``\\n``/``\\r\\n`` removed; empty lines are documents)."""
     source = _name(path)
     with _open_binary(path) as f:
-        for number, raw in enumerate(f, start=1):
+        for number, raw in iter_lines(f):
             try:
+                if raw is None:
+                    raise _too_big(source, number, None, "the line")
                 text = _decode(raw.rstrip(b"\r\n"), source, number)
             except InputError as e:
                 if on_bad is None:
@@ -124,6 +185,51 @@ def read_lines(path: str | os.PathLike, on_bad: OnBad | None = None) -> Iterator
             yield Record(source, number, f"{source}:{number}", text)
 
 
+def parse_json_line(raw: bytes, source: str, number: int) -> Any:
+    """One JSON document from one line of bytes, or :class:`InputError` naming the line.
+
+    Nesting deeper than :data:`neardup.config.MAX_JSON_DEPTH` is refused before parsing (the
+    parser recurses once per level); NaN and Infinity are read as Python floats, as ``json``
+    does.
+    """
+    line = _decode(raw, source, number)
+    depth = config.MAX_JSON_DEPTH
+    if raw.count(b"[") + raw.count(b"{") > depth and _too_deep(raw, depth):
+        raise InputError(
+            source,
+            number,
+            f"JSON nested more than {depth} levels deep (neardup.config.MAX_JSON_DEPTH); "
+            "flatten the record or use --skip-bad",
+        )
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as e:
+        raise InputError(source, number, f"not valid JSON: {e.msg} (column {e.colno})") from None
+    except RecursionError:
+        raise InputError(source, number, "JSON nested too deeply to parse") from None
+    except ValueError as e:  # e.g. an integer of more than 4300 digits
+        raise InputError(source, number, f"unusable JSON: {str(e).split(';')[0]}") from None
+
+
+def _too_deep(raw: bytes, depth: int) -> bool:
+    from neardup.io import _kernels  # numba loads only for a line with that many brackets
+
+    return bool(_kernels._json_too_deep(np.frombuffer(raw, dtype=np.uint8), depth))
+
+
+def check_id(value: Any, source: str, number: int, what: str = "the id") -> Any:
+    """``value`` if it can be an id (written to JSON and UTF-8 outputs), else InputError."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(
+            source, number, f"{what} is {value!r}; ids must be strings, integers or finite numbers"
+        )
+    if isinstance(value, str) and _SURROGATE.search(value):
+        raise InputError(
+            source, number, f"{what} holds an unpaired surrogate (\\u escape); it is not Unicode"
+        )
+    return value
+
+
 def read_jsonl(
     path: str | os.PathLike,
     field: str = "text",
@@ -131,21 +237,24 @@ def read_jsonl(
     on_bad: OnBad | None = None,
 ) -> Iterator[Record]:
     """One JSON object per line; the document is ``obj[field]`` (a string), the id
-    ``obj[id_field]`` when present. Blank lines are skipped."""
+    ``obj[id_field]``. Blank lines are skipped.
+
+    The default id field ``"id"`` is used when a record has it (else ``"file:line"``); any other
+    ``id_field`` must be in every record (a misspelled one is an error, not a silent fallback).
+    """
     source = _name(path)
+    required = id_field is not None and id_field != DEFAULT_ID_FIELD
     with _open_binary(path) as f:
-        for number, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
+        for number, raw in iter_lines(f):
             try:
-                line = _decode(raw, source, number)
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise InputError(source, number, f"not valid JSON: {e.msg}") from None
+                if raw is None:
+                    raise _too_big(source, number, None, "the line")
+                if not raw.strip():
+                    continue
+                obj = parse_json_line(raw, source, number)
                 if not isinstance(obj, dict):
                     raise InputError(
-                        source, number, f"expected a JSON object, got {type(obj).__name__}"
+                        source, number, f"expected a JSON object, got {_json_type(obj)}"
                     )
                 if field not in obj:
                     raise InputError(
@@ -158,12 +267,24 @@ def read_jsonl(
                         number,
                         f"field {field!r} is {_json_type(text)}, expected a string",
                     )
+                if id_field is None:
+                    rid: Any = f"{source}:{number}"
+                elif id_field in obj:
+                    rid = check_id(obj[id_field], source, number, f"id field {id_field!r}")
+                elif required:
+                    raise InputError(
+                        source,
+                        number,
+                        f"missing id field {id_field!r} (use --id-field to choose one, or "
+                        "--id-field '' for file:line ids)",
+                    )
+                else:
+                    rid = f"{source}:{number}"
             except InputError as e:
                 if on_bad is None:
                     raise
                 on_bad(e)
                 continue
-            rid = obj.get(id_field, f"{source}:{number}") if id_field else f"{source}:{number}"
             yield Record(source, number, rid, text)
 
 
@@ -171,7 +292,12 @@ def _json_type(v: Any) -> str:
     if v is None:
         return "null"
     return {bool: "a boolean", int: "a number", float: "a number", list: "an array",
-            dict: "an object"}.get(type(v), type(v).__name__)  # fmt: skip
+            dict: "an object", str: "a string"}.get(type(v), type(v).__name__)  # fmt: skip
+
+
+def _arrow_message(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
 
 
 def read_parquet(
@@ -182,14 +308,11 @@ def read_parquet(
     batch_size: int = 8192,
 ) -> Iterator[Record]:
     """Rows of a Parquet file, streamed in record batches; the document is the string column
-    ``column``, the id the column ``id_column`` when the file has it (else ``"file:row"``)."""
+    ``column``, the id the column ``id_column`` (the default ``"id"`` when the file has it, else
+    ``"file:row"``; any other ``id_column`` must exist)."""
     pa = require("pyarrow", feature="Parquet")
-    pq = require("pyarrow.parquet", feature="Parquet")
     source = _name(path)
-    if str(path) == STDIN:
-        pf = pq.ParquetFile(io.BytesIO(sys.stdin.buffer.read()))
-    else:
-        pf = pq.ParquetFile(path)
+    pf = open_parquet(path)
     names = pf.schema_arrow.names
     if column not in names:
         raise InputError(source, None, f"no column {column!r} (columns: {', '.join(names)})")
@@ -198,11 +321,27 @@ def read_parquet(
     is_binary = pa.types.is_binary(ctype) or pa.types.is_large_binary(ctype)
     if not (is_text or is_binary or pa.types.is_null(ctype)):
         raise InputError(source, None, f"column {column!r} is {ctype}, expected strings")
+    if id_column and id_column not in names and id_column != DEFAULT_ID_FIELD:
+        raise InputError(
+            source,
+            None,
+            f"no id column {id_column!r} (columns: {', '.join(names)}); use --id-field to "
+            "choose one, or --id-field '' for file:row ids",
+        )
     cols = [column] + ([id_column] if id_column and id_column in names else [])
     row = 0
-    for batch in pf.iter_batches(batch_size=batch_size, columns=cols):
-        texts = batch.column(0).to_pylist()
-        ids = batch.column(1).to_pylist() if len(cols) == 2 else None
+    batches = pf.iter_batches(batch_size=batch_size, columns=cols)
+    while True:
+        try:
+            batch = next(batches, None)
+            if batch is None:
+                break
+            texts = batch.column(0).to_pylist()
+            ids = batch.column(1).to_pylist() if len(cols) == 2 else None
+        except (pa.ArrowException, OSError, ValueError, TypeError) as e:
+            raise InputError(
+                source, row + 1, f"unreadable Parquet data ({_arrow_message(e)})"
+            ) from None
         for k, text in enumerate(texts):
             row += 1
             try:
@@ -210,12 +349,12 @@ def read_parquet(
                     raise InputError(source, row, f"column {column!r} is null in this row")
                 if isinstance(text, bytes):
                     text = _decode(text, source, row, f"column {column!r} is ")
+                rid = check_id(ids[k], source, row) if ids is not None else f"{source}:{row}"
             except InputError as e:
                 if on_bad is None:
                     raise
                 on_bad(e)
                 continue
-            rid = ids[k] if ids is not None else f"{source}:{row}"
             yield Record(source, row, rid, text)
 
 

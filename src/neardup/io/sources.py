@@ -12,9 +12,22 @@ from typing import Any
 import numpy as np
 
 from neardup.errors import InputError
-from neardup.io.readers import STDIN, detect_format
+from neardup.io.files import is_url, list_url
+from neardup.io.hf import dataset_texts_and_ids, is_dataset, is_saved_dataset
+from neardup.io.readers import DEFAULT_ID_FIELD, STDIN, detect_format
 
-__all__ = ["InputFile", "expand_inputs", "is_paths", "texts_and_ids"]
+__all__ = ["InputFile", "InputPath", "expand_inputs", "is_paths", "texts_and_ids"]
+
+
+class InputPath(str):
+    """A path or URL (``s3://bucket/x.jsonl``) that names input files, as text: unlike a plain
+    ``str`` in a list (a text to deduplicate), a list of these is read as files, and unlike
+    ``pathlib.Path`` it keeps a URL's ``//``."""
+
+    __slots__ = ()
+
+    def __fspath__(self) -> str:
+        return str.__str__(self)
 
 
 @dataclass(frozen=True)
@@ -29,9 +42,14 @@ class InputFile:
 _GLOB_CHARS = frozenset("*?[")
 
 
-def expand_inputs(inputs: Iterable[str | os.PathLike], fmt: str = "auto") -> list[InputFile]:
+def expand_inputs(
+    inputs: Iterable[str | os.PathLike], fmt: str = "auto", *, one_output: bool = True
+) -> list[InputFile]:
     """Files named by ``inputs``: files as given, directories walked (sorted, dot-files skipped),
-    glob patterns that name no file expanded (sorted).
+    glob patterns that name no file expanded (sorted); the same for fsspec URLs (``s3://...``).
+
+    With ``one_output=False`` (commands that read their inputs once, such as ``fingerprint``),
+    ``-`` (stdin) is kept as is and formats may mix.
 
     Raises
     ------
@@ -42,11 +60,23 @@ def expand_inputs(inputs: Iterable[str | os.PathLike], fmt: str = "auto") -> lis
     files: list[InputFile] = []
     for raw in inputs:
         path = os.fspath(raw)
+        if path == STDIN and not one_output:
+            files.append(InputFile(path, detect_format(path, fmt), path))
+            continue
         if path == STDIN:
             raise InputError(
                 "<stdin>", None, "dedup reads its input twice; save stdin to a file first"
             )
-        if os.path.isdir(path):
+        if is_url(path):
+            files += [InputFile(p, detect_format(p, fmt), rel) for p, rel in list_url(path)]
+        elif is_saved_dataset(path):
+            raise InputError(
+                path,
+                None,
+                "is a Hugging Face dataset saved with save_to_disk: pass "
+                "datasets.load_from_disk(path) instead (`neardup dedup` reads it as is)",
+            )
+        elif os.path.isdir(path):
             found = []
             for dirpath, dirs, names in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -62,6 +92,8 @@ def expand_inputs(inputs: Iterable[str | os.PathLike], fmt: str = "auto") -> lis
         else:
             raise InputError(path, None, "no such file")
     kinds = {f.kind for f in files}
+    if not one_output:
+        return files
     if len(kinds) > 1:
         first = {k: next(f.path for f in files if f.kind == k) for k in sorted(kinds)}
         shown = ", ".join(f"{p} is {k}" for k, p in first.items())
@@ -96,8 +128,20 @@ def is_paths(data: Any) -> bool:
     )
 
 
+def _no_id_column(id_field: str | None, columns: Any) -> None:
+    """A named id column (other than the default ``id``) must exist."""
+    if id_field and id_field != DEFAULT_ID_FIELD:
+        cols = ", ".join(map(str, columns))
+        raise ValueError(f"no id column {id_field!r} (columns: {cols}); pass id_field=None")
+
+
 def texts_and_ids(data: Any, text_field: str, id_field: str | None) -> tuple[Any, list | None]:
-    """Texts (an iterable) and ids (or None: positions) of in-memory input."""
+    """Texts (an iterable) and ids (or None: positions) of in-memory input.
+
+    The default id column ``id`` is used when present; any other ``id_field`` must exist.
+    """
+    if is_dataset(data):
+        return dataset_texts_and_ids(data, text_field, id_field)
     mod = type(data).__module__.split(".")[0]
     if mod == "pyarrow":
         if hasattr(data, "column_names"):  # Table / RecordBatch
@@ -105,16 +149,20 @@ def texts_and_ids(data: Any, text_field: str, id_field: str | None) -> tuple[Any
                 raise ValueError(
                     f"no column {text_field!r} (columns: {', '.join(data.column_names)})"
                 )
-            ids = data.column(id_field).to_pylist() if id_field in data.column_names else None
-            return data.column(text_field).to_pylist(), ids
+            if id_field in data.column_names:
+                return data.column(text_field).to_pylist(), data.column(id_field).to_pylist()
+            _no_id_column(id_field, data.column_names)
+            return data.column(text_field).to_pylist(), None
         return data.to_pylist(), None
     if mod == "pandas":
         if hasattr(data, "columns"):  # DataFrame
             if text_field not in data.columns:
                 cols = ", ".join(map(str, data.columns))
                 raise ValueError(f"no column {text_field!r} (columns: {cols})")
-            ids = data[id_field].tolist() if id_field in data.columns else data.index.tolist()
-            return data[text_field].tolist(), ids
+            if id_field in data.columns:
+                return data[text_field].tolist(), data[id_field].tolist()
+            _no_id_column(id_field, data.columns)
+            return data[text_field].tolist(), data.index.tolist()
         return data.tolist(), data.index.tolist()  # Series
     if isinstance(data, np.ndarray):
         return data.tolist(), None

@@ -11,7 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from neardup.errors import IdError, InputError
 from neardup.index import Index
+from neardup.pipeline.scan import Scan
 
 
 class ParquetCorpus:
@@ -94,16 +96,58 @@ def seen_mask(
     return mask
 
 
+def _survivor_ids(index: Index, ids: list[Any], kept: np.ndarray) -> tuple[np.ndarray, list[Any]]:
+    """Positions of the kept documents and their ids in the form the index takes: as given
+    when all are integers and the index takes integers, else as text."""
+    pos = np.flatnonzero(kept)
+    sel = [ids[i] for i in pos.tolist()]
+    ints = all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in sel)
+    if index.id_type == "str" or not ints or (index.id_type is None and not sel):
+        sel = [str(i) for i in sel]
+    return pos, sel
+
+
+def _where(scan: Scan | None, i: int) -> tuple[str, int | None]:
+    if scan is None:
+        return "<input>", i
+    return scan.files[int(scan.source[i])].path, int(scan.record[i])
+
+
+def check_survivors(
+    index: Index | ParquetCorpus,
+    ids: list[Any],
+    fingerprints: np.ndarray,
+    kept: np.ndarray,
+    scan: Scan | None,
+) -> None:
+    """Raise :class:`InputError` naming the document when :func:`add_survivors` would fail: an
+    id of the wrong kind or already in the index. Runs before any output is written."""
+    assert isinstance(index, Index)  # a Parquet corpus is read-only: open_index refuses update
+    pos, sel = _survivor_ids(index, ids, kept)
+    try:
+        present = index.contains(sel)
+    except IdError as e:
+        if e.position is None:
+            raise
+        source, line = _where(scan, int(pos[e.position]))
+        raise InputError(source, line, f"index {index.path}: {e.reason}") from None
+    if present.any():
+        k = int(np.flatnonzero(present)[0])
+        source, line = _where(scan, int(pos[k]))
+        raise InputError(
+            source,
+            line,
+            f"id {sel[k]!r} is already in index {index.path} and this document is not near it; "
+            "ids must be unique in the index (choose another --id-field or remove the old one)",
+        )
+
+
 def add_survivors(
     index: Index | ParquetCorpus, ids: list[Any], fingerprints: np.ndarray, kept: np.ndarray
 ) -> int:
     """Add the kept documents to ``index`` (ids as given when all are integers and the index
     takes integers, else as text); return how many were added."""
     assert isinstance(index, Index)
-    pos = np.flatnonzero(kept)
-    sel = [ids[i] for i in pos.tolist()]
-    ints = all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in sel)
-    if index.id_type == "str" or not ints or (index.id_type is None and not sel):
-        sel = [str(i) for i in sel]
+    pos, sel = _survivor_ids(index, ids, kept)
     index.add(np.asarray(fingerprints, dtype=np.uint64)[pos], sel)
     return len(sel)

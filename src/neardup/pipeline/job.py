@@ -3,6 +3,7 @@ scan -> seen (an index of earlier dumps) -> decide -> write -> update the index.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -13,15 +14,32 @@ import numpy as np
 from neardup.core.bits import as_fingerprints
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, Decisions
 from neardup.core.decide import decide as decide_on_arrays
-from neardup.errors import InputError
-from neardup.io.sources import is_paths, texts_and_ids
+from neardup.errors import InputError, holding
+from neardup.io.sources import expand_inputs, is_paths, texts_and_ids
+from neardup.io.writers import OutputSet
 from neardup.pipeline.result import DedupResult
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
-from neardup.pipeline.write import write_clusters, write_drop_list, write_kept
+from neardup.pipeline.write import (
+    register_outputs,
+    write_clusters,
+    write_drop_list,
+    write_kept,
+    write_summary,
+)
 
 __all__ = ["decide", "dedup"]
 
 OnBad = Callable[[InputError], None]
+
+_HOLDING_SCAN = (
+    "the id, record location, length and fingerprint of every document (about 280 bytes per "
+    "document with short ids; README: Memory)"
+)
+_HOLDING_SEARCH = "the fingerprints, the search keys and the clusters"
+_FIX_SCAN = (
+    "dedup the corpus in parts, one after another against an index (--against INDEX --update), "
+    "or run the search on Dask (--workers, --scheduler)"
+)
 
 
 def _ignore(err: InputError) -> None:
@@ -82,6 +100,7 @@ def dedup(
     output: str | os.PathLike | None = None,
     clusters: str | os.PathLike | None = None,
     drop_list: str | os.PathLike | None = None,
+    json_summary: str | os.PathLike | None = None,
     skip_bad: bool = False,
     on_bad: OnBad | None = None,
     threads: int | None = None,
@@ -102,7 +121,9 @@ def dedup(
         :func:`neardup.pipeline.scan.scan_files`). Anything else is in-memory text: a pyarrow
         Table or pandas DataFrame (column ``text_field``, ids from ``id_field`` when present,
         else positions / the DataFrame index), a pyarrow Array, pandas Series, numpy array or
-        any iterable of ``str``.
+        any iterable of ``str``, or a Hugging Face ``Dataset``/``DatasetDict`` (column
+        ``text_field``; a DatasetDict across its splits). ``result.filter(data)`` gives the
+        input without its dropped documents. Paths may be compressed or fsspec URLs.
     distance : int, default 6
         Largest Hamming distance (bits, inclusive) between fingerprints that links documents.
     keep : {"first", "longest"}
@@ -124,6 +145,12 @@ def dedup(
         ids, each member's distance in bits to the kept one).
     drop_list : path, optional
         Write the ids of the dropped documents, one per line.
+    json_summary : path, optional
+        Write :meth:`DedupResult.summary` as one JSON object.
+
+        Every output path is checked before any work starts (not an input, not another output,
+        its directory writable); the outputs are written under temporary names and all renamed
+        into place at the end, or none are.
     skip_bad, on_bad
         Skip bad records (malformed, missing or non-string text, duplicate id) instead of
         raising; ``on_bad`` is called with each one's error.
@@ -141,7 +168,8 @@ def dedup(
         batch mode on the cluster, and ``against`` may also be Parquet files (paths or globs
         ending in ``.parquet``, columns ``fingerprint`` and ``id``).
     update : bool
-        With ``against``: add the kept documents to the index (after the outputs are written).
+        With ``against``: add the kept documents to the index (after the outputs are committed;
+        their ids are checked against the index before anything is written).
     client : distributed.Client, optional
         Run the search on this Dask cluster (same decisions; see :func:`decide`).
 
@@ -164,7 +192,13 @@ def dedup(
     ([True, False, True], [0, 0, 2])
     """
     from neardup.fingerprints import Fingerprinter
-    from neardup.pipeline.against import add_survivors, open_index, seen_mask
+    from neardup.pipeline.against import (
+        ParquetCorpus,
+        add_survivors,
+        check_survivors,
+        open_index,
+        seen_mask,
+    )
 
     if update and against is None:
         raise ValueError("update=True needs against= (the index to add the kept documents to)")
@@ -178,24 +212,41 @@ def dedup(
         raise ValueError("output= needs file input; filter in-memory data with result.kept")
     seconds: dict[str, float] = {}
     index = None
-    try:
+    with contextlib.ExitStack() as stack:
+        # every output is checked before any work starts, and all are committed together
+        outputs = stack.enter_context(OutputSet())
+        files = None
+        if file_input:
+            paths = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+            files = expand_inputs(paths, fmt)
+            outputs.add_inputs(paths)
+            outputs.add_inputs(f.path for f in files)
         if against is not None:
             index = open_index(against, update)
+            if index is not against:
+                stack.callback(index.close)
+            if isinstance(index, ParquetCorpus):  # its files are inputs: never overwritten
+                outputs.add_inputs(index.paths)
+            else:
+                outputs.protect(index.path)
+        register_outputs(outputs, files or [], output, clusters, drop_list, json_summary)
+
         t0 = time.perf_counter()
         scan: Scan | None = None
         pos: np.ndarray | None = None
-        if file_input:
-            paths = [data] if isinstance(data, (str, os.PathLike)) else list(data)
-            scan = scan_files(
-                paths,
-                fmt=fmt,
-                text_field=text_field,
-                id_field=id_field,
-                fingerprinter=fper,
-                threads=threads,
-                on_bad=on_bad,
-                progress=(lambda n: progress("read", n)) if progress else None,
-            )
+        if files is not None:
+            with holding(_HOLDING_SCAN, _FIX_SCAN):
+                scan = scan_files(
+                    [],
+                    fmt=fmt,
+                    text_field=text_field,
+                    id_field=id_field,
+                    fingerprinter=fper,
+                    threads=threads,
+                    on_bad=on_bad,
+                    progress=(lambda n: progress("read", n)) if progress else None,
+                    files=files,
+                )
             ids, fps, lens, skipped = scan.ids, scan.fingerprints, scan.lengths, scan.skipped
         else:
             texts, given_ids = texts_and_ids(data, text_field, id_field)
@@ -209,39 +260,50 @@ def dedup(
             already_seen = seen_mask(index, fps, distance, already_seen, client)
 
         t0 = time.perf_counter()
-        decisions = decide(
-            fps,
-            lens,
-            keep=keep,
-            distance=distance,
-            blocks=blocks,
-            threads=threads,
-            already_seen=already_seen,
-            client=client,
-        )
+        with holding(_HOLDING_SEARCH, _FIX_SCAN):
+            decisions = decide(
+                fps,
+                lens,
+                keep=keep,
+                distance=distance,
+                blocks=blocks,
+                threads=threads,
+                already_seen=already_seen,
+                client=client,
+            )
         seconds["search"] = time.perf_counter() - t0
         result = DedupResult(ids, fps, lens, decisions, skipped, seconds, scan, positions=pos)
         if log is not None:
-            log(f"{len(result)} documents fingerprinted, {result.n_clusters} clusters found")
+            n, c = len(result), result.n_clusters
+            log(f"{n} document{'s'[: n != 1]} fingerprinted, {c} cluster{'s'[: c != 1]} found")
         if scan is not None:
             result.bytes_in = scan.bytes_in
+        if index is not None and update:
+            check_survivors(index, ids, fps, decisions.kept, scan)
         t0 = time.perf_counter()
         if output is not None:
             assert scan is not None
             result.bytes_out = write_kept(
-                scan, decisions.kept, output, (lambda n: progress("write", n)) if progress else None
+                scan,
+                decisions.kept,
+                output,
+                (lambda n: progress("write", n)) if progress else None,
+                outputs=outputs,
             )
         if clusters is not None:
-            write_clusters(result, clusters)
+            write_clusters(result, clusters, outputs=outputs)
         if drop_list is not None:
-            write_drop_list(result, drop_list)
+            write_drop_list(result, drop_list, outputs=outputs)
+        wrote = output is not None or clusters is not None or drop_list is not None or update
+        if wrote:
+            seconds["write"] = time.perf_counter() - t0
+        if json_summary is not None:
+            write_summary(result.summary(), json_summary, outputs=outputs)
+        outputs.commit()
+        # the index learns the survivors only once their outputs exist
         if index is not None and update:
             added = add_survivors(index, ids, fps, decisions.kept)
-            if log is not None:
-                log(f"added {added} documents to {index.path}")
-        if output is not None or clusters is not None or drop_list is not None or update:
             seconds["write"] = time.perf_counter() - t0
-    finally:
-        if index is not None and index is not against:
-            index.close()
+            if log is not None:
+                log(f"added {added} document{'s'[: added != 1]} to {index.path}")
     return result

@@ -149,6 +149,35 @@ class DedupResult:
                 "distances": dist[g].tolist(),
             }
 
+    def filter(self, data: Any) -> Any:
+        """``data``, the in-memory input that was deduplicated, without its dropped documents
+        (and without records skipped as bad).
+
+        A Hugging Face ``Dataset`` gives a ``Dataset`` (``DatasetDict``: each split filtered),
+        a pandas DataFrame/Series ``data[mask]``, a pyarrow Table/Array ``data.filter(mask)``,
+        a numpy array ``data[mask]``, anything else a list of the kept items.
+        """
+        from neardup.io.hf import is_dataset, select_rows
+
+        if self.scan is not None:
+            raise ValueError("file input was written with output=; filter in-memory data only")
+        n = sum(map(len, data.values())) if type(data).__name__ == "DatasetDict" else len(data)
+        given = len(self) + self.skipped  # every input item was read or skipped
+        if n != given:
+            raise ValueError(f"data has {n} rows but the deduplicated input had {given}")
+        mask = self.kept
+        if self.positions is not None and self.skipped:
+            mask = np.zeros(n, dtype=bool)
+            mask[self.positions[self.kept]] = True
+        if is_dataset(data):
+            return select_rows(data, mask)
+        mod = type(data).__module__.split(".")[0]
+        if mod == "pandas" or isinstance(data, np.ndarray):
+            return data[mask]
+        if mod == "pyarrow":
+            return data.filter(require("pyarrow").array(mask))
+        return [x for x, k in zip(data, mask.tolist(), strict=True) if k]
+
     def summary(self) -> dict[str, Any]:
         """Counts, sizes and stage times as a JSON-ready dict."""
         total = sum(self.seconds.values())

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from neardup import config
-from neardup._optional import require
 from neardup.errors import InputError
+from neardup.io.files import input_size, open_parquet
 from neardup.io.readers import read_jsonl, read_lines, read_parquet, read_text_file
 from neardup.io.sources import InputFile, expand_inputs
 
@@ -59,11 +59,9 @@ def _records(f: InputFile, text_field: str, id_field: str | None, on_bad: OnBad 
 def _check_parquet_schemas(files: list[InputFile]) -> None:
     if not files or files[0].kind != "parquet":
         return
-    pq = require("pyarrow.parquet", feature="Parquet")
-
-    schema = pq.read_schema(files[0].path)
+    schema = open_parquet(files[0].path).schema_arrow
     for f in files[1:]:
-        other = pq.read_schema(f.path)
+        other = open_parquet(f.path).schema_arrow
         if not other.equals(schema, check_metadata=False):
             raise InputError(
                 f.path,
@@ -83,6 +81,7 @@ def scan_files(
     threads: int | None = None,
     on_bad: OnBad | None = None,
     progress: Progress | None = None,
+    files: list[InputFile] | None = None,
 ) -> Scan:
     """First pass: fingerprint every document of ``inputs``, keeping only ids and arrays.
 
@@ -106,12 +105,16 @@ def scan_files(
         Called with each bad record's :class:`InputError` instead of raising; the record is
         skipped and counted in ``Scan.skipped``.
     progress : callable, optional
-        Called with the number of documents read after each batch.
+        Called with the number of documents read so far, every
+        :data:`neardup.config.PROGRESS_EVERY` documents.
+    files : list of InputFile, optional
+        ``inputs`` already expanded by :func:`expand_inputs` (then ``inputs`` is not read).
     """
     from neardup.fingerprints import Fingerprinter
 
     fper = fingerprinter if fingerprinter is not None else Fingerprinter("default")
-    files = expand_inputs(inputs, fmt)
+    if files is None:
+        files = expand_inputs(inputs, fmt)
     _check_parquet_schemas(files)
     skipped = 0
 
@@ -172,6 +175,8 @@ def scan_files(
                 recs.append(rec.number)
                 if len(texts) >= config.BATCH_DOCS:
                     flush()
+                elif progress is not None and len(ids) % config.PROGRESS_EVERY == 0:
+                    progress(len(ids))
         flush()
         fps = [p.result() for p in fp_parts]
 
@@ -186,7 +191,7 @@ def scan_files(
         lengths=cat(len_parts, np.int64),
         fingerprints=cat(fps, np.uint64),
         skipped=skipped,
-        bytes_in=sum(os.path.getsize(f.path) for f in files),
+        bytes_in=sum(input_size(f.path) for f in files),
     )
 
 

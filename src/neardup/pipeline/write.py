@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
-import shutil
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 
 import numpy as np
 
 from neardup import config
 from neardup._optional import require
 from neardup.errors import InputError
-from neardup.io.writers import atomic_directory, atomic_output
+from neardup.io.files import compression_of, open_input, open_output_stream, open_parquet
+from neardup.io.readers import iter_lines
+from neardup.io.sources import InputFile
+from neardup.io.writers import Output, OutputSet, atomic_output
 from neardup.pipeline.scan import Scan
 
-__all__ = ["write_clusters", "write_drop_list", "write_kept"]
+__all__ = [
+    "register_outputs",
+    "write_clusters",
+    "write_drop_list",
+    "write_kept",
+    "write_summary",
+]
 
 Progress = Callable[[int], None]
 
@@ -30,8 +40,41 @@ def _kept_by_file(scan: Scan, kept: np.ndarray) -> list[np.ndarray]:
     return [rec[cuts[k] : cuts[k + 1]] for k in range(len(scan.files))]
 
 
+def register_outputs(
+    outputs: OutputSet,
+    files: list[InputFile],
+    output: str | os.PathLike | None = None,
+    clusters: str | os.PathLike | None = None,
+    drop_list: str | os.PathLike | None = None,
+    json_summary: str | os.PathLike | None = None,
+) -> None:
+    """Register and check a dedup run's outputs before any work: the kept documents (a file,
+    or a directory for text inputs), the clusters, the drop list and the JSON summary."""
+    if output is not None:
+        out = os.fspath(output)
+        kind = files[0].kind if files else "jsonl"
+        if kind == "text":
+            if out == "-":
+                raise InputError(out, None, "text inputs give an output directory, not stdout")
+            outputs.directory(out, "the output directory")
+        else:
+            if kind == "parquet" and out == "-":
+                raise InputError(out, None, "Parquet output needs a file name, not stdout")
+            outputs.file(out, "the output")
+    for path, what in ((clusters, "--clusters"), (drop_list, "--drop-list")):
+        if path is not None:
+            outputs.file(path, what)
+    if json_summary is not None:
+        outputs.file(json_summary, "--json-summary")
+
+
 def write_kept(
-    scan: Scan, kept: np.ndarray, output: str | os.PathLike, progress: Progress | None = None
+    scan: Scan,
+    kept: np.ndarray,
+    output: str | os.PathLike,
+    progress: Progress | None = None,
+    *,
+    outputs: OutputSet | None = None,
 ) -> int:
     """Second pass: write the kept records of ``scan``'s inputs, untouched and in input order.
 
@@ -51,6 +94,9 @@ def write_kept(
         Output file (``-`` for stdout with line formats) or directory (text inputs).
     progress : callable, optional
         Called with the number of documents written so far.
+    outputs : OutputSet, optional
+        The run's outputs, with ``output`` registered (:func:`register_outputs`): the output is
+        staged there and appears when the caller commits. Default: written and committed now.
 
     Returns
     -------
@@ -60,91 +106,156 @@ def write_kept(
     kept = np.asarray(kept, dtype=bool)
     if len(kept) != len(scan.ids):
         raise ValueError(f"kept has {len(kept)} entries for {len(scan.ids)} documents")
-    out = os.fspath(output)
-    if out != "-":
-        target = os.path.realpath(out)
-        for f in scan.files:
-            if os.path.realpath(f.path) == target:
-                raise InputError(out, None, "the output would overwrite an input")
+    if outputs is None:
+        with OutputSet([f.path for f in scan.files]) as own:
+            register_outputs(own, scan.files, output)
+            n = write_kept(scan, kept, output, progress, outputs=own)
+            own.commit()
+        return n
+    out = outputs.get(output)
     per_file = _kept_by_file(scan, kept)
     kind = scan.files[0].kind if scan.files else "jsonl"
     if kind == "text":
-        return _write_text_dir(scan, per_file, out, progress)
+        return _write_text_dir(scan, per_file, outputs, out, progress)
     if kind == "parquet":
-        if out == "-":
-            raise InputError(out, None, "Parquet output needs a file name, not stdout")
-        return _write_parquet(scan, per_file, out, progress)
-    return _write_lines(scan, per_file, out, progress)
+        return _write_parquet(scan, per_file, outputs, out, progress)
+    return _write_lines(scan, per_file, outputs, out, progress)
+
+
+def _read_error(e: OSError, path: str) -> OSError:
+    return OSError(e.errno, e.strerror or str(e), e.filename or path)
 
 
 def _write_lines(
-    scan: Scan, per_file: list[np.ndarray], out: str, progress: Progress | None
+    scan: Scan,
+    per_file: list[np.ndarray],
+    outputs: OutputSet,
+    out: Output,
+    progress: Progress | None,
 ) -> int:
     written = done = 0
-    with atomic_output(out, "wb") as w:
-        for f, numbers in zip(scan.files, per_file, strict=True):
-            if len(numbers) == 0:
-                continue
-            wanted = numbers.tolist()
-            i, m = 0, len(wanted)
-            with open(f.path, "rb") as r:
-                for number, line in enumerate(r, start=1):
-                    if number != wanted[i]:
-                        continue
-                    if not line.endswith(b"\n"):
-                        line += b"\n"
-                    w.write(line)
-                    written += len(line)
-                    i += 1
-                    if i == m:
-                        break
-            done += m
-            if progress is not None:
-                progress(done)
+    with outputs.open(out, "wb") as raw:
+        with open_output_stream(raw, out.path) as w:
+            for f, numbers in zip(scan.files, per_file, strict=True):
+                if len(numbers) == 0:
+                    continue
+                wanted = numbers.tolist()
+                i, m = 0, len(wanted)
+                with _reading(f.path) as r:
+                    lines = iter_lines(r)
+                    while True:
+                        try:
+                            number, line = next(lines, (0, None))
+                        except OSError as e:
+                            raise _read_error(e, f.path) from None
+                        if number == 0:
+                            break
+                        if number != wanted[i] or line is None:
+                            continue
+                        if not line.endswith(b"\n"):
+                            line += b"\n"
+                        w.write(line)
+                        written += len(line)
+                        i += 1
+                        if progress is not None and i % config.PROGRESS_EVERY == 0:
+                            progress(done + i)
+                        if i == m:
+                            break
+                if i != m:
+                    raise InputError(f.path, None, "changed while dedup ran; run it again")
+                done += m
+                if progress is not None:
+                    progress(done)
+        if compression_of(out.path) is not None:  # the file's size, not the lines written
+            written = raw.tell()
     return written
 
 
 def _write_parquet(
-    scan: Scan, per_file: list[np.ndarray], out: str, progress: Progress | None
+    scan: Scan,
+    per_file: list[np.ndarray],
+    outputs: OutputSet,
+    out: Output,
+    progress: Progress | None,
 ) -> int:
     pa = require("pyarrow", feature="Parquet")
     pq = require("pyarrow.parquet", feature="Parquet")
 
-    schema = pq.read_schema(scan.files[0].path)
-    done = 0
-    with atomic_output(out, "wb") as w:
+    schema = open_parquet(scan.files[0].path).schema_arrow
+    done = size = 0
+    with outputs.open(out, "wb") as w:
         with pq.ParquetWriter(w, schema) as writer:
             for f, numbers in zip(scan.files, per_file, strict=True):
-                pf = pq.ParquetFile(f.path)
+                pf = open_parquet(f.path)
                 mask = np.zeros(pf.metadata.num_rows, dtype=bool)
                 mask[numbers - 1] = True
                 row = 0
-                for batch in pf.iter_batches(batch_size=config.PARQUET_BATCH_ROWS):
-                    m = mask[row : row + batch.num_rows]
-                    row += batch.num_rows
-                    if m.any():
-                        part = pa.Table.from_batches([batch.filter(pa.array(m))])
-                        writer.write_table(part.cast(schema) if part.schema != schema else part)
+                try:
+                    for batch in pf.iter_batches(batch_size=config.PARQUET_BATCH_ROWS):
+                        m = mask[row : row + batch.num_rows]
+                        row += batch.num_rows
+                        if m.any():
+                            part = pa.Table.from_batches([batch.filter(pa.array(m))])
+                            writer.write_table(part.cast(schema) if part.schema != schema else part)
+                except (pa.ArrowException, OSError, ValueError) as e:
+                    # a read error of an input, not of the output being written
+                    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                    raise InputError(
+                        f.path, row + 1, f"unreadable Parquet data ({first})"
+                    ) from None
                 done += len(numbers)
                 if progress is not None:
                     progress(done)
-    return os.path.getsize(out)
+        size = w.tell()
+    return size
+
+
+@contextlib.contextmanager
+def _reading(path: str, decompress: bool = True) -> Iterator[IO[bytes]]:
+    """An input opened with :func:`open_input`; an error opening it names it."""
+    stack = contextlib.ExitStack()
+    try:
+        r = stack.enter_context(open_input(path, decompress=decompress))
+    except OSError as e:
+        raise _read_error(e, path) from None
+    with stack:
+        yield r
+
+
+def _copy_file(src: str, dest: str, shown_dest: str) -> int:
+    """Copy ``src`` as stored (a URL too) to ``dest``; an error names the input or the output
+    as the user knows it."""
+    n = 0
+    with _reading(src, decompress=False) as r, open(dest, "wb") as w:
+        while True:
+            try:
+                chunk = r.read(1 << 20)
+            except OSError as e:
+                raise _read_error(e, src) from None
+            if not chunk:
+                return n
+            try:
+                w.write(chunk)
+            except OSError as e:
+                raise OSError(e.errno, e.strerror or str(e), shown_dest) from None
+            n += len(chunk)
 
 
 def _write_text_dir(
-    scan: Scan, per_file: list[np.ndarray], out: str, progress: Progress | None
+    scan: Scan,
+    per_file: list[np.ndarray],
+    outputs: OutputSet,
+    out: Output,
+    progress: Progress | None,
 ) -> int:
-    if out == "-":
-        raise InputError(out, None, "text inputs give an output directory, not stdout")
     written = done = 0
-    with atomic_directory(out) as tmp:
+    with outputs.open_directory(out) as tmp:
         for f, numbers in zip(scan.files, per_file, strict=True):
             if len(numbers) == 0:
                 continue
             dest = os.path.join(tmp, f.relname)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
-            shutil.copyfile(f.path, dest)
-            written += os.path.getsize(dest)
+            written += _copy_file(f.path, dest, os.path.join(out.path, f.relname))
             done += 1
             if progress is not None:
                 progress(done)
@@ -152,21 +263,49 @@ def _write_text_dir(
 
 
 def _json_id(v: object) -> object:
+    """An id as a standard JSON value: other types and non-finite numbers become text."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
     return v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
 
 
-def write_clusters(result: Any, path: str | os.PathLike) -> None:
+@contextlib.contextmanager
+def _staged(outputs: OutputSet | None, path: str | os.PathLike, mode: str) -> Iterator[IO]:
+    if outputs is None:
+        with atomic_output(path, mode) as f:
+            yield f
+        return
+    with outputs.open(outputs.get(path), mode) as f:
+        yield f
+
+
+def write_clusters(
+    result: Any, path: str | os.PathLike, *, outputs: OutputSet | None = None
+) -> None:
     """Write each cluster of ``result`` (a :class:`~neardup.pipeline.result.DedupResult`) as a
-    JSON line: ``kept`` id, ``size``, ``members`` (ids), ``distances`` (bits to the kept one)."""
-    with atomic_output(path, "w") as f:
+    JSON line: ``kept`` id, ``size``, ``members`` (ids), ``distances`` (bits to the kept one).
+
+    With ``outputs`` (where ``path`` is registered) the file is staged there, else committed now.
+    """
+    with _staged(outputs, path, "w") as f:
         for c in result.iter_clusters():
             c["kept"] = _json_id(c["kept"])
             c["members"] = [_json_id(m) for m in c["members"]]
-            f.write(json.dumps(c, ensure_ascii=False) + "\n")
+            f.write(json.dumps(c, ensure_ascii=False, allow_nan=False) + "\n")
 
 
-def write_drop_list(result: Any, path: str | os.PathLike) -> None:
+def write_drop_list(
+    result: Any, path: str | os.PathLike, *, outputs: OutputSet | None = None
+) -> None:
     """Write the ids of ``result``'s dropped documents, one per line, in input order."""
-    with atomic_output(path, "w") as f:
+    with _staged(outputs, path, "w") as f:
         for i in result.dropped.nonzero()[0].tolist():
             f.write(f"{result.ids[i]}\n")
+
+
+def write_summary(
+    summary: dict[str, Any], path: str | os.PathLike, *, outputs: OutputSet | None = None
+) -> None:
+    """Write a run's summary as one JSON object on one line."""
+    with _staged(outputs, path, "w") as f:
+        f.write(json.dumps(summary, allow_nan=False) + "\n")

@@ -1,0 +1,110 @@
+"""Where numba keeps neardup's compiled kernels, and the first run's notice that it compiles them.
+
+Every kernel is compiled once per machine and cached by numba (``cache=True``): beside its module
+(``__pycache__``) when that directory is writable, else in a per-user directory
+(``$XDG_CACHE_HOME/numba``, usually ``~/.cache/numba``), or in ``NUMBA_CACHE_DIR`` when set. When
+none of these is writable (a read-only install and a read-only home), :func:`use_writable_cache`
+points ``NUMBA_CACHE_DIR`` at a per-user directory under the system's temporary directory, so the
+compile happens once rather than on every run.
+
+This module imports neither numba nor the kernels: it looks for numba's index files (``*.nbi``).
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import sys
+import tempfile
+
+__all__ = ["GROUPS", "cache_dir_for", "compile_notice", "is_compiled", "use_writable_cache"]
+
+_ROOT = os.path.dirname(os.path.abspath(__file__))
+
+#: kernel group -> (module file, a kernel whose cache stands for the group, seconds to compile
+#: the group's kernels on a 2-core machine, measured by bench/startup.py)
+GROUPS = {
+    "fingerprint": (os.path.join(_ROOT, "fingerprints", "_kernels.py"), "_fingerprint_docs", 6),
+    "search": (os.path.join(_ROOT, "core", "kernels.py"), "_scan_pairs", 3),
+    "index": (os.path.join(_ROOT, "index", "_kernels.py"), "", 2),
+    "formats": (os.path.join(_ROOT, "io", "_kernels.py"), "_parse_decimal_lines", 1),
+}
+
+
+def _writable(path: str) -> bool:
+    """numba's own test: the directory can be created and a file written in it."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError:
+        return False
+    return True
+
+
+def _user_cache_root() -> str:
+    """numba's per-user cache directory (its ``AppDirs("numba").user_cache_dir``)."""
+    if sys.platform == "darwin":
+        return os.path.expanduser("~/Library/Caches/numba")
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~")
+        return os.path.join(base, "numba", "Cache")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(base, "numba")
+
+
+def _subpath(py_file: str) -> str:
+    parent = os.path.dirname(os.path.abspath(py_file))
+    return "_".join([os.path.basename(parent), hashlib.sha1(parent.encode()).hexdigest()])
+
+
+def cache_dir_for(py_file: str) -> str | None:
+    """The directory numba caches ``py_file``'s kernels in, in numba's order of preference;
+    None when no candidate is writable (nothing is cached)."""
+    user = os.environ.get("NUMBA_CACHE_DIR")
+    if user:
+        return os.path.join(user, _subpath(py_file))
+    for candidate in (
+        os.path.join(os.path.dirname(py_file), "__pycache__"),
+        os.path.join(_user_cache_root(), _subpath(py_file)),
+    ):
+        if _writable(candidate):
+            return candidate
+    return None
+
+
+def use_writable_cache() -> str | None:
+    """Set ``NUMBA_CACHE_DIR`` to a per-user directory under the temporary directory when numba
+    could cache nowhere else; returns it (None when there was no need). Call it before numba is
+    imported: a console script does, at start."""
+    if os.environ.get("NUMBA_CACHE_DIR") or "numba" in sys.modules:
+        return None
+    if cache_dir_for(GROUPS["search"][0]) is not None:
+        return None
+    uid = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
+    path = os.path.join(tempfile.gettempdir(), f"neardup-numba-cache-{uid}")
+    if not _writable(path):
+        return None
+    os.environ["NUMBA_CACHE_DIR"] = path
+    return path
+
+
+def is_compiled(group: str) -> bool:
+    """True when the kernels of ``group`` (a key of :data:`GROUPS`) are in numba's cache."""
+    py_file, kernel, _ = GROUPS[group]
+    where = cache_dir_for(py_file)
+    if where is None:
+        return False
+    stem = os.path.splitext(os.path.basename(py_file))[0]
+    name = f"{stem}.{kernel}-*.nbi" if kernel else f"{stem}.*.nbi"
+    return bool(glob.glob(os.path.join(glob.escape(where), name)))
+
+
+def compile_notice(groups: list[str]) -> str | None:
+    """``"compiling kernels for this machine (first run only, ~N s)"`` when some of ``groups``
+    are not compiled yet, else None."""
+    missing = [g for g in groups if not is_compiled(g)]
+    if not missing:
+        return None
+    seconds = sum(GROUPS[g][2] for g in missing)
+    return f"compiling kernels for this machine (first run only, ~{seconds} s)"

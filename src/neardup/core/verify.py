@@ -1,0 +1,372 @@
+"""Verified near-duplicates: exact Jaccard of shingle sets behind every pair and every drop.
+
+Shingle sets are CSR arrays of sorted unique uint32 keys (see :mod:`neardup.core.similarity`);
+fingerprints are uint64, bit 63 the most significant. A document without shingles has Jaccard 0
+with everything, so it is never similar to anything and never dropped as a near-duplicate.
+
+Candidates are pairs whose fingerprints differ in at most ``distance`` bits. By default the
+fingerprint is :func:`set_fingerprints`: the simhash of the key set itself, every key weighing 1,
+which tracks the Jaccard of the sets more closely than a fingerprint weighted by occurrence counts.
+
+Decision rule (:func:`decide_verified`), deterministic for any thread count:
+
+1. Documents are ranked by priority: input order (``keep="first"``) or most characters first,
+   ties to the earlier (``keep="longest"``).
+2. Documents with identical non-empty key sets form a class represented by its first member in
+   priority order; the class is decided once and every other member follows its representative:
+   dropped for it (Jaccard 1) when it is kept, else dropped for the document it was dropped for
+   (with the same Jaccard, since the sets are equal).
+3. Representatives are visited in priority order. One is dropped for the first already kept
+   representative (in priority order) that is a candidate for it and has Jaccard
+   ``>= threshold``; otherwise it is kept.
+
+So every dropped document is verified ``>= threshold`` against the kept document named for it,
+never through a chain, and no two kept documents that are candidates of each other reach the
+threshold. Only kept documents are ever checked, and in dense regions (families of near-identical
+documents) the search itself only pairs a document with kept ones: such a family costs about one
+check per member, not one per candidate pair.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from neardup.core import verify_kernels as VK
+from neardup.core.bits import as_fingerprints, popcount
+from neardup.core.layout import Layout
+from neardup.core.search import PermutedTables, find_all, resolve_layout
+from neardup.core.similarity import (
+    DEFAULT_THRESHOLD,
+    ShingleSets,
+    SimilarPairs,
+    as_pairs,
+    as_shingle_sets,
+    check_threshold,
+    coerce,
+    distance_for_threshold,
+    identical_classes,
+    pair_jaccard,
+    resolve_threads,
+    set_fingerprints,
+    similar_pairs,
+)
+
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "DENSITY_SAMPLE",
+    "KEEP_POLICIES",
+    "LEAF_DOCS",
+    "NO_SHINGLES_WARN_FRACTION",
+    "PAIRS_PER_DOC",
+    "PROBE_BATCH",
+    "ShingleSets",
+    "SimilarPairs",
+    "VerifiedDecisions",
+    "as_shingle_sets",
+    "decide_verified",
+    "distance_for_threshold",
+    "pair_jaccard",
+    "priority_order",
+    "set_fingerprints",
+    "similar_pairs",
+]
+
+#: How the document kept among near-duplicates is chosen.
+KEEP_POLICIES = ("first", "longest")
+#: Warn when more than this fraction of the documents has no shingles.
+NO_SHINGLES_WARN_FRACTION = 0.01
+#: The keep/drop pass pairs all documents of a block by one search when the block holds at most
+#: LEAF_DOCS documents or about PAIRS_PER_DOC candidate pairs per document or fewer (estimated
+#: from an evenly spaced sample of DENSITY_SAMPLE documents; a family with many more pairs shows
+#: in the sample in proportion to its square). A denser block is halved, and the later half is
+#: searched against the kept documents of the earlier one only.
+LEAF_DOCS = 1024
+PAIRS_PER_DOC = 64
+DENSITY_SAMPLE = 512
+#: Documents probed at once against the kept documents (bounds the memory of one probe).
+PROBE_BATCH = 1024
+
+
+@dataclass(frozen=True)
+class VerifiedDecisions:
+    """What to do with each of ``n`` documents, and why (all arrays have shape ``(n,)``).
+
+    Attributes
+    ----------
+    kept : ndarray of bool
+        True for documents kept.
+    kept_for : ndarray of int64
+        For a dropped document, the kept document it was verified against; -1 when kept.
+    jaccard : ndarray of float64
+        Exact Jaccard with ``kept_for`` (``>= threshold``); NaN when kept.
+    distance : ndarray of int64
+        Fingerprint distance ``popcount(fp ^ fp[kept_for])`` in bits; -1 when kept. With
+        fingerprints other than :func:`set_fingerprints`, a document whose set equals its class
+        representative's may lie further than the search distance.
+    no_shingles : ndarray of bool
+        Documents without shingles; always kept.
+    checks : int
+        Set intersections computed (the verification work).
+    candidates : int
+        Candidate pairs examined: pairs inside blocks of at most :data:`LEAF_DOCS` documents (or
+        the given pairs) plus (document, earlier kept document) pairs found by probing.
+    """
+
+    kept: np.ndarray
+    kept_for: np.ndarray
+    jaccard: np.ndarray
+    distance: np.ndarray
+    no_shingles: np.ndarray
+    checks: int = 0
+    candidates: int = 0
+
+    @property
+    def dropped(self) -> np.ndarray:
+        """Boolean mask of the documents removed."""
+        return ~self.kept
+
+    @property
+    def n_no_shingles(self) -> int:
+        """Number of documents without shingles."""
+        return int(np.count_nonzero(self.no_shingles))
+
+
+def priority_order(
+    n: int, keep: str = "first", lengths: Sequence[int] | np.ndarray | None = None
+) -> np.ndarray:
+    """Document positions in keep-priority order (int64[n]).
+
+    ``"first"``: input order. ``"longest"``: most characters first, ties to the earlier.
+    """
+    if keep not in KEEP_POLICIES:
+        raise ValueError(f"keep must be one of {list(KEEP_POLICIES)} (got {keep!r})")
+    pos = np.arange(n, dtype=np.int64)
+    if keep == "first":
+        return pos
+    if lengths is None:
+        raise ValueError("keep='longest' needs the document lengths")
+    lens = np.ascontiguousarray(lengths, dtype=np.int64).ravel()
+    if lens.shape[0] != n:
+        raise ValueError(f"got {n} documents but {lens.shape[0]} lengths")
+    return np.lexsort((pos, -lens)).astype(np.int64)
+
+
+def _earlier_adjacency(m: int, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For positions ``0..m-1``, the earlier positions paired with each, ascending (CSR)."""
+    lo = np.minimum(local[:, 0], local[:, 1])
+    hi = np.maximum(local[:, 0], local[:, 1])
+    order = np.lexsort((lo, hi))
+    adj = np.ascontiguousarray(lo[order])
+    adj_off = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.bincount(hi, minlength=m), out=adj_off[1:])
+    return adj_off, adj
+
+
+class _Greedy:
+    """The keep/drop pass over class representatives in priority order.
+
+    A block with few candidate pairs (see :data:`PAIRS_PER_DOC`) is decided from all its pairs,
+    found by one search. A dense one is divided, so that its documents are only ever paired with
+    kept ones: decide the first half, probe the second half against the first half's kept
+    documents (each document is dropped for its first match), then decide what is left of the
+    second half. Decisions do not depend on where blocks are cut.
+    """
+
+    def __init__(self, sets, fp, t, distance, blocks, threads, kept_for, inter, union):
+        self.sets, self.fp, self.t = sets, fp, t
+        self.distance, self.blocks, self.threads = distance, blocks, threads
+        self.kept_for, self.inter, self.union = kept_for, inter, union
+        self.checks = 0
+        self.candidates = 0
+
+    def run_pairs(self, docs: np.ndarray, local: np.ndarray) -> None:
+        adj_off, adj = _earlier_adjacency(len(docs), local)
+        self.candidates += len(adj)
+        o = self.sets
+        self.checks += VK._greedy(
+            o.offsets, o.keys, docs, adj_off, adj, self.t, self.kept_for, self.inter, self.union
+        )
+
+    def solve(self, docs: np.ndarray) -> None:
+        if len(docs) == 0:
+            return
+        if len(docs) <= LEAF_DOCS or self.sparse(docs):
+            found = find_all(self.fp[docs], self.distance, self.blocks, threads=self.threads)
+            self.run_pairs(docs, found)
+            return
+        half = len(docs) // 2
+        first, second = docs[:half], docs[half:]
+        self.solve(first)
+        kept = first[self.kept_for[first] == -1]
+        if len(kept):
+            self.probe(kept, second)
+        self.solve(second[self.kept_for[second] == -2])
+
+    def sparse(self, docs: np.ndarray) -> bool:
+        """Whether all candidate pairs of ``docs`` fit in ``PAIRS_PER_DOC`` per document,
+        estimated from an evenly spaced sample of ``DENSITY_SAMPLE`` of them."""
+        n = len(docs)
+        sample = docs[:: max(1, n // DENSITY_SAMPLE)]
+        m = len(sample)
+        found = len(find_all(self.fp[sample], self.distance, self.blocks, threads=1))
+        return found * n * (n - 1) <= PAIRS_PER_DOC * n * m * (m - 1)
+
+    def probe(self, kept: np.ndarray, queries: np.ndarray) -> None:
+        """Drop each query for its first kept document (in priority order) that reaches the
+        threshold among those within the distance. Queries go in batches (bounded memory),
+        batches on several threads when there are many."""
+        layout = resolve_layout(len(kept), self.distance, self.blocks)
+        tables = PermutedTables(self.fp[kept], layout)
+        o = self.sets
+
+        def batch(lo: int) -> tuple[int, int]:
+            q = queries[lo : lo + PROBE_BATCH]
+            r = tables.probe(self.fp[q])
+            order = np.lexsort((r.corpus_index, r.query_index))
+            qi = r.query_index[order]
+            cands = np.ascontiguousarray(kept[r.corpus_index[order]])
+            uq, starts = np.unique(qi, return_index=True)
+            qdocs = np.ascontiguousarray(q[uq])
+            cand_off = np.append(starts, len(qi)).astype(np.int64)
+            checks = VK._first_match(
+                o.offsets, o.keys, qdocs, cand_off, cands, self.t,
+                self.kept_for, self.inter, self.union, 0, len(qdocs),
+            )  # fmt: skip
+            return checks, len(qi)
+
+        starts = range(0, len(queries), PROBE_BATCH)
+        if self.threads > 1 and len(starts) > 1:
+            with ThreadPoolExecutor(min(self.threads, len(starts))) as pool:
+                done = list(pool.map(batch, starts))
+        else:
+            done = [batch(lo) for lo in starts]
+        self.checks += sum(c for c, _ in done)
+        self.candidates += sum(p for _, p in done)
+
+
+def decide_verified(
+    shingles: ShingleSets | tuple[Any, Any],
+    fingerprints: Sequence[int] | np.ndarray | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    *,
+    distance: int | None = None,
+    pairs: Any = None,
+    keep: str = "first",
+    lengths: Sequence[int] | np.ndarray | None = None,
+    blocks: int | None = None,
+    threads: int | None = None,
+) -> VerifiedDecisions:
+    """Keep or drop each document, every drop verified against the document kept for it.
+
+    The rule is in this module's docstring: identical sets are one class; representatives in
+    priority order are dropped for the first already kept candidate with Jaccard
+    ``>= threshold``. No chaining: a document is never dropped because it is similar to a
+    document that was itself dropped.
+
+    Parameters
+    ----------
+    shingles : ShingleSets or (offsets, keys)
+        CSR shingle sets: int64 offsets[n + 1], sorted unique uint32 keys per document.
+    fingerprints : sequence of int or ndarray, optional
+        Unsigned 64-bit fingerprints (bit 63 most significant) that define the candidates
+        (default: :func:`set_fingerprints` of the shingle sets).
+    threshold : float, default 0.9
+        Jaccard threshold in (0, 1]; 1.0 drops only identical sets.
+    distance : int, optional
+        Candidates are representatives whose fingerprints differ in at most this many bits
+        (default: :func:`distance_for_threshold`). Ignored when ``pairs`` is given.
+    pairs : array of int, shape (p, 2), optional
+        Candidate pairs computed elsewhere (e.g. on Dask); only pairs between representatives
+        count. The result equals the ``distance`` form when these are ``find_all(fps, d)``.
+    keep : {"first", "longest"}
+        Priority: input order, or most characters first (needs ``lengths``).
+    lengths : sequence of int, optional
+        Characters per document, for ``keep="longest"``.
+    blocks : int, optional
+        Block count of the fingerprint search layout (default: chosen for each search).
+    threads : int, optional
+        Worker threads (default: all usable CPUs). Decisions do not depend on it.
+
+    Returns
+    -------
+    VerifiedDecisions
+
+    Warns
+    -----
+    UserWarning
+        When more than 1% of the documents have no shingles (they are all kept).
+
+    Examples
+    --------
+    >>> sets = ([0, 3, 6, 10], [1, 2, 3, 1, 2, 3, 1, 2, 3, 4])
+    >>> d = decide_verified(sets, threshold=0.7)
+    >>> d.kept.tolist(), d.kept_for.tolist(), d.jaccard[1:].tolist()
+    ([True, False, False], [-1, 0, 0], [1.0, 0.75])
+    """
+    sets = coerce(shingles)
+    n = len(sets)
+    t = check_threshold(threshold)
+    nthreads = resolve_threads(threads)
+    if fingerprints is None:
+        fp = set_fingerprints(sets, threads=nthreads)
+    else:
+        fp = as_fingerprints(fingerprints)
+        if fp.shape[0] != n:
+            raise ValueError(f"got {n} shingle sets but {fp.shape[0]} fingerprints")
+    order = priority_order(n, keep, lengths)
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n, dtype=np.int64)
+    sizes = sets.sizes
+    empty = sizes == 0
+    n_empty = int(np.count_nonzero(empty))
+    if n and n_empty > NO_SHINGLES_WARN_FRACTION * n:
+        warnings.warn(
+            f"{n_empty} of {n} documents have no shingles (empty or no words); they are kept "
+            "and never counted as near-duplicates",
+            UserWarning,
+            stacklevel=2,
+        )
+
+    rep = identical_classes(sets, rank, nthreads)
+    pos = np.arange(n, dtype=np.int64)
+    is_rep = rep == pos
+    docs = order[is_rep[order]]  # representatives in priority order
+    kept_for = np.where(is_rep, -2, -1).astype(np.int64)
+    inter = np.zeros(n, dtype=np.int64)
+    union = np.ones(n, dtype=np.int64)
+    d = distance_for_threshold(t) if distance is None else int(distance)
+    greedy = _Greedy(sets, fp, t, d, blocks, nthreads, kept_for, inter, union)
+    if pairs is None:
+        Layout(d + 1, d)  # validates distance with a clear message
+        greedy.solve(docs)
+    else:
+        p = as_pairs(pairs, n)
+        p = p[is_rep[p[:, 0]] & is_rep[p[:, 1]] & (p[:, 0] != p[:, 1])]
+        at = np.full(n, -1, dtype=np.int64)
+        at[docs] = np.arange(len(docs), dtype=np.int64)
+        local = np.unique(np.sort(at[p], axis=1), axis=0).reshape(-1, 2)
+        greedy.run_pairs(docs, local)
+
+    # every other member of a class follows its representative
+    f = np.flatnonzero((rep >= 0) & ~is_rep)
+    r = rep[f]
+    kf = kept_for[r]
+    follows_rep = kf < 0
+    kept_for[f] = np.where(follows_rep, r, kf)
+    inter[f] = np.where(follows_rep, sizes[f], inter[r])
+    union[f] = np.where(follows_rep, sizes[f], union[r])
+
+    kept = kept_for < 0
+    dropped = ~kept
+    kept_for[kept] = -1
+    jac = np.full(n, np.nan)
+    jac[dropped] = inter[dropped] / union[dropped]
+    dist = np.full(n, -1, dtype=np.int64)
+    dist[dropped] = popcount(fp[dropped] ^ fp[kept_for[dropped]])
+    return VerifiedDecisions(kept, kept_for, jac, dist, empty, greedy.checks, greedy.candidates)

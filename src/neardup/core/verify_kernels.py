@@ -1,0 +1,243 @@
+"""numba kernels for verification: set hashes and classes, exact intersections of sorted uint32
+shingle keys, the simhash of a key set, and the keep/drop passes.
+
+Shingle sets are CSR: document ``d`` holds ``keys[offsets[d]:offsets[d + 1]]``, sorted ascending
+and unique (uint32). Every function is ``_``-prefixed, takes contiguous arrays and scalars and
+validates nothing. ``J >= t`` is decided on exact integer counts as ``inter / union >= t`` in
+float64 (the comparison Python makes), so every decision is exact and reproducible; the early
+exits (size bound, merge stopped once the intersection cannot reach ``t``) never change it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_C1 = np.uint64(0xFF51AFD7ED558CCD)
+_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+_S27 = np.uint64(27)
+_S37 = np.uint64(37)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fmix64(h):
+    h ^= h >> _S33
+    h *= _C1
+    h ^= h >> _S33
+    h *= _C2
+    h ^= h >> _S33
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _set_hashes(offsets, keys, out, lo, hi):
+    """``out[d]`` = a 64-bit hash of the key sequence of document ``d`` (equal sets, equal hash)."""
+    for d in range(lo, hi):
+        a = offsets[d]
+        b = offsets[d + 1]
+        h = np.uint64(b - a) * _GOLDEN
+        for p in range(a, b):
+            h = (h ^ np.uint64(keys[p])) * _C1
+            h = (h << _S27) | (h >> _S37)
+        out[d] = _fmix64(h)
+
+
+@njit(cache=True, nogil=True)
+def _check_sorted_unique(offsets, keys):
+    """First position ``p`` with ``keys[p] <= keys[p - 1]`` inside one document, or -1."""
+    n = offsets.shape[0] - 1
+    for d in range(n):
+        for p in range(offsets[d] + 1, offsets[d + 1]):
+            if keys[p] <= keys[p - 1]:
+                return p
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _same_set(offsets, keys, x, y):
+    a = offsets[x]
+    b = offsets[y]
+    m = offsets[x + 1] - a
+    if offsets[y + 1] - b != m:
+        return False
+    for k in range(m):
+        if keys[a + k] != keys[b + k]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _set_classes(offsets, keys, hashes, order, rep):
+    """Class representative of every document in ``order`` (non-empty documents sorted by set
+    hash, then by priority): the first document of its run of equal hashes whose set is equal.
+
+    ``rep[d] = d`` for the representative itself. A run of equal hashes almost always holds one
+    set; hash collisions are resolved by comparing the keys.
+    """
+    m = order.shape[0]
+    heads = np.empty(max(m, 1), dtype=np.int64)
+    s = 0
+    while s < m:
+        e = s + 1
+        while e < m and hashes[order[e]] == hashes[order[s]]:
+            e += 1
+        nh = 0
+        for q in range(s, e):
+            d = order[q]
+            r = -1
+            for k in range(nh):
+                if _same_set(offsets, keys, heads[k], d):
+                    r = heads[k]
+                    break
+            if r < 0:
+                heads[nh] = d
+                nh += 1
+                r = d
+            rep[d] = r
+        s = e
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _min_intersection(sa, sb, t):
+    """Smallest intersection ``c`` with ``c / (sa + sb - c) >= t`` (float64, as Python divides);
+    ``min(sa, sb) + 1`` when none reaches ``t``; 0 for ``t <= 0``. The ratio grows with ``c``, so
+    stepping from the estimate to the first ``c`` that passes is exact."""
+    if t <= 0.0:
+        return 0
+    s = sa + sb
+    lim = min(sa, sb)
+    c = min(max(int(np.ceil(t * s / (1.0 + t))), 0), lim + 1)
+    while c > 0 and (c - 1) / (s - (c - 1)) >= t:
+        c -= 1
+    while c <= lim and c / (s - c) < t:
+        c += 1
+    return c
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _intersect(keys, a, a_end, b, b_end, need):
+    """``|A & B|`` of two sorted unique runs, or -1 as soon as it cannot reach ``need``."""
+    c = 0
+    while a < a_end and b < b_end:
+        if c + min(a_end - a, b_end - b) < need:
+            return -1
+        x = keys[a]
+        y = keys[b]
+        if x == y:
+            c += 1
+            a += 1
+            b += 1
+        elif x < y:
+            a += 1
+        else:
+            b += 1
+    return c if c >= need else -1
+
+
+@njit(cache=True, nogil=True)
+def _pair_intersections(offsets, keys, pi, pj, t, inter, lo, hi):
+    """``inter[k] = |S(pi[k]) & S(pj[k])|`` where the pair reaches Jaccard ``t``, else -1.
+
+    ``t = 0`` computes every intersection exactly. Pairs with an empty set get -1 (their Jaccard
+    is defined as 0: documents without shingles are never similar).
+    """
+    for k in range(lo, hi):
+        x = pi[k]
+        y = pj[k]
+        a = offsets[x]
+        b = offsets[y]
+        sa = offsets[x + 1] - a
+        sb = offsets[y + 1] - b
+        if sa == 0 or sb == 0:
+            inter[k] = -1
+            continue
+        need = _min_intersection(sa, sb, t)
+        if need > min(sa, sb):
+            inter[k] = -1
+            continue
+        inter[k] = _intersect(keys, a, a + sa, b, b + sb, need)
+
+
+@njit(cache=True, nogil=True)
+def _set_simhash(offsets, keys, out, lo, hi):
+    """``out[d]``: simhash of document ``d``'s key set, every key weighing 1. Bit ``i`` (bit 63
+    most significant) is set where more keys than not have bit ``i`` set in
+    ``fmix64(key + 0x9E3779B97F4A7C15)``; an empty set gives 0."""
+    tally = np.zeros(64, dtype=np.int64)
+    for d in range(lo, hi):
+        tally[:] = 0
+        for p in range(offsets[d], offsets[d + 1]):
+            h = _fmix64(np.uint64(keys[p]) + _GOLDEN)
+            for b in range(64):
+                tally[b] += np.int64((h >> np.uint64(b)) & np.uint64(1)) * 2 - 1
+        v = np.uint64(0)
+        for b in range(64):
+            if tally[b] > 0:
+                v |= np.uint64(1) << np.uint64(b)
+        out[d] = v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _reaches(offsets, keys, x, y, t):
+    """``|S(x) & S(y)|`` when ``J(x, y) >= t``, else -1 (size bound first, then the merge)."""
+    a = offsets[x]
+    b = offsets[y]
+    sa = offsets[x + 1] - a
+    sb = offsets[y + 1] - b
+    need = _min_intersection(sa, sb, t)
+    if need > min(sa, sb):
+        return -1
+    return _intersect(keys, a, a + sa, b, b + sb, need)
+
+
+@njit(cache=True, nogil=True)
+def _greedy(offsets, keys, docs, adj_off, adj, t, kept_for, inter, union):
+    """Keep or drop ``docs`` (class representatives in priority order) given, for each position
+    ``q``, its earlier candidates ``adj[adj_off[q]:adj_off[q + 1]]`` (positions, ascending).
+
+    ``kept_for[d]`` is -2 while ``d`` is undecided; a document already dropped (>= 0) stays
+    dropped. An undecided one is dropped for its first kept earlier candidate with Jaccard
+    ``>= t`` and kept (-1) otherwise. Only kept candidates are ever checked. Returns the number
+    of set intersections computed.
+    """
+    checks = 0
+    for q in range(docs.shape[0]):
+        d = docs[q]
+        if kept_for[d] != -2:
+            continue
+        for p in range(adj_off[q], adj_off[q + 1]):
+            e = docs[adj[p]]
+            if kept_for[e] != -1:
+                continue
+            checks += 1
+            c = _reaches(offsets, keys, d, e, t)
+            if c >= 0:
+                kept_for[d] = e
+                inter[d] = c
+                union[d] = (offsets[d + 1] - offsets[d]) + (offsets[e + 1] - offsets[e]) - c
+                break
+        if kept_for[d] == -2:
+            kept_for[d] = -1
+    return checks
+
+
+@njit(cache=True, nogil=True)
+def _first_match(offsets, keys, queries, cand_off, cands, t, kept_for, inter, union, lo, hi):
+    """For each query ``queries[g]`` (``g`` in ``[lo, hi)``), its first candidate in
+    ``cands[cand_off[g]:cand_off[g + 1]]`` (kept documents in priority order) with Jaccard
+    ``>= t``: the query is dropped for it. Returns the number of set intersections computed."""
+    checks = 0
+    for g in range(lo, hi):
+        d = queries[g]
+        for p in range(cand_off[g], cand_off[g + 1]):
+            e = cands[p]
+            checks += 1
+            c = _reaches(offsets, keys, d, e, t)
+            if c >= 0:
+                kept_for[d] = e
+                inter[d] = c
+                union[d] = (offsets[d + 1] - offsets[d]) + (offsets[e + 1] - offsets[e]) - c
+                break
+    return checks

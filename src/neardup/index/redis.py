@@ -1,0 +1,422 @@
+"""The index on Redis (or Redis Cluster): per table, fingerprints bucketed by leading bits.
+
+Keys of an index named ``NAME`` (all plain strings, no hash tags, so Redis Cluster spreads them
+over its slots)::
+
+    NAME:meta            hash: magic, format version, distance, blocks, bucket bits, id kind,
+                         next automatic id, generation (writes so far)
+    NAME:t{t}:{b:x}      string: the bucket of table t whose permuted fingerprints start with
+                         the bucket_bits-bit value b; 16-byte records, each the fingerprint
+                         (uint64, little-endian, bit 63 most significant) and the id key (int64)
+    NAME:e:{s:x}         hash, one of ``entry_shards``: id key (8 bytes) -> fingerprint
+                         (8 bytes), followed by the UTF-8 id for string ids
+    NAME:lock            the writers' lease (one write at a time per index)
+
+A query reads one bucket per table, all in one pipeline, checks the distance of every record,
+then confirms the matches' entries in a second pipeline. The entry hash is the commit point: an
+add appends the bucket records first and writes the entries last; a remove deletes the entries
+first and then the records. A write that fails midway (a node down) leaves at most records with
+no entry, which queries ignore; an entry always has its records. Durability is Redis's own:
+with ``appendonly yes`` and ``appendfsync always`` every reply comes after the write is on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from neardup import config
+from neardup._optional import require
+from neardup.config import DEFAULT_DISTANCE
+from neardup.core.bits import as_fingerprints
+from neardup.core.layout import Layout
+from neardup.index.index import IndexMatches
+from neardup.index.redis_store import (
+    _GOLDEN,
+    FORMAT_VERSION,
+    MAGIC,
+    RECORD,
+    IndexUnavailableError,
+    choose_redis_layout,
+    connect,
+    is_redis_url,
+    split_url,
+)
+from neardup.index.redis_writer import RedisWriter
+from neardup.index.segments import Ids, convert_ids, expand_ranges
+from neardup.index.storage import CorruptIndexError
+
+__all__ = ["RedisIndex", "IndexUnavailableError", "choose_redis_layout", "is_redis_url"]
+
+
+class RedisIndex(RedisWriter):
+    """:class:`neardup.Index` over Redis: the same API and the same answers.
+
+    Open one with ``neardup.Index.open("redis://host:6379/0?name=crawl")`` (or
+    :meth:`create`); a server in cluster mode is detected and used through redis-py's
+    ``RedisCluster``. Any number of processes may open the same index: reads are always live
+    (:meth:`refresh` only rereads the layout), and writes (``mode="w"``) take a lease in Redis
+    for their duration, so writers from several machines serialize.
+
+    Raises :class:`IndexUnavailableError` (a ``ConnectionError``) when Redis cannot be reached.
+    """
+
+    def __init__(self, url: str, mode: str = "r") -> None:
+        if mode not in ("r", "w"):
+            raise ValueError(f"mode must be 'r' or 'w' (got {mode!r})")
+        self.path = url
+        self.mode = mode
+        self._url, self.name = split_url(url)
+        self._redis = require("redis", "server", "the Redis index backend")
+        self._client = connect(self._url)
+        self._closed = False
+        self._held = 0
+        self._stale: list[str] = []  # tokens of leases we may still hold
+        self._tlock = threading.RLock()
+        try:
+            self._load()
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def create(
+        cls,
+        url: str,
+        distance: int = DEFAULT_DISTANCE,
+        blocks: int | None = None,
+        *,
+        expected_size: int = 1_000_000,
+        bucket_bits: int | None = None,
+    ) -> RedisIndex:
+        """Create an empty index at ``url`` (``redis://host:port/db?name=NAME``), open for writing.
+
+        ``blocks`` and ``bucket_bits`` default to :func:`choose_redis_layout` for
+        ``expected_size``; ``bucket_bits`` is capped at the shortest table prefix. Raises
+        ``FileExistsError`` if an index of that name exists there.
+        """
+        auto_blocks, auto_bits = choose_redis_layout(max(1, int(expected_size)), distance)
+        layout = Layout(auto_blocks if blocks is None else blocks, distance)
+        shortest = min(t.prefix_bits for t in layout.tables)
+        bits = auto_bits if bucket_bits is None else int(bucket_bits)
+        if not 1 <= bits <= shortest:
+            raise ValueError(
+                f"bucket_bits must be between 1 and {shortest} for blocks={layout.blocks} "
+                f"(got {bits})"
+            )
+        url_, name = split_url(url)
+        client = connect(url_)
+        try:
+            meta = {
+                "magic": MAGIC,
+                "format_version": FORMAT_VERSION,
+                "distance": layout.distance,
+                "blocks": layout.blocks,
+                "bucket_bits": bits,
+                "entry_shards": config.REDIS_ENTRY_SHARDS,
+                "id_type": "",
+                "next_id": 0,
+                "generation": 0,
+            }
+            if not client.hsetnx(f"{name}:meta", "magic", MAGIC):
+                raise FileExistsError(f"{url}: an index named {name!r} already exists there")
+            client.hset(f"{name}:meta", mapping=meta)
+        except cls._errors() as e:
+            raise IndexUnavailableError(f"{url}: Redis is unavailable ({e})") from None
+        finally:
+            client.close()
+        return cls(url, "w")
+
+    @classmethod
+    def open(cls, url: str, mode: str = "r") -> RedisIndex:
+        """Open the index at ``url``; ``mode="w"`` allows writes."""
+        return cls(url, mode)
+
+    @staticmethod
+    def _errors() -> type[Exception]:
+        return require("redis", "server").exceptions.RedisError
+
+    def _load(self) -> None:
+        meta = {
+            k.decode(): v.decode() for k, v in self._call(self._client.hgetall, self._meta).items()
+        }
+        if not meta:
+            raise FileNotFoundError(f"{self.path}: no index named {self.name!r} in this Redis")
+        if meta.get("magic") != MAGIC or int(meta.get("format_version", -1)) != FORMAT_VERSION:
+            raise CorruptIndexError(
+                f"{self.path}: {self._meta} is not a neardup index of format {FORMAT_VERSION}"
+            )
+        self.layout = Layout(int(meta["blocks"]), int(meta["distance"]))
+        self.bucket_bits = int(meta["bucket_bits"])
+        self._shard_shift = np.uint64(64 - int(meta["entry_shards"]).bit_length() + 1)
+        self._meta_fields = meta
+
+    @property
+    def _meta(self) -> str:
+        return f"{self.name}:meta"
+
+    def refresh(self) -> None:
+        """Reread the layout, id kind and generation (queries always read live data)."""
+        self._load()
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._closed = True
+        with contextlib.suppress(Exception):
+            self._client.close()
+
+    def __enter__(self) -> RedisIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def distance(self) -> int:
+        """Largest query distance (bits, inclusive)."""
+        return self.layout.distance
+
+    @property
+    def blocks(self) -> int:
+        return self.layout.blocks
+
+    @property
+    def id_type(self) -> str | None:
+        """``"int64"``, ``"str"`` or ``None`` before the first add."""
+        return self._meta_fields.get("id_type") or None
+
+    @property
+    def generation(self) -> int:
+        """Number of writes committed so far (as of the last read of the metadata)."""
+        return int(self._meta_fields["generation"])
+
+    def __len__(self) -> int:
+        shards = int(self._meta_fields["entry_shards"])
+        return int(sum(self._pipeline([("hlen", self._shard_key(s)) for s in range(shards)])))
+
+    def __contains__(self, id: object) -> bool:
+        if isinstance(id, bool) or not isinstance(id, (str, int, np.integer)):
+            return False
+        self.refresh()
+        if self.id_type is None or isinstance(id, str) != (self.id_type == "str"):
+            return False
+        try:
+            ids = convert_ids([id], None, self.id_type)
+        except ValueError:
+            return False
+        return bool(self._lookup(ids)[0][0])
+
+    def info(self) -> dict[str, Any]:
+        """Layout, size and generation."""
+        self.refresh()
+        return {
+            "path": self.path,
+            "backend": "redis",
+            "format_version": FORMAT_VERSION,
+            "distance": self.distance,
+            "blocks": self.blocks,
+            "tables": self.layout.n_tables,
+            "bucket_bits": self.bucket_bits,
+            "id_type": self.id_type,
+            "entries": len(self),
+            "generation": self.generation,
+        }
+
+    # ------------------------------------------------------------------ Redis plumbing
+    def _call(self, fn: Any, *args: Any, **kw: Any) -> Any:
+        try:
+            return fn(*args, **kw)
+        except self._redis.exceptions.RedisError as e:
+            raise IndexUnavailableError(f"{self.path}: Redis is unavailable ({e})") from None
+
+    def _pipeline(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Run ``(method, *args)`` commands in pipelines of ``config.REDIS_PIPELINE``."""
+        if self._closed:
+            raise ValueError(f"index {self.path} is closed; open it again with Index.open")
+        out: list[Any] = []
+        step = config.REDIS_PIPELINE
+        for s in range(0, len(commands), step):
+            pipe = self._client.pipeline(transaction=False)
+            for name, *args in commands[s : s + step]:
+                getattr(pipe, name)(*args)
+            out.extend(self._call(pipe.execute))
+        return out
+
+    def _bucket_key(self, t: int, b: int) -> str:
+        return f"{self.name}:t{t}:{b:x}"
+
+    def _shard_key(self, s: int) -> str:
+        return f"{self.name}:e:{s:x}"
+
+    def _shards(self, keys: np.ndarray) -> np.ndarray:
+        return (keys.view(np.uint64) * _GOLDEN) >> self._shard_shift
+
+    def _buckets(self, fps: np.ndarray, t: int) -> np.ndarray:
+        return self.layout.apply(fps, t) >> np.uint64(64 - self.bucket_bits)
+
+    def _lookup(self, ids: Ids) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+        """(present, stored fingerprint, raw entry values) of each id of ``ids``."""
+        present, fps, raw = self._entries(ids.keys)
+        if ids.kind == "str":
+            for i, v in enumerate(raw):
+                if v is not None and v[8:].decode("utf-8") != ids.values[i]:
+                    present[i] = False
+        return present, fps, raw
+
+    def _entries(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+        """(present, fingerprint, raw value) of the entries of int64 id keys ``keys``."""
+        n = len(keys)
+        present = np.zeros(n, dtype=bool)
+        fps = np.zeros(n, dtype=np.uint64)
+        raw: list[Any] = [None] * n
+        if n == 0:
+            return present, fps, raw
+        shards = self._shards(keys)
+        order = np.argsort(shards, kind="stable")
+        bounds = np.flatnonzero(np.diff(shards[order])) + 1
+        groups = np.split(order, bounds)
+        kb = keys.astype("<i8").tobytes()
+        cmds = [
+            (
+                "hmget",
+                self._shard_key(int(shards[g[0]])),
+                [kb[8 * i : 8 * i + 8] for i in g],
+            )
+            for g in groups
+        ]
+        for g, values in zip(groups, self._pipeline(cmds), strict=True):
+            for i, v in zip(g.tolist(), values, strict=True):
+                raw[i] = v
+        hit = np.array([v is not None for v in raw], dtype=bool)
+        present[:] = hit
+        if hit.any():
+            fps[hit] = np.frombuffer(b"".join(v[:8] for v in raw if v is not None), "<u8")
+        return present, fps, raw
+
+    # ------------------------------------------------------------------ queries
+    def _probe(
+        self, fingerprints: Any, distance: int | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+        """(query index, id key, distance, raw entry per match) of confirmed matches."""
+        q = as_fingerprints(fingerprints, "fingerprints")
+        k = self.distance if distance is None else distance
+        if (
+            isinstance(k, bool)
+            or not isinstance(k, (int, np.integer))
+            or not 0 <= k <= self.distance
+        ):
+            raise ValueError(
+                f"query distance must be an integer between 0 and the index's distance "
+                f"{self.distance} (got {distance!r}); create the index with a larger distance"
+            )
+        e = np.empty(0, dtype=np.int64)
+        if len(q) == 0:
+            return e, e.copy(), e.copy(), []
+        T = self.layout.n_tables
+        cmds, inv = [], []
+        for t in range(T):
+            uniq, where = np.unique(self._buckets(q, t), return_inverse=True)
+            inv.append(where + len(cmds))
+            cmds.extend(("get", self._bucket_key(t, b)) for b in uniq.tolist())
+        values = self._pipeline(cmds)
+        sizes = np.array([0 if v is None else len(v) // RECORD.itemsize for v in values])
+        recs = np.frombuffer(b"".join(v for v in values if v is not None), RECORD)
+        hi = np.cumsum(sizes)
+        u = np.concatenate(inv)
+        owner, pos = expand_ranges((hi - sizes)[u], hi[u])
+        qi = np.tile(np.arange(len(q), dtype=np.int64), T)[owner]
+        fp, key = recs["fp"][pos], recs["key"][pos]
+        d = np.bitwise_count(q[qi] ^ fp).astype(np.int64)
+        keep = d <= k
+        qi, fp, key, d = qi[keep], fp[keep], key[keep], d[keep]
+        # one match per (query, id): a record is in every table and may repeat after a retry
+        order = np.lexsort((fp, key, qi))
+        qi, fp, key, d = qi[order], fp[order], key[order], d[order]
+        first = np.ones(len(qi), dtype=bool)
+        first[1:] = (qi[1:] != qi[:-1]) | (key[1:] != key[:-1]) | (fp[1:] != fp[:-1])
+        qi, fp, key, d = qi[first], fp[first], key[first], d[first]
+        if len(key) and self.id_type is None:
+            self._load()  # another process made the first add since we read the id kind
+        ukeys, kinv = np.unique(key, return_inverse=True)
+        present, stored, raw = self._entries(ukeys)
+        ok = present[kinv] & (stored[kinv] == fp)
+        sel = np.flatnonzero(ok)
+        return qi[sel], key[sel], d[sel], [raw[i] for i in kinv[sel].tolist()]
+
+    def query_arrays(
+        self,
+        fingerprints: Sequence[int] | np.ndarray,
+        distance: int | None = None,
+        *,
+        threads: int | None = None,
+    ) -> IndexMatches:
+        """As :meth:`neardup.Index.query_arrays`: ``(query_index, id, distance)`` sorted by
+        query, then distance, then id (string ids: in the local index's order)."""
+        qi, key, d, raw = self._probe(fingerprints, distance)
+        order = np.lexsort((key, d, qi))
+        if self.id_type == "str":
+            ids = np.empty(len(order), dtype=object)
+            ids[:] = [raw[i][8:].decode("utf-8") for i in order.tolist()]
+        else:
+            ids = key[order]
+        return IndexMatches(qi[order], ids, d[order])
+
+    def query(
+        self, fingerprints: Sequence[int] | np.ndarray, distance: int | None = None
+    ) -> list[list[tuple[Any, int]]]:
+        """As :meth:`neardup.Index.query`: per query, ``(id, distance)`` nearest first."""
+        q = as_fingerprints(fingerprints, "fingerprints")
+        m = self.query_arrays(q, distance)
+        bounds = np.searchsorted(m.query_index, np.arange(len(q) + 1)).tolist()
+        ids, dist = m.id.tolist(), m.distance.tolist()
+        return [list(zip(ids[a:b], dist[a:b], strict=True)) for a, b in zip(bounds, bounds[1:])]
+
+    def dedup_mask(
+        self, fingerprints: Sequence[int] | np.ndarray, distance: int | None = None
+    ) -> np.ndarray:
+        """Boolean array, True where a fingerprint is within ``distance`` bits of an indexed one."""
+        q = as_fingerprints(fingerprints, "fingerprints")
+        qi = self._probe(q, distance)[0]
+        mask = np.zeros(len(q), dtype=bool)
+        mask[qi] = True
+        return mask
+
+    def verify(self) -> None:
+        """Check that every entry has its record in the bucket of every table.
+
+        Raises
+        ------
+        CorruptIndexError
+            Naming the first entry whose record is missing (data lost by Redis, e.g. a node
+            restarted without persistence) and how many are.
+        """
+        shards = int(self._meta_fields["entry_shards"])
+        keys, fps = [], []
+        for h in self._pipeline([("hgetall", self._shard_key(s)) for s in range(shards)]):
+            for k, v in h.items():
+                keys.append(k)
+                fps.append(v[:8])
+        if not keys:
+            return
+        key = np.frombuffer(b"".join(keys), "<i8")
+        fp = np.frombuffer(b"".join(fps), "<u8")
+        want = np.empty(len(key), RECORD)
+        want["fp"], want["key"] = fp, key
+        want_v = want.view("V16")
+        missing = 0
+        for t in range(self.layout.n_tables):
+            b = self._buckets(fp, t)
+            vals = self._pipeline([("get", self._bucket_key(t, x)) for x in np.unique(b).tolist()])
+            have = np.frombuffer(b"".join(v for v in vals if v is not None), "V16")
+            missing += int((~np.isin(want_v, have)).sum())
+        if missing:
+            raise CorruptIndexError(
+                f"{self.path}: {missing} table records of {len(key)} entries are missing; "
+                f"Redis lost writes (run it with appendonly yes, appendfsync always)"
+            )

@@ -1,0 +1,329 @@
+"""Opening inputs wherever users keep them: local files, compressed files (``.gz``, ``.bz2``,
+``.xz``, ``.zst``) and fsspec URLs (``s3://``, ``gs://``, ``hf://``, ``http(s)://``,
+``memory://``, ...), always streamed, never read whole.
+
+A byte meter (:func:`metered`) counts the bytes read from the files themselves (compressed bytes
+for compressed files), so progress can be shown as a share of the inputs' sizes.
+
+Remote filesystems need ``fsspec`` (``pip install "neardup[remote]"``) and the backend package of
+the protocol (``s3fs``, ``gcsfs``, ``huggingface_hub``, ``aiohttp`` for http); a missing one is a
+one-line error naming the package. Credentials and endpoints come from the backend's usual
+configuration (environment variables such as ``AWS_PROFILE``, or fsspec's ``FSSPEC_S3_ENDPOINT_URL``
+style variables).
+"""
+
+from __future__ import annotations
+
+import bz2
+import contextlib
+import contextvars
+import gzip
+import io
+import lzma
+import os
+import re
+import sys
+from collections.abc import Iterator
+from typing import IO, Any
+
+from neardup._optional import MissingDependency, require
+from neardup.errors import InputError
+
+__all__ = [
+    "COMPRESSIONS",
+    "ByteMeter",
+    "compression_of",
+    "input_size",
+    "is_url",
+    "list_url",
+    "metered",
+    "open_input",
+    "open_parquet",
+    "open_output_stream",
+    "strip_compression",
+    "url_filesystem",
+]
+
+#: File name suffix -> compression, for inputs read transparently (and ``.gz``/... outputs).
+COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+_BUFFER = 1 << 20
+
+
+def is_url(path: str | os.PathLike) -> bool:
+    """True for ``scheme://...`` paths (read through fsspec); ``file://`` counts too."""
+    return bool(_URL.match(os.fspath(path))) if isinstance(path, (str, os.PathLike)) else False
+
+
+def compression_of(path: str | os.PathLike) -> str | None:
+    """``"gzip"``, ``"bz2"``, ``"xz"``, ``"zstd"`` or None, by the file name's last suffix."""
+    low = os.fspath(path).lower()
+    for suffix, kind in COMPRESSIONS.items():
+        if low.endswith(suffix):
+            return kind
+    return None
+
+
+def strip_compression(path: str | os.PathLike) -> str:
+    """``path`` without its compression suffix (``x.jsonl.gz`` -> ``x.jsonl``)."""
+    p = os.fspath(path)
+    for suffix in COMPRESSIONS:
+        if p.lower().endswith(suffix):
+            return p[: -len(suffix)]
+    return p
+
+
+class ByteMeter:
+    """Bytes read so far from every file opened with :func:`open_input` while it is active."""
+
+    def __init__(self) -> None:
+        self.done = 0
+
+
+_METER: contextvars.ContextVar[ByteMeter | None] = contextvars.ContextVar(
+    "neardup_byte_meter", default=None
+)
+
+
+@contextlib.contextmanager
+def metered() -> Iterator[ByteMeter]:
+    """Count the bytes that :func:`open_input` reads inside the ``with`` block (this thread's
+    context), for byte-based progress."""
+    meter = ByteMeter()
+    token = _METER.set(meter)
+    try:
+        yield meter
+    finally:
+        _METER.reset(token)
+
+
+class _Counted(io.RawIOBase):
+    """A binary stream that adds what it reads to a :class:`ByteMeter`."""
+
+    def __init__(self, raw: IO[bytes], meter: ByteMeter) -> None:
+        self._raw = raw
+        self._meter = meter
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        n = self._raw.readinto(b)
+        if n:
+            self._meter.done += n
+        return n
+
+    def seekable(self) -> bool:
+        return self._raw.seekable()
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0].lower()
+
+
+def url_filesystem(url: str) -> tuple[Any, str]:
+    """``(filesystem, path)`` for an fsspec URL.
+
+    Raises
+    ------
+    MissingDependency
+        fsspec, or the protocol's backend package, is not installed (the message names it).
+    InputError
+        The protocol is unknown to fsspec.
+    """
+    scheme = _scheme(url)
+    fsspec = require("fsspec", "remote", f"reading {scheme}:// paths")
+    try:
+        return fsspec.core.url_to_fs(url)
+    except ImportError as e:
+        raise MissingDependency(_backend_hint(scheme, e)) from None
+    except ValueError as e:
+        if "not known" in str(e).lower():
+            raise InputError(url, None, f"no filesystem handles {scheme}:// ({e})") from None
+        raise
+
+
+def _backend_hint(scheme: str, err: ImportError) -> str:
+    from fsspec.registry import known_implementations
+
+    cause = err.__cause__ if isinstance(err.__cause__, ImportError) else err
+    package = getattr(cause, "name", None)
+    if not package:
+        cls = known_implementations.get(scheme, {}).get("class", "")
+        package = cls.split(".")[0] or scheme
+    package = package.split(".")[0].replace("_", "-")
+    return (
+        f"reading {scheme}:// paths needs {package}, which is not installed: pip install {package}"
+    )
+
+
+def _open_raw(path: str) -> IO[bytes]:
+    if is_url(path):
+        fs, p = url_filesystem(path)
+        try:
+            return fs.open(p, "rb")
+        except FileNotFoundError:
+            raise InputError(path, None, "no such file") from None
+    return open(path, "rb", buffering=0)  # noqa: SIM115 - closed by open_input
+
+
+@contextlib.contextmanager
+def open_input(path: str | os.PathLike, *, decompress: bool = True) -> Iterator[IO[bytes]]:
+    """``path`` opened for streaming binary reads (line iteration works), decompressed by its
+    suffix unless ``decompress=False``, counted by the active :func:`metered` meter.
+
+    Raises
+    ------
+    InputError
+        A compressed file that is corrupt or truncated (named), or a URL that names no file.
+    MissingDependency
+        ``.zst`` without ``zstandard``, or a URL without fsspec or its backend.
+    """
+    p = os.fspath(path)
+    raw: IO[bytes] = _open_raw(p)
+    meter = _METER.get()
+    stack = contextlib.ExitStack()
+    with stack:
+        stack.callback(raw.close)
+        if meter is not None:
+            raw = _Counted(raw, meter)
+        kind = compression_of(p) if decompress else None
+        stream: IO[bytes]
+        if kind == "gzip":
+            stream = gzip.GzipFile(fileobj=raw, mode="rb")
+        elif kind == "bz2":
+            stream = bz2.BZ2File(raw, "rb")
+        elif kind == "xz":
+            stream = lzma.LZMAFile(raw, "rb")
+        elif kind == "zstd":
+            zstd = require("zstandard", "zstd", "reading .zst files")
+            reader = zstd.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+            stream = io.BufferedReader(reader, _BUFFER)
+        elif hasattr(raw, "readinto"):
+            stream = io.BufferedReader(raw, _BUFFER)  # type: ignore[arg-type]
+        else:
+            stream = raw
+        stack.callback(stream.close)
+        try:
+            yield stream
+        except (EOFError, lzma.LZMAError, OSError) as e:
+            # a system error (errno set: a broken pipe, a full disk) is not the file's fault
+            if kind is None or (isinstance(e, OSError) and e.errno is not None):
+                raise
+            raise InputError(p, None, f"cannot decompress ({kind}): {e}") from None
+        except Exception as e:
+            if kind == "zstd" and type(e).__name__ == "ZstdError":
+                raise InputError(p, None, f"cannot decompress (zstd): {e}") from None
+            raise
+
+
+def open_parquet(path: str | os.PathLike) -> Any:
+    """``pyarrow.parquet.ParquetFile`` of a local path, of a URL (through its fsspec
+    filesystem) or of stdin (``-``); its schema is ``.schema_arrow``.
+
+    Raises
+    ------
+    InputError
+        Naming the file when it is missing or not a readable Parquet file.
+    """
+    pq = require("pyarrow.parquet", feature="Parquet")
+    pa = require("pyarrow", feature="Parquet")
+    p = os.fspath(path)
+    shown = "<stdin>" if p == "-" else p
+    try:
+        if p == "-":
+            return pq.ParquetFile(io.BytesIO(sys.stdin.buffer.read()))
+        if not is_url(p):
+            return pq.ParquetFile(p)
+        fs, q = url_filesystem(p)
+        if not fs.exists(q):
+            raise InputError(p, None, "no such file")
+        return pq.ParquetFile(q, filesystem=fs)
+    except (InputError, MissingDependency):
+        raise
+    except FileNotFoundError:
+        raise InputError(shown, None, "no such file") from None
+    except (pa.ArrowException, OSError, ValueError, TypeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError(shown, None, f"not a readable Parquet file ({first})") from None
+
+
+def input_size(path: str | os.PathLike) -> int:
+    """Size in bytes of the file as stored (compressed size for compressed files)."""
+    p = os.fspath(path)
+    if is_url(p):
+        fs, q = url_filesystem(p)
+        return int(fs.size(q) or 0)
+    return os.path.getsize(p)
+
+
+def list_url(url: str) -> list[tuple[str, str]]:
+    """Files named by a URL: ``[(url, name relative to the given directory)]``.
+
+    A file is itself; a directory is walked (sorted, dot-files skipped); a pattern with
+    ``*?[`` is globbed. Raises :class:`InputError` when nothing is there.
+    """
+    fs, p = url_filesystem(url)
+    proto = url.split("://", 1)[0]
+
+    def full(q: str) -> str:
+        return fs.unstrip_protocol(q) if hasattr(fs, "unstrip_protocol") else f"{proto}://{q}"
+
+    if any(c in p for c in "*?["):
+        found = sorted(fs.glob(p))
+        found = [q for q in found if not fs.isdir(q)]
+        if not found:
+            raise InputError(url, None, "no file matches this pattern")
+        return [(full(q), q.rsplit("/", 1)[-1]) for q in found]
+    try:
+        is_dir = fs.isdir(p)
+    except (OSError, ValueError):
+        is_dir = False
+    if is_dir:
+        root = p.rstrip("/")
+        found = sorted(fs.find(root))
+        out = []
+        for q in found:
+            rel = q[len(root) :].lstrip("/")
+            if any(part.startswith(".") for part in rel.split("/")):
+                continue
+            out.append((full(q), rel))
+        return out
+    if not fs.exists(p):
+        raise InputError(url, None, "no such file")
+    return [(url, p.rsplit("/", 1)[-1])]
+
+
+@contextlib.contextmanager
+def open_output_stream(raw: IO[bytes], path: str | os.PathLike) -> Iterator[IO[bytes]]:
+    """``raw`` (an open binary output) compressed by ``path``'s suffix (``.gz``, ``.bz2``,
+    ``.xz``, ``.zst``), or ``raw`` itself; the compressor is finished on exit, ``raw`` left
+    open."""
+    kind = compression_of(path)
+    if kind is None:
+        yield raw
+        return
+    if kind == "gzip":
+        stream: Any = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)
+    elif kind == "bz2":
+        stream = bz2.BZ2File(raw, "wb")
+    elif kind == "xz":
+        stream = lzma.LZMAFile(raw, "wb")
+    else:
+        zstd = require("zstandard", "zstd", "writing .zst files")
+        stream = zstd.ZstdCompressor().stream_writer(raw, closefd=False)
+    try:
+        yield stream
+    finally:
+        stream.close()

@@ -1,0 +1,244 @@
+"""The dedup report's data: clusters (from a result or a ``--clusters`` file), a sample of them,
+the texts of the sampled documents (read back from the input), the summary; rendered to one
+self-contained HTML file by :mod:`neardup.pipeline.report_html` (``pip install "neardup[report]"``).
+
+A cluster is a dict as written by ``--clusters``: ``kept`` (id of the survivor), ``size``,
+``members`` (ids, input order), ``distances`` (bits from each member's fingerprint to the kept
+one's, bit 63 most significant) and, when the dedup verified its matches, ``jaccards`` (each
+member's Jaccard similarity to the kept one, ``null`` where not computed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from neardup import config
+from neardup.errors import InputError
+from neardup.io.readers import Record
+from neardup.io.writers import atomic_output
+
+__all__ = [
+    "json_id",
+    "read_clusters",
+    "report_ids",
+    "result_clusters",
+    "result_texts",
+    "sample_clusters",
+    "summary_from_clusters",
+    "texts_from_records",
+    "write_report",
+    "write_result_report",
+]
+
+
+def json_id(v: Any) -> Any:
+    """An id as the ``--clusters`` file writes it (strings, numbers, booleans and null as they
+    are, anything else as its text), so ids from the input and from the file compare equal."""
+    return v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
+
+
+def _check_row(row: Any, path: str, line: int) -> dict[str, Any]:
+    if not isinstance(row, dict):
+        raise InputError(path, line, f"expected a JSON object, got {type(row).__name__}")
+    for key in ("kept", "members", "distances"):
+        if key not in row:
+            raise InputError(path, line, f"missing field {key!r}; is this a --clusters file?")
+    members, dist = row["members"], row["distances"]
+    if not isinstance(members, list) or not isinstance(dist, list) or len(members) != len(dist):
+        raise InputError(path, line, "'members' and 'distances' must be lists of one length")
+    if not all(isinstance(d, int) and 0 <= d <= 64 for d in dist):
+        raise InputError(path, line, "'distances' must be integers from 0 to 64 (bits)")
+    jac = row.get("jaccards")
+    if jac is not None and (not isinstance(jac, list) or len(jac) != len(members)):
+        raise InputError(path, line, "'jaccards' must be a list as long as 'members'")
+    row.setdefault("size", len(members))
+    return row
+
+
+def read_clusters(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The clusters of a ``--clusters`` JSONL file (blank lines skipped).
+
+    Raises
+    ------
+    InputError
+        A line that is not a cluster row, naming the file and line.
+    """
+    from neardup.io.files import open_input
+
+    source = os.fspath(path)
+    rows = []
+    with open_input(source) as f:
+        for number, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise InputError(source, number, f"not valid JSON: {e}") from None
+            rows.append(_check_row(row, source, number))
+    return rows
+
+
+def sample_clusters(clusters: list[dict[str, Any]], n: int, seed: int = 0) -> list[int]:
+    """Positions of ``n`` clusters chosen at random (seeded, so a report is reproducible),
+    in their order in ``clusters``; all of them when there are ``n`` or fewer."""
+    if len(clusters) <= n:
+        return list(range(len(clusters)))
+    rng = np.random.default_rng(seed)
+    return sorted(rng.choice(len(clusters), size=n, replace=False).tolist())
+
+
+def report_ids(clusters: list[dict[str, Any]], sample: Iterable[int]) -> set[Any]:
+    """Ids whose text the report shows: each sampled cluster's kept document and its first
+    :data:`neardup.config.REPORT_MEMBERS` dropped ones."""
+    ids: set[Any] = set()
+    for i in sample:
+        c = clusters[i]
+        ids.add(json_id(c["kept"]))
+        dropped = [json_id(m) for m in c["members"] if json_id(m) != json_id(c["kept"])]
+        ids.update(dropped[: config.REPORT_MEMBERS])
+    return ids
+
+
+def texts_from_records(
+    records: Iterable[Record], wanted: set[Any], *, read_all: bool = False
+) -> dict[Any, str]:
+    """The text of each record whose id is in ``wanted`` (first occurrence), read until all
+    are found (or to the end with ``read_all``); texts longer than
+    :data:`neardup.config.REPORT_TEXT_CHARS` are cut there."""
+    found: dict[Any, str] = {}
+    for rec in records:
+        key = json_id(rec.id)
+        if key in wanted and key not in found:
+            found[key] = rec.text[: config.REPORT_TEXT_CHARS]
+            if len(found) == len(wanted) and not read_all:
+                break
+    return found
+
+
+def result_clusters(result: Any) -> list[dict[str, Any]]:
+    """The clusters of a :class:`~neardup.pipeline.result.DedupResult` as the ``--clusters``
+    file has them (ids in :func:`json_id` form)."""
+    out = []
+    for c in result.iter_clusters():
+        c["kept"] = json_id(c["kept"])
+        c["members"] = [json_id(m) for m in c["members"]]
+        out.append(c)
+    return out
+
+
+def result_texts(
+    result: Any, data: Any, wanted: set[Any], text_field: str = "text", id_field: str | None = "id"
+) -> dict[Any, str]:
+    """Texts of the ``wanted`` ids of a dedup ``result``, read again from its input ``data``
+    (paths: the files, read until all are found; in-memory data: by position)."""
+    from neardup.io.readers import read_documents
+    from neardup.io.sources import expand_inputs, is_paths, texts_and_ids
+
+    if not wanted:
+        return {}
+    if result.scan is not None or is_paths(data):
+        files = result.scan.files if result.scan is not None else expand_inputs(data)
+        records = read_documents(
+            [f.path for f in files], files[0].kind if files else "auto", text_field,
+            id_field, on_bad=lambda err: None,
+        )  # fmt: skip
+        return texts_from_records(records, wanted)
+    pos = result.positions if result.positions is not None else np.arange(len(result))
+    at = {int(p): json_id(result.ids[k]) for k, p in enumerate(pos.tolist())
+          if json_id(result.ids[k]) in wanted}  # fmt: skip
+    texts, _ = texts_and_ids(data, text_field, None)
+    found = {}
+    for k, t in enumerate(texts):
+        if k in at and isinstance(t, str):
+            found[at[k]] = t[: config.REPORT_TEXT_CHARS]
+    return found
+
+
+def write_result_report(
+    path: str | os.PathLike,
+    result: Any,
+    data: Any,
+    *,
+    text_field: str = "text",
+    id_field: str | None = "id",
+    settings: Mapping[str, Any] | None = None,
+    sample: int | None = None,
+) -> int:
+    """Write the HTML report of ``result`` = ``neardup.dedup(data, ...)`` (the same ``data``,
+    ``text_field`` and ``id_field``) to ``path``; returns the bytes written.
+
+    Examples
+    --------
+    >>> r = neardup.dedup(texts)  # doctest: +SKIP
+    >>> write_result_report("report.html", r, texts)  # doctest: +SKIP
+    """
+    clusters = result_clusters(result)
+    chosen = sample_clusters(clusters, config.REPORT_SAMPLE if sample is None else sample)
+    texts = result_texts(result, data, report_ids(clusters, chosen), text_field, id_field)
+    return write_report(path, result.summary(), clusters, texts, chosen, settings=settings)
+
+
+def summary_from_clusters(clusters: list[dict[str, Any]], documents: int) -> dict[str, Any]:
+    """The counts of a summary from clusters alone (for ``neardup report``): every member but
+    the kept one was dropped."""
+    members = sum(len(c["members"]) for c in clusters)
+    dropped = sum(
+        sum(1 for m in c["members"] if json_id(m) != json_id(c["kept"])) for c in clusters
+    )
+    return {
+        "documents": documents,
+        "clusters": len(clusters),
+        "dropped": dropped,
+        "kept": documents - dropped,
+        "in_clusters": members,
+    }
+
+
+def write_report(
+    path: str | os.PathLike,
+    summary: Mapping[str, Any],
+    clusters: list[dict[str, Any]],
+    texts: Mapping[Any, str],
+    sample: list[int],
+    *,
+    settings: Mapping[str, Any] | None = None,
+    title: str = "neardup dedup report",
+) -> int:
+    """Render the report and write it to ``path`` (appears only when complete).
+
+    Parameters
+    ----------
+    path : path
+        The HTML file to write.
+    summary : mapping
+        ``documents``, ``clusters``, ``dropped``, ``kept`` and optionally ``skipped``,
+        ``bytes_in``, ``bytes_out``, ``seconds`` (as :meth:`DedupResult.summary`).
+    clusters : list of dict
+        Every cluster (see the module's docstring).
+    texts : mapping
+        Text of the documents to show, by id (:func:`json_id` form).
+    sample : list of int
+        Positions in ``clusters`` of the clusters to show side by side.
+    settings : mapping, optional
+        Options of the run (distance, keep, inputs, ...), listed in the report.
+    title : str
+        The page's title.
+
+    Returns
+    -------
+    int
+        Bytes written.
+    """
+    from neardup.pipeline.report_html import render
+
+    page = render(summary, clusters, texts, sample, settings=settings or {}, title=title)
+    data = page.encode("utf-8")
+    with atomic_output(path, "wb") as f:
+        f.write(data)
+    return len(data)

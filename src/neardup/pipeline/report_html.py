@@ -1,0 +1,316 @@
+"""One self-contained HTML page for a dedup run: summary, histograms (matplotlib, inline SVG),
+the largest clusters, side-by-side diffs (:class:`difflib.HtmlDiff`) of kept and dropped text for
+a sample of clusters, and a search over every cluster by id. No external file, script or font."""
+
+from __future__ import annotations
+
+import difflib
+import html
+import io
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from neardup import config
+from neardup._optional import require
+from neardup.io.display import size
+from neardup.pipeline.report import json_id
+
+__all__ = ["render"]
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+_NEXT_CELL = re.compile(r'<t([dh]) class="diff_next"[^>]*>.*?</t\1>', re.S)
+_COLGROUPS = re.compile(r"(\s*<colgroup></colgroup>)+")
+_COLS = '<colgroup><col class="ln"><col class="tx"><col class="ln"><col class="tx"></colgroup>'
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;
+max-width:1200px;padding:0 16px;color:#1d2330;background:#fff}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #dde}
+h3{font-size:15px;margin:18px 0 6px}h4{font-size:13px;margin:10px 0 4px;font-weight:600}
+code{background:#f2f3f7;padding:0 3px;border-radius:3px}
+table.grid{border-collapse:collapse;margin:6px 0}table.grid td,table.grid th{border:1px solid #dde;
+padding:3px 8px;text-align:left;vertical-align:top}table.grid th{background:#f5f6fa}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.plots{display:flex;flex-wrap:wrap;gap:12px}.plot{flex:1 1 480px;max-width:100%}
+.plot svg{width:100%;height:auto}.note{color:#667;font-size:13px}
+#search{font-size:15px;padding:6px 10px;width:360px;max-width:100%;border:1px solid #99a;
+border-radius:4px}#results{margin-top:8px}
+table.diff{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;border-collapse:collapse;
+width:100%;table-layout:fixed;margin-bottom:8px}
+table.diff td{padding:1px 6px;vertical-align:top;white-space:pre-wrap;overflow-wrap:anywhere}
+table.diff col.ln{width:3.2em}table.diff td.diff_header{text-align:right;color:#889;
+background:#f7f7fa}table.diff th{background:#eef;text-align:left;padding:2px 6px}
+.diff_add{background:#c8f0cc}.diff_chg{background:#fff1a8}.diff_sub{background:#ffc9c9}
+details.cluster{border:1px solid #dde;border-radius:4px;padding:4px 10px;margin:8px 0}
+details.cluster summary{cursor:pointer;font-weight:600}.hit{outline:3px solid #f5a623}
+"""
+
+# Filters the cluster index by id as the user types; "#q=ID" in the address pre-fills it.
+_JS = """
+(function () {
+  var data = JSON.parse(document.getElementById('cluster-index').textContent);
+  var box = document.getElementById('search');
+  var out = document.getElementById('results');
+  function esc(s) {
+    return String(s).replace(/[&<>"]/g, function (c) {
+      return {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c];
+    });
+  }
+  function show() {
+    var q = box.value.trim().toLowerCase();
+    if (!q) { out.innerHTML = ''; return; }
+    var rows = [], shown = 0, total = 0;
+    for (var i = 0; i < data.length; i++) {
+      var c = data[i], hit = -1;
+      for (var j = 0; j < c.m.length; j++) {
+        if (String(c.m[j]).toLowerCase().indexOf(q) >= 0) { hit = j; break; }
+      }
+      if (hit < 0) continue;
+      total++;
+      if (shown >= 50) continue;
+      shown++;
+      var who = String(c.m[hit]) === String(c.k) ? 'kept' : 'dropped, ' + c.d[hit] + ' bits from kept' +
+        (c.j && c.j[hit] != null ? ', Jaccard ' + Number(c.j[hit]).toFixed(3) : '');
+      var link = c.s >= 0 ? ' <a href="#cluster-' + c.s + '">see the texts</a>' : '';
+      rows.push('<tr><td><code>' + esc(c.m[hit]) + '</code></td><td>' + esc(who) +
+        '</td><td><code>' + esc(c.k) + '</code></td><td class="num">' + c.m.length + '</td><td>' +
+        link + '</td></tr>');
+    }
+    out.innerHTML = total === 0 ? '<p class="note">No cluster member matches.</p>' :
+      '<p class="note">' + total + ' cluster' + (total === 1 ? '' : 's') + ' match' +
+      (total > shown ? ' (first ' + shown + ' shown)' : '') + '.</p>' +
+      '<table class="grid" id="result-table"><tr><th>id</th><th>decision</th><th>kept id</th>' +
+      '<th>size</th><th></th></tr>' + rows.join('') + '</table>';
+  }
+  box.addEventListener('input', show);
+  var m = /[#&]q=([^&]*)/.exec(window.location.hash);
+  if (m) { box.value = decodeURIComponent(m[1]); show(); }
+})();
+"""
+
+
+def _e(v: Any) -> str:
+    return html.escape(str(v), quote=True)
+
+
+def _svg(fig: Any) -> str:
+    matplotlib = require("matplotlib", "report", "the HTML report")
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "neardup"}):
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buf.getvalue()
+    return text[text.index("<svg") :]
+
+
+def _bar_plot(x: np.ndarray, y: np.ndarray, xlabel: str, title: str, log_x: bool = False) -> str:
+    figure = require("matplotlib.figure", "report", "the HTML report")
+    fig = figure.Figure(figsize=(6.4, 3.0))
+    ax = fig.add_subplot()
+    if log_x:
+        ax.step(x, y, where="post", color="#3b6fb6")
+        ax.fill_between(x, y, step="post", color="#3b6fb6", alpha=0.35)
+        ax.set_xscale("log")
+    else:
+        ax.bar(x, y, width=0.8 if len(x) and np.issubdtype(x.dtype, np.integer) else 0.045,
+               color="#3b6fb6")  # fmt: skip
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("documents" if "dropped" in title else "clusters")
+    ax.set_title(title, fontsize=11)
+    ax.grid(axis="y", alpha=0.3)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _svg(fig)
+
+
+def _plots(clusters: list[dict[str, Any]]) -> list[str]:
+    sizes = np.array([len(c["members"]) for c in clusters], dtype=np.int64)
+    plots = []
+    if len(sizes) == 0:
+        return plots
+    if sizes.max() <= 40:
+        counts = np.bincount(sizes)
+        xs = np.arange(2, len(counts))
+        plots.append(_bar_plot(xs, counts[2:], "documents in the cluster", "Cluster sizes"))
+    else:
+        edges = np.unique(np.geomspace(2, sizes.max() + 1, 30).astype(np.int64))
+        counts, _ = np.histogram(sizes, bins=edges)
+        plots.append(
+            _bar_plot(edges[:-1], counts, "documents in the cluster", "Cluster sizes", log_x=True)
+        )
+    bits, jac = [], []
+    for c in clusters:
+        kept = json_id(c["kept"])
+        js = c.get("jaccards")
+        for k, m in enumerate(c["members"]):
+            if json_id(m) != kept:
+                bits.append(c["distances"][k])
+                if js is not None and js[k] is not None:
+                    jac.append(float(js[k]))
+    if bits:
+        counts = np.bincount(np.array(bits, dtype=np.int64))
+        plots.append(
+            _bar_plot(
+                np.arange(len(counts)),
+                counts,
+                "bits from the kept document's fingerprint",
+                "Distance of each dropped document",
+            )  # fmt: skip
+        )
+    if jac:
+        counts, edges = np.histogram(np.clip(jac, 0, 1), bins=20, range=(0.0, 1.0))
+        plots.append(
+            _bar_plot(
+                edges[:-1] + 0.025,
+                counts,
+                "Jaccard similarity to the kept document",
+                "Similarity of each dropped document",
+            )  # fmt: skip
+        )
+    return plots
+
+
+def _lines(text: str) -> list[str]:
+    """Text split for a readable line diff: at line breaks and after sentence ends."""
+    out: list[str] = []
+    for line in text.splitlines() or [""]:
+        out += _SENTENCE_END.split(line) if len(line) > 100 else [line]
+    return out
+
+
+def _diff(kept_id: Any, kept: str | None, other_id: Any, other: str | None) -> str:
+    if kept is None or other is None:
+        missing = kept_id if kept is None else other_id
+        return f'<p class="note">The text of <code>{_e(missing)}</code> was not found in the input.</p>'
+    table = difflib.HtmlDiff(tabsize=4).make_table(
+        _lines(kept), _lines(other), f"kept: {_e(kept_id)}", f"dropped: {_e(other_id)}"
+    )
+    # two columns a side (line number, text) that wrap like prose: HtmlDiff's navigation
+    # columns, fixed spaces and nowrap go
+    table = _NEXT_CELL.sub("", table).replace("&nbsp;", " ").replace(' nowrap="nowrap"', "")
+    return _COLGROUPS.sub(_COLS, table, count=1)
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    body = "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows)
+    return f'<table class="grid">{body}</table>'
+
+
+def _summary_rows(s: Mapping[str, Any], settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+    docs = int(s.get("documents", 0))
+    dropped = int(s.get("dropped", 0))
+    pct = f" ({100.0 * dropped / docs:.1f}%)" if docs else ""
+    rows = [("documents", f"{docs:,}")]
+    if s.get("skipped"):
+        rows.append(("bad records skipped", f"{int(s['skipped']):,}"))
+    rows += [
+        ("clusters of 2 or more", f"{int(s.get('clusters', 0)):,}"),
+        ("dropped", f"{dropped:,}{pct}"),
+        ("kept", f"{int(s.get('kept', docs - dropped)):,}"),
+    ]
+    if s.get("bytes_in"):
+        out = f", {size(s['bytes_out'])} out" if s.get("bytes_out") else ""
+        rows.append(("bytes", f"{size(s['bytes_in'])} in{out}"))
+    sec = s.get("seconds")
+    if isinstance(sec, Mapping) and "total" in sec:
+        rows.append(("time", f"{float(sec['total']):.2f} s"))
+    rows += [(str(k), _e(v)) for k, v in settings.items()]
+    return rows
+
+
+def _largest(clusters: list[dict[str, Any]], where: dict[int, int]) -> str:
+    order = sorted(range(len(clusters)), key=lambda i: (-len(clusters[i]["members"]), i))
+    rows = []
+    for i in order[: config.REPORT_LARGEST]:
+        c = clusters[i]
+        members = [m for m in c["members"] if json_id(m) != json_id(c["kept"])]
+        shown = ", ".join(f"<code>{_e(m)}</code>" for m in members[:8])
+        more = f" and {len(members) - 8:,} more" if len(members) > 8 else ""
+        link = f' <a href="#cluster-{where[i]}">texts</a>' if i in where else ""
+        rows.append(
+            f'<tr><td><code>{_e(c["kept"])}</code>{link}</td><td class="num">'
+            f'{len(c["members"]):,}</td><td class="num">{max(c["distances"])}</td>'
+            f"<td>{shown}{more}</td></tr>"
+        )
+    head = "<tr><th>kept id</th><th>size</th><th>max bits</th><th>dropped ids</th></tr>"
+    return f'<table class="grid">{head}{"".join(rows)}</table>'
+
+
+def _cluster_block(k: int, c: dict[str, Any], texts: Mapping[Any, str]) -> str:
+    kept = json_id(c["kept"])
+    js = c.get("jaccards")
+    parts = []
+    dropped = [(m, i) for i, m in enumerate(c["members"]) if json_id(m) != kept]
+    for m, i in dropped[: config.REPORT_MEMBERS]:
+        sim = f", Jaccard {float(js[i]):.3f}" if js is not None and js[i] is not None else ""
+        parts.append(
+            f"<h4>dropped <code>{_e(m)}</code>: {c['distances'][i]} bits from the kept "
+            f"fingerprint{sim}</h4>"
+            + _diff(kept, texts.get(kept), json_id(m), texts.get(json_id(m)))
+        )
+    more = len(dropped) - config.REPORT_MEMBERS
+    if more > 0:
+        parts.append(f'<p class="note">and {more:,} more dropped documents.</p>')
+    ids = " ".join(str(json_id(m)) for m in c["members"])
+    return (
+        f'<details class="cluster" id="cluster-{k}" data-ids="{_e(ids)}"{" open" if k < 3 else ""}>'
+        f"<summary>kept <code>{_e(c['kept'])}</code>, {len(c['members']):,} documents</summary>"
+        + "".join(parts)
+        + "</details>"
+    )
+
+
+def render(
+    summary: Mapping[str, Any],
+    clusters: list[dict[str, Any]],
+    texts: Mapping[Any, str],
+    sample: list[int],
+    *,
+    settings: Mapping[str, Any],
+    title: str,
+) -> str:
+    """The report as one HTML string (see :func:`neardup.pipeline.report.write_report`)."""
+    where = {i: k for k, i in enumerate(sample)}
+    index = []
+    for i, c in enumerate(clusters[: config.REPORT_MAX_CLUSTERS]):
+        row = {"k": json_id(c["kept"]), "m": [json_id(m) for m in c["members"]],
+               "d": c["distances"], "s": where.get(i, -1)}  # fmt: skip
+        if c.get("jaccards") is not None:
+            row["j"] = c["jaccards"]
+        index.append(row)
+    index_json = json.dumps(index, ensure_ascii=False).replace("</", "<\\/")
+    cut = len(clusters) - len(index)
+    plots = "".join(f'<div class="plot">{svg}</div>' for svg in _plots(clusters))
+    has_jaccard = any(c.get("jaccards") is not None for c in clusters)
+    blocks = "".join(_cluster_block(k, clusters[i], texts) for k, i in enumerate(sample))
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{_e(title)}</title><style>{_CSS}</style></head>
+<body>
+<h1>{_e(title)}</h1>
+<p class="note">Documents whose 64-bit simhash fingerprints differ in a few bits were clustered;
+each cluster keeps one document and drops the others.</p>
+<h2>Summary</h2>
+{_table(_summary_rows(summary, settings))}
+<h2>Why documents were dropped</h2>
+<label for="search">Find a document by id:</label>
+<input id="search" type="search" placeholder="id, or part of it" autocomplete="off">
+<div id="results"></div>
+{f'<p class="note">The search covers the first {len(index):,} clusters ({cut:,} more not listed).</p>' if cut > 0 else ""}
+<h2>Distributions</h2>
+<div class="plots">{plots or '<p class="note">No clusters: nothing was dropped.</p>'}</div>
+{"" if has_jaccard else '<p class="note">Distances are in bits between fingerprints; Jaccard similarities appear when the clusters carry them.</p>'}
+<h2>Largest clusters</h2>
+{_largest(clusters, where) if clusters else '<p class="note">None.</p>'}
+<h2>Kept and dropped texts, side by side</h2>
+<p class="note">{len(sample):,} of {len(clusters):,} clusters, chosen at random; changed words
+are <span class="diff_chg">marked</span>, <span class="diff_add">added</span> and
+<span class="diff_sub">removed</span> lines coloured.</p>
+{blocks}
+<script type="application/json" id="cluster-index">{index_json}</script>
+<script>{_JS}</script>
+</body></html>
+"""

@@ -1,0 +1,264 @@
+"""The index on real redis-server processes (one node and a 3-node cluster) against brute force
+and against the local index: same answers, same ids, same errors."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import naive
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from servers import RedisCluster3, RedisNode, needs_redis
+from strategies import fingerprints
+
+from neardup import config
+from neardup.core.layout import Layout
+from neardup.index import CorruptIndexError, Index
+from neardup.index.redis import IndexUnavailableError, RedisIndex, choose_redis_layout
+
+pytestmark = needs_redis
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    n = RedisNode(tmp_path_factory.mktemp("redis"))
+    yield n
+    n.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = RedisCluster3(tmp_path_factory.mktemp("cluster"))
+    yield c
+    c.stop()
+
+
+@pytest.fixture(autouse=True)
+def few_shards():
+    """len() sums one HLEN per id shard: fewer shards keep these small indexes quick."""
+    config.REDIS_ENTRY_SHARDS = 16
+    yield
+    config._reset()
+
+
+def fresh(url: str) -> str:
+    return f"{url}?name=t{uuid.uuid4().hex[:12]}"
+
+
+def expected(model: dict, queries: np.ndarray, k: int):
+    ids = np.array(sorted(model), dtype=np.int64)
+    corpus = np.array([model[i] for i in ids.tolist()], dtype=np.uint64)
+    qi, ci, di = naive.query(corpus, queries, k)
+    return qi, ids[ci] if len(ci) else ci, di
+
+
+def check(ix, model: dict, queries: np.ndarray, k: int) -> None:
+    got = ix.query_arrays(queries, distance=k)
+    qi, ids, di = expected(model, queries, k)
+    np.testing.assert_array_equal(got.query_index, qi)
+    np.testing.assert_array_equal(got.id, ids)
+    np.testing.assert_array_equal(got.distance, di)
+    np.testing.assert_array_equal(ix.dedup_mask(queries, k), np.isin(np.arange(len(queries)), qi))
+    assert len(ix) == len(model)
+
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), fingerprints(max_size=40)),
+        st.tuples(st.just("remove"), st.lists(st.integers(0, 120), max_size=15)),
+        st.tuples(st.just("reopen")),
+    ),
+    max_size=8,
+)
+
+
+def run_sequence(url, tmp_path, ops, layout, bucket_bits, queries):
+    """Apply ``ops`` to a Redis index and a local one; both must match brute force."""
+    distance, blocks = layout
+    shortest = min(t.prefix_bits for t in Layout(blocks, distance).tables)
+    bits = min(bucket_bits, shortest)
+    rix = RedisIndex.create(fresh(url), distance, blocks, bucket_bits=bits)
+    lix = Index.create(tmp_path / uuid.uuid4().hex, distance, blocks)
+    model: dict[int, int] = {}
+    next_id = 0
+    try:
+        for op in ops:
+            if op[0] == "add":
+                fps = op[1]
+                ids = list(range(next_id, next_id + len(fps)))
+                rix.add(fps)  # automatic ids, as the local index numbers them
+                lix.add(fps)
+                model.update(zip(ids, (int(v) for v in fps)))
+                next_id += len(fps)
+            elif op[0] == "remove":
+                ids = op[1]
+                want = len({i for i in ids if i in model})
+                assert rix.remove(ids, missing="ignore") == want
+                assert lix.remove(ids, missing="ignore") == want
+                for i in ids:
+                    model.pop(i, None)
+            else:
+                rix.close()
+                rix = RedisIndex.open(rix.path, "w")
+            for k in sorted({0, distance}):
+                check(rix, model, queries, k)
+        a, b = rix.query_arrays(queries), lix.query_arrays(queries)
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+        rix.verify()
+    finally:
+        rix.close()
+        lix.close()
+
+
+layouts = st.sampled_from([(0, 1), (1, 2), (2, 3), (3, 4), (3, 5), (3, 6), (4, 9), (2, 64)])
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(ops=ops, layout=layouts, bucket_bits=st.integers(1, 12), queries=fingerprints(30))
+def test_one_node_matches_brute_force_and_local(
+    node, tmp_path_factory, ops, layout, bucket_bits, queries
+):
+    run_sequence(node.url, tmp_path_factory.mktemp("l"), ops, layout, bucket_bits, queries)
+
+
+@settings(max_examples=6, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(ops=ops, layout=layouts, bucket_bits=st.integers(1, 12), queries=fingerprints(30))
+def test_cluster_matches_brute_force_and_local(
+    cluster, tmp_path_factory, ops, layout, bucket_bits, queries
+):
+    run_sequence(cluster.url, tmp_path_factory.mktemp("l"), ops, layout, bucket_bits, queries)
+
+
+def test_larger_index_on_cluster_matches_brute_force(cluster):
+    rng = np.random.default_rng(7)
+    base = rng.integers(0, 2**64, 3000, dtype=np.uint64)
+    near = base[:500] ^ (np.uint64(1) << rng.integers(0, 64, 500).astype(np.uint64))
+    corpus = np.concatenate([base, near])
+    with Index.create(fresh(cluster.url), distance=3, expected_size=len(corpus)) as ix:
+        assert isinstance(ix, RedisIndex)
+        ix.add(corpus, ids=np.arange(len(corpus)) * 3)
+        queries = np.concatenate(
+            [corpus[::7] ^ np.uint64(5), rng.integers(0, 2**64, 300, dtype=np.uint64)]
+        )
+        check(ix, {3 * i: int(v) for i, v in enumerate(corpus)}, queries, 3)
+        keys = cluster.nodes[0].cli("dbsize"), cluster.nodes[1].cli("dbsize")
+        assert all(int(k) > 0 for k in keys)  # the buckets are spread over the nodes
+
+
+def test_string_ids_same_order_as_local(node, tmp_path):
+    fps = np.array([7, 7, 6, 2**64 - 1, 2**63], dtype=np.uint64)
+    ids = ["https://a/1", "b", "ü", "c", "d"]
+    rix = Index.create(fresh(node.url), distance=2, blocks=4)
+    lix = Index.create(tmp_path / "l", distance=2, blocks=4)
+    rix.add(fps, ids=ids)
+    lix.add(fps, ids=ids)
+    q = [7, 2**64 - 2, 12345]
+    assert rix.query(q) == lix.query(q)
+    assert rix.query(q)[0][2] == ("ü", 1)
+    assert "ü" in rix and "x" not in rix and 1 not in rix
+    assert rix.remove(["b", "zz"], missing="ignore") == 1
+    assert rix.query([7]) == [[("https://a/1", 0), ("ü", 1)]]
+    with pytest.raises(ValueError, match="string ids; pass ids"):
+        rix.add([1])
+    with pytest.raises(ValueError, match="integer ids"):
+        rix.add([1], ids=[5])
+    rix.close()
+    lix.close()
+
+
+def test_errors_are_one_line(node):
+    url = fresh(node.url)
+    with pytest.raises(FileNotFoundError, match="no index named"):
+        Index.open(url)
+    ix = Index.create(url, distance=3)
+    with pytest.raises(FileExistsError, match="already exists"):
+        Index.create(url, distance=3)
+    ix.add([1, 2, 3], ids=[10, 11, 12])
+    with pytest.raises(ValueError, match="id 11 is already in the index"):
+        ix.add([9], ids=[11])
+    with pytest.raises(ValueError, match="ids repeat"):
+        ix.add([9, 8], ids=[20, 20])
+    with pytest.raises(KeyError, match="id 99 is not in the index"):
+        ix.remove([10, 99])
+    assert len(ix) == 3 and 10 in ix
+    with pytest.raises(ValueError, match="between 0 and the index's distance 3"):
+        ix.query([1], distance=4)
+    with pytest.raises(ValueError, match=r"in \[0, 2\*\*64\)"):
+        ix.query([2**64])
+    ro = Index.open(url)
+    with pytest.raises(ValueError, match="read-only"):
+        ro.add([5], ids=[50])
+    with pytest.raises(ValueError, match="bucket_bits must be between 1 and 16"):
+        RedisIndex.create(fresh(node.url), 3, 4, bucket_bits=17)
+    with pytest.raises(ValueError, match="index name"):
+        Index.open(node.url + "?name=a{b}")
+    with pytest.raises(IndexUnavailableError, match="unavailable"):
+        Index.open(f"redis://127.0.0.1:{node.port + 1 if node.port < 65535 else 1}/0")
+    info = ix.info()
+    assert info["entries"] == 3 and info["backend"] == "redis" and info["generation"] == 1
+    ro.close()
+    ix.close()
+
+
+def test_unacknowledged_records_are_ignored_and_lost_records_reported(node):
+    """A write cut off after its bucket records but before its entries leaves records that no
+    query returns; a bucket Redis lost is reported by verify()."""
+    import redis
+
+    url = fresh(node.url)
+    ix = Index.create(url, distance=3, blocks=4)
+    ix.add([0b1011], ids=[1])
+    client = redis.Redis(port=node.port)
+    rec = np.array([(0b1111, 2)], dtype=[("fp", "<u8"), ("key", "<i8")]).tobytes()
+    for t in range(ix.layout.n_tables):
+        b = int(
+            ix.layout.apply(np.array([0b1111], np.uint64), t)[0] >> np.uint64(64 - ix.bucket_bits)
+        )
+        client.append(f"{ix.name}:t{t}:{b:x}", rec)
+    assert ix.query([0b1111]) == [[(1, 1)]]
+    ix.verify()
+    ix.add([0b1111], ids=[2])  # the retried write: its records appear twice, its match once
+    assert ix.query([0b1111]) == [[(2, 0), (1, 1)]]
+    assert ix.remove([2]) == 1 and ix.query([0b1111]) == [[(1, 1)]]
+    client.delete(*client.keys(f"{ix.name}:t0:*"))
+    with pytest.raises(CorruptIndexError, match="1 table records of 1 entries are missing"):
+        ix.verify()
+    ix.close()
+
+
+def test_writers_in_threads_take_turns(node):
+    url = fresh(node.url)
+    RedisIndex.create(url, distance=3).close()
+    writers = [RedisIndex.open(url, "w") for _ in range(4)]
+    rng = np.random.default_rng(3)
+    fps = rng.integers(0, 2**64, 400, dtype=np.uint64)
+
+    def work(w: int) -> None:
+        for b in range(5):
+            sl = slice(w * 100 + b * 20, w * 100 + b * 20 + 20)
+            writers[w].add(fps[sl], ids=np.arange(400)[sl])
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ix = writers[0]
+    ix.refresh()
+    assert len(ix) == 400 and ix.generation == 20
+    check(ix, dict(enumerate(fps.tolist())), fps[::5], 3)
+    for w in writers:
+        w.close()
+
+
+def test_choose_redis_layout():
+    for n, d in [(1, 3), (1000, 3), (10_000_000, 3), (10**9, 3), (10**6, 6), (10**8, 8)]:
+        blocks, bits = choose_redis_layout(n, d)
+        assert 1 <= bits <= min(t.prefix_bits for t in Layout(blocks, d).tables)
+    assert choose_redis_layout(1000, 3) == (4, 3)
+    assert choose_redis_layout(10_000_000, 3) == (4, 16)
+    assert choose_redis_layout(10**9, 3) == (5, 23)

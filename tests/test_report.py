@@ -1,0 +1,181 @@
+"""The HTML report: its data (clusters file, sample, texts), what the page says, and the page in a
+real browser (Debian's headless chromium: no console errors, the search runs, a screenshot)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+from cli import invoke
+
+import neardup
+from neardup.errors import InputError
+from neardup.pipeline.report import (
+    read_clusters,
+    report_ids,
+    sample_clusters,
+    summary_from_clusters,
+    write_report,
+    write_result_report,
+)
+
+pytest.importorskip("matplotlib")
+
+SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "sample")
+CORPUS = os.path.join(SAMPLE, "corpus.jsonl")
+
+
+@functools.lru_cache(maxsize=1)
+def _sample_run() -> tuple[str, str, str]:
+    """(directory, clusters file, report) of `neardup dedup --clusters --report` on the sample."""
+    d = tempfile.mkdtemp(prefix="neardup-report-")
+    clusters, report = os.path.join(d, "clusters.jsonl"), os.path.join(d, "report.html")
+    r = invoke("neardup", "dedup", CORPUS, "-o", os.path.join(d, "kept.jsonl"),
+               "--clusters", clusters, "--report", report, "-q", text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return d, clusters, report
+
+
+def test_read_clusters_names_the_bad_line(tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text('{"kept": 1, "size": 2, "members": [1, 2], "distances": [0, 3]}\n\n{"kept": 1}\n')
+    with pytest.raises(InputError, match=r"c.jsonl:3: missing field 'members'"):
+        read_clusters(p)
+    p.write_text('{"kept": 1, "members": [1, 2], "distances": [0, 99]}\n')
+    with pytest.raises(InputError, match=r":1: 'distances' must be integers from 0 to 64"):
+        read_clusters(p)
+    p.write_text("[1, 2]\nnot json\n")
+    with pytest.raises(InputError, match=r":1: expected a JSON object"):
+        read_clusters(p)
+
+
+def test_sample_is_seeded_and_ids_are_kept_plus_some_dropped():
+    clusters = [{"kept": i, "members": list(range(i, i + 6)), "distances": [0] * 6}
+                for i in range(0, 600, 6)]  # fmt: skip
+    a, b = sample_clusters(clusters, 7, seed=1), sample_clusters(clusters, 7, seed=1)
+    assert a == b == sorted(a) and len(set(a)) == 7
+    assert sample_clusters(clusters, 7, seed=2) != a
+    assert sample_clusters(clusters[:3], 7) == [0, 1, 2]
+    ids = report_ids(clusters, [0])
+    assert ids == {0, 1, 2, 3}  # the kept one and REPORT_MEMBERS = 3 dropped ones
+    s = summary_from_clusters(clusters[:2], 100)
+    assert (s["clusters"], s["dropped"], s["kept"]) == (2, 10, 90)
+
+
+def test_dedup_report_and_report_command_agree(tmp_path):
+    d, clusters, report = _sample_run()
+    r = invoke("neardup", "report", "--clusters", clusters, CORPUS, "-o", str(tmp_path / "r.html"),
+               text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(
+        r"neardup report: wrote \S+ \(\d+\.\d kB\): 106 clusters from 1,200 documents, "
+        r"30 shown side by side\n",
+        r.stderr,
+    )
+    a, b = open(report, encoding="utf-8").read(), (tmp_path / "r.html").read_text()
+    index = re.compile(r'<script type="application/json" id="cluster-index">(.*?)</script>', re.S)
+    assert json.loads(index.search(a).group(1)) == json.loads(index.search(b).group(1))
+    for page in (a, b):
+        assert "<td>137 (11.4%)</td>" in page and "<td>1,063</td>" in page
+        assert page.count('<details class="cluster"') == 30
+        assert page.count("<svg") == 2  # cluster sizes, distances in bits
+        assert "src=" not in page and 'href="http' not in page  # self-contained
+
+
+def test_page_names_jaccards_when_clusters_carry_them(tmp_path):
+    texts = {"a": "the cat sat on the mat", "b": "the cat sat on a mat", "<b>x</b>": "dogs"}
+    clusters = [
+        {"kept": "a", "size": 2, "members": ["a", "b"], "distances": [0, 4],
+         "jaccards": [None, 0.93]},
+        {"kept": "<b>x</b>", "size": 2, "members": ["<b>x</b>", "</script><i>"],
+         "distances": [0, 2], "jaccards": [None, 0.5]},
+    ]  # fmt: skip
+    out = tmp_path / "j.html"
+    write_report(out, {"documents": 5, "clusters": 2, "dropped": 2}, clusters, texts, [0, 1])
+    page = out.read_text()
+    assert "Jaccard 0.930" in page and "Similarity of each dropped document" in page
+    assert page.count("<svg") == 3
+    assert "<b>x</b>" not in page.replace("<script", "")  # ids are escaped in HTML ...
+    assert "</script><i>" not in page  # ... and in the embedded JSON
+    assert "The text of <code>&lt;/script&gt;&lt;i&gt;</code> was not found" in page
+
+
+def test_python_api_report_for_in_memory_texts(tmp_path):
+    texts = ["the cat sat on the mat today", "The cat sat on the mat today!", "dogs bark"]
+    r = neardup.dedup(texts)
+    n = write_result_report(tmp_path / "t.html", r, texts)
+    page = (tmp_path / "t.html").read_text()
+    assert n == len(page.encode()) and "The cat sat on the mat today!" in page
+
+
+def test_report_of_missing_ids_warns(tmp_path):
+    d, clusters, _ = _sample_run()
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"id": "zz", "text": "nothing here"}\n')
+    r = invoke("neardup", "report", "--clusters", clusters, str(other), "-o",
+               str(tmp_path / "r.html"), text=True)  # fmt: skip
+    assert r.returncode == 0
+    assert "sampled documents not found in the input (check --text-field/--id-field)" in r.stderr
+
+
+# -- in a browser ---------------------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"
+)
+
+
+def _chromium(url: str, *args: str) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
+             *args, url],
+            capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+
+
+def _console(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+@needs_chromium
+def test_console_errors_are_seen(tmp_path):
+    """The check below can fail: a page with a script error shows up in chromium's log."""
+    bad = tmp_path / "bad.html"
+    bad.write_text("<!DOCTYPE html><p>x</p><script>notDefinedAnywhere();</script>")
+    r = _chromium(bad.as_uri(), "--dump-dom")
+    assert any("notDefinedAnywhere" in line for line in _console(r.stderr))
+
+
+@needs_chromium
+def test_report_renders_in_chromium_without_console_errors(tmp_path):
+    _, _, report = _sample_run()
+    url = f"file://{os.path.abspath(report)}#q=doc-0001"
+    shot = tmp_path / "report.png"
+    r = _chromium(url, f"--screenshot={shot}", "--window-size=1280,2000")
+    assert _console(r.stderr) == [], r.stderr
+    assert shot.exists(), r.stderr
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert (width, height) == (1280, 2000)
+    assert len(png) > 50_000  # a rendered page, not a blank one
+    dom = _chromium(url, "--dump-dom")
+    assert _console(dom.stderr) == [], dom.stderr
+    # the search ran: members whose id contains doc-0001 are listed with their decision
+    assert re.search(r"\d+ clusters? match", dom.stdout)
+    rows = re.findall(
+        r"<tr><td><code>(doc-0001\d)</code></td><td>(kept|dropped[^<]*)</td>", dom.stdout
+    )
+    assert rows and all(i.startswith("doc-0001") for i, _ in rows)
+    assert np.all([("bits from kept" in d) or d == "kept" for _, d in rows])
