@@ -1,4 +1,5 @@
-"""End-to-end dedup benchmark: neardup vs datasketch MinHashLSH vs the PyPI ``simhash`` package.
+"""End-to-end dedup benchmark: neardup (verified and fingerprint-only) vs datasketch MinHashLSH,
+rensa RMinHashLSH and the PyPI ``simhash`` package.
 
 Builds a corpus of real text from this machine (lines of man pages, license and copyright files;
 each document 5-20 random lines) in which a share of documents are planted near-duplicates of an
@@ -9,17 +10,25 @@ documents a keep-first dedup should drop.
 Every method runs in its own subprocess (peak RSS is that process's maximum) on the first N
 documents:
 
-* ``neardup``: ``neardup.dedup(corpus.jsonl, output=kept.jsonl)``: reading JSONL, fingerprinting,
-  search and writing the kept records, i.e. the whole ``neardup dedup`` command.
+* ``verified``: ``neardup.dedup(corpus.jsonl, output=kept.jsonl, threshold=J)`` (the default
+  ``neardup dedup``: exact Jaccard >= J of the shingle sets behind every drop; J = 0.8 and 0.9):
+  reading JSONL, fingerprinting, search, verification and writing the kept records. Also reports
+  the temporary disk the shingle keys took.
+* ``neardup``: the same with ``verify=False`` (``--no-verify``: fingerprints within ``--distance``
+  bits, connected components).
 * ``minhash``: datasketch ``MinHash(num_perm=128)`` of lower-cased word 3-shingles and
   ``MinHashLSH(threshold=0.8)``, streaming: query, drop on any match, else insert (texts already in
   memory: the time covers hashing and the index only).
+* ``rensa``: rensa ``RMinHash(num_perm=128)`` of the same shingles and ``RMinHashLSH`` (16 bands
+  of 8 rows), streaming: query, drop when a candidate's estimated Jaccard is >= 0.8, else insert
+  (texts in memory).
 * ``simhash``: ``simhash.Simhash(text)`` (its default features) and ``SimhashIndex(k=6)``,
   streaming the same way (texts in memory).
 
-Reports documents/s, peak memory and precision/recall of the dropped set against the planted
-truth. Run ``python bench/dedup.py --docs 20000 --minhash-docs 20000 --simhash-docs 5000`` for
-a quick look; the defaults take about 10 minutes on 2 cores.
+Reports documents/s, peak memory, temporary disk and precision/recall/F1 of the dropped set
+against the planted truth. Run ``python bench/dedup.py --docs 20000 --minhash-docs 20000
+--simhash-docs 5000`` for a quick look; the defaults take about 10 minutes on 2 cores.
+``--simhash-docs 0`` (or ``--minhash-docs 0``, ``--rensa-docs 0``) leaves that peer out.
 """
 
 from __future__ import annotations
@@ -140,16 +149,24 @@ def _texts(path: str, n: int) -> list[str]:
 
 
 def run_neardup(
-    path: str, n: int, workdir: str, distance: int, window: int | None = None
-) -> np.ndarray:
-    from neardup.dedup import dedup
-
+    path: str, workdir: str, distance: int, window: int | None = None, threshold: float = 0.0
+) -> tuple[np.ndarray, int]:
+    """Dropped positions and temporary bytes; ``threshold`` 0 means fingerprint-only."""
+    from neardup import dedup
     from neardup.fingerprints import Fingerprinter
 
     out = os.path.join(workdir, "kept.jsonl")
     fingerprinter = Fingerprinter("default", **({"window": window} if window else {}))
-    r = dedup(path, output=out, distance=distance, fingerprinter=fingerprinter)
-    return np.flatnonzero(r.dropped)
+    if threshold:
+        r = dedup(path, output=out, threshold=threshold, fingerprinter=fingerprinter)
+    else:
+        r = dedup(path, output=out, distance=distance, verify=False, fingerprinter=fingerprinter)
+    return np.flatnonzero(r.dropped), r.temp_bytes
+
+
+def _shingles(t: str) -> list[str]:
+    w = _WORD.findall(t.lower())
+    return [" ".join(w[k : k + 3]) for k in range(max(1, len(w) - 2))]
 
 
 def run_minhash(texts: list[str], threshold: float, num_perm: int) -> np.ndarray:
@@ -158,13 +175,28 @@ def run_minhash(texts: list[str], threshold: float, num_perm: int) -> np.ndarray
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
     dropped = []
     for i, t in enumerate(texts):
-        w = _WORD.findall(t.lower())
-        sh = [" ".join(w[k : k + 3]).encode() for k in range(max(1, len(w) - 2))]
         m = MinHash(num_perm=num_perm)
-        m.update_batch(sh)
+        m.update_batch([x.encode() for x in _shingles(t)])
         if lsh.query(m):
             dropped.append(i)
         else:
+            lsh.insert(i, m)
+    return np.array(dropped, dtype=np.int64)
+
+
+def run_rensa(texts: list[str], threshold: float, num_perm: int) -> np.ndarray:
+    from rensa import RMinHash, RMinHashLSH
+
+    lsh = RMinHashLSH(threshold=threshold, num_perm=num_perm, num_bands=16)
+    kept: dict[int, object] = {}
+    dropped = []
+    for i, t in enumerate(texts):
+        m = RMinHash(num_perm=num_perm, seed=42)
+        m.update(_shingles(t))
+        if any(m.jaccard(kept[c]) >= threshold for c in lsh.query(m)):
+            dropped.append(i)
+        else:
+            kept[i] = m
             lsh.insert(i, m)
     return np.array(dropped, dtype=np.int64)
 
@@ -198,7 +230,8 @@ def _peak_rss() -> int:
 
 def child(args: argparse.Namespace) -> None:
     n = args.n
-    if args.method == "neardup":
+    temp = 0
+    if args.method in ("neardup", "verified"):
         src = args.corpus
         if n < args.total:
             src = os.path.join(args.workdir, f"head{n}.jsonl")
@@ -208,25 +241,29 @@ def child(args: argparse.Namespace) -> None:
                         break
                     g.write(line)
         t0 = time.perf_counter()
-        dropped = run_neardup(src, n, args.workdir, args.distance, args.window)
+        threshold = args.threshold if args.method == "verified" else 0.0
+        dropped, temp = run_neardup(src, args.workdir, args.distance, args.window, threshold)
     else:
         texts = _texts(args.corpus, n)
         t0 = time.perf_counter()
         if args.method == "minhash":
             dropped = run_minhash(texts, 0.8, 128)
+        elif args.method == "rensa":
+            dropped = run_rensa(texts, 0.8, 128)
         else:
             dropped = run_simhash(texts, args.distance)
     seconds = time.perf_counter() - t0
     np.save(os.path.join(args.workdir, f"dropped-{args.method}-{n}.npy"), dropped)
     rss = _peak_rss()
-    print(json.dumps({"seconds": seconds, "peak_bytes": rss}))
+    print(json.dumps({"seconds": seconds, "peak_bytes": rss, "temp_bytes": temp}))
 
 
-def measure(method: str, n: int, d: int, args: argparse.Namespace, truth: np.ndarray) -> dict:
+def measure(method: str, n: int, d: float, args: argparse.Namespace, truth: np.ndarray) -> dict:
+    """``d``: the distance (neardup, simhash) or the threshold (verified)."""
     cmd = [
         sys.executable, os.path.abspath(__file__), "--child", method, "--n", str(n),
         "--corpus", args.corpus, "--workdir", args.workdir, "--total", str(args.docs),
-        "--distance", str(d),
+        "--distance", str(d if method != "verified" else 0), "--threshold", str(d),
     ] + (["--window", str(args.window)] if args.window else [])  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -236,14 +273,17 @@ def measure(method: str, n: int, d: int, args: argparse.Namespace, truth: np.nda
     dropped = np.load(os.path.join(args.workdir, f"dropped-{method}-{n}.npy"))
     planted = truth[:n] >= 0
     hit = planted[dropped].sum() if len(dropped) else 0
+    p = hit / len(dropped) if len(dropped) else float("nan")
+    r = hit / planted.sum() if planted.sum() else float("nan")
     res.update(
         distance=d,
         method=method,
         docs=n,
         dropped=len(dropped),
         planted=int(planted.sum()),
-        precision=hit / len(dropped) if len(dropped) else float("nan"),
-        recall=hit / planted.sum() if planted.sum() else float("nan"),
+        precision=p,
+        recall=r,
+        f1=2 * p * r / (p + r) if p + r > 0 else float("nan"),
     )
     return res
 
@@ -252,9 +292,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--docs", type=int, default=1_000_000, help="corpus size (neardup's run)")
     ap.add_argument("--minhash-docs", type=int, default=50_000, help="MinHashLSH's run size")
+    ap.add_argument("--rensa-docs", type=int, default=50_000, help="RMinHashLSH's run size")
     ap.add_argument("--simhash-docs", type=int, default=20_000, help="SimhashIndex's run size")
+    ap.add_argument(
+        "--thresholds",
+        default="0.8,0.9",
+        help="verified neardup's Jaccard thresholds, comma-separated ('' for none)",
+    )
     ap.add_argument("--dup-rate", type=float, default=0.2, help="share of planted copies")
-    ap.add_argument("--distance", type=int, default=6, help="neardup distance, SimhashIndex k")
+    ap.add_argument("--distance", type=float, default=6, help="neardup distance, SimhashIndex k")
     ap.add_argument(
         "--extra-distances",
         default="10",
@@ -269,6 +315,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--corpus", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--total", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--threshold", type=float, default=0.0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         args.method = args.child
@@ -286,11 +333,20 @@ def main() -> None:
             f"{int((truth >= 0).sum())} planted near-duplicates "
             f"(built in {time.perf_counter() - t0:.0f} s); cpus: {len(os.sched_getaffinity(0))}"
         )
-        small = sorted({args.minhash_docs, args.simhash_docs})
-        dists = [args.distance] + [int(x) for x in args.extra_distances.split(",") if x.strip()]
+        peers = [
+            ("minhash", args.minhash_docs, 0),
+            ("rensa", args.rensa_docs, 0),
+            ("simhash", args.simhash_docs, int(args.distance)),
+        ]
+        peers = [p for p in peers if p[1] > 0]
+        small = sorted({n for _, n, _ in peers})
+        dists = [int(args.distance)]
+        dists += [int(x) for x in args.extra_distances.split(",") if x.strip()]
+        thresholds = [float(x) for x in args.thresholds.split(",") if x.strip()]
         sizes = [args.docs] + [n for n in small if n < args.docs]
-        runs = [("neardup", n, d) for n in sizes for d in dists]
-        runs += [("minhash", args.minhash_docs, 0), ("simhash", args.simhash_docs, args.distance)]
+        runs = [("verified", n, t) for n in sizes for t in thresholds]
+        runs += [("neardup", n, d) for n in sizes for d in dists]
+        runs += peers
         rows = []
         for method, n, d in runs:
             r = measure(method, min(n, args.docs), d, args, truth)
@@ -299,32 +355,43 @@ def main() -> None:
 
     print()
     print(
-        "| method | documents | seconds | documents/s | peak RSS (MB) | dropped "
-        "| precision | recall |"
+        "| method | documents | seconds | documents/s | peak RSS (MB) | temp disk (MB) | dropped "
+        "| precision | recall | F1 |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    win = f", window {args.window}" if args.window else ""
     names = {
-        "neardup": "neardup dedup (d={d}"
-        + (f", window {args.window}" if args.window else "")
-        + ", file to file)",
+        "verified": "neardup dedup, verified J>={d}" + win + " (file to file)",
+        "neardup": "neardup dedup --no-verify, d={d}" + win + " (file to file)",
         "minhash": "datasketch MinHashLSH (128 perm, t=0.8)",
+        "rensa": "rensa RMinHashLSH (128 perm, 16 bands, t=0.8)",
         "simhash": "simhash SimhashIndex (k={d})",
     }
     for r in rows:
         print(
             f"| {names[r['method']].format(d=r['distance'])} | {r['docs']:,} | {r['seconds']:.1f} "
-            f"| {r['docs'] / r['seconds']:,.0f} | {r['peak_bytes'] / 1e6:,.0f} | {r['dropped']:,} "
-            f"| {r['precision']:.3f} | {r['recall']:.3f} |"
+            f"| {r['docs'] / r['seconds']:,.0f} | {r['peak_bytes'] / 1e6:,.0f} "
+            f"| {r['temp_bytes'] / 1e6:,.0f} | {r['dropped']:,} "
+            f"| {r['precision']:.3f} | {r['recall']:.3f} | {r['f1']:.3f} |"
         )
-    mh = [r for r in rows if r["method"] == "minhash"]
+
+    def rate(r: dict) -> float:
+        return r["docs"] / r["seconds"]
+
+    base = [r for r in rows if r["method"] == "neardup" and r["docs"] == args.docs]
     for r in rows:
-        if r["method"] == "neardup" and r["docs"] == args.docs and mh:
-            ratio = (r["docs"] / r["seconds"]) / (mh[0]["docs"] / mh[0]["seconds"])
-            print(
-                f"neardup (d={r['distance']}, {r['docs']:,} docs) documents/s = {ratio:.1f}x "
-                f"MinHashLSH's ({mh[0]['docs']:,} docs); recall {r['recall']:.3f} vs "
-                f"{mh[0]['recall']:.3f}"
-            )
+        if r["method"] != "verified" or r["docs"] != args.docs:
+            continue
+        parts = [f"verified J>={r['distance']} ({r['docs']:,} docs): documents/s"]
+        if base:
+            parts.append(f"{rate(r) / rate(base[0]):.2f}x --no-verify d={base[0]['distance']}")
+        for p in rows:
+            if p["method"] in ("minhash", "rensa"):
+                parts.append(
+                    f"{rate(r) / rate(p):.1f}x {p['method']} ({p['docs']:,} docs, "
+                    f"F1 {r['f1']:.3f} vs {p['f1']:.3f})"
+                )
+        print(parts[0] + " = " + ", ".join(parts[1:]))
 
 
 if __name__ == "__main__":

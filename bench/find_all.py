@@ -1,34 +1,31 @@
 """All pairs within a Hamming distance: neardup against its peers, side by side in one run.
 
-Data: ``N`` 64-bit fingerprints, 90% uniformly random and 10% in planted clusters of 2-4 members
-(a random centre plus members that differ from it in 1-3 bits), generated from ``--seed`` and
-cached as ``.npy`` under ``bench/out/`` (git-ignored).
+Data (``--inputs``, see ``bench/fpdata.py``): ``uniform`` is N fingerprints, 90% uniformly random
+and 10% in planted clusters of 2-4 members (1-3 bit flips of a centre); ``families`` puts 10% in
+families of 1,000-100,000 near-identical members (half identical to the centre, the others 1-3
+of 12 hot bits away). Generated from ``--seed``, cached as ``.npy`` under ``bench/out/``.
 
-Engines, each in its own subprocess so that wall time and peak RSS are its own:
+Engines, each in its own subprocess so that wall time, CPU time and peak RSS are its own:
 
-``neardup``   ``neardup.find_all`` with the automatic layout (all CPUs)
-``pybind``    ``simhash.find_all`` from the PyPI package ``simhash-pybind`` (Python bindings of
-              seomoz/simhash-cpp's own ``find_all``, one thread) on the Python set of values
-``faiss``     ``faiss.IndexBinaryMultiHash`` (``faiss-cpu``) + ``range_search`` with radius
-              ``distance + 1`` (binary range search keeps distances strictly below the radius);
-              ``nflip = distance // nhash`` bit flips per sub-hash make it exact
-``brute``     numpy XOR + popcount over all pairs, the oracle (only for N <= --brute-max)
-``npsort``    ``np.sort`` of the N values once; printed times the number of tables of neardup's
-              layout, the floor neardup should approach
-``binary``    a hand-built ``simhash-find-all`` (``--simhash-find-all PATH``), fed the decimal
-              file; its time includes parsing and writing its output
+``neardup``   ``neardup.find_all`` with the automatic choice, once per ``--threads`` count
+              (``find_all_values`` on ``families``: identical values collapse before the search);
+              efficiency = time at 1 thread / (threads x time)
+``clusters``  ``neardup.find_clusters`` (identical values are one search entry)
+``pybind``, ``faiss``, ``brute``, ``npsort``, ``binary``: the peers of ``bench/peers.py``; the
+``npsort`` floor row is one ``np.sort`` of N values times neardup's passes over the whole input
 
 Every engine's pairs are compared, as sets of distinct value pairs, with the oracle (brute force
-where it ran, else neardup). ``--sweep`` also runs neardup over a range of ``blocks`` around the
-automatic choice (and at N = 100..10k in one process) to check the automatic layout against the
-best one found.
+where it ran, else neardup). ``--sweep`` also runs neardup over single layouts of ``blocks``
+around the best single layout (and at N = 100..10k in one process) to check the automatic
+choice against the best layout found. CPU seconds include every thread of the process; on a
+shared machine they are steadier than wall seconds.
 
 Usage::
 
-    python bench/find_all.py --sizes 2e4,1e6 --distances 3,6,8 --sweep
-    python bench/find_all.py --sizes 1e7 --distances 3 --engines neardup,pybind,faiss,npsort
-    python bench/find_all.py --sizes 1e7 --distances 6,8 --engines neardup,pybind,npsort \\
-        --pybind-blocks 6:8,8:11 --timeout 900
+    python bench/find_all.py --sizes 1e6 --distances 3,8 --engines neardup,npsort
+    python bench/find_all.py --sizes 1e6,1e7 --distances 3,8,12 --engines neardup --threads 1,2
+    python bench/find_all.py --sizes 1e6 --distances 8,10,12,14 --inputs uniform,families \
+        --engines neardup,pybind,npsort --pybind-blocks 8:11,10:13,12:15,14:17 --sweep
 """
 
 from __future__ import annotations
@@ -44,69 +41,17 @@ import tempfile
 import time
 
 import numpy as np
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, "out")
-
-#: simhash-cpp block counts that were fastest at 1M (see the README): distance -> blocks
-PYBIND_BLOCKS = {0: 2, 1: 3, 2: 4, 3: 6, 4: 6, 5: 7, 6: 8, 7: 10, 8: 11}
-
-
-# ---------------------------------------------------------------------------------------------
-# data
-
-
-def generate(n: int, seed: int) -> np.ndarray:
-    """``n`` fingerprints: 90% random, 10% planted clusters of 2-4 (1-3 bit flips of a centre)."""
-    rng = np.random.default_rng(seed)
-    fp = rng.integers(0, np.iinfo(np.uint64).max, n, dtype=np.uint64, endpoint=True)
-    n_plant = n // 10
-    if n_plant >= 2:
-        sizes = rng.integers(2, 5, n_plant // 2 + 1)
-        cluster = np.repeat(np.arange(len(sizes)), sizes)[:n_plant]
-        first = np.r_[True, cluster[1:] != cluster[:-1]]
-        centre = rng.integers(0, np.iinfo(np.uint64).max, len(sizes), dtype=np.uint64)
-        k = rng.integers(1, 4, n_plant)
-        pos = rng.integers(0, 64, (n_plant, 3)).astype(np.uint64)
-        bit = np.left_shift(np.uint64(1), pos)
-        bit[:, 1][k < 2] = 0
-        bit[:, 2][k < 3] = 0
-        flips = bit[:, 0] | bit[:, 1] | bit[:, 2]
-        flips[first] = 0
-        fp[rng.permutation(n)[:n_plant]] = centre[cluster] ^ flips
-    return fp
-
-
-def data_path(n: int, seed: int) -> str:
-    path = os.path.join(OUT, f"fp_{n}_s{seed}.npy")
-    if not os.path.exists(path):
-        os.makedirs(OUT, exist_ok=True)
-        tmp = path + ".tmp.npy"
-        np.save(tmp, generate(n, seed))
-        os.replace(tmp, path)
-    return path
-
-
-def decimal_path(n: int, seed: int) -> str:
-    path = os.path.join(OUT, f"fp_{n}_s{seed}.txt")
-    if not os.path.exists(path):
-        fp = np.load(data_path(n, seed))
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write("\n".join(map(str, fp.tolist())) + "\n")
-        os.replace(tmp, path)
-    return path
-
-
-def value_pairs(fp: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-    """Index pairs -> sorted distinct pairs of distinct values ``(a < b)``, uint64 (p, 2)."""
-    if len(pairs) == 0:
-        return np.empty((0, 2), dtype=np.uint64)
-    v = fp[np.asarray(pairs, dtype=np.int64)]
-    v = np.sort(v, axis=1)
-    v = v[v[:, 0] != v[:, 1]]
-    return np.unique(v, axis=0)
-
+from fpdata import INPUTS, OUT, data_path, value_pairs
+from fpdata import uniform as generate
+from peers import (
+    PYBIND_BLOCKS,
+    faiss_config,
+    run_binary,
+    run_brute,
+    run_faiss,
+    run_npsort,
+    run_pybind,
+)
 
 # ---------------------------------------------------------------------------------------------
 # engines (run in the child process)
@@ -127,108 +72,63 @@ def _hwm_mb(pid: int | str = "self") -> float:
     return 0.0
 
 
-def run_neardup(fp: np.ndarray, d: int, blocks: int | None) -> tuple[np.ndarray, dict]:
+def _scheme(n: int, d: int, blocks: int | None) -> tuple[str, int, int]:
+    """(description, tables, passes over the whole input) of neardup's search for ``n``."""
+    try:
+        from neardup.core.search import resolve_scheme
+    except ImportError:  # a neardup from before schemes: one table per pass
+        from neardup.core.search import resolve_layout
+
+        layout = resolve_layout(n, d, blocks)
+        return (
+            f"{layout.blocks} blocks / {layout.n_tables} tables",
+            layout.n_tables,
+            layout.n_tables,
+        )
+    scheme = resolve_scheme(n, d, blocks)
+    tables = sum(p.n_tables for p in scheme.parts)
+    passes = sum(p.threshold + 1 for p in scheme.parts)  # first blocks: blocks - (blocks - t) + 1
+    return scheme.describe(), tables, passes
+
+
+def run_neardup(fp: np.ndarray, d: int, param: dict) -> tuple[np.ndarray, dict]:
+    """``find_all`` (``find_all_values`` on inputs with families: identical values collapse)."""
     import neardup
-    from neardup.config import default_threads
-    from neardup.core.search import resolve_layout
 
-    layout = resolve_layout(len(fp), d, blocks)
-    t = time.perf_counter()
-    pairs = neardup.find_all(fp, d, layout.blocks)
-    wall = time.perf_counter() - t
-    info = {
-        "wall": wall,
-        "layout": f"{layout.blocks} blocks / {layout.n_tables} tables",
-        "tables": layout.n_tables,
-        "blocks": layout.blocks,
-        "threads": default_threads(),
-    }
-    return value_pairs(fp, pairs), info
+    blocks, threads = param.get("blocks"), param.get("threads")
+    layout, tables, passes = _scheme(len(fp), d, blocks)
+    t, c = time.perf_counter(), time.process_time()
+    if param.get("values"):
+        pairs = neardup.find_all_values(fp, d, blocks, threads=threads)
+    else:
+        pairs = neardup.find_all(fp, d, blocks, threads=threads)
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    out = pairs if param.get("values") else value_pairs(fp, pairs)
+    info = {"wall": wall, "cpu": cpu, "layout": layout, "tables": tables, "passes": passes}
+    info["threads"] = threads or len(os.sched_getaffinity(0))
+    return out, info
 
 
-def run_pybind(fp: np.ndarray, d: int, blocks: int | None) -> tuple[np.ndarray, dict]:
-    # the compiled binding itself: the package's Python wrapper only turns its input into a set,
-    # and another PyPI package named ``simhash`` may have replaced that wrapper
-    from simhash._simhash import find_all
+def run_clusters(fp: np.ndarray, d: int, param: dict) -> tuple[None, dict]:
+    """``find_clusters``: identical values are one search entry."""
+    import neardup
 
-    b = blocks or PYBIND_BLOCKS.get(d, d + 3)
-    hashes = set(fp.tolist())
-    t = time.perf_counter()
-    res = find_all(hashes, b, d)
-    wall = time.perf_counter() - t
-    arr = np.array(sorted(res), dtype=np.uint64).reshape(-1, 2)
-    info = {"wall": wall, "layout": f"{b} blocks / {math.comb(b, d)} tables", "threads": 1}
-    return np.unique(np.sort(arr, axis=1), axis=0), info
-
-
-def faiss_config(n: int, d: int) -> tuple[int, int]:
-    """(nhash, bits per hash) with the least expected probes x candidates for exact search."""
-    best, cost = (1, 64), math.inf
-    for nhash in range(1, 9):
-        b = 64 // nhash
-        nflip = d // nhash
-        probes = sum(math.comb(b, i) for i in range(nflip + 1))
-        c = nhash * probes * (1.0 + n / 2.0**b)
-        if c < cost:
-            best, cost = (nhash, b), c
-    return best
-
-
-def run_faiss(fp: np.ndarray, d: int, spec: str | None) -> tuple[np.ndarray, dict]:
-    import faiss
-
-    nhash, b = (int(x) for x in spec.split("x")) if spec else faiss_config(len(fp), d)
-    codes = fp.view(np.uint8).reshape(-1, 8)
-    t = time.perf_counter()
-    index = faiss.IndexBinaryMultiHash(64, nhash, b)
-    index.nflip = d // nhash
-    index.add(codes)
-    parts = []
-    step = 1 << 19
-    for s in range(0, len(fp), step):
-        lims, _, ids = index.range_search(codes[s : s + step], d + 1)
-        counts = np.diff(lims.astype(np.int64))
-        q = np.repeat(np.arange(s, s + len(counts), dtype=np.int64), counts)
-        keep = ids > q
-        parts.append(np.stack([q[keep], ids[keep]], axis=1))
-    wall = time.perf_counter() - t
-    pairs = np.concatenate(parts) if parts else np.empty((0, 2), dtype=np.int64)
-    info = {
-        "wall": wall,
-        "layout": f"{nhash} x {b} bits, nflip {d // nhash}",
-        "threads": faiss.omp_get_max_threads(),
-    }
-    return value_pairs(fp, pairs), info
-
-
-def run_brute(fp: np.ndarray, d: int, _: object) -> tuple[np.ndarray, dict]:
-    t = time.perf_counter()
-    parts = []
-    step = max(1, (1 << 24) // max(1, len(fp)))
-    for s in range(0, len(fp), step):
-        dist = np.bitwise_count(fp[s : s + step, None] ^ fp[None, :])
-        i, j = np.nonzero(dist <= d)
-        i = i + s
-        keep = j > i
-        parts.append(np.stack([i[keep], j[keep]], axis=1))
-    wall = time.perf_counter() - t
-    pairs = np.concatenate(parts) if parts else np.empty((0, 2), dtype=np.int64)
-    return value_pairs(fp, pairs), {"wall": wall, "layout": "all pairs", "threads": 1}
-
-
-def run_npsort(fp: np.ndarray, d: int, _: object) -> tuple[None, dict]:
-    best = math.inf
-    for _rep in range(3):
-        t = time.perf_counter()
-        np.sort(fp)
-        best = min(best, time.perf_counter() - t)
-    return None, {"wall": best, "layout": "one np.sort", "threads": 1}
+    threads = param.get("threads")
+    layout, _, _ = _scheme(len(np.unique(fp)), d, None)
+    t, c = time.perf_counter(), time.process_time()
+    labels = neardup.find_clusters(fp, d, threads=threads)
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    sizes = np.bincount(labels)
+    info = {"wall": wall, "cpu": cpu, "layout": layout, "clusters": int((sizes >= 2).sum())}
+    info["threads"] = threads or len(os.sched_getaffinity(0))
+    return None, info
 
 
 def run_tiny(_fp: object, d: int, spec: str) -> tuple[None, dict]:
-    """neardup at small N over every usable ``blocks``, in-process: best-of-repeats seconds."""
+    """neardup at small N over every usable ``blocks`` and its automatic choice, in-process:
+    best-of-repeats seconds."""
     import neardup
-    from neardup.core.layout import choose_blocks, count_tables
+    from neardup.core.layout import count_tables
 
     sizes = [int(float(x)) for x in spec.split(",")]
     rows = []
@@ -247,12 +147,18 @@ def run_tiny(_fp: object, d: int, spec: str) -> tuple[None, dict]:
             times[m] = best
             if best > 20 * min(times.values()) and best > 0.05:
                 break
-        rows.append({"n": n, "auto": choose_blocks(n, d), "times": times})
+        best = math.inf
+        for _ in range(max(1, min(50, int(2e6 // (n * 50 + 1))))):
+            t = time.perf_counter()
+            neardup.find_all(fp, d)
+            best = min(best, time.perf_counter() - t)
+        rows.append({"n": n, "auto": _scheme(n, d, None)[0], "auto_s": best, "times": times})
     return None, {"wall": 0.0, "layout": "", "threads": 0, "tiny": rows}
 
 
 ENGINES = {
     "neardup": run_neardup,
+    "clusters": run_clusters,
     "pybind": run_pybind,
     "faiss": run_faiss,
     "brute": run_brute,
@@ -261,17 +167,24 @@ ENGINES = {
 }
 
 
-_IMPORTS = {"neardup": "neardup", "pybind": "simhash._simhash", "faiss": "faiss", "tiny": "neardup"}
+_IMPORTS = {
+    "neardup": "neardup",
+    "clusters": "neardup",
+    "pybind": "simhash._simhash",
+    "faiss": "faiss",
+    "tiny": "neardup",
+}
 
 
 def child(spec: dict) -> None:
     # the baseline is the interpreter with the engine's module imported, before any data
     if spec["engine"] in _IMPORTS:
         __import__(_IMPORTS[spec["engine"]])
-    if spec["engine"] in ("neardup", "tiny"):
+    if spec["engine"] in ("neardup", "clusters", "tiny"):
         import neardup
 
-        neardup.find_all(generate(3000, 2), 3)  # load the cached kernels
+        neardup.find_all(generate(3000, 2), 3)  # load the cached kernels: pair by pair
+        neardup.find_all(generate(50_000, 2), 3)  # and the tree
     base = _hwm_mb()
     fp = np.load(spec["data"]) if spec.get("data") else None
     pairs, info = ENGINES[spec["engine"]](fp, spec["distance"], spec.get("param"))
@@ -329,47 +242,21 @@ def spawn(spec: dict, timeout: float) -> dict:
     return info
 
 
-def run_binary(path: str, n: int, seed: int, d: int, blocks: int, timeout: float) -> dict:
-    """The hand-built ``simhash-find-all``: wall time includes parsing and writing JSON rows."""
-    src = decimal_path(n, seed)
-    dst = os.path.join(OUT, f"binary_{n}_{d}.jsonl")
-    cmd = [path, "--input", src, "--output", dst, "--blocks", str(blocks), "--distance", str(d)]
-    t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, start_new_session=True)
-    status, rss = _wait(proc, timeout)
-    wall = time.perf_counter() - t
-    if status is None:
-        return {"note": f"timeout > {timeout:.0f} s", "rss_mb": rss}
-    if status != 0:
-        return {"note": f"failed ({status})", "rss_mb": rss}
-    with open(dst) as f:
-        txt = f.read().replace("[", " ").replace("]", " ").replace(",", " ")
-    arr = np.array(txt.split(), dtype=np.uint64).reshape(-1, 2)
-    pairs = np.unique(np.sort(arr, axis=1), axis=0)
-    np.save(dst + ".npy", pairs)
-    return {
-        "wall": wall,
-        "rss_mb": rss,
-        "base_mb": 0.0,
-        "layout": f"{blocks} blocks / {math.comb(blocks, d)} tables",
-        "threads": 1,
-        "pairs": len(pairs),
-        "pairs_file": dst + ".npy",
-    }
-
-
 def fmt_row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
 HEADER = [
+    "input",
     "N",
     "distance",
     "engine",
     "layout",
     "threads",
     "wall s",
+    "cpu s",
     "x neardup",
+    "efficiency",
     "pairs",
     "peak RSS MB",
     "import MB",
@@ -378,13 +265,26 @@ HEADER = [
 ]
 
 
+def _secs(x: float | None) -> str:
+    if x is None:
+        return ""
+    return f"{x:.3g}" if x < 10 else f"{x:.1f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="2e4,1e6,1e7")
     ap.add_argument("--distances", default="3,6,8")
     ap.add_argument("--engines", default="neardup,pybind,faiss,brute,npsort")
+    ap.add_argument("--inputs", default="uniform", help="uniform,families (see bench/fpdata.py)")
+    ap.add_argument(
+        "--threads",
+        default="",
+        help="thread counts for neardup, e.g. 1,2 (efficiency = t1 / (threads x t)); default: all",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per engine run")
+    ap.add_argument("--peer-timeout", type=float, default=0.0, help="seconds per peer run")
     ap.add_argument("--brute-max", type=int, default=50_000, help="largest N for brute force")
     ap.add_argument(
         "--pybind-blocks",
@@ -405,6 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(float(s)) for s in args.sizes.split(",") if s]
     dists = [int(s) for s in args.distances.split(",") if s]
     engines = [e for e in args.engines.split(",") if e]
+    inputs = [i for i in args.inputs.split(",") if i]
+    for kind in inputs:
+        if kind not in INPUTS:
+            ap.error(f"--inputs: unknown input {kind!r}; use {', '.join(INPUTS)}")
+    threads = [int(t) for t in args.threads.split(",") if t] or [None]
     pyb = {}
     for item in filter(None, args.pybind_blocks.split(",")):
         k, v = item.split(":")
@@ -417,8 +322,11 @@ def main(argv: list[str] | None = None) -> int:
     print(fmt_row(["---"] * len(HEADER)))
     sweeps = []
 
-    def one(n, d, engine, param, data, ref, base_wall):
-        tag = f"{engine}_{n}_{d}_{param}"
+    def one(kind, n, d, engine, param, data, ref, base, t1=None):
+        ours = engine in ("neardup", "clusters", "brute")
+        timeout = args.timeout if ours or not args.peer_timeout else args.peer_timeout
+        tag = f"{engine}_{kind}_{n}_{d}_{json.dumps(param, sort_keys=True)}"
+        tag = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in tag)
         spec = {
             "engine": engine,
             "distance": d,
@@ -426,15 +334,15 @@ def main(argv: list[str] | None = None) -> int:
             "data": data,
             "pairs": os.path.join(OUT, f"pairs_{tag}.npy"),
         }
-        info = spawn(spec, args.timeout)
+        info = spawn(spec, timeout)
         info.setdefault("pairs_file", spec["pairs"])
-        report(n, d, engine, info, ref, base_wall)
+        report(kind, n, d, engine, info, ref, base, t1)
         return info
 
-    def report(n, d, engine, info, ref, base_wall):
+    def report(kind, n, d, engine, info, ref, base, t1=None):
+        head = [kind, f"{n:,}", str(d), engine, str(info.get("layout", ""))]
         if "note" in info:
-            cells = [f"{n:,}", str(d), engine, str(info.get("layout", "")), ""]
-            cells += [info["note"], "", "", f"{info['rss_mb']:.0f}", "", "", ""]
+            cells = head + ["", info["note"]] + [""] * 4 + [f"{info['rss_mb']:.0f}"] + [""] * 3
             print(fmt_row(cells), flush=True)
             return
         agree = ""
@@ -443,17 +351,19 @@ def main(argv: list[str] | None = None) -> int:
             agree = "yes" if np.array_equal(mine, ref[1]) else f"NO (vs {ref[0]})"
             if ref[0] != engine and agree == "yes":
                 agree = f"= {ref[0]}"
-        ratio = f"{info['wall'] / base_wall:.2f}" if base_wall else ""
+        ratio = f"{info['wall'] / base:.2f}" if base else ""
+        eff = ""
+        if t1 and info.get("threads", 1) > 1:
+            eff = f"{t1 / (info['threads'] * info['wall']):.2f}"
         above = info["rss_mb"] - info.get("base_mb", 0.0)
-        cells = [
-            f"{n:,}",
-            str(d),
-            engine,
-            info["layout"],
+        count = info.get("pairs", info.get("clusters"))
+        cells = head + [
             str(info["threads"]),
-            f"{info['wall']:.3g}" if info["wall"] < 10 else f"{info['wall']:.1f}",
+            _secs(info["wall"]),
+            _secs(info.get("cpu")),
             ratio,
-            f"{info['pairs']:,}" if "pairs" in info else "",
+            eff,
+            f"{count:,}" + (" clusters" if "clusters" in info else "") if count is not None else "",
             f"{info['rss_mb']:.0f}",
             f"{info.get('base_mb', 0.0):.0f}",
             f"{above * 2**20 / n:.1f}",
@@ -461,54 +371,69 @@ def main(argv: list[str] | None = None) -> int:
         ]
         print(fmt_row(cells), flush=True)
 
-    for n in sizes:
-        data = data_path(n, args.seed)
-        for d in dists:
-            ref = None
-            nd = None
-            if "brute" in engines and n <= args.brute_max:
-                b = one(n, d, "brute", None, data, None, None)
-                if "pairs" in b:
-                    ref = ("brute", np.load(b["pairs_file"]))
-            if "neardup" in engines:
-                nd = one(n, d, "neardup", None, data, ref, None)
-                if ref is None and "pairs" in nd:
-                    ref = ("neardup", np.load(nd["pairs_file"]))
-            base = nd.get("wall") if nd else None
-            if "npsort" in engines:
-                s = spawn({"engine": "npsort", "distance": d, "data": data}, args.timeout)
-                if nd and "tables" in nd and "wall" in s:
-                    s["wall"] *= nd["tables"]
-                    s["layout"] = f"np.sort x {nd['tables']} tables"
-                report(n, d, "floor", s, None, base)
-            if "pybind" in engines:
-                for b in pyb.get(d, [PYBIND_BLOCKS.get(d, d + 3)]):
-                    one(n, d, "pybind", b, data, ref, base)
-            if "faiss" in engines:
-                if args.faiss:
-                    specs = args.faiss.split("/")
-                elif d <= 3:
-                    nh, nb = faiss_config(n, d)
-                    specs = list(dict.fromkeys(["2x32", f"{nh}x{nb}"]))
-                else:
-                    specs = []
-                    note = "not run above distance 3 (too slow; pass --faiss NxB)"
-                    print(fmt_row([f"{n:,}", str(d), "faiss", "", "", note] + [""] * 6))
-                for f in specs:
-                    one(n, d, "faiss", f, data, ref, base)
-            if args.simhash_find_all:
-                for b in pyb.get(d, [PYBIND_BLOCKS.get(d, d + 3)]):
-                    info = run_binary(args.simhash_find_all, n, args.seed, d, b, args.timeout)
-                    report(n, d, "simhash-find-all", info, ref, base)
-            if args.sweep and nd and "blocks" in nd:
-                sweeps.append(sweep(n, d, nd, data, ref, one))
+    for kind in inputs:
+        values = kind != "uniform"  # identical values collapse before the search
+        for n in sizes:
+            data = data_path(n, args.seed, kind)
+            for d in dists:
+                ref = None
+                nd = None
+                if "brute" in engines and n <= args.brute_max:
+                    b = one(kind, n, d, "brute", None, data, None, None)
+                    if "pairs" in b:
+                        ref = ("brute", np.load(b["pairs_file"]))
+                if "neardup" in engines:
+                    t1 = None
+                    for t in threads:
+                        param = {"threads": t, "values": values}
+                        info = one(kind, n, d, "neardup", param, data, ref, None, t1)
+                        if t == 1 and "wall" in info:
+                            t1 = info["wall"]
+                        if nd is None or "wall" not in nd:
+                            nd = info
+                        if ref is None and "pairs" in info:
+                            ref = ("neardup", np.load(info["pairs_file"]))
+                base = nd.get("wall") if nd else None
+                if "clusters" in engines:
+                    for t in threads:
+                        one(kind, n, d, "clusters", {"threads": t}, data, None, base)
+                if "npsort" in engines:
+                    s = spawn({"engine": "npsort", "distance": d, "data": data}, args.timeout)
+                    if nd and "passes" in nd and "wall" in s:
+                        s["wall"] *= nd["passes"]
+                        s["layout"] = f"np.sort x {nd['passes']} passes"
+                    report(kind, n, d, "floor", s, None, base)
+                if "pybind" in engines:
+                    for b in pyb.get(d, [PYBIND_BLOCKS.get(d, d + 3)]):
+                        one(kind, n, d, "pybind", b, data, ref, base)
+                if "faiss" in engines:
+                    if args.faiss:
+                        specs = args.faiss.split("/")
+                    elif d <= 3:
+                        nh, nb = faiss_config(n, d)
+                        specs = list(dict.fromkeys(["2x32", f"{nh}x{nb}"]))
+                    else:
+                        specs = []
+                        note = "not run above distance 3 (too slow; pass --faiss NxB)"
+                        print(fmt_row([kind, f"{n:,}", str(d), "faiss", "", "", note] + [""] * 8))
+                    for f in specs:
+                        one(kind, n, d, "faiss", f, data, ref, base)
+                if args.simhash_find_all:
+                    for b in pyb.get(d, [PYBIND_BLOCKS.get(d, d + 3)]):
+                        info = run_binary(
+                            args.simhash_find_all, n, args.seed, d, b, args.timeout, kind, _wait
+                        )
+                        report(kind, n, d, "simhash-find-all", info, ref, base)
+                if args.sweep and nd and "wall" in nd:
+                    sweeps.append([kind, *sweep(kind, n, d, nd, data, ref, one, values)])
 
     if args.sweep:
         print()
-        print("## automatic layout against the best swept layout")
+        print("## automatic choice against the best swept layout of blocks")
         print()
-        print(fmt_row(["N", "distance", "auto blocks", "auto s", "best blocks", "best s", "ratio"]))
-        print(fmt_row(["---"] * 7))
+        cols = ["input", "N", "distance", "automatic", "auto s", "best blocks", "best s", "ratio"]
+        print(fmt_row(cols))
+        print(fmt_row(["---"] * len(cols)))
         for row in sweeps:
             print(fmt_row(row))
         for d in dists:
@@ -516,49 +441,44 @@ def main(argv: list[str] | None = None) -> int:
             for r in tiny.get("tiny", []):
                 times = {int(k): v for k, v in r["times"].items()}
                 bm = min(times, key=times.get)
-                auto_t = times.get(r["auto"], math.nan)
-                print(
-                    fmt_row(
-                        [
-                            f"{r['n']:,}",
-                            str(d),
-                            str(r["auto"]),
-                            f"{auto_t:.3g}",
-                            str(bm),
-                            f"{times[bm]:.3g}",
-                            f"{auto_t / times[bm]:.2f}",
-                        ]
-                    ),
-                    flush=True,
-                )
+                auto_t = r["auto_s"]
+                cells = ["uniform", f"{r['n']:,}", str(d), r["auto"], f"{auto_t:.3g}", str(bm)]
+                cells += [f"{times[bm]:.3g}", f"{auto_t / times[bm]:.2f}"]
+                print(fmt_row(cells), flush=True)
             if "note" in tiny:
                 print(f"tiny sweep at distance {d}: {tiny['note']}")
     return 0
 
 
-def sweep(n, d, nd, data, ref, one) -> list[str]:
-    """neardup over ``blocks`` outward from the automatic choice until 2.5x slower than best."""
-    auto = nd["blocks"]
-    times = {auto: nd["wall"]}
-    for direction in (-1, 1):
-        m = auto + direction
-        while d < m <= 64:
-            info = one(n, d, "neardup", m, data, ref, nd["wall"])
+def sweep(kind, n, d, nd, data, ref, one, values) -> list[str]:
+    """neardup over single layouts of ``blocks`` outward from the best single layout's estimate
+    until 2.5x slower than the best found; against the automatic choice (``nd``)."""
+    from neardup.core.layout import choose_blocks, count_tables
+
+    start = choose_blocks(n, d)
+    times: dict[int, float] = {}
+    for direction in (0, -1, 1):
+        m = start + direction
+        while d < m <= 64 and m not in times and count_tables(m, d) <= 20_000:
+            info = one(
+                kind, n, d, "neardup", {"blocks": m, "values": values}, data, ref, nd["wall"]
+            )
             if "wall" not in info:
                 break
             times[m] = info["wall"]
-            if info["wall"] > 2.5 * min(times.values()):
+            if info["wall"] > 2.5 * min(times.values()) or direction == 0:
                 break
             m += direction
-    best = min(times, key=times.get)
+    best = min(times, key=times.get) if times else start
+    best_s = times.get(best, math.nan)
     return [
         f"{n:,}",
         str(d),
-        str(auto),
-        f"{times[auto]:.3g}",
+        nd["layout"],
+        f"{nd['wall']:.3g}",
         str(best),
-        f"{times[best]:.3g}",
-        f"{times[auto] / times[best]:.2f}",
+        f"{best_s:.3g}",
+        f"{nd['wall'] / best_s:.2f}",
     ]
 
 

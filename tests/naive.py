@@ -194,9 +194,11 @@ class ShinglingFingerprinter:
 
         self.fingerprinter = Fingerprinter("default")
 
-    def fingerprints_and_shingles(self, texts, threads=None):
+    def features_many(self, texts, threads=None):
+        from neardup.fingerprints.simhash import Features
+
         offsets, keys = shingle_sets(texts)
-        return self.fingerprinter.fingerprint_many(texts, threads=threads), offsets, keys
+        return Features(self.fingerprinter.fingerprint_many(texts, threads=threads), offsets, keys)
 
 
 # ---- fingerprints: the pure-Python pipeline ---------------------------------------------------
@@ -350,3 +352,52 @@ def naive_fingerprint(doc: str | bytes, **options) -> int:
 def naive_shingle_keys(doc: str | bytes, **options) -> list[int]:
     """The distinct top 32 bits of a document's feature hashes, ascending."""
     return sorted({h >> 32 for h in naive_features(doc, **options)})
+
+
+def join(queries, corpus, distance: int) -> set[tuple[int, int]]:
+    """{(query position, corpus position)} of every pair within ``distance`` bits."""
+    queries = np.asarray(queries, dtype=np.uint64)
+    corpus = np.asarray(corpus, dtype=np.uint64)
+    if len(queries) == 0 or len(corpus) == 0:
+        return set()
+    qi, ci = np.nonzero(distances(queries, corpus) <= distance)
+    return set(zip(qi.tolist(), ci.tolist(), strict=True))
+
+
+def first_table(a: int, b: int, blocks: int, distance: int) -> int:
+    """Position, in layout order, of the first table whose leading blocks ``a`` and ``b`` agree
+    on (the combinations of ``blocks - distance`` blocks in lexicographic order), -1 if none."""
+    import itertools
+
+    q, r = divmod(64, blocks)
+    widths = [q + 1 if i < r else q for i in range(blocks)]
+    top, masks = 64, []
+    for w in widths:
+        top -= w
+        masks.append(((1 << w) - 1) << top)
+    x = int(a) ^ int(b)
+    agree = [i for i in range(blocks) if x & masks[i] == 0]
+    for t, lead in enumerate(itertools.combinations(range(blocks), blocks - distance)):
+        if set(lead) <= set(agree):
+            return t
+    return -1
+
+
+def families(n: int, seed: int, identical: float = 0.5, hot: int = 12, flips: int = 3):
+    """``n`` fingerprints in a few families: each a random centre, members equal to it (share
+    ``identical``) or with up to ``flips`` of the family's ``hot`` bits flipped."""
+    rng = np.random.default_rng(seed)
+    out = np.empty(n, dtype=np.uint64)
+    i = 0
+    while i < n:
+        size = min(n - i, int(rng.integers(2, 40)))
+        centre = int(rng.integers(0, 2**64, dtype=np.uint64))
+        bits = rng.choice(64, hot, replace=False)
+        for j in range(size):
+            v = centre
+            if rng.random() >= identical:
+                for b in rng.choice(bits, int(rng.integers(1, flips + 1)), replace=False):
+                    v ^= 1 << int(b)
+            out[i + j] = v
+        i += size
+    return out

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
+import warnings
 
 import naive
 import numpy as np
@@ -13,8 +15,17 @@ from hypothesis import strategies as st
 from strategies import fingerprints
 
 from neardup import decide, dedup
+from neardup.core.similarity import ShingleSets
+from neardup.core.verify import (
+    distance_for_threshold,
+    pair_jaccard,
+    priority_order,
+)
 from neardup.errors import InputError
+from neardup.fingerprints import Fingerprinter
+from neardup.pipeline import job
 from neardup.pipeline.scan import scan_files
+from neardup.pipeline.spool import subset_sets
 from neardup.pipeline.write import write_kept
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -88,13 +99,14 @@ def test_decide_fixed_and_already_seen():
 
 
 def test_dedup_in_memory_list():
-    r = dedup(DOCS)
+    r = dedup(DOCS, verify=False)
     assert r.labels.tolist() == [0, 1, 0, 0, 4]
     assert r.kept.tolist() == [True, True, False, False, True]
     assert r.kept_ids.to_pylist() == [0, 1, 4]
     assert r.dropped_ids.to_pylist() == [2, 3]
     t = r.clusters
-    assert t.column_names == ["index", "id", "cluster", "kept_id", "kept", "distance"]
+    assert t.column_names == ["index", "id", "cluster", "kept_id", "kept", "distance", "jaccard"]
+    assert t.column("jaccard").null_count == 3  # not verified
     assert t.column("id").to_pylist() == [0, 2, 3]
     assert t.column("kept_id").to_pylist() == [0, 0, 0]
     assert t.column("distance").to_pylist()[2] == 0
@@ -108,8 +120,120 @@ def test_dedup_in_memory_list():
     ]
     s = r.summary()
     assert (s["documents"], s["clusters"], s["dropped"], s["kept"]) == (5, 1, 2, 3)
-    longest = dedup(iter(DOCS), keep="longest")
+    assert not s["verified"] and "temp_bytes" not in s
+    longest = dedup(iter(DOCS), keep="longest", verify=False)
     assert longest.kept.tolist() == [False, True, True, False, True]
+
+
+def test_dedup_verified_in_memory_list():
+    r = dedup(DOCS)  # verified at Jaccard 0.8 by default
+    assert r.kept.tolist() == [True, True, False, False, True]
+    assert r.decisions.survivor.tolist() == [0, 1, 0, 0, 4]
+    sets = Fingerprinter().features_many(DOCS)
+    want = [1.0, 1.0, pair_jaccard((sets.offsets, sets.keys), [(0, 2)])[0], 1.0, 1.0]
+    assert r.jaccard.tolist() == want
+    t = r.clusters
+    assert t.column("jaccard").to_pylist() == [want[0], want[2], want[3]]
+    rows = list(r.iter_clusters())
+    assert rows == [
+        {
+            "kept": 0,
+            "size": 3,
+            "members": [0, 2, 3],
+            "distances": r.decisions.distance[[0, 2, 3]].tolist(),
+            "jaccards": [1.0, want[2], 1.0],
+        }
+    ]
+    s = r.summary()
+    assert s["verified"] and s["threshold"] == 0.8 and s["no_shingles"] == 0
+    assert s["temp_bytes"] == 4 * len(sets.keys) and "search+verify" in s["seconds"]
+    # the edited copy is below 0.99: dropped only at the lower threshold
+    assert dedup(DOCS, threshold=0.99).kept.tolist() == [True, True, True, False, True]
+    longest = dedup(DOCS, keep="longest")
+    assert longest.kept.tolist() == [False, True, True, False, True]
+    assert longest.labels.tolist() == [0, 1, 0, 0, 4]  # the cluster's smallest position
+    with pytest.raises(ValueError, match="threshold"):
+        dedup(DOCS, threshold=0)
+
+
+WORDS = [f"w{i}" for i in range(12)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(WORDS), min_size=0, max_size=14).map(" ".join),
+        min_size=0,
+        max_size=40,
+    ),
+    st.sampled_from([0.5, 0.7, 0.8, 0.9, 1.0]),
+    st.sampled_from(["first", "longest"]),
+    st.sampled_from([None, 20]),
+)
+def test_dedup_verified_matches_naive(docs, threshold, keep, distance):
+    # few words: many near-duplicates, identical sets, documents without shingles
+    docs = docs + docs[:3]  # exact duplicates too
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        r = dedup(docs, threshold=threshold, keep=keep, distance=distance)
+    f = Fingerprinter().features_many(docs)  # the keys dedup verifies with
+    sets = naive.csr_to_sets(f.offsets, f.keys)
+    fps = [naive.set_fingerprint(x) for x in sets]
+    order = priority_order(len(docs), keep, [len(d) for d in docs])
+    d = distance_for_threshold(threshold) if distance is None else distance
+    kept_for, jac = naive.decide_verified(sets, fps, threshold, order, distance=d)
+    n = len(docs)
+    assert r.kept.tolist() == [k < 0 for k in kept_for]
+    assert r.decisions.survivor.tolist() == [i if k < 0 else k for i, k in enumerate(kept_for)]
+    assert np.allclose(r.jaccard, [1.0 if j is None else j for j in jac])
+    for i in np.flatnonzero(r.dropped).tolist():  # every drop verified against its kept one
+        k = int(r.decisions.survivor[i])
+        assert r.kept[k] and naive.jaccard(sets[i], sets[k]) >= threshold
+    assert r.summary()["no_shingles"] == sum(not x for x in sets)
+    assert all(r.kept[i] for i in range(n) if not sets[i])
+
+
+def test_dedup_verified_keeps_documents_without_shingles():
+    docs = ["", "", "!!! ...", BASE, BASE, "   "]
+    with pytest.warns(UserWarning, match=r"4 of 6 documents \(66.7%\) have no shingles"):
+        r = dedup(docs)
+    assert r.kept.tolist() == [True, True, True, True, False, True]
+    assert r.summary()["no_shingles"] == 4 and r.n_clusters == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 1 of 101 is under the 1% that warns
+        assert dedup([""] + [f"{BASE} {i}" for i in range(100)]).kept[0]
+
+
+def _shingle_files(directory) -> list[str]:
+    return [p for p in os.listdir(directory) if p.startswith("neardup-shingles-")]
+
+
+def test_dedup_temporary_file_removed_after_success_and_error(tmp_path, monkeypatch):
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, [{"id": i, "text": DOCS[i % 5] + f" {i}"} for i in range(50)])
+    r = dedup(src)
+    assert r.temp_bytes > 0 and r.summary()["temp_bytes"] == r.temp_bytes
+    assert _shingle_files(temp) == []
+    with open(src, "a") as f:
+        f.write("{not json\n")
+    with pytest.raises(InputError, match="in.jsonl:51"):
+        dedup(src, clusters=tmp_path / "c.jsonl")
+    assert _shingle_files(temp) == [] and not (tmp_path / "c.jsonl").exists()
+    with pytest.raises(ValueError, match="document 1: text is missing"):
+        dedup([DOCS[0], None])
+    assert _shingle_files(temp) == []
+
+    def interrupt(*args, **kwargs):
+        assert len(_shingle_files(temp)) == 1  # the keys are on disk while deciding
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(job, "decide_verified_sets", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        dedup(src, skip_bad=True)
+    assert _shingle_files(temp) == []
 
 
 def test_dedup_pyarrow_and_pandas():
@@ -249,8 +373,38 @@ def test_errors_name_file_and_record_and_leave_no_output(tmp_path):
 
 def test_sample_corpus_finds_planted_duplicates():
     planted = {json.loads(x)["id"] for x in open(os.path.join(SAMPLE, "planted.jsonl"))}
-    r = dedup(os.path.join(SAMPLE, "corpus.jsonl"))
+    corpus = os.path.join(SAMPLE, "corpus.jsonl")
+    r = dedup(corpus, verify=False)
     dropped = set(r.dropped_ids.to_pylist())
-    assert len(r) == 1200 and os.path.getsize(os.path.join(SAMPLE, "corpus.jsonl")) < 2_000_000
+    assert len(r) == 1200 and os.path.getsize(corpus) < 2_000_000
+    assert len(planted) == 174
     assert dropped <= planted  # no false positives
     assert len(dropped) >= 0.7 * len(planted)
+    v = dedup(corpus)  # verified at 0.8: every planted copy, nothing else
+    assert set(v.dropped_ids.to_pylist()) == planted
+    texts = [json.loads(x)["text"] for x in open(corpus)]
+    f = Fingerprinter().features_many(texts)
+    drops = np.flatnonzero(v.dropped)
+    pairs = np.stack([drops, v.decisions.survivor[drops]], axis=1)
+    jac = pair_jaccard((f.offsets, f.keys), pairs)
+    assert (jac >= 0.8).all() and np.allclose(jac, v.jaccard[drops])
+    assert v.kept[v.decisions.survivor[drops]].all()  # no chaining
+
+
+def test_dedup_verified_skips_duplicate_ids_in_memory():
+    pa = pytest.importorskip("pyarrow")
+    texts = [BASE, DOCS[1], DOCS[4], BASE.upper() + "!", DOCS[2]]
+    table = pa.table({"id": ["a", "b", "a", "c", "d"], "text": texts})
+    r = dedup(table, skip_bad=True)
+    assert r.skipped == 1 and r.ids == ["a", "b", "c", "d"]
+    want = dedup([texts[i] for i in (0, 1, 3, 4)])
+    assert r.kept.tolist() == want.kept.tolist() == [True, True, False, False]
+    assert np.array_equal(r.jaccard, want.jaccard)
+
+
+def test_subset_sets_copies_the_chosen_documents():
+    sets = [{1, 2}, set(), {3}, {4, 5, 6}, {7}]
+    offsets, keys = naive.sets_to_csr(sets)
+    keep = np.array([True, True, False, True, False])
+    got = subset_sets(ShingleSets(offsets, keys), keep)
+    assert naive.csr_to_sets(got.offsets, got.keys) == [s for s, k in zip(sets, keep) if k]

@@ -113,3 +113,38 @@ def test_parquet_and_text_directory(tmp_path):
     assert sorted(os.listdir(outdir)) == ["a.txt", "b.txt"]
     r = run(str(d), "-o", str(outdir))
     assert r.returncode == 2 and "not empty" in r.stderr
+
+
+def test_verified_clusters_threshold_and_no_verify(tmp_path):
+    src = tmp_path / "docs.jsonl"
+    write_jsonl(src, ROWS + [{"id": "e", "text": ""}, {"id": "f", "text": "..."}])
+    out, cl, js = tmp_path / "kept.jsonl", tmp_path / "c.jsonl", tmp_path / "s.json"
+    r = run(str(src), "-o", str(out), "--clusters", str(cl), "--json-summary", str(js))
+    assert r.returncode == 0, r.stderr
+    (cluster,) = [json.loads(x) for x in cl.read_text().splitlines()]
+    assert cluster["members"] == ["a", "c", "d"] and cluster["kept"] == "a"
+    jac = cluster["jaccards"]
+    assert jac[0] == 1.0 and jac[2] == 1.0 and 0.8 <= jac[1] < 1.0
+    assert len(cluster["distances"]) == 3
+    s = json.loads(js.read_text())
+    assert s["verified"] and s["threshold"] == 0.8 and s["no_shingles"] == 2
+    assert s["temp_bytes"] > 0 and s["dropped"] == 2
+    assert "verified         every drop Jaccard >= 0.8" in r.stderr
+    assert "warning: 2 of 6 documents (33.3%) have no shingles" in r.stderr
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == ["a", "b", "e", "f"]
+    # above the edited copy's Jaccard it is kept
+    r = run(str(src), "-o", str(out), "-q", "--threshold", str(min(1.0, jac[1] + 0.01)))
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == ["a", "b", "c", "e", "f"]
+    r = run(str(src), "-o", str(out), "--no-verify", "--clusters", str(cl), "--json-summary", "-")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert not s["verified"] and "temp_bytes" not in s and s["dropped"] == 3  # e and f too
+    assert all("jaccards" not in json.loads(x) for x in cl.read_text().splitlines())
+    for bad in ("0", "1.5"):
+        r = run(str(src), "-o", str(out), "--threshold", bad)
+        assert r.returncode == 2 and "--threshold" in r.stderr
+    r = run(str(src), "-o", str(out), "--blocks", "13")  # 0.8 -> 13 bits
+    assert r.returncode == 2 and "distance=13" in r.stderr
+    r = run("--help")
+    assert "not Jaccard-verified" in " ".join(r.stdout.split())
+    assert "--no-verify" in r.stdout and "--threshold" in r.stdout

@@ -163,6 +163,21 @@ def test_dedup_and_dedup_frame(client, tmp_path):
     assert kept2["id"].tolist() == pdf["id"][keep].tolist()
 
 
+def test_verified_dedup_on_dask_gives_the_same_decisions(client):
+    import json
+
+    corpus = os.path.join(os.path.dirname(__file__), "..", "data", "sample", "corpus.jsonl")
+    texts = [json.loads(x)["text"] for x in open(corpus)]
+    texts += texts[:50]  # exact copies: classes of identical sets across the pairs
+    for kw in ({}, {"threshold": 0.9, "keep": "longest"}, {"verify": False}):
+        here = neardup.dedup(texts, **kw)
+        there = neardup.dedup(texts, client=client, **kw)
+        assert here.n_dropped >= 150
+        assert np.array_equal(here.kept, there.kept), kw
+        assert np.array_equal(here.decisions.survivor, there.decisions.survivor), kw
+        assert np.array_equal(here.jaccard, there.jaccard, equal_nan=True), kw
+
+
 def test_text_column_is_fingerprinted_per_partition(client):
     from neardup.fingerprints import Fingerprinter
 

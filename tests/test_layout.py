@@ -13,13 +13,18 @@ from hypothesis import strategies as st
 from neardup.core.bits import from_binary
 from neardup.core.layout import (
     Layout,
+    Part,
+    Scheme,
     TableSpec,
     block_widths,
     choose_blocks,
     choose_query_blocks,
+    choose_scheme,
     estimated_cost,
     estimated_query_cost,
     pack_tables,
+    scheme_cost,
+    stop_sizes,
 )
 
 CORPUS = "0100101110111011001000101111101110111100001010011101100110110101"
@@ -99,9 +104,21 @@ def test_choose_blocks_is_valid_and_minimal(n, k):
     assert estimated_cost(n, m, k) <= min(costs.values())
 
 
-def test_choose_blocks_grows_with_n():
-    picks = [choose_blocks(n, 3) for n in (10, 10_000, 10_000_000, 10_000_000_000)]
-    assert picks == sorted(picks) and picks[0] < picks[-1]
+def test_tiny_inputs_take_one_layout_checked_pair_by_pair():
+    for k in (0, 3, 8, 14):
+        scheme = choose_scheme(100, k)
+        assert len(scheme.parts) == 1
+        part = scheme.parts[0]
+        assert stop_sizes(part)[0, 0] >= 100  # the root is checked pair by pair
+
+
+def test_large_distances_split_the_bits_into_parts():
+    for n, k in [(10**6, 8), (10**6, 12), (10**7, 8), (10**6, 14)]:
+        scheme = choose_scheme(n, k)
+        assert len(scheme.parts) >= 2
+        assert sum(p.threshold + 1 for p in scheme.parts) > k
+        one = Scheme.of(Layout(choose_blocks(n, k), k))
+        assert scheme_cost(n, scheme) < scheme_cost(n, one)
 
 
 @pytest.mark.parametrize(
@@ -169,3 +186,18 @@ def test_query_blocks_minimise_the_query_cost(n, k):
     assert k < m <= 64
     costs = [estimated_query_cost(n, b, k) for b in range(k + 1, min(64, k + 10) + 1)]
     assert estimated_query_cost(n, m, k) <= min(costs)
+
+
+def test_scheme_validation():
+    Scheme(8, (Part(36, 28, 6, 3), Part(0, 36, 7, 4)))
+    with pytest.raises(ValueError, match="do not cover"):
+        Scheme(8, (Part(36, 28, 6, 3), Part(0, 36, 7, 3)))
+    with pytest.raises(ValueError, match="invalid part"):
+        Scheme(8, (Part(30, 34, 6, 3), Part(0, 36, 7, 4)))  # overlapping bits
+    with pytest.raises(ValueError, match="invalid part"):
+        Scheme(3, (Part(0, 64, 3, 3),))  # threshold must be below blocks
+    one = Scheme.of(Layout(6, 3))
+    assert one.parts == (Part(0, 64, 6, 3),) and one.describe() == "6 blocks / 20 tables"
+    assert Part(0, 64, 6, 3).widths == block_widths(6)
+    assert Part(20, 24, 5, 2).widths == (5, 5, 5, 5, 4)
+    assert Part(20, 24, 5, 2).lows == (39, 34, 29, 24, 20)

@@ -75,7 +75,7 @@ def test_dedup_report_and_report_command_agree(tmp_path):
                text=True)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert re.fullmatch(
-        r"neardup report: wrote \S+ \(\d+\.\d kB\): 106 clusters from 1,200 documents, "
+        r"neardup report: wrote \S+ \(\d+\.\d kB\): 130 clusters from 1,200 documents, "
         r"30 shown side by side\n",
         r.stderr,
     )
@@ -83,9 +83,9 @@ def test_dedup_report_and_report_command_agree(tmp_path):
     index = re.compile(r'<script type="application/json" id="cluster-index">(.*?)</script>', re.S)
     assert json.loads(index.search(a).group(1)) == json.loads(index.search(b).group(1))
     for page in (a, b):
-        assert "<td>137 (11.4%)</td>" in page and "<td>1,063</td>" in page
+        assert "<td>174 (14.5%)</td>" in page and "<td>1,026</td>" in page
         assert page.count('<details class="cluster"') == 30
-        assert page.count("<svg") == 2  # cluster sizes, distances in bits
+        assert page.count("<svg") == 3  # cluster sizes, distances in bits, Jaccards
         assert "src=" not in page and 'href="http' not in page  # self-contained
 
 

@@ -250,10 +250,14 @@ def test_running_out_of_memory_is_one_line_saying_what_was_held(tmp_path, monkey
     import neardup.pipeline.job as job
 
     monkeypatch.setattr(job, "decide_on_arrays", no_memory)
+    monkeypatch.setattr(job, "decide_verified", no_memory)
     src = _corpus(tmp_path)
-    r = invoke("neardup", "dedup", str(src), "-o", str(tmp_path / "k.jsonl"), text=True)
-    assert "out of memory holding" in _one_line_error(r, 1)
-    assert not (tmp_path / "k.jsonl").exists()
+    for verify in ([], ["--no-verify"]):
+        r = invoke(
+            "neardup", "dedup", str(src), "-o", str(tmp_path / "k.jsonl"), *verify, text=True
+        )
+        assert "out of memory holding" in _one_line_error(r, 1)
+        assert not (tmp_path / "k.jsonl").exists()
 
 
 def test_a_full_disk_names_the_output_not_a_temporary_file_or_an_input(tmp_path, monkeypatch):

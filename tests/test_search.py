@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
+
 import naive
 import numpy as np
 import pytest
@@ -10,7 +13,10 @@ from hypothesis import strategies as st
 from strategies import fingerprints, layouts
 
 import neardup
-from neardup.core.search import cluster_groups, find_all_values
+from neardup import config
+from neardup.core import engine
+from neardup.core.layout import Layout, Part, Scheme, choose_scheme
+from neardup.core.search import cluster_groups, find_all_values, pairs_for_tables, sort_pairs
 
 ALL_ONES = 2**64 - 1
 
@@ -194,7 +200,6 @@ def test_pair_of_two(a, b):
 def test_threads_sharing_each_table_match_brute_force(monkeypatch, threads):
     from neardup import config
 
-    monkeypatch.setattr(config, "SPLIT_TABLES_FROM", 0)
     monkeypatch.setattr(config, "THREADS_FROM", 0)
     fp = planted(25_000, seed=threads)
     fp[:50] = 0  # skewed top bits: one part of the in-place split gets far more keys
@@ -207,3 +212,187 @@ def test_threads_sharing_each_table_match_brute_force(monkeypatch, threads):
     np.testing.assert_array_equal(
         neardup.find_all(fp, 3, 5, threads=threads), neardup.find_all(fp, 3, 5, threads=1)
     )
+
+
+# -- the nested-partition engine: schemes, deep trees, selections, joins, families -------------
+
+
+@st.composite
+def schemes(draw, max_distance: int = 14):
+    """A distance and a Scheme: one layout, or two or three parts with their own thresholds."""
+    k = draw(st.integers(0, max_distance))
+    kind = draw(st.sampled_from(["layout", "parts", "parts"]))
+    if kind == "layout" or k == 0:
+        top = k + 1
+        while top < 64 and math.comb(top + 1, k) <= 3000 and top < k + 5:
+            top += 1
+        return Scheme.of(Layout(draw(st.integers(k + 1, top)), k))
+    nparts = draw(st.integers(2, 3))
+    cuts = sorted(
+        draw(st.lists(st.integers(8, 56), min_size=nparts - 1, max_size=nparts - 1, unique=True))
+    )
+    bounds = [0, *cuts, 64]
+    spare = draw(st.integers(0, 1))
+    left = max(0, k - nparts + 1 + spare)  # thresholds sum to at least k - parts + 1
+    parts = []
+    for i in range(nparts):
+        width = bounds[i + 1] - bounds[i]
+        t = left if i == nparts - 1 else draw(st.integers(0, left))
+        t = min(t, width - 1)
+        left -= t
+        m = draw(st.integers(t + 1, min(width, t + 4)))
+        parts.append(Part(bounds[i], width, m, t))
+    if sum(p.threshold + 1 for p in parts) <= k:
+        return Scheme.of(Layout(k + 1, k))
+    return Scheme(k, tuple(parts))
+
+
+@contextlib.contextmanager
+def deep_trees():
+    """Trees split down to single tables: no bucket is checked pair by pair before that."""
+    old = config.PAIR_NS
+    config.PAIR_NS = 1e9
+    try:
+        yield
+    finally:
+        config.PAIR_NS = old
+
+
+@pytest.fixture
+def deep():
+    with deep_trees():
+        yield
+
+
+@settings(max_examples=120, deadline=None)
+@given(fingerprints(), schemes())
+def test_engine_schemes_match_brute_force(fp, scheme):
+    k = scheme.distance
+    with deep_trees():
+        got = sort_pairs(engine.pairs(fp, scheme), len(fp))
+    np.testing.assert_array_equal(got, naive.find_all(fp, k))
+    shallow = sort_pairs(engine.pairs(fp, scheme), len(fp))  # small buckets checked at once
+    np.testing.assert_array_equal(shallow, naive.find_all(fp, k))
+
+
+@settings(max_examples=60, deadline=None)
+@given(fingerprints(max_size=60), fingerprints(max_size=60), schemes())
+def test_engine_join_matches_brute_force(queries, corpus, scheme):
+    k = scheme.distance
+    with deep_trees():
+        got = engine.join_pairs(queries, corpus, scheme, threads=2)
+    pairs = list(zip(got[:, 0].tolist(), got[:, 1].tolist(), strict=True))
+    assert len(pairs) == len(set(pairs))  # each match once
+    assert set(pairs) == naive.join(queries, corpus, k)
+
+
+@pytest.mark.parametrize("distance", [8, 10, 12, 14])
+def test_large_distances_on_families_match_brute_force(distance):
+    fp = np.concatenate([planted(2500, seed=distance), naive.families(900, seed=distance)])
+    fp[:3] = [0, 2**64 - 1, 0]
+    expected = naive.find_all(fp, distance)
+    np.testing.assert_array_equal(neardup.find_all(fp, distance), expected)
+    assert len(choose_scheme(len(fp), distance).parts) >= 1
+    np.testing.assert_array_equal(
+        neardup.find_clusters(fp, distance), naive.find_clusters(fp, distance)
+    )
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("memory", [None, 1])
+def test_deep_trees_threads_and_lanes_agree(deep, threads, memory):
+    # memory=1 byte leaves room for one partition buffer: all threads share each first block
+    fp = np.concatenate([planted(6000, seed=threads), naive.families(2000, seed=7)])
+    for scheme in [
+        Scheme.of(Layout(10, 8)),
+        Scheme(12, (Part(40, 24, 8, 4), Part(0, 40, 11, 7))),
+        Scheme(3, (Part(32, 32, 4, 1), Part(0, 32, 4, 1))),
+        Scheme.of(Layout(2, 1)),
+    ]:
+        got = sort_pairs(engine.pairs(fp, scheme, threads=threads, memory=memory), len(fp))
+        np.testing.assert_array_equal(got, naive.find_all(fp, scheme.distance))
+
+
+@settings(max_examples=40, deadline=None)
+@given(fingerprints(), st.integers(0, 5), st.data())
+def test_table_subsets_find_each_pair_once_by_its_first_table(fp, distance, data):
+    blocks = data.draw(st.integers(distance + 1, distance + 4))
+    layout = Layout(blocks, distance)
+    groups = data.draw(st.integers(1, 3))
+    owner = np.arange(layout.n_tables) % groups
+    with deep_trees():
+        found = [pairs_for_tables(fp, layout, np.flatnonzero(owner == g)) for g in range(groups)]
+    allp = sort_pairs(np.concatenate(found), len(fp))
+    np.testing.assert_array_equal(allp, naive.find_all(fp, distance))
+    for g, p in enumerate(found):
+        for a, b in p.tolist():
+            assert owner[naive.first_table(fp[a], fp[b], blocks, distance)] == g
+
+
+def test_identical_values_are_searched_once_for_clusters():
+    # 100,000 copies of two values: one search entry each, not 5 billion pairs
+    a, b = 0x0123_4567_89AB_CDEF, 0xFEDC_BA98_7654_3210
+    fp = np.full(100_000, a, dtype=np.uint64)
+    fp[1::1000] = b
+    labels = neardup.find_clusters(fp, 14)
+    assert labels.tolist() == [1 if v == b else 0 for v in fp.tolist()]
+    assert find_all_values(fp, 14).tolist() == []
+    near = fp.copy()
+    near[1::1000] = a ^ 0b111  # three bits from a: one cluster
+    assert (neardup.find_clusters(near, 3) == 0).all()
+    assert (
+        find_all_values(near, 3).tolist() == [[a ^ 0b111, a]] if a ^ 0b111 < a else [[a, a ^ 0b111]]
+    )
+
+
+@pytest.mark.parametrize(
+    "memory, message", [("8X", "memory must be"), (0, "positive"), (-5, "positive")]
+)
+def test_bad_memory(memory, message):
+    with pytest.raises(ValueError, match=message):
+        neardup.find_all(planted(30_000), 3, memory=memory)
+
+
+def test_memory_strings_and_environment(monkeypatch):
+    assert engine.memory_budget("512M") == 512 << 20
+    assert engine.memory_budget("8G") == 8 << 30
+    assert engine.memory_budget(1000) == 1000
+    monkeypatch.setenv("NEARDUP_MEMORY", "2g")
+    assert engine.memory_budget(None) == 2 << 30
+    monkeypatch.delenv("NEARDUP_MEMORY")
+    assert 0 < engine.memory_budget(None) <= engine.available_memory()
+
+
+def test_index_batches_search_with_the_engine(tmp_path, monkeypatch):
+    from neardup import Index
+
+    corpus = np.concatenate([planted(3000, seed=3), naive.families(500, seed=3)])
+    queries = corpus[::7] ^ np.uint64(1 << 40)
+    with Index.create(tmp_path / "ix", distance=6, blocks=8) as ix:
+        ix.add(corpus[:2000])
+        ix.add(corpus[2000:])
+        ix.remove([5, 2500])
+        probed = ix.query_arrays(queries)
+        monkeypatch.setattr(config, "JOIN_FROM", 0)
+        monkeypatch.setattr(config, "PROBE_NS", 1e9)  # the engine always wins
+        joined = ix.query_arrays(queries)
+    alive = np.ones(len(corpus), dtype=bool)
+    alive[[5, 2500]] = False
+    qi, ci, di = naive.query(corpus[alive], queries, 6)
+    ids = np.flatnonzero(alive)[ci]
+    for got in (probed, joined):
+        np.testing.assert_array_equal(got.query_index, qi)
+        np.testing.assert_array_equal(got.distance, di)
+        np.testing.assert_array_equal(np.sort(got.id), np.sort(ids))
+
+
+def test_int64_rows_for_inputs_of_two_billion_give_the_same_pairs():
+    # inputs of 2**31 fingerprints or more carry int64 rows (side bit 62 in a join)
+    fp = np.concatenate([planted(3000, seed=9), naive.families(300, seed=9)])
+    scheme = Scheme(8, (Part(36, 28, 6, 3), Part(0, 36, 7, 4)))
+    with deep_trees():
+        wide = engine.scheme_plans(scheme, wide=True)
+        got = sort_pairs(engine._search(wide, [fp], False, 2, None), len(fp))
+        joined = engine._search(wide, [fp[:500], fp[500:]], True, 2, None)
+    np.testing.assert_array_equal(got, naive.find_all(fp, 8))
+    assert set(map(tuple, joined.tolist())) == naive.join(fp[:500], fp[500:], 8)

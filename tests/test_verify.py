@@ -190,6 +190,9 @@ def test_similar_pairs_from_texts_with_a_shingling_fingerprinter():
     want = naive.similar_pairs(sets, [naive.set_fingerprint(s) for s in sets], 0.5, 20)
     assert list(zip(r.i.tolist(), r.j.tolist(), r.jaccard.tolist())) == want
     assert (0, 1, 1.0) in want and any(p[:2] == (0, 2) for p in want)
+    # the default fingerprinter's own shingle keys (features_many) give the same pairs
+    d = similar_pairs(texts, 0.5, distance=20)
+    assert list(zip(d.i.tolist(), d.j.tolist(), d.jaccard.tolist())) == want
 
 
 def test_similar_pairs_texts_need_a_fingerprinter_that_emits_shingles():

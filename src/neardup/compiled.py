@@ -25,8 +25,8 @@ _ROOT = os.path.dirname(os.path.abspath(__file__))
 #: kernel group -> (module file, a kernel whose cache stands for the group, seconds to compile
 #: the group's kernels on a 2-core machine, measured by bench/startup.py)
 GROUPS = {
-    "fingerprint": (os.path.join(_ROOT, "fingerprints", "_kernels.py"), "_fingerprint_docs", 6),
-    "search": (os.path.join(_ROOT, "core", "kernels.py"), "_scan_pairs", 3),
+    "fingerprint": (os.path.join(_ROOT, "fingerprints", "_pipeline.py"), "_fingerprint_chunk", 6),
+    "search": (os.path.join(_ROOT, "core", "tree_kernels.py"), "_root", 3),
     "index": (os.path.join(_ROOT, "index", "_kernels.py"), "", 2),
     "formats": (os.path.join(_ROOT, "io", "_kernels.py"), "_parse_decimal_lines", 1),
 }

@@ -16,10 +16,6 @@ DEFAULT_DISTANCE = 3
 #: Batch search: below this many fingerprints one thread is faster than starting several.
 THREADS_FROM = 20_000
 
-#: Batch search: from this many fingerprints on, threads share each table (one 8-byte key per
-#: fingerprint in all) instead of taking whole tables each (one key buffer per thread).
-SPLIT_TABLES_FROM = 1 << 21
-
 #: Largest number of permuted tables a layout may need before it is refused as unusable.
 MAX_TABLES = 100_000
 
@@ -30,18 +26,40 @@ SMALL_INPUT = 2048
 #: Decimal fingerprint inputs up to this many bytes are parsed in Python (no numba).
 SMALL_PARSE_BYTES = 64 << 10
 
-# The cost model (neardup.core.layout) counts work in candidate checks (xor + popcount + compare).
-# Measured with bench/find_all.py --sweep (N = 1M and 10M, distances 3, 6, 8): one fingerprint
-# costs about 60 checks per table (build key, sort, and the scan's random gather when runs are
-# short), so 10M at distance 6 takes 8 blocks (25.6 s) rather than 9 (67.3 s) and 1M at
-# distance 8 takes 10 (8.9 s) rather than 11 (16.1 s). The fixed cost per table keeps tiny
-# inputs on ``distance + 1`` blocks, the fastest measured at N = 100..10k.
+# The batch cost model (neardup.core.layout) in nanoseconds per operation of the engine's kernels
+# on one core, measured with bench/find_all.py --calibrate on the 2-core benchmark machine (AMD
+# EPYC with AVX-512): a counting-sort split of a bucket that fits in cache, the first split of the
+# whole input (memory bound), each counter of a split, each tree node visited, each row and each
+# pair of a bucket checked pair by pair (a vectorised XOR + popcount).
 
-#: Batch search: cost of one fingerprint in one table (key, sort, scan), in candidate checks.
-KEY_COST = 60.0
+#: Batch search: fixed cost of one first block (its pass over the input started from Python) (ns).
+GROUP_NS = 60_000.0
 
-#: Batch search: fixed cost of one table (allocation, calls), in candidate checks.
-TABLE_COST = 20_000.0
+#: Batch search: split one fingerprint of a bucket that fits in cache (ns).
+SPLIT_NS = 2.0
+
+#: Batch search: split one fingerprint of a node larger than the cache (ns).
+SPLIT_MEM_NS = 7.0
+
+#: Batch search: one counter of a split (clear, prefix sum, visit the bucket) (ns).
+COUNTER_NS = 1.2
+
+#: Batch search: one node of the search tree (call and bookkeeping) (ns).
+NODE_NS = 12.0
+
+#: Batch search: one row of a bucket checked pair by pair (ns).
+ROW_NS = 2.5
+
+#: Batch search: one pair checked (ns).
+PAIR_NS = 0.15
+
+#: Batch search: a scheme of several parts is chosen over one part only when its estimated cost
+#: is below this share of the one part's.
+SCHEME_MARGIN = 0.9
+
+#: Batch search: share of the available memory the partition buffers may use when neither
+#: ``memory=`` nor ``NEARDUP_MEMORY`` says otherwise.
+MEMORY_FRACTION = 0.5
 
 # -- fingerprints ---------------------------------------------------------------------------------
 
@@ -70,6 +88,14 @@ MAX_SEGMENTS = 8
 #: Cost of probing one table for one query, in candidate checks (binary search + call); the
 #: index's layout choice weighs it against the candidates a longer prefix saves.
 PROBE_COST = 32.0
+
+#: Time of one unit of the query cost model (PROBE_COST units), measured with PermutedTables on
+#: 1M fingerprints (batches of 1,000-100,000 queries at distances 3, 6, 8: 9-26 ns) (ns).
+PROBE_NS = 15.0
+
+#: Batches of at least this many queries are searched together with an index's fingerprints by
+#: the batch engine when the cost model says that is cheaper than probing its tables.
+JOIN_FROM = 256
 
 #: Most tables an index layout may have (each costs 8 bytes per fingerprint on disk).
 MAX_INDEX_TABLES = 5000

@@ -20,7 +20,8 @@ from neardup.cli.fingerprint import (
 from neardup.cli.progress import Progress, progress_option
 from neardup.cli.report import report_option
 from neardup.cli.style import announce_compile, plural, saved, size
-from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, KEEP_POLICIES
+from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, KEEP_POLICIES
+from neardup.core.verify import distance_for_threshold
 from neardup.errors import InputError
 from neardup.io.files import input_size, metered
 from neardup.io.hf import is_saved_dataset, load_saved_dataset, save_dataset
@@ -44,6 +45,12 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
         f"clusters         {s['clusters']} (of 2 or more near-duplicates)",
         f"dropped          {s['dropped']} ({pct:.1f}%), kept {s['kept']}",
     ]
+    if s["verified"]:
+        lines.append(
+            f"verified         every drop Jaccard >= {s['threshold']:g}; "
+            f"{plural(s['no_shingles'], 'document')} without shingles kept; "
+            f"{size(s['temp_bytes'])} temporary disk"
+        )
     if "bytes_in" in s:
         lines.append(
             f"bytes            {size(s['bytes_in'])} in, {size(s['bytes_out'])} out, "
@@ -71,8 +78,8 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     "--clusters",
     "clusters_path",
     default=None,
-    help="Write each cluster of near-duplicates as a JSON line: kept id, size, member ids, "
-    "each member's distance (bits) to the kept one.",
+    help="Write each cluster (a kept document and those dropped for it) as a JSON line: kept id, "
+    "size, member ids, each member's distance (bits) and Jaccard (jaccards) to the kept one.",
 )
 @click.option("--drop-list", default=None, help="Write the ids removed, one per line.")
 @report_option
@@ -81,15 +88,31 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     type=click.Choice(KEEP_POLICIES),
     default="first",
     show_default=True,
-    help="Survivor of each cluster: first in input order, or longest text (ties: first).",
+    help="Which near-duplicate is kept: first in input order, or longest text (ties: first).",
+)
+@click.option(
+    "-t",
+    "--threshold",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=DEFAULT_DEDUP_THRESHOLD,
+    show_default=True,
+    help="Drop a document only when the exact Jaccard of its shingle set with a kept "
+    "document's is >= this.",
+)
+@click.option(
+    "--no-verify",
+    is_flag=True,
+    help="Fingerprint-only decisions: faster, no temporary disk, but clusters are connected "
+    "components at --distance (default 6) and nothing is checked against the texts.",
 )
 @click.option(
     "-d",
     "--distance",
     type=click.IntRange(0, 63),
-    default=DEFAULT_DEDUP_DISTANCE,
-    show_default=True,
-    help="Largest Hamming distance (bits) between fingerprints that makes documents duplicates.",
+    default=None,
+    help="Largest Hamming distance (bits) between fingerprints that makes candidates "
+    f"[default: the rule for --threshold, 0.8 -> {distance_for_threshold(0.8)}; "
+    f"with --no-verify or against --against's index: {DEFAULT_DEDUP_DISTANCE}].",
 )
 @click.option(
     "--blocks",
@@ -118,8 +141,9 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     "--against",
     default=None,
     metavar="INDEX",
-    help="Also drop documents within --distance bits of anything in this neardup index "
-    "(see `neardup index`): dedup a new dump against everything seen before. With "
+    help="Also drop documents within --distance bits (default 6) of anything in this neardup "
+    "index (see `neardup index`): dedup a new dump against everything seen before. The index "
+    "keeps no shingles: these drops are by fingerprint distance, not Jaccard-verified. With "
     "--scheduler/--workers this runs in batch mode on the cluster, and INDEX may also be "
     "Parquet files of the stored corpus (a path or glob ending in .parquet; columns "
     "'fingerprint' and 'id').",
@@ -133,7 +157,9 @@ def dedup(
     drop_list: str | None,
     report_path: str | None,
     keep: str,
-    distance: int,
+    threshold: float,
+    no_verify: bool,
+    distance: int | None,
     blocks: int | None,
     preset: str,
     window: int | None,
@@ -157,12 +183,22 @@ def dedup(
     Reads JSONL (--text-field, --id-field), Parquet (columns of those names), text files (a
     directory, glob or list; a document per file, or per line with --lines), compressed
     (.gz, .bz2, .xz, .zst) or remote (s3://, https://, ...), or a Hugging Face dataset saved
-    with save_to_disk (written back as one), finds clusters of
-    documents whose 64-bit simhash fingerprints differ in at most --distance bits, keeps one
-    document per cluster and writes the kept documents untouched, in input order and in the
-    input's format. Clusters are connected components, so two members may differ in more than
-    --distance bits. The input is streamed twice (fingerprints, then copying); outputs appear
-    only when complete.
+    with save_to_disk (written back as one), and writes the kept documents untouched, in
+    input order and in the input's format.
+
+    Verified (default): documents in --keep order; one is dropped only when the exact Jaccard
+    of its shingle set with an already kept document's is >= --threshold, never through a
+    chain of drops. Candidates are documents whose set fingerprints differ in at most
+    --distance bits. Shingle keys are spooled to a temporary file in TMPDIR (4 bytes per
+    distinct shingle), removed at the end. Documents without shingles are always kept.
+    Documents matched against an --against index are dropped by fingerprint distance only:
+    they are not Jaccard-verified.
+
+    --no-verify: clusters are connected components of 64-bit simhash fingerprints within
+    --distance bits (two members may differ in more), one kept per cluster.
+
+    The input is streamed twice (fingerprints, then copying); outputs appear only when
+    complete.
     """
     from neardup.pipeline.job import dedup as run_dedup
     from neardup.pipeline.report import write_result_report
@@ -170,10 +206,13 @@ def dedup(
 
     fingerprinter = make_fingerprinter(preset, window)
     in_format, text_field = resolve_input(in_format, lines, field, column)
-    if blocks is not None and blocks <= distance:
+    search_distance = distance
+    if search_distance is None:
+        search_distance = DEFAULT_DEDUP_DISTANCE if no_verify else distance_for_threshold(threshold)
+    if blocks is not None and blocks <= search_distance:
         raise click.BadParameter(
-            f"blocks must be > distance (got blocks={blocks}, distance={distance}); "
-            f"use --blocks {distance + 1} or more",
+            f"blocks must be > distance (got blocks={blocks}, distance={search_distance}); "
+            f"use --blocks {search_distance + 1} or more",
             param_hint="--blocks",
         )
     if output == "-" and json_summary == "-":
@@ -231,6 +270,8 @@ def dedup(
         stack.callback(bar.close)
         result = run_dedup(
             [InputPath(p) for p in inputs] if dataset is None else dataset,
+            threshold=threshold,
+            verify=not no_verify,
             distance=distance,
             keep=keep,
             blocks=blocks,
@@ -256,8 +297,10 @@ def dedup(
             result.bytes_in = _tree_size(inputs[0])
             result.bytes_out = save_dataset(result.filter(dataset), output)
         if report_path is not None:
-            settings = {"inputs": " ".join(inputs), "distance": distance, "keep": keep,
+            settings = {"inputs": " ".join(inputs), "distance": search_distance, "keep": keep,
                         "preset": preset, "window": window or "preset's"}  # fmt: skip
+            if not no_verify:
+                settings["threshold"] = threshold
             write_result_report(
                 report_path,
                 result,

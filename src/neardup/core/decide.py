@@ -13,10 +13,19 @@ import numpy as np
 from neardup.core.bits import as_fingerprints, popcount
 from neardup.core.search import find_clusters
 
-__all__ = ["DEFAULT_DEDUP_DISTANCE", "KEEP_POLICIES", "Decisions", "decide"]
+__all__ = [
+    "DEFAULT_DEDUP_DISTANCE",
+    "DEFAULT_DEDUP_THRESHOLD",
+    "KEEP_POLICIES",
+    "Decisions",
+    "decide",
+    "from_kept_for",
+]
 
 #: Default Hamming distance for dedup (recall 0.88 on Jaccard >= 0.9 pairs in the evaluation).
 DEFAULT_DEDUP_DISTANCE = 6
+#: Default Jaccard threshold of verified dedup (documents dropped at exact Jaccard >= 0.8).
+DEFAULT_DEDUP_THRESHOLD = 0.8
 #: How the survivor of a cluster is chosen.
 KEEP_POLICIES = ("first", "longest")
 
@@ -145,6 +154,38 @@ def decide(
     survivor = _survivors(labels, lens, keep)
     dist = popcount(fp ^ fp[survivor]).astype(np.int64) if n else np.zeros(0, np.int64)
     kept = survivor == np.arange(n, dtype=np.int64)
+    if already_seen is not None:
+        seen = np.asarray(already_seen, dtype=bool).ravel()
+        if len(seen) != n:
+            raise ValueError(f"already_seen has {len(seen)} entries for {n} documents")
+        kept &= ~seen
+    return Decisions(labels, survivor, dist, kept)
+
+
+def from_kept_for(
+    kept_for: np.ndarray,
+    fingerprints: Sequence[int] | np.ndarray,
+    already_seen: np.ndarray | None = None,
+) -> Decisions:
+    """:class:`Decisions` from verified ones: a cluster is a kept document and the documents
+    dropped for it (``kept_for[i]``, -1 when ``i`` is kept), labelled by its smallest position.
+
+    Examples
+    --------
+    >>> d = from_kept_for(np.array([-1, 2, -1, 2]), [0, 1, 3, 7])
+    >>> d.labels.tolist(), d.survivor.tolist(), d.distance.tolist(), d.kept.tolist()
+    ([0, 1, 1, 1], [0, 2, 2, 2], [0, 1, 0, 1], [True, False, True, False])
+    """
+    fp = as_fingerprints(fingerprints)
+    kf = np.ascontiguousarray(kept_for, dtype=np.int64)
+    n = len(kf)
+    pos = np.arange(n, dtype=np.int64)
+    survivor = np.where(kf < 0, pos, kf)
+    first = pos.copy()
+    np.minimum.at(first, survivor, pos)
+    labels = first[survivor]
+    dist = popcount(fp ^ fp[survivor]).astype(np.int64) if n else np.zeros(0, np.int64)
+    kept = kf < 0
     if already_seen is not None:
         seen = np.asarray(already_seen, dtype=bool).ravel()
         if len(seen) != n:

@@ -24,15 +24,15 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
 from neardup import config
 from neardup.config import MAX_TABLES
 from neardup.core import kernels
+from neardup.core.tables import TableSpec, pack_tables
+from neardup.core.tree_kernels import DIGIT, MIN_DIGIT
 
 BITS = 64
 _FULL = (1 << 64) - 1
@@ -207,84 +207,92 @@ def _tables(blocks: int, distance: int) -> tuple[Table, ...]:
     return tuple(out)
 
 
-class TableSpec(NamedTuple):
-    """Every table of a layout packed as arrays for the kernels, one row per table.
-
-    numba passes a NamedTuple of arrays to a kernel as one argument; a kernel reads row ``t``.
-    Key building moves fingerprint bits ``seg_src[t, s]..+width`` to key bits
-    ``seg_dst[t, s]..+width`` (``seg_mask[t, s] = 2**width - 1``, ``s < nseg[t]``); the table's
-    prefix is the top ``pbits[t]`` key bits. The ownership masks of :class:`Table` come twice:
-    ``lead_fp``/``chk_fp`` in fingerprint bits (for ``fp ^ fp``, the batch scan) and
-    ``lead_key``/``chk_key`` in key bits (for ``key ^ key``, probing sorted tables); the first
-    ``nchk[t]`` columns of ``chk_*`` are used. ``identity[t]`` is True when the key equals the
-    fingerprint (table 0 always is).
-    """
-
-    seg_src: np.ndarray  #: (T, S) uint64, low bit of each segment in fingerprint bits
-    seg_mask: np.ndarray  #: (T, S) uint64, ``2**width - 1``
-    seg_dst: np.ndarray  #: (T, S) uint64, low bit of each segment in key bits
-    nseg: np.ndarray  #: (T,) int64
-    pbits: np.ndarray  #: (T,) int64, prefix width in bits
-    lead_fp: np.ndarray  #: (T,) uint64, leading blocks in fingerprint bits
-    chk_fp: np.ndarray  #: (T, C) uint64, check masks in fingerprint bits
-    lead_key: np.ndarray  #: (T,) uint64, leading blocks in key bits (the top ``pbits``)
-    chk_key: np.ndarray  #: (T, C) uint64, check masks in key bits
-    nchk: np.ndarray  #: (T,) int64
-    identity: np.ndarray  #: (T,) bool
-
-
-#: Former name of :class:`TableSpec`.
-TableSpecs = TableSpec
-
-
-def _u64(values: Sequence[int]) -> np.ndarray:
-    return np.array([v & _FULL for v in values], dtype=np.uint64)
-
-
-def pack_tables(tables: Sequence[Table]) -> TableSpec:
-    """Pack ``tables`` (from :attr:`Layout.tables`) into one :class:`TableSpec`.
-
-    :attr:`Layout.spec` keeps one packed copy per layout; call this for a subset of tables.
-    """
-    ns = max(len(t.segments) for t in tables)
-    nc = max(1, max(len(t.check_masks) for t in tables))
-    rows = len(tables)
-    seg_src = np.zeros((rows, ns), dtype=np.uint64)
-    seg_mask = np.zeros((rows, ns), dtype=np.uint64)
-    seg_dst = np.zeros((rows, ns), dtype=np.uint64)
-    chk_fp = np.zeros((rows, nc), dtype=np.uint64)
-    chk_key = np.zeros((rows, nc), dtype=np.uint64)
-    for r, t in enumerate(tables):
-        seg = t.segments
-        seg_src[r, : len(seg)] = [s for s, _, _ in seg]
-        seg_mask[r, : len(seg)] = _u64([(1 << w) - 1 for _, w, _ in seg])
-        seg_dst[r, : len(seg)] = [d for _, _, d in seg]
-        chk_fp[r, : len(t.check_masks)] = _u64(t.check_masks)
-        chk_key[r, : len(t.check_masks)] = _u64([t.key_mask(m) for m in t.check_masks])
-    return TableSpec(
-        seg_src=seg_src,
-        seg_mask=seg_mask,
-        seg_dst=seg_dst,
-        nseg=np.array([len(t.segments) for t in tables], dtype=np.int64),
-        pbits=np.array([t.prefix_bits for t in tables], dtype=np.int64),
-        lead_fp=_u64([t.lead_mask for t in tables]),
-        chk_fp=chk_fp,
-        lead_key=_u64([t.key_mask(t.lead_mask) for t in tables]),
-        chk_key=chk_key,
-        nchk=np.array([len(t.check_masks) for t in tables], dtype=np.int64),
-        identity=np.array([all(s == d for s, _, d in t.segments) for t in tables], dtype=bool),
-    )
-
-
 @functools.lru_cache(maxsize=64)
 def _spec(blocks: int, distance: int) -> TableSpec:
     return pack_tables(_tables(blocks, distance))
 
 
+# -- schemes: how a batch search covers every pair ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Part:
+    """Fingerprint bits ``low .. low+width-1`` split into ``blocks`` blocks (numbered from the
+    top, the first ``width % blocks`` one bit wider), searched for the pairs whose distance
+    within these bits is at most ``threshold``: such a pair agrees on at least
+    ``blocks - threshold`` of the blocks, so the part's tables are those combinations."""
+
+    low: int
+    width: int
+    blocks: int
+    threshold: int
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        q, r = divmod(self.width, self.blocks)
+        return tuple(q + 1 if i < r else q for i in range(self.blocks))
+
+    @property
+    def lows(self) -> tuple[int, ...]:
+        top = self.low + self.width
+        return tuple(top - sum(self.widths[: b + 1]) for b in range(self.blocks))
+
+    @property
+    def mask(self) -> int:
+        return ((1 << self.width) - 1) << self.low
+
+    @property
+    def n_tables(self) -> int:
+        return math.comb(self.blocks, self.threshold)
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One or more disjoint parts of the 64 bits that together find every pair within
+    ``distance`` bits, each pair once.
+
+    The thresholds plus one sum to more than ``distance``, so a pair within ``distance`` is
+    within the threshold of some part (pigeonhole; Multi-Index Hashing, Norouzi et al. 2012, and
+    the per-part thresholds of GPH, Qin et al. 2018). It belongs to the first such part, and
+    there to the first table (combination of the part's blocks) it agrees on. A single part of
+    all 64 bits with threshold ``distance`` is the :class:`Layout` of that many blocks.
+    """
+
+    distance: int
+    parts: tuple[Part, ...]
+
+    def __post_init__(self) -> None:
+        if sum(p.threshold + 1 for p in self.parts) <= self.distance:
+            raise ValueError(f"part thresholds do not cover distance {self.distance}: {self}")
+        used = 0
+        for p in self.parts:
+            if not (0 <= p.threshold < p.blocks <= p.width and 0 <= p.low) or used & p.mask:
+                raise ValueError(f"invalid part {p} of {self}")
+            if p.low + p.width > BITS:
+                raise ValueError(f"part {p} goes past bit 63")
+            used |= p.mask
+
+    @classmethod
+    def of(cls, layout: Layout) -> Scheme:
+        """The single-part scheme of a :class:`Layout`."""
+        return cls(layout.distance, (Part(0, BITS, layout.blocks, layout.distance),))
+
+    def describe(self) -> str:
+        if len(self.parts) == 1:
+            p = self.parts[0]
+            return f"{p.blocks} blocks / {p.n_tables} tables"
+        return " + ".join(
+            f"[{p.width} bits: {p.blocks} blocks, <= {p.threshold}]" for p in self.parts
+        )
+
+
 # -- the cost model ------------------------------------------------------------------------------
-# One unit is one candidate check (xor + popcount + compare). The constants live in config
-# (TABLE_COST, KEY_COST for batch search, PROBE_COST for queries), where their measurements are
-# described; both choices below weigh them against the candidates a longer prefix saves.
+# Batch search (neardup.core.engine) walks the tables of each part as a tree of counting-sort
+# splits; its cost is estimated in nanoseconds from constants measured on the engine's kernels
+# (config.GROUP_NS, SPLIT_NS, SPLIT_MEM_NS, COUNTER_NS, NODE_NS, ROW_NS, PAIR_NS; see config). For
+# uniform fingerprints a node of R members splits into 2**w buckets of R / 2**w; the pairs of a
+# bucket follow the Poisson expectation R**2 / 2, which the formulas extend to R < 2. Queries
+# against a stored index use PROBE_COST, in candidate checks (binary search + call).
 
 
 def prefix_classes(blocks: int, distance: int) -> list[tuple[int, int]]:
@@ -301,19 +309,179 @@ def prefix_classes(blocks: int, distance: int) -> list[tuple[int, int]]:
     ]
 
 
-def estimated_cost(n: int, blocks: int, distance: int) -> float:
-    """Estimated work of a batch search of ``n`` random fingerprints, in candidate-check units.
+_GRID = 2  # grid points per doubling of the node size
+_LOW, _HIGH = -24, 44  # log2 node sizes on the grid
+_LG = np.arange(_LOW * _GRID, _HIGH * _GRID + 1) / _GRID
 
-    Each table costs a fixed ``config.TABLE_COST``, ``config.KEY_COST`` per fingerprint (build the
-    key, sort, scan) and about ``n**2 / 2**(p+1)`` candidate checks, ``p`` being its leading bits
-    (capped by what fits beside a row index).
+
+def _brute(r: np.ndarray) -> np.ndarray:
+    # a bucket of Poisson(r) members is visited when it holds a pair (probability 1-e^-r(1+r))
+    visit = -np.expm1(-r) - r * np.exp(-r)
+    return visit * config.NODE_NS + r * config.ROW_NS + r * r * (0.5 * config.PAIR_NS)
+
+
+_CONSTANTS = ("GROUP_NS", "SPLIT_NS", "SPLIT_MEM_NS", "COUNTER_NS", "NODE_NS", "ROW_NS", "PAIR_NS")
+
+
+def _constants() -> tuple[float, ...]:
+    # part of every cache key below, so that changing a constant in config takes effect
+    return tuple(getattr(config, name) for name in _CONSTANTS)
+
+
+def _tree_model(part: Part) -> tuple[np.ndarray, np.ndarray]:
+    return _tree_model_for(part, _constants())
+
+
+@functools.lru_cache(maxsize=1024)
+def _tree_model_for(part: Part, constants: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Expected cost (ns) of the part's search over the log2-size grid of the input, and
+    ``stop[i, p]``: the largest branch node (depth ``i``, next block ``>= p``) that the kernels
+    check pair by pair rather than split."""
+    m, j = part.blocks, part.blocks - part.threshold
+    widths, lows = part.widths, part.lows
+    r = np.exp2(_LG)
+    brute = _brute(r)
+    split = np.where(r * 12.0 > 1 << 21, config.SPLIT_MEM_NS, config.SPLIT_NS)
+    stop = np.full((j + 2, m + 1), -1, dtype=np.int64)
+    nodes: dict[tuple[int, int], np.ndarray] = {}
+
+    def block(i: int, c: int) -> np.ndarray:
+        # split a node of depth i by block c (digit by digit); children are depth i+1 after c
+        cost = np.zeros_like(r)
+        bits = 0
+        while bits < widths[c]:
+            d = min(DIGIT, widths[c] - bits)
+            counters = 1 << min(max(d, MIN_DIGIT), lows[c] + widths[c] - bits)
+            parts = np.minimum(np.exp2(bits), np.maximum(r, 1.0))
+            cost += r * split + parts * (counters * config.COUNTER_NS + config.NODE_NS)
+            bits += d
+        if i == 0:  # a first block: its own pass over the input, started from Python
+            cost += config.GROUP_NS
+        shift = widths[c] * _GRID
+        below = np.concatenate(
+            (_brute(np.exp2(_LG[:shift] - widths[c])), node(i + 1, c + 1)[:-shift])
+        )
+        return cost + np.exp2(widths[c]) * below
+
+    def node(i: int, p: int) -> np.ndarray:
+        if (i, p) not in nodes:
+            if i == j:
+                nodes[(i, p)] = brute
+            else:
+                split_cost = sum(block(i, c) for c in range(p, m - j + i + 1))
+                # checked pair by pair up to the first size where splitting wins
+                wins = np.flatnonzero((brute > split_cost) & (r >= 2))
+                stop[i, p] = max(1, int(r[wins[0] - 1])) if len(wins) else 1 << 62
+                nodes[(i, p)] = np.minimum(brute, split_cost)
+        return nodes[(i, p)]
+
+    return node(0, 0), stop
+
+
+def stop_sizes(part: Part) -> np.ndarray:
+    """``stop[i, p]`` of the part's tree model (int64, ``(blocks - threshold + 2, blocks + 1)``)."""
+    return _tree_model(part)[1]
+
+
+def part_cost(n: int, part: Part) -> float:
+    """Estimated time in nanoseconds (one thread) to search one part of ``n`` uniform
+    fingerprints: one memory-bound split of the input per first block, splits in cache below,
+    pairs checked in small buckets."""
+    if n < 2:
+        return 0.0
+    cost = _tree_model(part)[0]
+    x = min(max((math.log2(n) - _LOW) * _GRID, 0.0), len(_LG) - 1.001)
+    i = int(x)
+    return float(cost[i] + (cost[i + 1] - cost[i]) * (x - i))
+
+
+def scheme_cost(n: int, scheme: Scheme) -> float:
+    """Estimated time in nanoseconds (one thread) of a batch search with ``scheme``."""
+    return sum(part_cost(n, p) for p in scheme.parts)
+
+
+def estimated_cost(n: int, blocks: int, distance: int) -> float:
+    """Estimated time in nanoseconds (one thread) of a batch search with that :class:`Layout`."""
+    if not 0 <= distance < blocks <= BITS:
+        raise ValueError(f"no layout of {blocks} blocks for distance {distance}")
+    return part_cost(n, Part(0, BITS, blocks, distance))
+
+
+def _best_part(
+    size: int, low: int, width: int, threshold: int, patience: int = 3
+) -> tuple[float, Part]:
+    return _best_part_for(size, low, width, threshold, patience, _constants())
+
+
+@functools.lru_cache(maxsize=4096)
+def _best_part_for(
+    size: int, low: int, width: int, threshold: int, patience: int, constants: tuple[float, ...]
+) -> tuple[float, Part]:
+    # blocks from threshold + 1 up, until the cost has risen ``patience`` times in a row
+    best: tuple[float, Part] | None = None
+    worse = 0
+    for m in range(threshold + 1, width + 1):
+        if math.comb(m, threshold) > MAX_TABLES:
+            break
+        p = Part(low, width, m, threshold)
+        c = part_cost(size, p)
+        if best is None or c < best[0]:
+            best, worse = (c, p), 0
+        elif (worse := worse + 1) >= patience:
+            break
+    assert best is not None
+    return best
+
+
+def choose_scheme(n: int, distance: int) -> Scheme:
+    """The scheme with the least :func:`scheme_cost` for ``n`` fingerprints.
+
+    Candidates: one part of all 64 bits (the layout of :func:`choose_blocks`); two parts of
+    24-40 bits whose thresholds sum to ``distance - 1``, split about in proportion to their
+    widths; from distance 8 three parts of 21-22 bits with thresholds summing to
+    ``distance - 2``, split about evenly. Each part takes its own best number of blocks.
     """
-    idx_bits = max(1, (max(n, 2) - 1).bit_length())
-    cand = 0.0
-    for tables, p in prefix_classes(blocks, distance):
-        cand += tables * (float(n) * float(n) / 2.0 ** (min(p, BITS - idx_bits) + 1))
-    ntab = count_tables(blocks, distance)
-    return ntab * (config.TABLE_COST + config.KEY_COST * n) + cand
+    validate(distance + 1, distance)
+    size = max(2, int(2 ** (round(math.log2(max(n, 2)) * 4) / 4)))  # a coarse grid, cached
+    k = distance
+    one = _best_part(size, 0, BITS, k, patience=6)
+    cands = [(one[0], (one[1],))]
+    if one[0] >= 0.999 * float(_brute(np.array([float(size)]))[0]):  # tiny: all pairs at once
+        return Scheme(k, cands[0][1])
+    for w1 in (32, 28, 36, 24, 40) if k >= 2 else ():
+        near = round((k - 1) * w1 / BITS)
+        for t1 in range(max(0, near - 1), min(k - 1, near + 1) + 1):
+            a = _best_part(size, BITS - w1, w1, t1)
+            b = _best_part(size, 0, BITS - w1, k - 1 - t1)
+            cands.append((a[0] + b[0], (a[1], b[1])))
+    if k >= 8:
+        q, r = divmod(k - 2, 3)
+        for ts in {(q + (r > 0), q + (r > 1), q), (q + 1, q - 1 + r, q), (q, q + r, q)}:
+            ps = [
+                _best_part(size, lo, w, t) for (lo, w), t in zip(((43, 21), (21, 22), (0, 21)), ts)
+            ]
+            cands.append((sum(c for c, _ in ps), tuple(p for _, p in ps)))
+    best = min(cands, key=lambda c: c[0])
+    # several parts only when clearly cheaper: the model's error between one part and several
+    # was measured up to 1.4x at distance 3 (one part faster than estimated, two slower)
+    if best[0] > config.SCHEME_MARGIN * cands[0][0]:
+        best = cands[0]
+    return Scheme(k, best[1])
+
+
+def _cheapest(cost, n: int, distance: int, max_tables: int) -> int:
+    validate(distance + 1, distance)
+    best, best_cost = distance + 1, math.inf
+    worse = 0
+    for m in range(distance + 1, BITS + 1):
+        if count_tables(m, distance) > max_tables:
+            break
+        c = cost(n, m, distance)
+        if c < best_cost:
+            best, best_cost, worse = m, c, 0
+        elif (worse := worse + 1) >= 6:  # past the optimum costs grow (a few bumps aside)
+            break
+    return best
 
 
 def estimated_query_cost(n: int, blocks: int, distance: int) -> float:
@@ -327,16 +495,15 @@ def estimated_query_cost(n: int, blocks: int, distance: int) -> float:
     )
 
 
-def _cheapest(cost, n: int, distance: int, max_tables: int) -> int:
-    validate(distance + 1, distance)
-    best, best_cost = distance + 1, math.inf
-    for m in range(distance + 1, BITS + 1):
-        if count_tables(m, distance) > max_tables:
-            break
-        c = cost(n, m, distance)
-        if c < best_cost:
-            best, best_cost = m, c
-    return best
+def join_scheme(queries: int, n: int, layout: Layout, distance: int) -> Scheme | None:
+    """The scheme for searching ``queries`` fingerprints together with ``n`` stored ones when
+    that is estimated cheaper than probing the ``layout``'s sorted tables once per query
+    (``config.PROBE_NS`` per unit of :func:`estimated_query_cost`), else None."""
+    if queries < config.JOIN_FROM or n < 2:
+        return None
+    scheme = choose_scheme(n + queries, distance)
+    probe = queries * estimated_query_cost(n, layout.blocks, layout.distance) * config.PROBE_NS
+    return scheme if scheme_cost(n + queries, scheme) < probe else None
 
 
 def choose_blocks(n: int, distance: int) -> int:

@@ -1,23 +1,23 @@
 """Exact Hamming search over in-memory uint64 arrays: find_all, find_clusters and query.
 
 A match is ``popcount(a ^ b) <= distance`` (inclusive). Pairs are int64 index pairs ``(i, j)``
-with ``i < j`` into the input, each reported once (by the first table, in layout order, whose
-leading blocks agree for that pair) and returned sorted by ``(i, j)``.
+with ``i < j`` into the input, each reported once and returned sorted by ``(i, j)``. The work is
+done by :mod:`neardup.core.engine` over a :class:`~neardup.core.layout.Scheme` (a layout of
+blocks, or several parts with their own thresholds) chosen by the cost model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
 
 from neardup import config
 from neardup.config import DEFAULT_DISTANCE, default_threads
-from neardup.core import kernels
+from neardup.core import engine, kernels
 from neardup.core.bits import as_fingerprints
-from neardup.core.layout import Layout, TableSpec, choose_blocks
+from neardup.core.layout import Layout, Scheme, TableSpec, choose_blocks, choose_scheme
 
 __all__ = [
     "find_all",
@@ -28,86 +28,66 @@ __all__ = [
     "query",
     "QueryResult",
     "resolve_layout",
+    "resolve_scheme",
     "PermutedTables",
     "pairs_for_tables",
     "sort_pairs",
     "sorted_query_keys",
     "probe_table",
+    "join_pairs",
 ]
+
+#: ``join_pairs(queries, corpus, plan, *, threads, memory)``: unsorted ``(query, corpus)``
+#: position pairs within ``plan.distance`` (a Layout or Scheme), each once; the batch engine
+#: behind :func:`query` and large :class:`neardup.index.Index` batches.
+join_pairs = engine.join_pairs
 
 _EMPTY_PAIRS = np.empty((0, 2), dtype=np.int64)
 
 
 def resolve_layout(n: int, distance: int, blocks: int | None) -> Layout:
-    """The layout used for ``n`` fingerprints: ``blocks`` if given, else :func:`choose_blocks`."""
+    """The single-part layout for ``n`` fingerprints: ``blocks`` if given, else
+    :func:`~neardup.core.layout.choose_blocks` (the layout of stored tables and of Dask shards)."""
     if blocks is None:
         Layout(distance + 1, distance)  # validates distance with a clear message
         blocks = choose_blocks(n, distance)
     return Layout(blocks, distance)
 
 
+def resolve_scheme(n: int, distance: int, blocks: int | None) -> Scheme:
+    """The batch-search scheme for ``n`` fingerprints: the layout of ``blocks`` blocks if given,
+    else :func:`~neardup.core.layout.choose_scheme` (one part or several)."""
+    if blocks is not None:
+        return Scheme.of(Layout(blocks, distance))
+    Layout(distance + 1, distance)  # validates distance with a clear message
+    return choose_scheme(n, distance)
+
+
+def _threads(n: int, threads: int | None) -> int:
+    if n < config.THREADS_FROM:
+        return 1
+    return max(1, threads or default_threads())
+
+
 def pairs_for_tables(
     fp: np.ndarray,
-    spec: TableSpec,
+    layout: Layout,
     rows: np.ndarray,
-    k: int,
-    pool: ThreadPoolExecutor | None = None,
+    *,
     threads: int = 1,
+    memory: int | str | None = None,
 ) -> np.ndarray:
-    """Pairs found by the tables ``rows`` of ``spec``, each pair by the first table that can find it.
+    """Unsorted pairs ``(i, j)``, ``i < j``, within the layout's distance whose first table (in
+    layout order, the first combination of leading blocks they agree on) is among ``rows``.
 
-    One key buffer (8 bytes per fingerprint) is reused for every table. numpy's in-place sort
-    (vectorized, releases the GIL) orders the keys; the numba kernels build and scan them.
-    With ``pool`` and ``threads > 1`` each table is split across the threads: keys are built in
-    ranges, partitioned in place by their top bits into parts that are sorted concurrently, and
-    scanned in ranges cut at run boundaries, so memory stays at one buffer.
+    The routine behind each shard of :mod:`neardup.distributed`: the union over a partition of
+    the tables finds every pair once.
     """
-    n = len(fp)
-    keys = np.empty(n, dtype=np.uint64)
-    outs: list[np.ndarray] = []
-    out = np.empty((1024, 2), dtype=np.int64)
-    cnt = 0
-    split = pool is not None and threads > 1
-    parts = 1 << max(0, (threads - 1).bit_length()) if split else 1
-    for t in rows:
-        build = (fp, spec, t, keys)
-        scan = (keys, fp, spec, t, k)
-        if not split:
-            kernels._build_keys(*build, 0, n)
-            keys.sort()
-            out, cnt = kernels._scan_pairs(*scan, out, cnt, 0, n)
-            continue
-        cuts = [n * i // threads for i in range(threads + 1)]
-        list(pool.map(lambda lo, hi, b=build: kernels._build_keys(*b, lo, hi), cuts[:-1], cuts[1:]))
-        ranges = [(0, n)]
-        bit = 63
-        while len(ranges) < parts:
-            ranges = [
-                r
-                for lo, hi in ranges
-                for mid in [kernels._partition_bit(keys, lo, hi, bit)]
-                for r in ((lo, mid), (mid, hi))
-            ]
-            bit -= 1
-        list(pool.map(lambda r: keys[r[0] : r[1]].sort(), ranges))
-        cuts = (
-            [0]
-            + [kernels._run_start(keys, spec.pbits[t], n * i // threads) for i in range(1, threads)]
-            + [n]
-        )
-        found = pool.map(
-            lambda lo, hi, a=scan: kernels._scan_pairs(
-                *a, np.empty((1024, 2), dtype=np.int64), 0, lo, hi
-            ),
-            cuts[:-1],
-            cuts[1:],
-        )
-        outs.extend(o[:c] for o, c in found)
-    outs.append(out[:cnt])
-    return np.concatenate(outs) if len(outs) > 1 else outs[0]
+    return engine.pairs(fp, layout, rows=rows, threads=threads, memory=memory)
 
 
 def sort_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
+    """Pairs of positions below ``n`` sorted by first, then second position."""
     if len(pairs) == 0:
         return _EMPTY_PAIRS.copy()
     key = pairs[:, 0].astype(np.uint64) * np.uint64(n) + pairs[:, 1].astype(np.uint64)
@@ -124,6 +104,7 @@ def find_all(
     blocks: int | None = None,
     *,
     threads: int | None = None,
+    memory: int | str | None = None,
 ) -> np.ndarray:
     """Every pair of positions whose fingerprints differ in at most ``distance`` bits.
 
@@ -133,13 +114,17 @@ def find_all(
         Unsigned 64-bit fingerprints (bit 63 most significant). Repeated values are kept: equal
         fingerprints at different positions form a pair at distance 0.
     distance : int
-        Largest Hamming distance that matches (inclusive), ``0 <= distance < blocks``.
+        Largest Hamming distance that matches (inclusive), ``0 <= distance < 64``.
     blocks : int, optional
-        Number of blocks the 64 bits are split into (``distance < blocks <= 64``). ``None``
-        picks the layout with the least estimated work for the input size
-        (:func:`neardup.layout.choose_blocks`).
+        Search with the single layout of this many blocks (``distance < blocks <= 64``).
+        ``None`` lets the cost model pick the scheme with the least estimated work for the input
+        size (:func:`neardup.core.layout.choose_scheme`), possibly several parts of the bits.
     threads : int, optional
-        Worker threads; tables are independent and run in parallel. Default: all usable CPUs.
+        Worker threads. Default: ``NEARDUP_THREADS`` or all usable CPUs.
+    memory : int or str, optional
+        Bytes (or ``"8G"``) the search's partition buffers may use; with more room, more first
+        blocks are searched at once (12 bytes per fingerprint each). Default: ``NEARDUP_MEMORY``
+        or half the available memory.
 
     Returns
     -------
@@ -149,7 +134,7 @@ def find_all(
     Raises
     ------
     ValueError
-        For fingerprints outside ``[0, 2**64)`` or an invalid ``distance``/``blocks``.
+        For fingerprints outside ``[0, 2**64)`` or an invalid ``distance``/``blocks``/``memory``.
 
     Examples
     --------
@@ -157,28 +142,11 @@ def find_all(
     [[0, 1]]
     """
     fp = as_fingerprints(fingerprints)
-    layout = resolve_layout(len(fp), distance, blocks)
+    scheme = resolve_scheme(len(fp), distance, blocks)
     n = len(fp)
     if n < 2:
         return _EMPTY_PAIRS.copy()
-    spec = layout.spec
-    T = layout.n_tables
-    nthreads = max(1, threads or default_threads())
-    if n < config.THREADS_FROM:
-        nthreads = 1
-    k = layout.distance
-    if nthreads == 1:
-        pairs = pairs_for_tables(fp, spec, np.arange(T), k)
-    elif n >= config.SPLIT_TABLES_FROM or T < nthreads:
-        # large inputs: all threads work on one table at a time, one key buffer in all
-        with ThreadPoolExecutor(nthreads) as pool:
-            pairs = pairs_for_tables(fp, spec, np.arange(T), k, pool, nthreads)
-    else:
-        # small inputs: tables interleaved over threads, one key buffer per thread
-        shares = [np.arange(w, T, nthreads) for w in range(nthreads)]
-        with ThreadPoolExecutor(nthreads) as pool:
-            parts = list(pool.map(lambda rows: pairs_for_tables(fp, spec, rows, k), shares))
-        pairs = np.concatenate(parts)
+    pairs = engine.pairs(fp, scheme, threads=_threads(n, threads), memory=memory)
     return sort_pairs(pairs, n)
 
 
@@ -188,13 +156,15 @@ def find_all_values(
     blocks: int | None = None,
     *,
     threads: int | None = None,
+    memory: int | str | None = None,
 ) -> np.ndarray:
     """Set form used by ``simhash-find-all``: distinct values, pairs of values ``a < b``.
 
-    Repeated input values collapse to one. Returns uint64 ``(p, 2)`` sorted by ``a`` then ``b``.
+    Repeated input values collapse to one before the search. Returns uint64 ``(p, 2)`` sorted
+    by ``a`` then ``b``.
     """
     uniq = np.unique(as_fingerprints(fingerprints))
-    pairs = find_all(uniq, distance, blocks, threads=threads)
+    pairs = find_all(uniq, distance, blocks, threads=threads, memory=memory)
     return uniq[pairs] if len(pairs) else np.empty((0, 2), dtype=np.uint64)
 
 
@@ -225,11 +195,14 @@ def find_clusters(
     blocks: int | None = None,
     *,
     threads: int | None = None,
+    memory: int | str | None = None,
 ) -> np.ndarray:
     """Connected components of the match graph (``popcount(a ^ b) <= distance``).
 
     A member of a cluster matches at least one other member, so two members may be further apart
-    than ``distance`` (A~B~C with A and C far apart is one cluster).
+    than ``distance`` (A~B~C with A and C far apart is one cluster). Identical values are one
+    cluster and are searched once: a value repeated 100,000 times costs one search entry, not
+    5 billion pairs. ``threads`` and ``memory`` are as in :func:`find_all`.
 
     Returns
     -------
@@ -241,7 +214,7 @@ def find_clusters(
     # identical values are always one cluster: search the distinct values only, which also
     # keeps runs of one repeated value from producing a quadratic number of pairs
     uniq, inverse = np.unique(fp, return_inverse=True)
-    pairs = find_all(uniq, distance, blocks, threads=threads)
+    pairs = find_all(uniq, distance, blocks, threads=threads, memory=memory)
     ulabels = clusters_from_pairs(len(uniq), pairs)
     # relabel by the first input position in each cluster
     comp = ulabels[inverse.reshape(-1)]
@@ -379,11 +352,16 @@ def query(
     queries: Sequence[int] | np.ndarray,
     distance: int = DEFAULT_DISTANCE,
     blocks: int | None = None,
+    *,
+    threads: int | None = None,
+    memory: int | str | None = None,
 ) -> QueryResult:
     """For each query fingerprint, the corpus positions within ``distance`` bits.
 
-    Builds the permuted sorted tables of ``corpus`` (the online form of the search) and probes
-    them with every query. Each (query, corpus position) match is reported once.
+    Queries and corpus are searched together by the batch engine (the same schemes and threads
+    as :func:`find_all`, only pairs of a query and a corpus member are checked); for many
+    small batches against one corpus, :class:`PermutedTables` or :class:`neardup.Index` keep
+    sorted tables instead. Each (query, corpus position) match is reported once.
 
     Returns
     -------
@@ -399,5 +377,10 @@ def query(
     """
     c = as_fingerprints(corpus, "corpus")
     q = as_fingerprints(queries, "queries")
-    layout = resolve_layout(len(c), distance, blocks)
-    return PermutedTables(c, layout).probe(q)
+    n = len(c) + len(q)
+    scheme = resolve_scheme(n, distance, blocks)
+    pairs = engine.join_pairs(q, c, scheme, threads=_threads(n, threads), memory=memory)
+    qi, ci = pairs[:, 0], pairs[:, 1]
+    di = np.bitwise_count(q[qi] ^ c[ci]).astype(np.int64)
+    order = np.lexsort((ci, di, qi))
+    return QueryResult(qi[order], ci[order], di[order])

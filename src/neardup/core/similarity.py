@@ -275,19 +275,21 @@ class SimilarPairs(NamedTuple):
     jaccard: np.ndarray
 
 
-def _from_texts(texts: Sequence[Any], fingerprinter: Any, threads: int | None) -> ShingleSets:
+def _from_texts(
+    texts: Sequence[Any], fingerprinter: Any, threads: int | None
+) -> tuple[ShingleSets, np.ndarray]:
     if fingerprinter is None:
         from neardup.fingerprints import Fingerprinter
 
         fingerprinter = Fingerprinter()
-    emit = getattr(fingerprinter, "fingerprints_and_shingles", None)
+    emit = getattr(fingerprinter, "features_many", None)
     if emit is None:
         raise TypeError(
-            f"{type(fingerprinter).__name__} does not emit shingle keys "
-            "(fingerprints_and_shingles); pass (offsets, keys) instead"
+            f"{type(fingerprinter).__name__} does not emit shingle keys (features_many); "
+            "pass (offsets, keys) instead"
         )
-    _, offsets, keys = emit(texts, threads=threads)
-    return as_shingle_sets(offsets, keys)
+    feats = emit(texts, threads=threads)
+    return as_shingle_sets(feats.offsets, feats.keys), feats.fingerprints
 
 
 def similar_pairs(
@@ -313,7 +315,7 @@ def similar_pairs(
     Parameters
     ----------
     documents : sequence of str or bytes, or (offsets, keys), or (offsets, keys, fingerprints)
-        Texts (``fingerprinter`` must emit its shingle keys), or CSR shingle sets (int64
+        Texts (shingle keys from ``fingerprinter.features_many``), or CSR shingle sets (int64
         offsets[n + 1], sorted unique uint32 keys per document), optionally with the uint64
         fingerprints[n] that define the candidates (default: :func:`set_fingerprints`).
     threshold : float, default 0.9
@@ -346,7 +348,8 @@ def similar_pairs(
         sets = as_shingle_sets(documents[0], documents[1])
         fps = documents[2] if len(documents) == 3 else None
     else:
-        sets, fps = _from_texts(documents, fingerprinter, threads), None
+        sets = _from_texts(documents, fingerprinter, threads)[0]
+        fps = None  # candidates from the set fingerprints, which the distances are made for
     n = len(sets)
     if fps is None:
         fp = set_fingerprints(sets, threads=nthreads)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from neardup.core.layout import Layout, TableSpec
+from neardup.core.layout import Layout
 from neardup.core.search import clusters_from_pairs, pairs_for_tables, resolve_layout
 
 #: Default number of fingerprints a shard should hold (16 bytes each in flight: value + position).
@@ -38,8 +38,8 @@ _EMPTY_PAIRS = np.empty((0, 2), dtype=np.int64)
 class ShardPlan:
     """Which tables share a partitioning, and how many shards each partitioning has.
 
-    A plan is a few integers (cheap to send with every task); the table groups and the packed
-    table descriptions are rebuilt and cached on each process that needs them.
+    A plan is a few integers (cheap to send with every task); the table groups are rebuilt and
+    cached on each process that needs them.
 
     Attributes
     ----------
@@ -64,10 +64,6 @@ class ShardPlan:
     def groups(self) -> tuple[tuple[int, ...], ...]:
         """Table indices per group, in layout order; the groups cover every table once."""
         return _groups(self.layout.blocks, self.layout.distance, self.lead_depth)
-
-    @property
-    def spec(self) -> TableSpec:
-        return self.layout.spec
 
     def describe(self) -> str:
         return (
@@ -173,7 +169,7 @@ def shard_pairs(
     if len(fp) < 2:
         return _EMPTY_PAIRS.copy()
     tables = np.asarray(plan.groups[group], dtype=np.int64)
-    local = pairs_for_tables(fp, plan.spec, tables, plan.layout.distance)
+    local = pairs_for_tables(fp, plan.layout, tables)
     return pos[local]
 
 
@@ -204,7 +200,7 @@ def shard_edges(
         parts.append(np.stack([rep_pos[run[~first]], ps[~first]], axis=1))
     if len(rep_fp) >= 2:
         tables = np.asarray(plan.groups[group], dtype=np.int64)
-        local = pairs_for_tables(rep_fp, plan.spec, tables, plan.layout.distance)
+        local = pairs_for_tables(rep_fp, plan.layout, tables)
         parts.append(np.sort(rep_pos[local], axis=1))
     return np.concatenate(parts) if parts else _EMPTY_PAIRS.copy()
 

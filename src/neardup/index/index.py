@@ -22,9 +22,9 @@ import numpy as np
 from neardup import config
 from neardup.config import DEFAULT_DISTANCE, default_threads
 from neardup.core.bits import as_fingerprints
-from neardup.core.layout import Layout
+from neardup.core.layout import Layout, Scheme, join_scheme
 from neardup.core.layout import choose_query_blocks as choose_index_blocks
-from neardup.core.search import probe_table, sorted_query_keys
+from neardup.core.search import join_pairs, probe_table, sorted_query_keys
 from neardup.index import _kernels
 from neardup.index.codec import CompressedTable, set_codec, verify_table
 from neardup.index.segments import (
@@ -416,6 +416,9 @@ class Index(IndexWriter):
         nthreads = 1
         if len(q) >= config.PARALLEL_QUERIES:
             nthreads = default_threads() if threads is None else max(1, int(threads))
+        scheme = join_scheme(len(q), len(self), self.layout, int(k))
+        if scheme is not None:
+            return self._join(q, scheme, nthreads)
         if nthreads > 1 and T > 1:
             with ThreadPoolExecutor(min(nthreads, T)) as ex:
                 results = list(ex.map(lambda t: self._probe_table(t, q, int(k)), range(T)))
@@ -429,6 +432,22 @@ class Index(IndexWriter):
         rows = np.concatenate([p[2] for p in parts])
         d = np.concatenate([p[3] for p in parts])
         return qi, si, rows, d
+
+    def _join(
+        self, q: np.ndarray, scheme: Scheme, threads: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """A large batch searched together with each segment's fingerprints by the batch
+        engine (the stored tables are not read)."""
+        parts = []
+        for si, seg in enumerate(self._segs):
+            pairs = join_pairs(q, seg.fps, scheme, threads=threads)
+            qi, rows = pairs[:, 0], pairs[:, 1]
+            keep = seg.alive(rows)
+            if not keep.all():
+                qi, rows = qi[keep], rows[keep]
+            d = np.bitwise_count(q[qi] ^ seg.fps[rows]).astype(np.int64)
+            parts.append((qi, np.full(len(qi), si, np.int64), rows, d))
+        return tuple(np.concatenate(p) for p in zip(*parts, strict=True))  # type: ignore[return-value]
 
     def _ids_of(self, si: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(sort key, id values) of rows ``rows`` of segments ``si``."""

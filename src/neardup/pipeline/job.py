@@ -6,19 +6,35 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from neardup.core.bits import as_fingerprints
-from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, Decisions
+from neardup.core.decide import (
+    DEFAULT_DEDUP_DISTANCE,
+    DEFAULT_DEDUP_THRESHOLD,
+    Decisions,
+    from_kept_for,
+)
 from neardup.core.decide import decide as decide_on_arrays
+from neardup.core.similarity import check_threshold
+from neardup.core.verify import (
+    NO_SHINGLES_WARN_FRACTION,
+    ShingleSets,
+    VerifiedDecisions,
+    decide_verified,
+    distance_for_threshold,
+    set_fingerprints,
+)
 from neardup.errors import InputError, holding
 from neardup.io.sources import expand_inputs, is_paths, texts_and_ids
 from neardup.io.writers import OutputSet
 from neardup.pipeline.result import DedupResult
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
+from neardup.pipeline.spool import ShingleSpool, subset_sets
 from neardup.pipeline.write import (
     register_outputs,
     write_clusters,
@@ -27,7 +43,7 @@ from neardup.pipeline.write import (
     write_summary,
 )
 
-__all__ = ["decide", "dedup"]
+__all__ = ["decide", "decide_verified_sets", "dedup"]
 
 OnBad = Callable[[InputError], None]
 
@@ -35,7 +51,10 @@ _HOLDING_SCAN = (
     "the id, record location, length and fingerprint of every document (about 280 bytes per "
     "document with short ids; README: Memory)"
 )
-_HOLDING_SEARCH = "the fingerprints, the search keys and the clusters"
+_HOLDING_SEARCH = (
+    "the fingerprints, the search keys and the clusters (verified: also the shingle-set offsets "
+    "and the candidate pairs; the shingle keys are on temporary disk)"
+)
 _FIX_SCAN = (
     "dedup the corpus in parts, one after another against an index (--against INDEX --update), "
     "or run the search on Dask (--workers, --scheduler)"
@@ -86,10 +105,50 @@ def decide(
     )
 
 
+def decide_verified_sets(
+    sets: ShingleSets,
+    lengths: np.ndarray | None = None,
+    threshold: float = DEFAULT_DEDUP_THRESHOLD,
+    *,
+    keep: str = "first",
+    distance: int | None = None,
+    blocks: int | None = None,
+    threads: int | None = None,
+    client: Any = None,
+) -> VerifiedDecisions:
+    """:func:`neardup.core.verify.decide_verified` over the set fingerprints of ``sets``; with
+    ``client`` the candidate pairs are found on that Dask cluster
+    (:func:`neardup.distributed.find_all`, the same pairs, so the same decisions).
+
+    Examples
+    --------
+    >>> sets = ShingleSets(np.array([0, 3, 6, 10]), np.array([1, 2, 3, 1, 2, 3, 1, 2, 3, 4]))
+    >>> decide_verified_sets(sets, threshold=0.7).kept_for.tolist()
+    [-1, 0, 0]
+    """
+    fp = set_fingerprints(sets, threads=threads)
+    d = distance_for_threshold(threshold) if distance is None else int(distance)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the job reports documents without shingles
+        if client is not None:
+            from neardup.distributed import find_all as find_all_on_dask
+
+            pairs = find_all_on_dask(fp, d, blocks, client)
+            return decide_verified(
+                sets, fp, threshold, pairs=pairs, keep=keep, lengths=lengths, threads=threads
+            )
+        return decide_verified(
+            sets, fp, threshold, distance=d, keep=keep, lengths=lengths, blocks=blocks,
+            threads=threads,
+        )  # fmt: skip
+
+
 def dedup(
     data: Any,
     *,
-    distance: int = DEFAULT_DEDUP_DISTANCE,
+    threshold: float = DEFAULT_DEDUP_THRESHOLD,
+    verify: bool = True,
+    distance: int | None = None,
     keep: str = "first",
     blocks: int | None = None,
     preset: str = "default",
@@ -124,10 +183,23 @@ def dedup(
         any iterable of ``str``, or a Hugging Face ``Dataset``/``DatasetDict`` (column
         ``text_field``; a DatasetDict across its splits). ``result.filter(data)`` gives the
         input without its dropped documents. Paths may be compressed or fsspec URLs.
-    distance : int, default 6
-        Largest Hamming distance (bits, inclusive) between fingerprints that links documents.
+    threshold : float, default 0.8
+        Verified dedup: a document is dropped only when the exact Jaccard of its shingle set
+        with an already kept document's is ``>= threshold`` (0 < threshold <= 1). Candidates
+        are the documents whose set fingerprints differ in at most ``distance`` bits (default:
+        :func:`neardup.core.verify.distance_for_threshold`, 13 bits at 0.8, 11 at 0.9).
+        Documents in keep-priority order; a drop is never chained through a dropped document;
+        documents without shingles are always kept. Shingle keys are spooled to a temporary
+        file (4 bytes per distinct shingle, in ``TMPDIR``), removed when the job ends.
+    verify : bool, default True
+        False: fingerprint-only decisions, faster and without temporary disk: clusters are
+        connected components of fingerprints within ``distance`` bits (default 6), so two
+        members may be far apart, and nothing is checked against the texts.
+    distance : int, optional
+        Largest Hamming distance (bits, inclusive) between fingerprints that makes candidates
+        (verified) or links documents (``verify=False``, default 6).
     keep : {"first", "longest"}
-        Survivor of a cluster: first in input order, or most characters (ties: first).
+        Which document is kept: first in input order, or most characters (ties: first).
     blocks : int, optional
         Search layout block count (default: chosen for the corpus size).
     preset : str
@@ -141,8 +213,9 @@ def dedup(
     output : path, optional
         File input only: write the kept records here, in the input's format (atomically).
     clusters : path, optional
-        Write each cluster of two or more documents as a JSON line (kept id, size, member
-        ids, each member's distance in bits to the kept one).
+        Write each cluster of two or more documents (a kept document and those dropped for it)
+        as a JSON line: kept id, size, member ids, each member's fingerprint distance in bits to
+        the kept one and (verified) its Jaccard with it (``jaccards``, 1.0 for the kept one).
     drop_list : path, optional
         Write the ids of the dropped documents, one per line.
     json_summary : path, optional
@@ -163,15 +236,17 @@ def dedup(
     log : callable, optional
         Called with one-line messages about the stages (for a command line's stderr).
     against : path or neardup.Index, optional
-        An index of documents seen before: documents within ``distance`` bits of anything in it
-        are dropped (incremental dedup, one dump at a time). With ``client`` this check runs in
-        batch mode on the cluster, and ``against`` may also be Parquet files (paths or globs
-        ending in ``.parquet``, columns ``fingerprint`` and ``id``).
+        An index of documents seen before: documents within ``distance`` bits (default 6) of
+        anything in it are dropped (incremental dedup, one dump at a time). The index holds no
+        shingle sets: these drops are by fingerprint distance only, not Jaccard-verified. With
+        ``client`` this check runs in batch mode on the cluster, and ``against`` may also be
+        Parquet files (paths or globs ending in ``.parquet``, columns ``fingerprint`` and ``id``).
     update : bool
         With ``against``: add the kept documents to the index (after the outputs are committed;
         their ids are checked against the index before anything is written).
     client : distributed.Client, optional
-        Run the search on this Dask cluster (same decisions; see :func:`decide`).
+        Run the search on this Dask cluster (same decisions; see :func:`decide` and
+        :func:`decide_verified_sets`).
 
     Returns
     -------
@@ -190,6 +265,8 @@ def dedup(
     >>> r = dedup(docs)
     >>> r.kept.tolist(), r.labels.tolist()
     ([True, False, True], [0, 0, 2])
+    >>> float(r.jaccard[1])
+    1.0
     """
     from neardup.fingerprints import Fingerprinter
     from neardup.pipeline.against import (
@@ -202,6 +279,9 @@ def dedup(
 
     if update and against is None:
         raise ValueError("update=True needs against= (the index to add the kept documents to)")
+    if verify:
+        check_threshold(threshold)
+    fp_distance = DEFAULT_DEDUP_DISTANCE if distance is None else int(distance)
     fper = fingerprinter if fingerprinter is not None else Fingerprinter(preset)
     if not skip_bad:
         on_bad = None
@@ -230,8 +310,10 @@ def dedup(
             else:
                 outputs.protect(index.path)
         register_outputs(outputs, files or [], output, clusters, drop_list, json_summary)
+        spool = stack.enter_context(ShingleSpool()) if verify else None
 
         t0 = time.perf_counter()
+        sets: ShingleSets | None = None
         scan: Scan | None = None
         pos: np.ndarray | None = None
         if files is not None:
@@ -246,33 +328,51 @@ def dedup(
                     on_bad=on_bad,
                     progress=(lambda n: progress("read", n)) if progress else None,
                     files=files,
+                    spool=spool,
                 )
             ids, fps, lens, skipped = scan.ids, scan.fingerprints, scan.lengths, scan.skipped
         else:
             texts, given_ids = texts_and_ids(data, text_field, id_field)
-            fps, lens, pos, skipped = fingerprint_texts(texts, fper, threads, on_bad)
+            fps, lens, pos, skipped = fingerprint_texts(texts, fper, threads, on_bad, spool)
             ids = pos.tolist() if given_ids is None else [given_ids[i] for i in pos.tolist()]
             if given_ids is not None:
+                read_pos = pos
                 ids, fps, lens, pos, dup_skipped = unique_ids(ids, pos, fps, lens, on_bad)
                 skipped += dup_skipped
+                if spool is not None and dup_skipped:
+                    sets = subset_sets(spool.sets(), np.isin(read_pos, pos))
         seconds["read+fingerprint"] = time.perf_counter() - t0
         if index is not None:
-            already_seen = seen_mask(index, fps, distance, already_seen, client)
+            already_seen = seen_mask(index, fps, fp_distance, already_seen, client)
 
         t0 = time.perf_counter()
+        verified = None
         with holding(_HOLDING_SEARCH, _FIX_SCAN):
-            decisions = decide(
-                fps,
-                lens,
-                keep=keep,
-                distance=distance,
-                blocks=blocks,
-                threads=threads,
-                already_seen=already_seen,
-                client=client,
-            )
-        seconds["search"] = time.perf_counter() - t0
+            if spool is None:
+                decisions = decide(
+                    fps,
+                    lens,
+                    keep=keep,
+                    distance=fp_distance,
+                    blocks=blocks,
+                    threads=threads,
+                    already_seen=already_seen,
+                    client=client,
+                )
+            else:
+                if sets is None:
+                    sets = spool.sets()
+                verified = decide_verified_sets(
+                    sets, lens, threshold, keep=keep, distance=distance, blocks=blocks,
+                    threads=threads, client=client,
+                )  # fmt: skip
+                decisions = from_kept_for(verified.kept_for, fps, already_seen)
+        seconds["search+verify" if verified is not None else "search"] = time.perf_counter() - t0
         result = DedupResult(ids, fps, lens, decisions, skipped, seconds, scan, positions=pos)
+        if verified is not None:
+            assert spool is not None
+            result.verified, result.threshold, result.temp_bytes = verified, threshold, spool.nbytes
+            _report_no_shingles(verified, log)
         if log is not None:
             n, c = len(result), result.n_clusters
             log(f"{n} document{'s'[: n != 1]} fingerprinted, {c} cluster{'s'[: c != 1]} found")
@@ -307,3 +407,17 @@ def dedup(
             if log is not None:
                 log(f"added {added} document{'s'[: added != 1]} to {index.path}")
     return result
+
+
+def _report_no_shingles(verified: VerifiedDecisions, log: Callable[[str], None] | None) -> None:
+    n, m = len(verified.kept), verified.n_no_shingles
+    if not n or m <= NO_SHINGLES_WARN_FRACTION * n:
+        return
+    message = (
+        f"{m} of {n} documents ({100 * m / n:.1f}%) have no shingles (empty or no "
+        "words); they are all kept, never dropped as near-duplicates"
+    )
+    if log is not None:
+        log(f"warning: {message}")
+    else:
+        warnings.warn(message, UserWarning, stacklevel=3)

@@ -10,6 +10,7 @@ import numpy as np
 
 from neardup._optional import require
 from neardup.core.decide import Decisions
+from neardup.core.verify import VerifiedDecisions
 from neardup.pipeline.scan import Scan
 
 __all__ = ["DedupResult"]
@@ -31,7 +32,8 @@ class DedupResult:
     skipped : int
         Bad records skipped (``skip_bad=True``); they are not among the ``n`` documents.
     seconds : dict
-        Wall time of each stage: ``read+fingerprint``, ``search``, ``write`` (when written).
+        Wall time of each stage: ``read+fingerprint``, ``search+verify`` (``search`` when not
+        verified), ``write`` (when written).
     scan : Scan or None
         For file input: the source file and record number of every document.
     bytes_in, bytes_out : int
@@ -40,6 +42,13 @@ class DedupResult:
         In-memory input: the input position of each document. All arrays are aligned with the
         documents read, which are the whole input unless ``skip_bad`` skipped some; then map
         back with ``positions``.
+    verified : VerifiedDecisions or None
+        Verified dedup: each document's ``kept_for``, ``jaccard``, ``no_shingles`` (None when
+        fingerprint-only).
+    threshold : float or None
+        Jaccard threshold of a verified dedup.
+    temp_bytes : int
+        Bytes of shingle keys spooled to a temporary file (removed when the job ended).
     """
 
     ids: list[Any]
@@ -52,6 +61,9 @@ class DedupResult:
     bytes_in: int = 0
     bytes_out: int = 0
     positions: np.ndarray | None = None
+    verified: VerifiedDecisions | None = None
+    threshold: float | None = None
+    temp_bytes: int = 0
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -86,6 +98,16 @@ class DedupResult:
     def n_dropped(self) -> int:
         return int(np.count_nonzero(self.dropped))
 
+    @property
+    def jaccard(self) -> np.ndarray:
+        """float64 (n,): exact Jaccard of each document's shingle set with its survivor's (1.0
+        for a survivor itself; NaN throughout when not verified)."""
+        if self.verified is None:
+            return np.full(len(self), np.nan)
+        jac = self.verified.jaccard.copy()
+        jac[self.verified.kept] = 1.0
+        return jac
+
     def _ids_array(self, positions: np.ndarray) -> Any:
         pa = require("pyarrow", feature="ids and clusters as Arrow")
         values = [self.ids[i] for i in positions.tolist()]
@@ -115,7 +137,8 @@ class DedupResult:
 
         Columns: ``index`` (position in the input), ``id``, ``cluster`` (position of the
         cluster's first member), ``kept_id`` (id of its survivor), ``kept`` (bool), ``distance``
-        (bits between this member's fingerprint and the survivor's).
+        (bits between this member's fingerprint and the survivor's), ``jaccard`` (exact Jaccard
+        of the shingle sets with the survivor's, 1.0 for the survivor; null when not verified).
         """
         pa = require("pyarrow", feature="ids and clusters as Arrow")
         pos = self.cluster_members()
@@ -128,12 +151,16 @@ class DedupResult:
                 "kept_id": self._ids_array(d.survivor[pos]),
                 "kept": pa.array(d.kept[pos], type=pa.bool_()),
                 "distance": pa.array(d.distance[pos], type=pa.int64()),
+                "jaccard": pa.array(
+                    self.jaccard[pos], type=pa.float64(), from_pandas=self.verified is None
+                ),
             }
         )
 
     def iter_clusters(self) -> Iterator[dict[str, Any]]:
         """One dict per cluster of two or more documents: ``kept`` (id of the survivor),
-        ``size``, ``members`` (ids, input order) and ``distances`` (bits to the survivor)."""
+        ``size``, ``members`` (ids, input order), ``distances`` (bits to the survivor) and, when
+        verified, ``jaccards`` (exact Jaccard with the survivor, 1.0 for itself)."""
         pos = self.cluster_members()
         if len(pos) == 0:
             return
@@ -141,13 +168,17 @@ class DedupResult:
         cuts = np.flatnonzero(lab[1:] != lab[:-1]) + 1
         dist = self.decisions.distance
         surv = self.decisions.survivor
+        jac = self.jaccard if self.verified is not None else None
         for g in np.split(pos, cuts):
-            yield {
+            row = {
                 "kept": self.ids[int(surv[g[0]])],
                 "size": len(g),
                 "members": [self.ids[i] for i in g.tolist()],
                 "distances": dist[g].tolist(),
             }
+            if jac is not None:
+                row["jaccards"] = jac[g].tolist()
+            yield row
 
     def filter(self, data: Any) -> Any:
         """``data``, the in-memory input that was deduplicated, without its dropped documents
@@ -187,7 +218,14 @@ class DedupResult:
             "clusters": self.n_clusters,
             "dropped": self.n_dropped,
             "kept": len(self) - self.n_dropped,
+            "verified": self.verified is not None,
         }
+        if self.verified is not None:
+            out.update(
+                threshold=self.threshold,
+                no_shingles=self.verified.n_no_shingles,
+                temp_bytes=self.temp_bytes,
+            )
         if self.bytes_in:
             out.update(
                 bytes_in=self.bytes_in,

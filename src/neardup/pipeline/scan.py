@@ -82,6 +82,7 @@ def scan_files(
     on_bad: OnBad | None = None,
     progress: Progress | None = None,
     files: list[InputFile] | None = None,
+    spool: Any = None,
 ) -> Scan:
     """First pass: fingerprint every document of ``inputs``, keeping only ids and arrays.
 
@@ -109,6 +110,9 @@ def scan_files(
         :data:`neardup.config.PROGRESS_EVERY` documents.
     files : list of InputFile, optional
         ``inputs`` already expanded by :func:`expand_inputs` (then ``inputs`` is not read).
+    spool : neardup.pipeline.spool.ShingleSpool, optional
+        Also append every document's shingle keys here, in input order (the fingerprinter's
+        ``features_many``, same pass).
     """
     from neardup.fingerprints import Fingerprinter
 
@@ -125,6 +129,7 @@ def scan_files(
         skipped += 1
         on_bad(err)
 
+    fingerprint_batch = _batch_fingerprinter(fper, threads, spool)
     ids: list[Any] = []
     first_at: dict[Any, int] = {}
     src_parts: list[np.ndarray] = []
@@ -144,7 +149,7 @@ def scan_files(
                 return
             if pending is not None:
                 pending.result()  # at most one batch in flight: bounded memory
-            pending = pool.submit(fper.fingerprint_many, texts, threads)
+            pending = pool.submit(fingerprint_batch, texts)
             fp_parts.append(pending)
             len_parts.append(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
             src_parts.append(np.array(srcs, dtype=np.int32))
@@ -195,6 +200,25 @@ def scan_files(
     )
 
 
+def _batch_fingerprinter(fper: Any, threads: int | None, spool: Any) -> Callable[[list], Any]:
+    """``texts -> uint64 fingerprints``; with a spool, also append the texts' shingle keys to it
+    (batches must then be fingerprinted one at a time, in order)."""
+    if spool is None:
+        return lambda texts: fper.fingerprint_many(texts, threads)
+    if not hasattr(fper, "features_many"):
+        raise TypeError(
+            f"{type(fper).__name__} does not emit shingle keys (features_many), which "
+            "verification needs; use a neardup.Fingerprinter or verify=False (--no-verify)"
+        )
+
+    def run(texts: list) -> np.ndarray:
+        feats = fper.features_many(texts, threads)
+        spool.append(feats.offsets, feats.keys)
+        return feats.fingerprints
+
+    return run
+
+
 def _locate(j: int, parts: list[np.ndarray], tail: list[int]) -> int:
     for p in parts:
         if j < len(p):
@@ -204,9 +228,11 @@ def _locate(j: int, parts: list[np.ndarray], tail: list[int]) -> int:
 
 
 def fingerprint_texts(
-    texts: Iterable[Any], fper: Any, threads: int | None, on_bad: OnBad | None
+    texts: Iterable[Any], fper: Any, threads: int | None, on_bad: OnBad | None, spool: Any = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Fingerprints, lengths and positions of the valid texts, in batches."""
+    """Fingerprints, lengths and positions of the valid texts, in batches (with ``spool``, their
+    shingle keys are appended to it too)."""
+    fingerprint_batch = _batch_fingerprinter(fper, threads, spool)
     fps: list[np.ndarray] = []
     lens: list[np.ndarray] = []
     keep_pos: list[int] = []
@@ -224,11 +250,11 @@ def fingerprint_texts(
         batch.append(t)
         keep_pos.append(i)
         if len(batch) >= config.BATCH_DOCS:
-            fps.append(fper.fingerprint_many(batch, threads))
+            fps.append(fingerprint_batch(batch))
             lens.append(np.fromiter(map(len, batch), dtype=np.int64, count=len(batch)))
             batch = []
     if batch:
-        fps.append(fper.fingerprint_many(batch, threads))
+        fps.append(fingerprint_batch(batch))
         lens.append(np.fromiter(map(len, batch), dtype=np.int64, count=len(batch)))
     fp = np.concatenate(fps) if fps else np.zeros(0, dtype=np.uint64)
     ln = np.concatenate(lens) if lens else np.zeros(0, dtype=np.int64)
