@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from neardup.index import CorruptIndexError, Index, storage
-from neardup.index.storage import check_manifest, load_array
+from neardup.index.manifest import check_manifest
+from neardup.index.storage import load_array
 
 
 def _index(path, str_ids: bool = False) -> None:

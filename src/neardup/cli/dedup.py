@@ -143,7 +143,10 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     metavar="INDEX",
     help="Also drop documents within --distance bits (default 6) of anything in this neardup "
     "index (see `neardup index`): dedup a new dump against everything seen before. The index "
-    "keeps no shingles: these drops are by fingerprint distance, not Jaccard-verified.",
+    "keeps no shingles: these drops are by fingerprint distance, not Jaccard-verified. With "
+    "--scheduler/--workers this runs in batch mode on the cluster, and INDEX may also be "
+    "Parquet files of the stored corpus (a path or glob ending in .parquet; columns "
+    "'fingerprint' and 'id').",
 )
 @click.option("--update", is_flag=True, help="With --against: add the kept documents to the index.")
 @dask_options

@@ -12,6 +12,10 @@ input positions. The pairs (small) are gathered and merged exactly as the thread
 Clusters are the connected components of the gathered edge list over the nodes that appear in it
 (all other positions are singletons), so no process ever holds every fingerprint.
 
+:func:`query` is the batch mode of reference 003: a new batch's tables are built once and
+shipped to the workers, and the stored corpus (an index, Parquet files, an array) streams past
+them partition by partition (see :mod:`neardup.distributed.batch`).
+
 A lost worker is handled by Dask: its tasks are recomputed from the input partitions (each task is
 retried up to :data:`RETRIES` times); if that is impossible (e.g. scattered NumPy input lost with
 its worker) the call raises :class:`DistributedJobError` and returns nothing.
@@ -39,9 +43,11 @@ from neardup.distributed._dask import (
     run_shards,
     to_frame,
 )
+from neardup.distributed.batch import BatchReport, batch_search, query
 from neardup.distributed.plan import DEFAULT_SHARD_SIZE, ShardPlan, components, make_plan
 
 __all__ = [
+    "BatchReport",
     "DEFAULT_DEDUP_DISTANCE",
     "DistributedJobError",
     "RETRIES",
@@ -52,8 +58,10 @@ __all__ = [
     "dedup",
     "dedup_frame",
     "find_all",
+    "batch_search",
     "find_clusters",
     "make_plan",
+    "query",
     "search",
 ]
 

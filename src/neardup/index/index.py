@@ -26,6 +26,7 @@ from neardup.core.layout import Layout, Scheme, join_scheme
 from neardup.core.layout import choose_query_blocks as choose_index_blocks
 from neardup.core.search import join_pairs, probe_table, sorted_query_keys
 from neardup.index import _kernels
+from neardup.index.codec import CompressedTable, set_codec, verify_table
 from neardup.index.segments import (
     Ids,
     Segment,
@@ -111,6 +112,7 @@ class Index(IndexWriter):
         blocks: int | None = None,
         *,
         expected_size: int = 1_000_000,
+        compress: bool = False,
     ) -> Index:
         """Create an empty index in directory ``path`` and open it for writing.
 
@@ -127,6 +129,9 @@ class Index(IndexWriter):
             ``expected_size`` fingerprints (:func:`choose_index_blocks`).
         expected_size : int
             Fingerprints the index is expected to hold (only used when ``blocks`` is None).
+        compress : bool
+            Store every table in Elias-Fano form (:mod:`neardup.index.codec`, about ``66 - log2(n)``
+            bits per fingerprint per table instead of 64, same answers); :meth:`compact` converts.
 
         The index is built in a temporary directory beside ``path`` and renamed into place,
         so an interrupted ``create`` leaves ``path`` as it was.
@@ -160,6 +165,7 @@ class Index(IndexWriter):
             "next_id": 0,
             "segments": [],
         }
+        set_codec(body, "ef" if compress else None)
         lock = create_directory(p, body)
         return cls(p, "w", _lock=lock)
 
@@ -256,6 +262,11 @@ class Index(IndexWriter):
         return self.layout.blocks
 
     @property
+    def codec(self) -> str | None:
+        """``"ef"`` for compressed tables (:mod:`neardup.index.codec`), ``None`` for plain."""
+        return self._body.get("codec")
+
+    @property
     def id_type(self) -> str | None:
         """``"int64"``, ``"str"`` or ``None`` before the first add."""
         return self._body.get("id_type")
@@ -306,6 +317,7 @@ class Index(IndexWriter):
             "distance": self.distance,
             "blocks": self.blocks,
             "tables": self.layout.n_tables,
+            "codec": self.codec,
             "id_type": self.id_type,
             "entries": len(self),
             "generation": self.generation,
@@ -328,6 +340,7 @@ class Index(IndexWriter):
             for e in segment_files(seg):
                 try:
                     verify_file(self.path, e)
+                    verify_table(self.path, e)  # a compressed table is also decoded and checked
                 except CorruptIndexError as err:
                     bad.append(str(err))
         if bad:
@@ -362,18 +375,19 @@ class Index(IndexWriter):
         out = []
         for si, seg in enumerate(self._segs):
             table = seg.tables[t]
-            qi, pos, d = probe_table(table, qkeys, qord, spec, t, k)
+            if isinstance(table, CompressedTable):  # decoded in the probe, which gives rows
+                qi, rows, d = table.probe_rows(qkeys, qord, k, spec, t, seg.fps)
+            else:
+                qi, rows, d = probe_table(table, qkeys, qord, spec, t, k)
+                if len(qi) and not spec.identity[t]:
+                    # tables hold distinct fingerprints: map a match back to every row holding it
+                    v = self.layout.reverse(table[rows], t)
+                    lo = np.searchsorted(seg.fps, v, "left")
+                    hi = np.searchsorted(seg.fps, v, "right")
+                    owner, rows = expand_ranges(lo, hi)
+                    qi, d = qi[owner], d[owner]
             if len(qi) == 0:
                 continue
-            if spec.identity[t]:
-                rows = pos
-            else:
-                # tables hold distinct fingerprints: map a match back to every row holding it
-                v = self.layout.reverse(table[pos], t)
-                lo = np.searchsorted(seg.fps, v, "left")
-                hi = np.searchsorted(seg.fps, v, "right")
-                owner, rows = expand_ranges(lo, hi)
-                qi, d = qi[owner], d[owner]
             keep = seg.alive(rows)
             if not keep.all():
                 qi, rows, d = qi[keep], rows[keep], d[keep]

@@ -15,6 +15,7 @@ import numpy as np
 from neardup.core.layout import TableSpec
 from neardup.errors import IdError
 from neardup.index import _kernels
+from neardup.index.codec import load_table
 from neardup.index.storage import CorruptIndexError, load_array
 
 
@@ -175,7 +176,8 @@ def _corrupt(path: str, what: str) -> CorruptIndexError:
 
 
 class Segment:
-    """One sorted run, memory-mapped.
+    """One sorted run, memory-mapped. ``fps`` and ``tables`` are uint64 arrays, or
+    :class:`neardup.index.codec.CompressedTable` objects in a segment with ``"codec"``.
 
     Loading checks what the kernels rely on to stay inside the arrays: the key order is a
     permutation of the rows, string offsets start at 0, never decrease and end at the blob's
@@ -197,10 +199,10 @@ class Segment:
                 f"{directory}: segment {self.name} has no table file {missing[0]}; the "
                 "manifest is damaged, restore the index"
             )
-        self.fps = np.asarray(load_array(directory, f["fp"]))
+        self.fps = load_table(directory, f["fp"])
         # an identity table's keys are the sorted fingerprints themselves
         self.tables = [
-            self.fps if same else np.asarray(load_array(directory, f[f"t{t}"]))
+            self.fps if same else load_table(directory, f[f"t{t}"])
             for t, same in enumerate(spec.identity.tolist())
         ]
         self.keys = np.asarray(load_array(directory, f["key"]))

@@ -35,6 +35,11 @@ import numpy as np
 
 MAGIC = "neardup-index"
 FORMAT_VERSION = 1
+#: Format of indexes whose tables are coded (``"codec"`` in the manifest, see
+#: :mod:`neardup.index.codec`): readers that only know version 1 refuse them.
+CODEC_FORMAT_VERSION = 2
+#: Codecs a table file may be stored with (see :mod:`neardup.index.codec`).
+TABLE_CODECS = ("ef",)
 MANIFEST = "MANIFEST"
 LOCK = "LOCK"
 _CHUNK = 16 << 20
@@ -42,9 +47,6 @@ _CHUNK = 16 << 20
 #: temporary files and ``.MANIFEST.tmp`` are ever deleted, and only when no manifest names them.
 FILE_KINDS = r"(?:fp|key|kord|sblob|soff|t\d+|del\d+)"
 _OWNED = re.compile(rf"^\.?s\d{{8}}\.{FILE_KINDS}\.npy(?:\.tmp)?$|^\.{MANIFEST}\.tmp$")
-#: Names a manifest may give a data file: the segment's name and a kind, inside the directory.
-_FILE_NAME = re.compile(rf"^(s\d{{8}})\.{FILE_KINDS}\.npy$")
-_SEGMENT = re.compile(r"^s\d{8}$")
 _MAX_MANIFEST_BYTES = 256 << 20
 
 
@@ -210,7 +212,7 @@ def write_manifest(directory: str, body: dict[str, Any]) -> None:
 
 def read_manifest(directory: str) -> dict[str, Any]:
     """Read and check ``MANIFEST``: magic, version, byte order, its own checksum, then every
-    field's type and every file name (see :func:`check_manifest`)."""
+    field's type and every file name (see :func:`neardup.index.manifest.check_manifest`)."""
     path = os.path.join(directory, MANIFEST)
     if not os.path.isdir(directory):
         raise FileNotFoundError(errno.ENOENT, "no such index directory", directory)
@@ -233,115 +235,21 @@ def read_manifest(directory: str) -> dict[str, Any]:
     crc = doc.pop("manifest_crc32", None)
     if crc != _body_crc(doc):
         raise CorruptIndexError(f"{path}: manifest checksum mismatch; the file is corrupt")
-    if doc.get("format_version") != FORMAT_VERSION:
+    if doc.get("format_version") not in (FORMAT_VERSION, CODEC_FORMAT_VERSION):
         raise CorruptIndexError(
             f"{path}: format version {doc.get('format_version')!r} is not supported "
-            f"(this neardup reads version {FORMAT_VERSION}); upgrade neardup"
+            f"(this neardup reads versions {FORMAT_VERSION} and {CODEC_FORMAT_VERSION}); "
+            f"upgrade neardup"
         )
     if doc.get("byte_order") != sys.byteorder:
         raise CorruptIndexError(
             f"{path}: written on a {doc.get('byte_order')}-endian machine, this one is "
             f"{sys.byteorder}-endian"
         )
+    from neardup.index.manifest import check_manifest  # it builds on this module
+
     check_manifest(doc, path)
     return doc
-
-
-def _is_int(v: Any, lo: int = 0, hi: int | None = None) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)
-
-
-def _check_entry(e: Any, name: str, segment: str, bad: Any) -> None:
-    if not isinstance(e, dict):
-        bad(f"{name} is not an object")
-    fname = e.get("name")
-    m = _FILE_NAME.match(fname) if isinstance(fname, str) else None
-    if m is None or m.group(1) != segment:
-        bad(f"{name} names the file {fname!r}, expected {segment}.<kind>.npy in the index")
-    if not _is_int(e.get("bytes")) or not _is_int(e.get("crc32"), 0, 0xFFFFFFFF):
-        bad(f"{name} has no valid 'bytes' and 'crc32'")
-    shape = e.get("shape")
-    if not isinstance(shape, list) or not 1 <= len(shape) <= 2 or not all(map(_is_int, shape)):
-        bad(f"{name} has shape {shape!r}, expected a list of sizes")
-    try:
-        dt = np.dtype(e.get("dtype"))
-    except Exception:  # numpy raises TypeError, ValueError or SyntaxError for bad names
-        dt = None
-    if dt is None or dt.kind not in "biuf" or dt.str != e.get("dtype"):
-        bad(f"{name} has dtype {e.get('dtype')!r}, expected a numeric dtype")
-
-
-# the arrays that the index's kernels index with: dtype and shape from the segment's rows
-_EXPECT = {
-    "fp": ("<u8", 0),
-    "key": ("<i8", 0),
-    "kord": (("<u4", "<i8"), 0),
-    "soff": ("<i8", 1),
-}
-
-
-def check_manifest(doc: dict[str, Any], path: str) -> None:
-    """Check every field of a manifest body for type and range, every file name for being a
-    plain index file name (``s00000007.kind.npy``, nothing outside the directory), and the
-    dtype and shape of the arrays the index indexes with; raise one-line
-    :class:`CorruptIndexError`."""
-
-    def bad(what: str) -> None:
-        raise CorruptIndexError(f"{path}: {what}; the manifest is damaged, restore the index")
-
-    def shown(key: str) -> str:
-        return repr(doc[key]) if key in doc else "missing"
-
-    for key in ("distance", "blocks", "tables", "generation", "next_file"):
-        if not _is_int(doc.get(key)):
-            bad(f"{key!r} is {shown(key)}, expected an integer >= 0")
-    if not _is_int(doc.get("next_id"), -(2**63), 2**63):
-        bad(f"'next_id' is {shown('next_id')}, expected an integer")
-    if doc.get("fingerprint_dtype") != "<u8":
-        bad(f"'fingerprint_dtype' is {doc.get('fingerprint_dtype')!r}, expected '<u8'")
-    id_type = doc.get("id_type", "missing")
-    if id_type not in (None, "int64", "str"):
-        bad(f"'id_type' is {id_type!r}, expected null, 'int64' or 'str'")
-    segs = doc.get("segments")
-    if not isinstance(segs, list) or (segs and id_type is None):
-        bad("'segments' is not a list of segments of a typed index")
-    names: set[str] = set()
-    for i, seg in enumerate(segs):
-        if not isinstance(seg, dict) or not isinstance(seg.get("files"), dict):
-            bad(f"segment {i} is not an object with 'files'")
-        sname = seg.get("name")
-        if not isinstance(sname, str) or not _SEGMENT.match(sname) or sname in names:
-            bad(f"segment {i} is named {sname!r}, expected a new s followed by 8 digits")
-        names.add(sname)
-        rows = seg.get("rows")
-        if not _is_int(rows):
-            bad(f"segment {sname} has {rows!r} rows")
-        files = seg["files"]
-        strings = {"sblob", "soff"}
-        need = {"fp", "key", "kord"} | (strings if id_type == "str" else set())
-        if need - files.keys() or (id_type != "str" and strings & files.keys()):
-            bad(f"segment {sname} lists files {sorted(files)}, which do not fit ids {id_type}")
-        entries = [(f"segment {sname} file {k!r}", e) for k, e in files.items()]
-        if seg.get("deleted") is not None:
-            entries.append((f"segment {sname} tombstones", seg["deleted"]))
-        for what, e in entries:
-            _check_entry(e, what, sname, bad)
-            if e["name"] in names:
-                bad(f"{what}: {e['name']} is listed twice")
-            names.add(e["name"])
-        for key, (dtypes, extra) in _EXPECT.items():
-            e = files.get(key)
-            if e is not None and (e["dtype"] not in dtypes or e["shape"] != [rows + extra]):
-                bad(f"segment {sname} file {key!r} is {e['dtype']}{e['shape']} for {rows} rows")
-        if "sblob" in files and (
-            files["sblob"]["dtype"] != "|u1" or len(files["sblob"]["shape"]) != 1
-        ):
-            bad(f"segment {sname} file 'sblob' is not bytes")
-        dead = seg.get("deleted")
-        if dead is not None and (
-            dead["dtype"] != "<i8" or len(dead["shape"]) != 1 or dead["shape"][0] > rows
-        ):
-            bad(f"segment {sname} tombstones are {dead['dtype']}{dead['shape']} for {rows} rows")
 
 
 def _interrupted_create(directory: str) -> bool:

@@ -18,6 +18,7 @@ from neardup.config import default_threads
 from neardup.core.bits import as_fingerprints
 from neardup.errors import IdError
 from neardup.index import _kernels
+from neardup.index.codec import set_codec, write_table
 from neardup.index.segments import Segment, concat_strings, convert_ids, show_id
 from neardup.index.storage import remove_unreferenced, write_array, write_manifest
 
@@ -38,7 +39,13 @@ class IndexWriter:
         return name
 
     def _write_segment(
-        self, name: str, fps: np.ndarray, keys: np.ndarray, blob: Any, off: Any
+        self,
+        name: str,
+        fps: np.ndarray,
+        keys: np.ndarray,
+        blob: Any,
+        off: Any,
+        codec: str | None = None,
     ) -> dict[str, Any]:
         order = np.argsort(fps, kind="stable")
         fps = fps[order]
@@ -52,18 +59,21 @@ class IndexWriter:
         def table(t: int) -> tuple[str, dict[str, Any]]:
             v = self.layout.apply(distinct, t)
             v.sort()
-            return f"t{t}", write_array(self.path, f"{name}.t{t}.npy", v)
+            return f"t{t}", write_table(self.path, f"{name}.t{t}.npy", v, codec)
 
         todo = [t for t in range(self.layout.n_tables) if not self._spec.identity[t]]
         with ThreadPoolExecutor(min(default_threads(), max(1, len(todo)))) as ex:
             files.update(ex.map(table, todo))
-        files["fp"] = write_array(self.path, f"{name}.fp.npy", fps)
+        files["fp"] = write_table(self.path, f"{name}.fp.npy", fps, codec)
         files["key"] = write_array(self.path, f"{name}.key.npy", keys)
         files["kord"] = write_array(self.path, f"{name}.kord.npy", kord)
         if blob is not None:
             files["sblob"] = write_array(self.path, f"{name}.sblob.npy", blob)
             files["soff"] = write_array(self.path, f"{name}.soff.npy", off)
-        return {"name": name, "rows": len(fps), "files": files, "deleted": None}
+        entry = {"name": name, "rows": len(fps), "files": files, "deleted": None}
+        if codec is not None:
+            entry["codec"] = codec
+        return entry
 
     def _gather(self, segs: list[Segment]) -> tuple[np.ndarray, np.ndarray, Any, Any]:
         """Live rows of ``segs`` concatenated, older segments first."""
@@ -153,7 +163,7 @@ class IndexWriter:
             )
         else:
             fps, keys, blob, off = fp, conv.keys, conv.blob, conv.off
-        entry = self._write_segment(name, fps, keys, blob, off)
+        entry = self._write_segment(name, fps, keys, blob, off, body.get("codec"))
         gone = {s.name for s in merged}
         body["segments"] = [e for e in body["segments"] if e["name"] not in gone] + [entry]
         self._commit(body)
@@ -212,16 +222,28 @@ class IndexWriter:
         self._commit(body)
         return removed
 
-    def compact(self) -> None:
-        """Merge every run into one sorted base without removed entries, and commit."""
+    def compact(self, compress: bool | None = None) -> None:
+        """Merge every run into one sorted base without removed entries, and commit.
+
+        Parameters
+        ----------
+        compress : bool, optional
+            ``True`` converts the index to compressed tables (:mod:`neardup.index.codec`),
+            ``False`` to plain ones; later runs are written the same way. ``None`` keeps the
+            index's setting. A conversion rewrites the base even when there is nothing to merge.
+        """
         self._check_writable()
         body = copy.deepcopy(self._body)
-        if len(self._segs) <= 1 and all(s.live == s.n for s in self._segs):
+        codec = body.get("codec") if compress is None else ("ef" if compress else None)
+        convert = codec != body.get("codec")
+        if not convert and len(self._segs) <= 1 and all(s.live == s.n for s in self._segs):
             return
+        set_codec(body, codec)
         live = [s for s in self._segs if s.live]
         if live:
             fps, keys, blob, off = self._gather(live)
-            body["segments"] = [self._write_segment(self._next_name(body), fps, keys, blob, off)]
+            name = self._next_name(body)
+            body["segments"] = [self._write_segment(name, fps, keys, blob, off, codec)]
         else:
             body["segments"] = []
         self._commit(body)

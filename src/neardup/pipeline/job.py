@@ -238,7 +238,9 @@ def dedup(
     against : path or neardup.Index, optional
         An index of documents seen before: documents within ``distance`` bits (default 6) of
         anything in it are dropped (incremental dedup, one dump at a time). The index holds no
-        shingle sets: these drops are by fingerprint distance only, not Jaccard-verified.
+        shingle sets: these drops are by fingerprint distance only, not Jaccard-verified. With
+        ``client`` this check runs in batch mode on the cluster, and ``against`` may also be
+        Parquet files (paths or globs ending in ``.parquet``, columns ``fingerprint`` and ``id``).
     update : bool
         With ``against``: add the kept documents to the index (after the outputs are committed;
         their ids are checked against the index before anything is written).
@@ -267,7 +269,13 @@ def dedup(
     1.0
     """
     from neardup.fingerprints import Fingerprinter
-    from neardup.pipeline.against import add_survivors, check_survivors, open_index, seen_mask
+    from neardup.pipeline.against import (
+        ParquetCorpus,
+        add_survivors,
+        check_survivors,
+        open_index,
+        seen_mask,
+    )
 
     if update and against is None:
         raise ValueError("update=True needs against= (the index to add the kept documents to)")
@@ -297,7 +305,10 @@ def dedup(
             index = open_index(against, update)
             if index is not against:
                 stack.callback(index.close)
-            outputs.protect(index.path)
+            if isinstance(index, ParquetCorpus):  # its files are inputs: never overwritten
+                outputs.add_inputs(index.paths)
+            else:
+                outputs.protect(index.path)
         register_outputs(outputs, files or [], output, clusters, drop_list, json_summary)
         spool = stack.enter_context(ShingleSpool()) if verify else None
 
@@ -332,7 +343,7 @@ def dedup(
                     sets = subset_sets(spool.sets(), np.isin(read_pos, pos))
         seconds["read+fingerprint"] = time.perf_counter() - t0
         if index is not None:
-            already_seen = seen_mask(index, fps, fp_distance, already_seen)
+            already_seen = seen_mask(index, fps, fp_distance, already_seen, client)
 
         t0 = time.perf_counter()
         verified = None

@@ -1,0 +1,289 @@
+"""Batch mode on Dask: a new batch of fingerprints against a stored corpus of any size.
+
+The batch query of Manku et al. (reference 003): the new batch B (a day's crawl) is built into
+permuted tables once, on the caller, and shipped to every worker; each task streams one
+partition of the stored corpus F (a row group of a Parquet file, rows of an index segment, or a
+chunk of an array) past the tables and returns its matches; the caller gathers and sorts them.
+Nothing of F is shuffled or sorted, and a worker holds the tables plus one partition.
+
+The answer is exactly the local one: :meth:`neardup.index.Index.query_arrays` of B when F is an
+index, i.e. every (batch position, stored id) within the distance, sorted by batch position,
+distance, then id.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import time
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from neardup._optional import require
+from neardup.config import DEFAULT_DISTANCE
+from neardup.core.bits import as_fingerprints
+from neardup.distributed._dask import RETRIES, cluster_client
+from neardup.distributed._dask import _gather as gather_results
+from neardup.index import Index, IndexMatches
+from neardup.index.batch import (
+    DEFAULT_PART_ROWS,
+    BatchTables,
+    IndexPart,
+    Matches,
+    index_parts,
+    merge_matches,
+    read_index_part,
+)
+from neardup.index.segments import convert_ids
+
+__all__ = ["BatchReport", "ParquetPart", "batch_search", "query"]
+
+
+class ParquetPart(NamedTuple):
+    """One row group of a Parquet file of the stored corpus; ``offset`` is the position of its
+    first row among all rows (the id when the files have no id column)."""
+
+    path: str
+    row_group: int
+    offset: int
+    rows: int
+    column: str
+    id_column: str | None
+
+
+class BatchReport(NamedTuple):
+    """The matches of a batch query and how the work went.
+
+    ``stats``: ``partitions``, ``stored`` (fingerprints streamed), ``batch`` (its size),
+    ``tables`` and ``table_bytes`` (shipped to each worker), ``build_seconds`` (the tables, on
+    the caller) and ``worker_seconds`` (the sum over tasks of reading plus probing, wall time
+    measured inside the tasks), split into ``read_seconds`` and ``probe_seconds``, and
+    ``worker_cpu_seconds`` (the CPU time of the tasks' threads: the work itself, whatever else
+    shares the workers' cores).
+    """
+
+    matches: IndexMatches
+    stats: dict[str, Any]
+
+
+def _is_index(path: Any) -> bool:
+    return isinstance(path, (str, os.PathLike)) and os.path.isfile(
+        os.path.join(os.fspath(path), "MANIFEST")
+    )
+
+
+def parquet_parts(paths: Any, column: str, id_column: str | None) -> tuple[list[ParquetPart], str]:
+    """Row groups of Parquet file(s) (paths or globs, in the order given) and the id type the
+    matches will have (``"int64"``: the id column's integers or row positions; ``"str"``)."""
+    pq = require("pyarrow.parquet", "parquet", "batch queries of Parquet corpora")
+    pa = require("pyarrow", "parquet", "batch queries of Parquet corpora")
+    names = (
+        [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else list(map(os.fspath, paths))
+    )
+    files: list[str] = []
+    for p in names:
+        if any(ch in p for ch in "*?["):
+            files += sorted(glob.glob(p))
+        elif not os.path.exists(p):
+            raise FileNotFoundError(2, "No such file or directory", p)
+        else:
+            files.append(p)
+    parts: list[ParquetPart] = []
+    id_type = "int64"
+    offset = 0
+    for path in files:
+        meta = pq.ParquetFile(path)
+        schema = meta.schema_arrow
+        if column not in schema.names:
+            raise ValueError(
+                f"{path}: no column {column!r} (columns: {', '.join(schema.names)}); pass the "
+                f"fingerprint column's name"
+            )
+        use_id = id_column if id_column is not None and id_column in schema.names else None
+        if use_id is not None:
+            t = schema.field(use_id).type
+            kind = "str" if pa.types.is_string(t) or pa.types.is_large_string(t) else "int64"
+            if not (kind == "str" or pa.types.is_integer(t)):
+                raise ValueError(f"{path}: id column {use_id!r} holds {t}; ids are ints or strings")
+            if parts and kind != id_type:
+                raise ValueError(f"{path}: {kind} ids, but earlier files have {id_type} ids")
+            id_type = kind
+        elif id_type == "str":
+            raise ValueError(f"{path}: no id column {id_column!r}, but earlier files have ids")
+        for rg in range(meta.num_row_groups):
+            rows = meta.metadata.row_group(rg).num_rows
+            parts.append(ParquetPart(path, rg, offset, rows, column, use_id))
+            offset += rows
+    return parts, id_type
+
+
+def _read_parquet(part: ParquetPart) -> tuple[np.ndarray, Any]:
+    pq = require("pyarrow.parquet", "parquet", "batch queries of Parquet corpora")
+    cols = [part.column] + ([part.id_column] if part.id_column else [])
+    table = pq.ParquetFile(part.path).read_row_group(part.row_group, columns=cols)
+    col = table.column(part.column)
+    if col.null_count:
+        raise ValueError(f"{part.path}, row group {part.row_group}: missing fingerprint values")
+    where = f"{part.path}, row group {part.row_group}"
+    fps = as_fingerprints(col.to_numpy(), f"{where}: fingerprints")
+    ids = table.column(part.id_column) if part.id_column else None
+    if ids is not None and ids.null_count:
+        raise ValueError(f"{where}: missing values in the id column {part.id_column!r}")
+    return fps, ids
+
+
+def _match(tables: BatchTables, part: Any, k: int) -> tuple[Matches, float, float, int, float]:
+    """One task: read a partition, probe the tables, return its matches, its timings (wall
+    seconds reading and probing), its size and the CPU seconds of its thread."""
+    c0 = time.thread_time()
+    t0 = time.perf_counter()
+    if isinstance(part, IndexPart):
+        fps, keys, ids = read_index_part(part)
+    elif isinstance(part, ParquetPart):
+        fps, idcol = _read_parquet(part)
+    else:  # (chunk of an array, offset)
+        fps, offset = part
+        fps = np.asarray(fps, dtype=np.uint64)
+    t1 = time.perf_counter()
+    qi, pos, d = tables.probe(fps, k)
+    if isinstance(part, IndexPart):
+        m = Matches(qi, keys[pos], ids[pos], d)
+    elif isinstance(part, ParquetPart) and idcol is not None:
+        values = idcol.take(pos).to_pylist()
+        kind = "str" if values and isinstance(values[0], str) else None
+        conv = convert_ids(values, None, kind) if values else None
+        ikeys = conv.keys if conv is not None else np.empty(0, np.int64)
+        out = np.empty(len(values), dtype=object if kind == "str" else np.int64)
+        out[:] = values
+        m = Matches(qi, ikeys, out, d)
+    else:
+        base = part.offset if isinstance(part, ParquetPart) else offset
+        m = Matches(qi, pos + base, pos + base, d)
+    return m, t1 - t0, time.perf_counter() - t1, len(fps), time.thread_time() - c0
+
+
+def batch_search(
+    corpus: Any,
+    batch: Any,
+    distance: int = DEFAULT_DISTANCE,
+    blocks: int | None = None,
+    client: Any = None,
+    *,
+    column: str = "fingerprint",
+    id_column: str | None = "id",
+    workers: int | None = None,
+    partition_size: int = DEFAULT_PART_ROWS,
+) -> BatchReport:
+    """Run a batch query on Dask and report how the work went; see :func:`query`."""
+    if isinstance(corpus, Index) or _is_index(corpus):
+        ix = corpus if isinstance(corpus, Index) else Index.open(corpus)
+        try:
+            if not 0 <= distance <= ix.distance:
+                raise ValueError(
+                    f"query distance must be between 0 and the index's distance {ix.distance} "
+                    f"(got {distance}); create the index with a larger distance"
+                )
+            parts: list[Any] = index_parts(ix, partition_size)
+            id_type = ix.id_type
+        finally:
+            if ix is not corpus:
+                ix.close()
+    elif isinstance(corpus, (str, os.PathLike)) or (
+        isinstance(corpus, (list, tuple)) and corpus and isinstance(corpus[0], (str, os.PathLike))
+    ):
+        parts, id_type = parquet_parts(corpus, column, id_column)
+    else:
+        fp = as_fingerprints(corpus, "corpus")
+        parts = [(fp[a : a + partition_size], a) for a in range(0, len(fp), partition_size)]
+        id_type = "int64"
+    t0 = time.perf_counter()
+    tables = BatchTables(batch, distance, blocks)
+    build = time.perf_counter() - t0
+    stats: dict[str, Any] = {
+        "partitions": len(parts),
+        "batch": tables.n,
+        "tables": tables.layout.n_tables,
+        "table_bytes": tables.nbytes,
+        "build_seconds": build,
+    }
+    with cluster_client(client, workers) as c:
+        shipped = c.scatter(tables, broadcast=True, hash=False)
+        if parts and not isinstance(parts[0], (IndexPart, ParquetPart)):
+            chunks = c.scatter([p[0] for p in parts], hash=False)
+            parts = [(ch, p[1]) for ch, p in zip(chunks, parts, strict=True)]
+            futs = [
+                c.submit(_match_chunk, shipped, ch, off, distance, retries=RETRIES, pure=False)
+                for ch, off in parts
+            ]
+        else:
+            futs = c.map(
+                _match, [shipped] * len(parts), parts, [distance] * len(parts),
+                retries=RETRIES, pure=False,
+            )  # fmt: skip
+        results = gather_results(c, futs, "batch query")
+        del shipped
+    stats["stored"] = sum(r[3] for r in results)
+    stats["read_seconds"] = sum(r[1] for r in results)
+    stats["probe_seconds"] = sum(r[2] for r in results)
+    stats["worker_seconds"] = stats["read_seconds"] + stats["probe_seconds"]
+    stats["worker_cpu_seconds"] = sum(r[4] for r in results)
+    return BatchReport(merge_matches([r[0] for r in results], id_type), stats)
+
+
+def _match_chunk(tables: BatchTables, chunk: np.ndarray, offset: int, k: int):
+    return _match(tables, (chunk, offset), k)
+
+
+def query(
+    corpus: Any,
+    batch: Any,
+    distance: int = DEFAULT_DISTANCE,
+    blocks: int | None = None,
+    client: Any = None,
+    **options: Any,
+) -> IndexMatches:
+    """Every stored fingerprint within ``distance`` bits of each fingerprint of a new batch.
+
+    The batch's tables are built once and shipped to the workers; each task streams one
+    partition of the stored corpus past them (the batch mode of reference 003).
+
+    Parameters
+    ----------
+    corpus : Index, index path, Parquet path(s) or array-like
+        The stored corpus. An index (or its directory) is read segment by segment by the
+        workers, which must see the same path; Parquet files (paths or globs, in order) are read
+        one row group per task, fingerprints from ``column`` and ids from ``id_column`` (row
+        positions when absent); an array is sent to the cluster in ``partition_size`` chunks
+        (ids are positions).
+    batch : sequence of int or ndarray
+        The new fingerprints (uint64, bit 63 most significant).
+    distance : int
+        Bits (inclusive); for an index, at most its distance.
+    blocks : int, optional
+        Layout of the batch's tables (default: the fastest for ``len(batch)``).
+    client : distributed.Client, optional
+        The cluster; default: a LocalCluster of ``workers`` processes for this call.
+    column, id_column : str
+        Parquet columns of the fingerprints and the ids.
+    workers : int, optional
+        Worker processes of the default LocalCluster.
+    partition_size : int
+        Stored rows per task for an index or an array (Parquet: one row group per task).
+
+    Returns
+    -------
+    IndexMatches
+        ``(query_index, id, distance)``: positions in ``batch``, stored ids (int64, or str
+        objects), distances; sorted by query, distance, then id (int ids ascending; str ids in
+        the index's fixed order, by a 64-bit hash). For an index this equals
+        ``Index.query_arrays(batch, distance)``.
+
+    Raises
+    ------
+    ValueError
+        Bad fingerprints or columns (the file and row group named), a distance above the index's.
+    DistributedJobError
+        Workers were lost beyond the retry limit; nothing partial is returned.
+    """
+    return batch_search(corpus, batch, distance, blocks, client, **options).matches
