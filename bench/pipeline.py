@@ -209,8 +209,8 @@ def main() -> None:
     print(f"{os.cpu_count()} cores; median of {args.repeat}; load average {os.getloadavg()[0]:.1f}")
     print()
     print("| command | version | threads | seconds | documents/s | MB/s | parallel efficiency "
-          "| cores used | vs baseline |")  # fmt: skip
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| cores used | documents per CPU second | vs baseline |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for command in commands:
         for t in threads:
             for name in versions:
@@ -224,8 +224,10 @@ def main() -> None:
                 if name != "baseline" and "baseline" in versions:
                     base = statistics.median(w for w, _ in runs["baseline", command, t])
                     vs = f"{base / wall:.2f}x"
+                cpu = statistics.median(cpus)
                 print(f"| {command} | {name} | {t} | {wall:.2f} | {args.docs / wall:,.0f} | "
-                      f"{size / 1e6 / wall:.1f} | {eff} | {used:.2f} | {vs} |")  # fmt: skip
+                      f"{size / 1e6 / wall:.1f} | {eff} | {used:.2f} | {args.docs / cpu:,.0f} | "
+                      f"{vs} |")  # fmt: skip
     if args.breakdown:
         for name, src in versions.items():
             print(f"\nmain thread at 1 thread, {name}:")

@@ -401,3 +401,60 @@ def families(n: int, seed: int, identical: float = 0.5, hot: int = 12, flips: in
             out[i + j] = v
         i += size
     return out
+
+
+def read_lines_one_by_one(data: bytes, source: str, jsonl: bool, field="text", id_field="id"):
+    """The Python readers line by line (``iter_lines`` and ``jsonl_record``/``line_record``):
+    ``[(line, Record or InputError)]`` in order, blank JSONL lines left out."""
+    import io
+
+    from neardup.errors import InputError
+    from neardup.io.readers import iter_lines, jsonl_record, line_record
+
+    out = []
+    for number, raw in iter_lines(io.BytesIO(data)):
+        try:
+            rec = (
+                jsonl_record(raw, source, number, field, id_field)
+                if jsonl
+                else line_record(raw, source, number)
+            )
+        except InputError as e:
+            out.append((number, e))
+            continue
+        if rec is not None:
+            out.append((number, rec))
+    return out
+
+
+def scan_records(items, paths):
+    """The first pass of dedup over ``(file index, Record or InputError)`` in input order, one
+    record at a time with a dict of ids (keys as Python compares them): ``(kept, errors)``,
+    kept as ``(file, line, id, text)`` and errors as messages, in order."""
+    import json
+
+    from neardup.errors import InputError
+
+    def key(v):
+        try:
+            hash(v)
+        except TypeError:
+            return ("json", json.dumps(v, sort_keys=True, default=str))
+        return (type(v) is str, v)
+
+    first: dict = {}
+    kept, errors = [], []
+    for k, got in items:
+        if isinstance(got, InputError):
+            errors.append(str(got))
+            continue
+        where = first.setdefault(key(got.id), (paths[k], got.number))
+        if where != (paths[k], got.number):
+            errors.append(
+                f"{paths[k]}:{got.number}: duplicate id {got.id!r} (first at "
+                f"{where[0]}:{where[1]}); ids must be unique: choose another --id-field or "
+                "use --skip-bad"
+            )
+            continue
+        kept.append((k, got.number, got.id, got.text))
+    return kept, errors

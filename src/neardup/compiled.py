@@ -29,6 +29,7 @@ GROUPS = {
     "search": (os.path.join(_ROOT, "core", "tree_kernels.py"), "_root", 3),
     "index": (os.path.join(_ROOT, "index", "_kernels.py"), "", 2),
     "formats": (os.path.join(_ROOT, "io", "_kernels.py"), "_parse_decimal_lines", 1),
+    "reader": (os.path.join(_ROOT, "io", "_line_kernels.py"), "_parse_block", 2),
 }
 
 

@@ -108,6 +108,19 @@ PARALLEL_QUERIES = 2048
 #: Documents read before each fingerprinting round (the next batch is read meanwhile).
 BATCH_DOCS = 16384
 
+#: JSONL and text-line inputs of at least this many bytes in all (stdin counts as large) are
+#: read in blocks that a numba kernel parses on every thread; smaller ones line by line in
+#: Python, which saves loading (and, on the first run, compiling) that kernel.
+READ_KERNEL_FROM = 16 << 20
+
+#: Block reading: blocks of at most this many bytes, each parsed and fingerprinted by one
+#: thread...
+READ_BLOCK_BYTES = 4 << 20
+
+#: ... and of at least this many, fewer when that gives every thread this many blocks.
+READ_BLOCK_MIN_BYTES = 256 << 10
+READ_BLOCKS_PER_THREAD = 4
+
 #: Rows per batch when copying Parquet rows in dedup's second pass.
 PARQUET_BATCH_ROWS = 65536
 

@@ -27,6 +27,7 @@ from neardup.io.files import input_size, metered
 from neardup.io.hf import is_saved_dataset, load_saved_dataset, save_dataset
 from neardup.io.sources import InputPath, expand_inputs
 from neardup.io.writers import OutputSet, atomic_output
+from neardup.pipeline.stream import reads_in_blocks
 
 PROG = "neardup dedup"
 
@@ -259,7 +260,8 @@ def dedup(
     def on_bad(err: InputError) -> None:
         say(f"skipped {err}")
 
-    announce_compile(PROG, ["fingerprint", "search"], quiet)
+    reader = ["reader"] if dataset is None and reads_in_blocks(files) else []
+    announce_compile(PROG, ["fingerprint", *reader, "search"], quiet)
     with contextlib.ExitStack() as stack:
         client = None
         if scheduler is not None or workers is not None:

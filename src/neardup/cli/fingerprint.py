@@ -8,19 +8,18 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-import numpy as np
 
-from neardup import config
 from neardup._optional import require
-from neardup.cli.common import batches, output_option
-from neardup.cli.progress import Progress, progress_option, tick
+from neardup.cli.common import output_option
+from neardup.cli.progress import Progress, progress_option
 from neardup.cli.style import announce_compile, plural
 from neardup.errors import InputError, holding
 from neardup.io.files import input_size, metered
 from neardup.io.formats import display_name
-from neardup.io.readers import FORMATS, read_documents
+from neardup.io.readers import FORMATS
 from neardup.io.sources import InputPath, expand_inputs
 from neardup.io.writers import OutputSet
+from neardup.pipeline.stream import Fingerprinted, fingerprint_all, reads_in_blocks
 
 OUTPUT_FORMATS = ("auto", "decimal", "jsonl", "parquet")
 PROG = "neardup fingerprint"
@@ -186,9 +185,10 @@ def fingerprint(
     files = expand_inputs([InputPath(p) for p in inputs], in_format, one_output=False)
     with OutputSet([*inputs, *(f.path for f in files)]) as outs, holding(_HOLDING, _FIX):
         out = outs.file(output)  # checked before any work
-        ids, fps, skipped = _fingerprint_files(
-            fp, files, in_format, text_field, id_field, skip_bad, threads, quiet, progress_mode
+        got, skipped = fingerprint_inputs(
+            PROG, fp, files, text_field, id_field, skip_bad, threads, quiet, progress_mode
         )
+        ids, fps = got.ids, got.fingerprints
         if out_fmt == "parquet":
             pa = require("pyarrow", feature="Parquet output")
             pq = require("pyarrow.parquet", feature="Parquet output")
@@ -218,20 +218,22 @@ def fingerprint(
         )
 
 
-def _fingerprint_files(
+def fingerprint_inputs(
+    prog: str,
     fp: Any,
     files: list[Any],
-    in_format: str,
     text_field: str,
     id_field: str,
     skip_bad: bool,
     threads: int | None,
     quiet: bool,
     progress_mode: str,
-) -> tuple[list[object], np.ndarray, int]:
-    """(ids, fingerprints, bad records skipped) of every document of ``files``."""
+    groups: tuple[str, ...] = ("fingerprint",),
+) -> tuple[Fingerprinted, int]:
+    """Every document of ``files`` fingerprinted with a progress bar, and the bad records
+    skipped (reported on stderr; without ``skip_bad`` the first one is raised)."""
     skipped = 0
-    bar = Progress(PROG, progress_mode, quiet)
+    bar = Progress(prog, progress_mode, quiet)
 
     def on_bad(err: InputError) -> None:
         nonlocal skipped
@@ -240,24 +242,19 @@ def _fingerprint_files(
             bar.message(f"skipped {err}")
 
     total = None if any(f.path == "-" for f in files) else sum(input_size(f.path) for f in files)
-    ids: list[object] = []
-    parts: list[np.ndarray] = []
-    announce_compile(PROG, ["fingerprint"], quiet)
+    announce_compile(prog, [*groups, *(["reader"] if reads_in_blocks(files) else [])], quiet)
     with metered() as meter:
         bar.stage("fingerprint", total)
-        records = read_documents(
-            [f.path for f in files],
-            in_format,
-            text_field,
-            id_field or None,
-            on_bad if skip_bad else None,
-        )
-        records = tick(records, lambda n: bar.update(meter.done, n), config.PROGRESS_EVERY)
         try:
-            for batch in batches(records, config.BATCH_DOCS):
-                parts.append(fp.fingerprint_many([r.text for r in batch], threads=threads))
-                ids.extend(r.id for r in batch)
+            got = fingerprint_all(
+                files,
+                fp,
+                text_field=text_field,
+                id_field=id_field or None,
+                threads=threads,
+                on_bad=on_bad if skip_bad else None,
+                progress=lambda n: bar.update(meter.done, n),
+            )
         finally:
             bar.close()
-    fps = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
-    return ids, fps, skipped
+    return got, skipped

@@ -13,13 +13,11 @@ import click
 import numpy as np
 
 from neardup.cli.common import dask_options
-from neardup.cli.progress import Progress, progress_option, tick
-from neardup.cli.style import announce_compile, plural
+from neardup.cli.progress import progress_option
+from neardup.cli.style import plural
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE
 from neardup.errors import IdError, InputError, holding
-from neardup.io.files import input_size, metered
 from neardup.io.formats import display_name, read_fingerprints
-from neardup.io.readers import read_documents
 from neardup.io.writers import OutputSet
 
 PROG = "neardup index"
@@ -70,44 +68,25 @@ def read_inputs(
     Document ids are the id field's values when all are integers, else their text. ``where``,
     when given, receives the (file, line) of every document, to name one in a later error.
     """
+    from neardup.cli.fingerprint import fingerprint_inputs, make_fingerprinter, resolve_input
     from neardup.io.sources import InputPath, expand_inputs
 
+    if not raw:
+        in_format, text_field = resolve_input(in_format, lines, field, column)
     files = expand_inputs([InputPath(p) for p in inputs], in_format, one_output=False)
     inputs = tuple(f.path for f in files)
     if raw:
         parts = [read_fingerprints(p) for p in inputs]
         return (np.concatenate(parts) if parts else np.zeros(0, np.uint64)), None
-    from neardup import config
-    from neardup.cli.common import batches
-    from neardup.cli.fingerprint import make_fingerprinter, resolve_input
-
     fp = make_fingerprinter(preset, window)
-    in_format, text_field = resolve_input(in_format, lines, field, column)
-    announce_compile(PROG, ["fingerprint", "index"], quiet)
-
-    def on_bad(err: InputError) -> None:
-        if not quiet:
-            click.echo(f"{PROG}: skipped {err}", err=True)
-
-    ids: list[Any] = []
-    parts = []
-    bar = Progress(PROG, progress_mode, quiet)
-    total = None if "-" in inputs else sum(input_size(p) for p in inputs)
-    with metered() as meter:
-        bar.stage("fingerprint", total)
-        records = read_documents(
-            inputs, in_format, text_field, id_field or None, on_bad if skip_bad else None
-        )
-        records = tick(records, lambda n: bar.update(meter.done, n), config.PROGRESS_EVERY)
-        try:
-            for batch in batches(records, config.BATCH_DOCS):
-                parts.append(fp.fingerprint_many([r.text for r in batch], threads=threads))
-                ids.extend(r.id for r in batch)
-                if where is not None:
-                    where.extend((r.source, r.number) for r in batch)
-        finally:
-            bar.close()
-    fps = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+    got, _ = fingerprint_inputs(
+        PROG, fp, files, text_field, id_field, skip_bad, threads, quiet, progress_mode,
+        ("fingerprint", "index"),
+    )  # fmt: skip
+    if where is not None:
+        names = ["<stdin>" if f.path == "-" else f.path for f in files]
+        where.extend(zip(map(names.__getitem__, got.file.tolist()), got.record.tolist()))
+    fps, ids = got.fingerprints, got.ids
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         ids = [str(i) for i in ids]
     return fps, ids

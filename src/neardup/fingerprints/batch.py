@@ -24,9 +24,12 @@ __all__ = [
     "decode_document",
     "encode_chunk",
     "encode_one",
+    "join_keys",
     "plan_chunks",
+    "plan_sizes",
     "run_chunks",
     "threads_for",
+    "utf8_chunk",
 ]
 
 Document = str | bytes
@@ -191,6 +194,20 @@ def encode_one(doc: Any, validate: bool) -> ChunkData:
     return encode_chunk([doc], 0, validate)
 
 
+def utf8_chunk(data: np.ndarray, offsets: np.ndarray, a: int, b: int) -> ChunkData:
+    """Documents ``a`` to ``b`` of UTF-8 text in one buffer (document ``i`` is
+    ``data[offsets[i]:offsets[i + 1]]``; ``data`` writable uint8) as the kernels read them."""
+    lo, hi = int(offsets[a]), int(offsets[b])
+    return ChunkData(
+        buf8=data[lo:hi] if hi > lo else _NO8,
+        off8=offsets[a : b + 1] - lo,
+        buf16=_NO16,
+        off16=np.zeros(b - a + 1, dtype=np.int64),
+        kind=np.full(b - a, KIND_UTF8, dtype=np.uint8),
+        off16_in_chars=False,
+    )
+
+
 def threads_for(threads: int | None) -> int:
     """``threads``, checked, or the default (``NEARDUP_THREADS`` or the usable CPU count)."""
     if threads is not None:
@@ -213,6 +230,12 @@ def plan_chunks(docs: Sequence[Any], threads: int) -> list[tuple[int, int]]:
             dtype=np.int64,
             count=n,
         )
+    return plan_sizes(sizes, threads)
+
+
+def plan_sizes(sizes: np.ndarray, threads: int) -> list[tuple[int, int]]:
+    """:func:`plan_chunks` of documents of ``sizes`` characters or bytes (int64[n])."""
+    n = len(sizes)
     cum = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(sizes, out=cum[1:])
     target = int(cum[-1]) // max(1, threads * config.FINGERPRINT_CHUNKS_PER_THREAD)
@@ -228,6 +251,20 @@ def plan_chunks(docs: Sequence[Any], threads: int) -> list[tuple[int, int]]:
         chunks.append((start, stop))
         start = stop
     return chunks
+
+
+def join_keys(
+    plan: list[tuple[int, int]], parts: list[tuple[Any, np.ndarray, np.ndarray]], n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, keys)`` of ``n`` documents from the chunks ``plan``, whose kernel results
+    ``(fingerprints, key offsets from 0, keys)`` are ``parts``."""
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    pos = 0
+    for (a, b), (_, key_off, _) in zip(plan, parts, strict=True):
+        offsets[a + 1 : b + 1] = key_off[1:] + pos
+        pos += int(key_off[-1])
+    keys = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, dtype=np.uint32)
+    return offsets, keys
 
 
 def run_chunks(fn: Callable[[int, int], T], chunks: list[tuple[int, int]], threads: int) -> list[T]:

@@ -9,6 +9,7 @@ fingerprint bit ``63 - i`` ("reversed" bit order).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
@@ -17,14 +18,18 @@ import numpy as np
 
 from neardup.fingerprints import _kernels as K
 from neardup.fingerprints import _normalize as N
+from neardup.fingerprints._normalize import _first_invalid_utf8
 from neardup.fingerprints._pipeline import KernelOptions, _fingerprint_chunk
 from neardup.fingerprints.batch import (
     decode_document,
     encode_chunk,
     encode_one,
+    join_keys,
     plan_chunks,
+    plan_sizes,
     run_chunks,
     threads_for,
+    utf8_chunk,
 )
 from neardup.fingerprints.hashes import resolve_hash
 from neardup.fingerprints.tally import _MASK64, _to_hash, compute, compute_batch
@@ -397,16 +402,93 @@ class Fingerprinter:
         nthreads = threads_for(threads)
         plan = plan_chunks(docs, nthreads)
         parts = run_chunks(lambda a, b: self._run_chunk(docs[a:b], a, True), plan, nthreads)
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        pos = 0
-        for (a, b), (_, key_off, _) in zip(plan, parts, strict=True):
-            offsets[a + 1 : b + 1] = key_off[1:] + pos
-            pos += int(key_off[-1])
-        return Features(
-            np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64),
-            offsets,
-            np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.uint32),
-        )
+        fps = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
+        return Features(fps, *join_keys(plan, parts, n))
+
+    def features_utf8(
+        self,
+        data: np.ndarray,
+        offsets: np.ndarray,
+        threads: int | None = None,
+        *,
+        keys: bool = True,
+        validate: bool = True,
+    ) -> Features:
+        """:meth:`features_many` (or, with ``keys=False``, the fingerprints alone) of documents
+        given as UTF-8 in one buffer, read in place: no ``str`` is made.
+
+        Parameters
+        ----------
+        data : ndarray of uint8
+            The documents' UTF-8 bytes, one after another (copied first when read-only).
+        offsets : ndarray of int64, shape (n + 1,)
+            Document ``i`` is ``data[offsets[i]:offsets[i + 1]]``.
+        threads : int, optional
+            Worker threads, as for :meth:`fingerprint_many`.
+        keys : bool
+            Also the shingle keys (else ``offsets`` and ``keys`` of the result are empty).
+        validate : bool
+            Check that the bytes are UTF-8 where the normalization needs text, as for
+            ``bytes`` documents (ValueError naming the document). ``False`` promises they are:
+            then lone surrogates written as ``str.encode("utf-8", "surrogatepass")`` writes
+            them fingerprint as in that ``str``.
+
+        Returns
+        -------
+        Features
+            As :meth:`features_many` of the documents as ``str``, bit for bit.
+        """
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        n = len(offsets) - 1
+        if not (self._fast and not self._py_normalize):
+            raw = np.asarray(data, dtype=np.uint8).tobytes()
+            parts = [raw[a:b] for a, b in itertools.pairwise(offsets.tolist())]
+            if validate:
+                docs = [decode_document(p, i) for i, p in enumerate(parts)]
+            else:
+                docs = [p.decode("utf-8", "surrogatepass") for p in parts]
+            if keys:
+                return self.features_many(docs, threads)
+            return Features(self.fingerprint_many(docs, threads), np.zeros(0, np.int64), _NOKEYS)
+        data = np.ascontiguousarray(data, dtype=np.uint8)
+        if not data.flags.writeable:
+            data = data.copy()
+        if validate and self._norm_code != N.NORM_NONE and n > 0:
+            bad = int(_first_invalid_utf8(data, offsets))
+            if bad >= 0:
+                decode_document(data[offsets[bad] : offsets[bad + 1]].tobytes(), bad)
+        nthreads = threads_for(threads)
+        plan = plan_sizes(np.diff(offsets), nthreads)
+
+        def run(a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            out = np.empty(b - a, dtype=np.uint64)
+            key_off = np.zeros(b - a + 1, dtype=np.int64)
+            chunk = utf8_chunk(data, offsets, a, b)
+            got = _fingerprint_chunk(
+                chunk, self._table, self._tables, self._opt, out, key_off, keys
+            )
+            return out, key_off, got
+
+        parts = run_chunks(run, plan, nthreads)
+        fps = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
+        if not keys:
+            return Features(fps, np.zeros(0, np.int64), _NOKEYS)
+        return Features(fps, *join_keys(plan, parts, n))
+
+    def fingerprint_utf8(
+        self,
+        data: np.ndarray,
+        offsets: np.ndarray,
+        threads: int | None = None,
+        *,
+        validate: bool = True,
+    ) -> np.ndarray:
+        """:meth:`fingerprint_many` of documents given as UTF-8 in one buffer (see
+        :meth:`features_utf8`): ``uint64[n]``."""
+        return self.features_utf8(data, offsets, threads, keys=False, validate=validate)[0]
+
+
+_NOKEYS = np.zeros(0, dtype=np.uint32)
 
 
 _CACHE: dict[str, Fingerprinter] = {}

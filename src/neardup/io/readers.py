@@ -32,6 +32,8 @@ __all__ = [
     "check_id",
     "detect_format",
     "iter_lines",
+    "jsonl_record",
+    "line_record",
     "open_parquet",
     "parse_json_line",
     "read_documents",
@@ -174,15 +176,23 @@ def read_lines(path: str | os.PathLike, on_bad: OnBad | None = None) -> Iterator
     with _open_binary(path) as f:
         for number, raw in iter_lines(f):
             try:
-                if raw is None:
-                    raise _too_big(source, number, None, "the line")
-                text = _decode(raw.rstrip(b"\r\n"), source, number)
+                rec = line_record(raw, source, number)
             except InputError as e:
                 if on_bad is None:
                     raise
                 on_bad(e)
                 continue
-            yield Record(source, number, f"{source}:{number}", text)
+            yield rec
+
+
+def line_record(raw: bytes | None, source: str, number: int) -> Record:
+    """The document of one line of a text file (``raw`` as :func:`iter_lines` yields it: None
+    for a line over the size bound), or :class:`InputError` naming the line."""
+    if raw is None:
+        raise _too_big(source, number, None, "the line")
+    return Record(
+        source, number, f"{source}:{number}", _decode(raw.rstrip(b"\r\n"), source, number)
+    )
 
 
 def parse_json_line(raw: bytes, source: str, number: int) -> Any:
@@ -243,49 +253,53 @@ def read_jsonl(
     ``id_field`` must be in every record (a misspelled one is an error, not a silent fallback).
     """
     source = _name(path)
-    required = id_field is not None and id_field != DEFAULT_ID_FIELD
     with _open_binary(path) as f:
         for number, raw in iter_lines(f):
             try:
-                if raw is None:
-                    raise _too_big(source, number, None, "the line")
-                if not raw.strip():
-                    continue
-                obj = parse_json_line(raw, source, number)
-                if not isinstance(obj, dict):
-                    raise InputError(
-                        source, number, f"expected a JSON object, got {_json_type(obj)}"
-                    )
-                if field not in obj:
-                    raise InputError(
-                        source, number, f"missing field {field!r} (use --field to choose one)"
-                    )
-                text = obj[field]
-                if not isinstance(text, str):
-                    raise InputError(
-                        source,
-                        number,
-                        f"field {field!r} is {_json_type(text)}, expected a string",
-                    )
-                if id_field is None:
-                    rid: Any = f"{source}:{number}"
-                elif id_field in obj:
-                    rid = check_id(obj[id_field], source, number, f"id field {id_field!r}")
-                elif required:
-                    raise InputError(
-                        source,
-                        number,
-                        f"missing id field {id_field!r} (use --id-field to choose one, or "
-                        "--id-field '' for file:line ids)",
-                    )
-                else:
-                    rid = f"{source}:{number}"
+                rec = jsonl_record(raw, source, number, field, id_field)
             except InputError as e:
                 if on_bad is None:
                     raise
                 on_bad(e)
                 continue
-            yield Record(source, number, rid, text)
+            if rec is not None:
+                yield rec
+
+
+def jsonl_record(
+    raw: bytes | None, source: str, number: int, field: str = "text", id_field: str | None = "id"
+) -> Record | None:
+    """The record of one JSONL line (``raw`` as :func:`iter_lines` yields it: None for a line
+    over the size bound), None for a blank line, or :class:`InputError` naming the line; the
+    fields as for :func:`read_jsonl`."""
+    if raw is None:
+        raise _too_big(source, number, None, "the line")
+    if not raw.strip():
+        return None
+    obj = parse_json_line(raw, source, number)
+    if not isinstance(obj, dict):
+        raise InputError(source, number, f"expected a JSON object, got {_json_type(obj)}")
+    if field not in obj:
+        raise InputError(source, number, f"missing field {field!r} (use --field to choose one)")
+    text = obj[field]
+    if not isinstance(text, str):
+        raise InputError(
+            source, number, f"field {field!r} is {_json_type(text)}, expected a string"
+        )
+    if id_field is None:
+        rid: Any = f"{source}:{number}"
+    elif id_field in obj:
+        rid = check_id(obj[id_field], source, number, f"id field {id_field!r}")
+    elif id_field != DEFAULT_ID_FIELD:
+        raise InputError(
+            source,
+            number,
+            f"missing id field {id_field!r} (use --id-field to choose one, or "
+            "--id-field '' for file:line ids)",
+        )
+    else:
+        rid = f"{source}:{number}"
+    return Record(source, number, rid, text)
 
 
 def _json_type(v: Any) -> str:

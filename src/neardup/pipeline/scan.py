@@ -3,10 +3,11 @@ fingerprints (uint64, bit 63 most significant); texts are never all held at once
 
 from __future__ import annotations
 
-import json
+import bisect
+import contextlib
+import itertools
 import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,9 +15,10 @@ import numpy as np
 
 from neardup import config
 from neardup.errors import InputError
+from neardup.io.blocks import IdTable, hash_ids, id_key
 from neardup.io.files import input_size, open_parquet
-from neardup.io.readers import read_jsonl, read_lines, read_parquet, read_text_file
 from neardup.io.sources import InputFile, expand_inputs
+from neardup.pipeline.stream import Batch, fingerprint_files
 
 __all__ = ["Scan", "fingerprint_texts", "scan_files", "unique_ids"]
 
@@ -36,24 +38,6 @@ class Scan:
     fingerprints: np.ndarray  #: uint64
     skipped: int = 0  #: bad records skipped (only with ``on_bad``)
     bytes_in: int = 0  #: total size of the input files in bytes
-
-
-def _id_key(v: Any) -> Any:
-    try:
-        hash(v)
-    except TypeError:
-        return ("json", json.dumps(v, sort_keys=True, default=str))
-    return (type(v) is str, v)
-
-
-def _records(f: InputFile, text_field: str, id_field: str | None, on_bad: OnBad | None):
-    if f.kind == "text":
-        return read_text_file(f.path, on_bad)
-    if f.kind == "lines":
-        return read_lines(f.path, on_bad)
-    if f.kind == "jsonl":
-        return read_jsonl(f.path, text_field, id_field, on_bad)
-    return read_parquet(f.path, text_field, id_field, on_bad)
 
 
 def _check_parquet_schemas(files: list[InputFile]) -> None:
@@ -86,9 +70,10 @@ def scan_files(
 ) -> Scan:
     """First pass: fingerprint every document of ``inputs``, keeping only ids and arrays.
 
-    Documents are read in batches of :data:`neardup.config.BATCH_DOCS`; one batch is fingerprinted (on all
-    cores) while the next is read. Duplicate ids raise :class:`InputError` naming both records,
-    or are passed to ``on_bad`` and skipped.
+    This thread reads the inputs in blocks; ``threads`` threads parse and fingerprint them
+    (:func:`neardup.pipeline.stream.fingerprint_files`). Bad records and duplicate ids raise
+    :class:`InputError` naming the record (and the first with that id), or are passed to
+    ``on_bad`` and skipped, in input order.
 
     Parameters
     ----------
@@ -101,13 +86,12 @@ def scan_files(
     fingerprinter : neardup.fingerprints.Fingerprinter, optional
         Default: ``Fingerprinter("default")``.
     threads : int, optional
-        Fingerprinting threads.
+        Threads that parse and fingerprint.
     on_bad : callable, optional
         Called with each bad record's :class:`InputError` instead of raising; the record is
         skipped and counted in ``Scan.skipped``.
     progress : callable, optional
-        Called with the number of documents read so far, every
-        :data:`neardup.config.PROGRESS_EVERY` documents.
+        Called with the number of documents read so far, after each block.
     files : list of InputFile, optional
         ``inputs`` already expanded by :func:`expand_inputs` (then ``inputs`` is not read).
     spool : neardup.pipeline.spool.ShingleSpool, optional
@@ -120,6 +104,8 @@ def scan_files(
     if files is None:
         files = expand_inputs(inputs, fmt)
     _check_parquet_schemas(files)
+    if spool is not None:
+        _batch_fingerprinter(fper, threads, spool)  # the same TypeError as in-memory input
     skipped = 0
 
     def bad(err: InputError) -> None:
@@ -129,75 +115,124 @@ def scan_files(
         skipped += 1
         on_bad(err)
 
-    fingerprint_batch = _batch_fingerprinter(fper, threads, spool)
-    ids: list[Any] = []
-    first_at: dict[Any, int] = {}
-    src_parts: list[np.ndarray] = []
-    rec_parts: list[np.ndarray] = []
-    len_parts: list[np.ndarray] = []
-    fp_parts: list[Future] = []
-    texts: list[str] = []
-    srcs: list[int] = []
-    recs: list[int] = []
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending: Future | None = None
-
-        def flush() -> None:
-            nonlocal pending, texts, srcs, recs
-            if not texts:
-                return
-            if pending is not None:
-                pending.result()  # at most one batch in flight: bounded memory
-            pending = pool.submit(fingerprint_batch, texts)
-            fp_parts.append(pending)
-            len_parts.append(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
-            src_parts.append(np.array(srcs, dtype=np.int32))
-            rec_parts.append(np.array(recs, dtype=np.int64))
-            texts, srcs, recs = [], [], []
+    seen = _Seen(files)
+    batches = fingerprint_files(
+        files,
+        fper,
+        text_field=text_field,
+        id_field=id_field,
+        threads=threads,
+        keys=spool is not None,
+    )
+    with contextlib.closing(batches):  # its threads end here, also when a bad record raises
+        for batch in batches:
+            keep = seen.add(batch, bad)
+            if spool is not None:
+                offsets, keys = batch.key_offsets, batch.keys
+                if not keep.all():
+                    sizes = np.diff(offsets)[keep]
+                    keys = keys[np.repeat(keep, np.diff(offsets))]
+                    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+                    np.cumsum(sizes, out=offsets[1:])
+                spool.append(offsets, keys)
             if progress is not None:
-                progress(len(ids))
-
-        for k, f in enumerate(files):
-            for rec in _records(f, text_field, id_field, on_bad and bad):
-                key = _id_key(rec.id)
-                j = first_at.setdefault(key, len(ids))
-                if j != len(ids):
-                    where = f"{files[_locate(j, src_parts, srcs)].path}:"
-                    where += str(_locate(j, rec_parts, recs))
-                    bad(
-                        InputError(
-                            rec.source,
-                            rec.number,
-                            f"duplicate id {rec.id!r} (first at {where}); ids must be unique: "
-                            "choose another --id-field or use --skip-bad",
-                        )
-                    )
-                    continue
-                ids.append(rec.id)
-                texts.append(rec.text)
-                srcs.append(k)
-                recs.append(rec.number)
-                if len(texts) >= config.BATCH_DOCS:
-                    flush()
-                elif progress is not None and len(ids) % config.PROGRESS_EVERY == 0:
-                    progress(len(ids))
-        flush()
-        fps = [p.result() for p in fp_parts]
+                progress(len(seen.ids))
 
     def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
     return Scan(
         files=files,
-        ids=ids,
-        source=cat(src_parts, np.int32),
-        record=cat(rec_parts, np.int64),
-        lengths=cat(len_parts, np.int64),
-        fingerprints=cat(fps, np.uint64),
+        ids=seen.ids,
+        source=cat(seen.src_parts, np.int32),
+        record=cat(seen.rec_parts, np.int64),
+        lengths=cat(seen.len_parts, np.int64),
+        fingerprints=cat(seen.fp_parts, np.uint64),
         skipped=skipped,
         bytes_in=sum(input_size(f.path) for f in files),
     )
+
+
+class _Seen:
+    """The documents kept so far, and their ids, to refuse a repeated one (by id hash without
+    the GIL; the few hash matches are compared in Python)."""
+
+    def __init__(self, files: list[InputFile]) -> None:
+        self.files = files
+        self.ids: list[Any] = []
+        self.src_parts: list[np.ndarray] = []
+        self.rec_parts: list[np.ndarray] = []
+        self.len_parts: list[np.ndarray] = []
+        self.fp_parts: list[np.ndarray] = []
+        self._starts: list[int] = []  # first document of each part
+        self._table = IdTable()
+        self._rows = 0  # documents looked up so far (kept or refused)
+        self._refused: list[int] = []  # their rows, ascending
+        self._collided: dict[Any, tuple[int, int]] = {}  # id key -> (file, record)
+
+    def _where(self, doc: int) -> tuple[int, int]:
+        p = bisect.bisect_right(self._starts, doc) - 1
+        j = doc - self._starts[p]
+        return int(self.src_parts[p][j]), int(self.rec_parts[p][j])
+
+    def add(self, batch: Batch, bad: OnBad) -> np.ndarray:
+        """Keep the batch's documents whose ids are new; returns which. Its bad records and
+        its repeated ids go to ``bad`` in input order."""
+        d = batch.docs
+        n = len(batch)
+        hashes = d.id_hashes if d.id_hashes is not None else hash_ids(d.ids)
+        found = self._table.first(hashes, self._rows)
+        keep = np.ones(n, dtype=bool)
+        matches = np.flatnonzero(found >= 0).tolist()
+        m = 0
+        for at, err in [*zip(d.bad_at, d.bad, strict=True), (n, None)]:
+            while m < len(matches) and matches[m] < at:
+                j = matches[m]
+                first = self._first(batch, j, int(found[j]))
+                if first is not None:
+                    keep[j] = False
+                    bisect.insort(self._refused, self._rows + j)
+                    path = self.files[first[0]].path
+                    bad(
+                        InputError(
+                            self.files[int(batch.file[j])].path,
+                            int(d.numbers[j]),
+                            f"duplicate id {d.ids[j]!r} (first at {path}:{first[1]}); ids must "
+                            "be unique: choose another --id-field or use --skip-bad",
+                        )
+                    )
+                m += 1
+            if err is not None:
+                bad(err)
+        self._rows += n
+        every = bool(keep.all())
+        kept = slice(None) if every else keep
+        self._starts.append(len(self.ids))
+        self.ids.extend(d.ids if every else itertools.compress(d.ids, keep))
+        self.src_parts.append(batch.file[kept])
+        self.rec_parts.append(d.numbers[kept])
+        self.len_parts.append(d.lengths[kept])
+        self.fp_parts.append(batch.fingerprints[kept])
+        return keep
+
+    def _first(self, batch: Batch, j: int, row: int) -> tuple[int, int] | None:
+        """(file, record) of the earlier document with the id of document ``j`` of ``batch``,
+        whose id hash was first seen at ``row``; None when the ids differ (and none other)."""
+        d = batch.docs
+        if row >= self._rows:  # in this batch
+            k = row - self._rows
+            first_id, where = d.ids[k], (int(batch.file[k]), int(d.numbers[k]))
+        else:
+            doc = row - bisect.bisect_left(self._refused, row)
+            first_id, where = self.ids[doc], self._where(doc)
+        key = id_key(d.ids[j])
+        if id_key(first_id) == key:
+            return where
+        # a hash collision: ids whose hash matched another's are compared exactly here
+        if key in self._collided:
+            return self._collided[key]
+        self._collided[key] = (int(batch.file[j]), int(d.numbers[j]))
+        return None
 
 
 def _batch_fingerprinter(fper: Any, threads: int | None, spool: Any) -> Callable[[list], Any]:
@@ -217,14 +252,6 @@ def _batch_fingerprinter(fper: Any, threads: int | None, spool: Any) -> Callable
         return feats.fingerprints
 
     return run
-
-
-def _locate(j: int, parts: list[np.ndarray], tail: list[int]) -> int:
-    for p in parts:
-        if j < len(p):
-            return int(p[j])
-        j -= len(p)
-    return int(tail[j])
 
 
 def fingerprint_texts(
@@ -267,7 +294,7 @@ def unique_ids(
     first: dict[Any, int] = {}
     keep = np.ones(len(ids), dtype=bool)
     for k, v in enumerate(ids):
-        j = first.setdefault(_id_key(v), k)
+        j = first.setdefault(id_key(v), k)
         if j != k:
             if on_bad is None:
                 raise ValueError(

@@ -14,8 +14,8 @@ import numpy as np
 from neardup import config
 from neardup._optional import require
 from neardup.errors import InputError
+from neardup.io.blocks import iter_blocks
 from neardup.io.files import compression_of, open_input, open_output_stream, open_parquet
-from neardup.io.readers import iter_lines
 from neardup.io.sources import InputFile
 from neardup.io.writers import Output, OutputSet, atomic_output
 from neardup.pipeline.scan import Scan
@@ -139,28 +139,24 @@ def _write_lines(
             for f, numbers in zip(scan.files, per_file, strict=True):
                 if len(numbers) == 0:
                     continue
-                wanted = numbers.tolist()
-                i, m = 0, len(wanted)
+                i, m = 0, len(numbers)
                 with _reading(f.path) as r:
-                    lines = iter_lines(r)
-                    while True:
+                    blocks = iter_blocks(r, config.READ_BLOCK_BYTES)
+                    while i < m:
                         try:
-                            number, line = next(lines, (0, None))
+                            first, block = next(blocks, (0, None))
                         except OSError as e:
                             raise _read_error(e, f.path) from None
-                        if number == 0:
+                        if first == 0:
                             break
-                        if number != wanted[i] or line is None:
+                        if block is None:  # a line over the size bound: never kept
                             continue
-                        if not line.endswith(b"\n"):
-                            line += b"\n"
-                        w.write(line)
-                        written += len(line)
-                        i += 1
-                        if progress is not None and i % config.PROGRESS_EVERY == 0:
+                        kept, n = _kept_lines(block, first, numbers, i)
+                        w.write(kept)
+                        written += len(kept)
+                        i += n
+                        if progress is not None:
                             progress(done + i)
-                        if i == m:
-                            break
                 if i != m:
                     raise InputError(f.path, None, "changed while dedup ran; run it again")
                 done += m
@@ -169,6 +165,24 @@ def _write_lines(
         if compression_of(out.path) is not None:  # the file's size, not the lines written
             written = raw.tell()
     return written
+
+
+def _kept_lines(block: bytes, first: int, numbers: np.ndarray, i: int) -> tuple[bytes, int]:
+    """The lines of ``block`` (whole lines numbered from ``first``) whose numbers are among
+    ``numbers[i:]`` (ascending), each ending in a newline, and how many."""
+    ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10) + 1
+    if not block.endswith(b"\n"):
+        ends = np.append(ends, len(block))
+    stop = i + int(np.searchsorted(numbers[i:], first + len(ends)))
+    if stop == i:
+        return b"", 0
+    k = numbers[i:stop] - first
+    starts = np.zeros(len(ends), dtype=np.int64)
+    starts[1:] = ends[:-1]
+    out = b"".join([block[a:b] for a, b in zip(starts[k].tolist(), ends[k].tolist(), strict=True)])
+    if not out.endswith(b"\n"):
+        out += b"\n"
+    return out, stop - i
 
 
 def _write_parquet(

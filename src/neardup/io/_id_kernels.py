@@ -1,0 +1,85 @@
+"""numba kernels of document ids: 64-bit hashes of string and integer ids, and a hash table
+that finds repeated ones, GIL-free.
+
+Every function is ``_``-prefixed, takes contiguous arrays and validates nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+_TAG_INT = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True, nogil=True)
+def _hash_strings(buf, ends):
+    """64-bit hash of each newline-terminated string ``buf[ends[j-1]:ends[j] - 1]``: FNV-1a
+    over the UTF-8 bytes, then MurmurHash3's finalizer."""
+    out = np.empty(ends.shape[0], dtype=np.uint64)
+    a = 0
+    for j in range(ends.shape[0]):
+        h = _FNV_OFFSET
+        for t in range(a, ends[j] - 1):
+            h = (h ^ np.uint64(buf[t])) * _FNV_PRIME
+        out[j] = _fmix(h)
+        a = ends[j]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _hash_ints(values):
+    """64-bit hash of each int64 (apart from the strings' hashes by a tag)."""
+    out = np.empty(values.shape[0], dtype=np.uint64)
+    for j in range(values.shape[0]):
+        out[j] = _fmix(np.uint64(values[j]) ^ _TAG_INT)
+    return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fmix(h):
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
+    h ^= h >> np.uint64(33)
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _first_seen(keys, rows, used, hashes, base, found):
+    """Look each of ``hashes`` up in the open-addressing table ``keys``/``rows`` (``used``
+    slots taken, size a power of two), inserting it with row ``base + j`` when new; ``found[j]``
+    is the row the hash was first inserted with, or -1. Returns the slots now used."""
+    mask = keys.shape[0] - 1
+    for j in range(hashes.shape[0]):
+        h = hashes[j]
+        slot = np.int64(h & np.uint64(mask))
+        while True:
+            r = rows[slot]
+            if r < 0:
+                keys[slot] = h
+                rows[slot] = base + j
+                used += 1
+                found[j] = -1
+                break
+            if keys[slot] == h:
+                found[j] = r
+                break
+            slot = (slot + 1) & mask
+    return used
+
+
+@njit(cache=True, nogil=True)
+def _rehash(keys, rows, new_keys, new_rows):
+    mask = new_keys.shape[0] - 1
+    for s in range(keys.shape[0]):
+        r = rows[s]
+        if r >= 0:
+            slot = np.int64(keys[s] & np.uint64(mask))
+            while new_rows[slot] >= 0:
+                slot = (slot + 1) & mask
+            new_keys[slot] = keys[s]
+            new_rows[slot] = r

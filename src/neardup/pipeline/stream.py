@@ -1,0 +1,256 @@
+"""Documents of input files read, parsed and fingerprinted on every core, in input order.
+
+The main thread only reads: blocks of bytes of JSONL and text-line files (decompression and
+remote reads included), or records of the other formats in groups. Worker threads parse each
+block without the GIL (:func:`neardup.io.blocks.parse_block`) and fingerprint its UTF-8 text in
+place (``Fingerprinter.features_utf8``), so reading, JSON parsing and fingerprinting all run on
+``threads`` cores. Results come back in input order, a bounded number of blocks in flight.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from neardup import config
+from neardup.errors import InputError
+from neardup.fingerprints.batch import threads_for
+from neardup.io.blocks import DocBlock, line_format, parse_block, read_blocks, record_block
+from neardup.io.files import input_size
+from neardup.io.readers import Record, read_jsonl, read_lines, read_parquet, read_text_file
+from neardup.io.sources import InputFile
+
+__all__ = [
+    "Batch",
+    "Fingerprinted",
+    "block_bytes",
+    "fingerprint_all",
+    "fingerprint_files",
+    "reads_in_blocks",
+]
+
+
+@dataclass
+class Batch:
+    """One block of documents with their fingerprints (uint64, bit 63 most significant)."""
+
+    file: np.ndarray  #: int32[n]: index of each document's input file
+    docs: DocBlock  #: numbers, ids, id hashes, lengths and bad records (see DocBlock)
+    fingerprints: np.ndarray  #: uint64[n]
+    key_offsets: np.ndarray | None  #: int64[n + 1] with ``keys``: the shingle keys ...
+    keys: np.ndarray | None  #: ... uint32, of document i at key_offsets[i]:key_offsets[i + 1]
+
+    def __len__(self) -> int:
+        return len(self.fingerprints)
+
+
+def block_bytes(files: list[InputFile], threads: int) -> int:
+    """Bytes per block, 0 when the line inputs are too small to be worth the block kernel
+    (``READ_KERNEL_FROM``); else about ``READ_BLOCKS_PER_THREAD`` blocks for every thread over
+    the inputs, between ``READ_BLOCK_MIN_BYTES`` and ``READ_BLOCK_BYTES``."""
+    lines = [f for f in files if f.kind in ("jsonl", "lines")]
+    try:
+        known = [input_size(f.path) for f in lines if f.path != "-"]
+    except (OSError, ValueError, InputError):
+        known = []  # an error to report when the file is read
+    total = sum(known)
+    if len(known) == len(lines) and total < config.READ_KERNEL_FROM:
+        return 0
+    per = total // max(1, threads * config.READ_BLOCKS_PER_THREAD) if total else 1 << 62
+    return int(max(config.READ_BLOCK_MIN_BYTES, min(config.READ_BLOCK_BYTES, per)))
+
+
+def reads_in_blocks(files: list[InputFile]) -> bool:
+    """Whether :func:`fingerprint_files` reads some of ``files`` with the block kernel (for the
+    first run's notice that it compiles)."""
+    return any(f.kind in ("jsonl", "lines") for f in files) and block_bytes(files, 1) > 0
+
+
+def _records(f: InputFile, text_field: str, id_field: str | None, on_bad: Any):
+    if f.kind == "text":
+        return read_text_file(f.path, on_bad)
+    if f.kind == "lines":
+        return read_lines(f.path, on_bad)
+    if f.kind == "jsonl":
+        return read_jsonl(f.path, text_field, id_field, on_bad)
+    return read_parquet(f.path, text_field, id_field, on_bad)
+
+
+def _items(
+    files: list[InputFile], text_field: str, id_field: str | None, size: int
+) -> Iterator[tuple[Any, ...]]:
+    """What the main thread reads: ``("raw", file index, LineFormat, number, bytes)`` blocks of
+    line files (``size`` bytes; 0: none), ``("docs", file index array, DocBlock)`` groups of
+    records of the other files."""
+    records: list[Record] = []
+    where: list[int] = []
+    bad: list[InputError] = []
+    bad_at: list[int] = []
+    held = 0
+
+    def group() -> tuple[Any, ...]:
+        nonlocal records, where, bad, bad_at, held
+        item = ("docs", np.array(where, np.int32), record_block(records, bad, bad_at))
+        records, where, bad, bad_at, held = [], [], [], [], 0
+        return item
+
+    def on_bad(err: InputError) -> None:
+        bad.append(err)
+        bad_at.append(len(records))
+
+    for k, f in enumerate(files):
+        fmt = None
+        if f.kind in ("jsonl", "lines") and size > 0:
+            fmt = line_format(f.path, f.kind == "jsonl", text_field, id_field)
+        if fmt is not None:
+            if records or bad:
+                yield group()
+            for number, data in read_blocks(f.path, size):
+                yield "raw", k, fmt, number, data
+            continue
+        for rec in _records(f, text_field, id_field, on_bad):
+            records.append(rec)
+            where.append(k)
+            held += len(rec.text)
+            if len(records) >= config.BATCH_DOCS or held >= (size or config.READ_BLOCK_BYTES):
+                yield group()
+    if records or bad:
+        yield group()
+
+
+def _fingerprint(block: DocBlock, fper: Any, keys: bool) -> tuple[Any, Any, Any]:
+    """(fingerprints, key offsets, keys) of a block's documents, on this thread."""
+    if block.data is not None and hasattr(fper, "features_utf8"):
+        f = fper.features_utf8(block.data, block.offsets, 1, keys=keys, validate=False)
+        return f.fingerprints, (f.offsets if keys else None), (f.keys if keys else None)
+    texts = block.strings()
+    if keys:
+        f = fper.features_many(texts, 1)
+        return f.fingerprints, f.offsets, f.keys
+    return np.asarray(fper.fingerprint_many(texts, 1), dtype=np.uint64), None, None
+
+
+def _work(item: tuple[Any, ...], fper: Any, keys: bool) -> Batch:
+    if item[0] == "raw":
+        _, k, fmt, number, data = item
+        block = parse_block(fmt, number, data)
+        where = np.full(len(block), k, dtype=np.int32)
+    else:
+        _, where, block = item
+    fps, key_off, key_vals = _fingerprint(block, fper, keys)
+    return Batch(where, block, fps, key_off, key_vals)
+
+
+def fingerprint_files(
+    files: list[InputFile],
+    fingerprinter: Any,
+    *,
+    text_field: str = "text",
+    id_field: str | None = "id",
+    threads: int | None = None,
+    keys: bool = False,
+) -> Iterator[Batch]:
+    """Every document of ``files`` fingerprinted, as :class:`Batch` es in input order.
+
+    Bad records are not raised: each batch lists those met among its documents, in order
+    (``batch.docs.bad``), for the caller to raise or skip in turn. An input that cannot be read
+    further (a corrupt compressed file, say) raises once the batches before it are out. A
+    caller that may stop early closes the generator (``contextlib.closing``), which cancels
+    the blocks in flight and waits for the threads.
+
+    Parameters
+    ----------
+    files : list of InputFile
+        The inputs (see :func:`neardup.io.sources.expand_inputs`).
+    fingerprinter : Fingerprinter or object with ``fingerprint_many``
+        With ``keys``, also ``features_many``.
+    text_field, id_field : str
+        JSONL field / Parquet column of the text and of the id (``None``: ``file:number``).
+    threads : int, optional
+        Threads that parse and fingerprint (default: ``NEARDUP_THREADS`` or the usable CPU
+        count); the calling thread reads.
+    keys : bool
+        Also the shingle keys of every document (for verification).
+    """
+    nthreads = threads_for(threads)
+    size = block_bytes(files, nthreads)
+    items = _items(files, text_field, id_field, size)
+    ahead = nthreads + 1  # blocks in flight: every thread busy, memory bounded
+    pending: deque[Future] = deque()
+    failed: Exception | None = None
+    with ThreadPoolExecutor(max_workers=nthreads) as pool:
+        try:
+            while True:
+                try:
+                    item = next(items, None)
+                except Exception as e:  # the blocks read before it come first
+                    failed = e
+                    break
+                if item is None:
+                    break
+                pending.append(pool.submit(_work, item, fingerprinter, keys))
+                while len(pending) > ahead:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for fut in pending:
+                fut.cancel()
+            items.close()
+    if failed is not None:
+        raise failed
+
+
+@dataclass
+class Fingerprinted:
+    """Every document's id, fingerprint and place (what ``fingerprint`` and ``index add``
+    keep)."""
+
+    ids: list[Any]
+    fingerprints: np.ndarray  #: uint64[n]
+    file: np.ndarray  #: int32[n]: index of the input file
+    record: np.ndarray  #: int64[n]: 1-based line, row or record number in it
+
+
+def fingerprint_all(
+    files: list[InputFile],
+    fingerprinter: Any,
+    *,
+    text_field: str = "text",
+    id_field: str | None = "id",
+    threads: int | None = None,
+    on_bad: Callable[[InputError], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Fingerprinted:
+    """:func:`fingerprint_files` gathered: bad records raise (or go to ``on_bad`` and are
+    skipped) in input order; ``progress`` gets the documents done after each block."""
+    ids: list[Any] = []
+    parts: list[np.ndarray] = []
+    where: list[np.ndarray] = []
+    numbers: list[np.ndarray] = []
+    batches = fingerprint_files(
+        files, fingerprinter, text_field=text_field, id_field=id_field, threads=threads
+    )
+    with contextlib.closing(batches):  # its threads end here, also when a bad record raises
+        for batch in batches:
+            for err in batch.docs.bad:
+                if on_bad is None:
+                    raise err
+                on_bad(err)
+            parts.append(batch.fingerprints)
+            where.append(batch.file)
+            numbers.append(batch.docs.numbers)
+            ids.extend(batch.docs.ids)
+            if progress is not None:
+                progress(len(ids))
+
+    def cat(p: list[np.ndarray], dtype: Any) -> np.ndarray:
+        return np.concatenate(p) if p else np.zeros(0, dtype=dtype)
+
+    return Fingerprinted(ids, cat(parts, np.uint64), cat(where, np.int32), cat(numbers, np.int64))

@@ -1,0 +1,250 @@
+"""pipeline/stream and the first pass of dedup on it: documents read in blocks on threads give
+exactly what reading them one record at a time gives (tests/naive.py), errors in input order."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cli import invoke
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from naive import read_lines_one_by_one, scan_records
+
+from neardup import config
+from neardup.errors import InputError
+from neardup.fingerprints import Fingerprinter
+from neardup.io import _id_kernels
+from neardup.io.sources import expand_inputs
+from neardup.pipeline.scan import scan_files
+from neardup.pipeline.stream import fingerprint_files
+
+FP = Fingerprinter("default")
+
+
+@pytest.fixture(autouse=True)
+def _defaults():
+    config.READ_KERNEL_FROM = 0  # the block kernel even for small inputs
+    yield
+    config._reset()
+
+
+_IDS = st.sampled_from([1, 2, 1.0, True, "1", "a", "b", [1], None, 2**70, "in.jsonl:1"])
+_TEXTS = st.sampled_from(["the quick brown fox", "Straße ﬁne", "a\nb", "", "日本語のテキスト"])
+
+
+@st.composite
+def _line(draw) -> bytes:
+    kind = draw(st.integers(0, 9))
+    if kind == 0:
+        return draw(st.sampled_from([b"", b"[1]", b'{"text": 5}', b"{bad", b'{"text": "caf\xe9"}']))
+    obj: dict = {"text": draw(_TEXTS)}
+    if kind < 8:
+        obj["id"] = draw(_IDS)
+    raw = json.dumps(obj, ensure_ascii=draw(st.booleans()))
+    if kind == 9:
+        raw = raw.replace('"text"', '"t\\u0065xt"')  # the Python reader's line
+    return raw.encode()
+
+
+def _write(tmp_path, files: list[list[bytes]], gz: list[bool]) -> list[str]:
+    paths = []
+    for k, (lines, z) in enumerate(zip(files, gz, strict=True)):
+        data = b"\n".join(lines) + b"\n"
+        path = tmp_path / (f"f{k}.jsonl" + (".gz" if z else ""))
+        path.write_bytes(gzip.compress(data) if z else data)
+        paths.append(str(path))
+    return paths
+
+
+def _naive(paths: list[str], files: list[list[bytes]]):
+    items = [
+        (k, rec)
+        for k, lines in enumerate(files)
+        for _, rec in read_lines_one_by_one(b"\n".join(lines) + b"\n", paths[k], True)
+    ]
+    return scan_records(items, paths)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    files=st.lists(st.lists(_line(), max_size=25), min_size=1, max_size=3),
+    gz=st.lists(st.booleans(), min_size=3, max_size=3),
+    block=st.integers(1, 400),
+    threads=st.integers(1, 3),
+    keys=st.booleans(),
+    kernel=st.booleans(),
+)
+def test_scan_reads_as_one_record_at_a_time(
+    tmp_path_factory, files, gz, block, threads, keys, kernel
+):
+    tmp = tmp_path_factory.mktemp("scan")
+    paths = _write(tmp, files, gz[: len(files)])
+    kept, errors = _naive(paths, files)
+    config.READ_BLOCK_BYTES = config.READ_BLOCK_MIN_BYTES = block
+    config.READ_KERNEL_FROM = 0 if kernel else 1 << 40  # block kernel, or line by line
+    bad: list[InputError] = []
+
+    class Spool:
+        def __init__(self):
+            self.parts: list = []
+
+        def append(self, offsets, k):
+            self.parts.append((offsets, k))
+
+    spool = Spool() if keys else None
+    scan = scan_files(paths, fingerprinter=FP, threads=threads, on_bad=bad.append, spool=spool)
+    assert [str(e) for e in bad] == errors and scan.skipped == len(errors)
+    assert scan.ids == [k[2] for k in kept] and [type(i) for i in scan.ids] == [
+        type(k[2]) for k in kept
+    ]
+    assert scan.source.tolist() == [k[0] for k in kept]
+    assert scan.record.tolist() == [k[1] for k in kept]
+    texts = [k[3] for k in kept]
+    assert scan.lengths.tolist() == [len(t) for t in texts]
+    assert scan.fingerprints.tolist() == FP.fingerprint_many(texts).tolist()
+    if keys:
+        want = FP.features_many(texts)
+        got_keys = [k for _, ks in spool.parts for k in ks.tolist()]
+        sizes = [s for offsets, _ in spool.parts for s in np.diff(offsets).tolist()]
+        assert got_keys == want.keys.tolist() and sizes == np.diff(want.offsets).tolist()
+    if errors:
+        with pytest.raises(InputError) as e:
+            scan_files(paths, fingerprinter=FP, threads=threads)
+        assert str(e.value) == errors[0]
+
+
+def test_repeated_ids_found_when_every_hash_collides(tmp_path, monkeypatch):
+    zeros = lambda buf, ends: np.zeros(len(ends), dtype=np.uint64)  # noqa: E731
+    monkeypatch.setattr(_id_kernels, "_hash_strings", zeros)
+    monkeypatch.setattr(_id_kernels, "_hash_ints", lambda v: np.zeros(len(v), dtype=np.uint64))
+    lines = [json.dumps({"text": "x", "id": i}).encode() for i in [0, "a", 1, "0", "a", 0, 1, "b"]]
+    paths = _write(tmp_path, [lines], [False])
+    bad: list[InputError] = []
+    scan = scan_files(paths, fingerprinter=FP, on_bad=bad.append, threads=2)
+    assert scan.ids == [0, "a", 1, "0", "b"]
+    assert [(e.line, re.search(r"first at (.*?)\)", str(e)).group(1)) for e in bad] == [
+        (5, f"{paths[0]}:2"),
+        (6, f"{paths[0]}:1"),
+        (7, f"{paths[0]}:3"),
+    ]
+    assert _naive(paths, [lines])[1] == [str(e) for e in bad]
+
+
+def test_errors_before_a_broken_input_come_first(tmp_path):
+    lines = [f'{{"text": "a {i}"}}' for i in range(6000)]
+    lines[3000] = '{"text": 5}'
+    path = tmp_path / "x.jsonl.gz"
+    path.write_bytes(gzip.compress("\n".join(lines).encode())[:-600])  # the end is missing
+    config.READ_BLOCK_BYTES = config.READ_BLOCK_MIN_BYTES = 4096
+    threads = threading.active_count()
+    with pytest.raises(InputError, match=r"x.jsonl.gz:3001: field 'text' is a number"):
+        scan_files([path], fingerprinter=FP, threads=2)
+    assert threading.active_count() == threads  # the workers ended with the error
+    bad: list[InputError] = []
+    with pytest.raises(InputError, match="cannot decompress"):
+        scan_files([path], fingerprinter=FP, threads=2, on_bad=bad.append)
+    assert len(bad) == 1 and str(bad[0]).endswith("is a number, expected a string")
+
+
+def test_batches_of_every_format_in_order(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    (tmp_path / "a.txt").write_text("one doc\nof two lines")
+    (tmp_path / "b.txt").write_bytes(b"bad \xff utf-8")
+    pq.write_table(pa.table({"text": ["p1", "p2"], "id": [5, 6]}), tmp_path / "c.parquet")
+    (tmp_path / "d.jsonl").write_text('{"text": "j1"}\n{"text": "j2", "id": "x"}\n')
+    files = expand_inputs(
+        [str(tmp_path / n) for n in ("a.txt", "b.txt", "c.parquet", "d.jsonl")], one_output=False
+    )
+    config.READ_BLOCK_BYTES = config.READ_BLOCK_MIN_BYTES = 8
+    got = list(fingerprint_files(files, FP, threads=2))
+    ids = [i for b in got for i in b.docs.ids]
+    assert ids == [str(tmp_path / "a.txt"), 5, 6, f"{tmp_path / 'd.jsonl'}:1", "x"]
+    assert [k for b in got for k in b.file.tolist()] == [0, 2, 2, 3, 3]
+    assert [str(e) for b in got for e in b.docs.bad] == [
+        f"{tmp_path / 'b.txt'}:1: not valid UTF-8 (byte 0xff at file offset 4); re-encode the "
+        "input as UTF-8 or use --skip-bad"
+    ]
+    texts = ["one doc\nof two lines", "p1", "p2", "j1", "j2"]
+    assert (
+        np.concatenate([b.fingerprints for b in got]).tolist()
+        == FP.fingerprint_many(texts).tolist()
+    )
+
+
+def test_a_fingerprinter_of_str_only(tmp_path):
+    class Lengths:
+        def fingerprint_many(self, texts, threads=None):
+            return np.array([len(t) for t in texts], dtype=np.uint64)
+
+    (tmp_path / "d.jsonl").write_text('{"text": "abc"}\n{"text": "\\ud800x"}\n')
+    files = expand_inputs([str(tmp_path / "d.jsonl")])
+    got = list(fingerprint_files(files, Lengths(), threads=1))
+    assert got[0].fingerprints.tolist() == [3, 2]
+    with pytest.raises(TypeError, match="does not emit shingle keys"):
+        scan_files([], files=files, fingerprinter=Lengths(), spool=object())
+
+
+def _commands_output(tmp: Path, src: Path) -> dict:
+    """What ``fingerprint``, ``dedup`` (verified and not) and ``index add``/``query`` write
+    for ``src``, with --skip-bad (messages in order) and with the first error."""
+    got = {}
+    runs = {
+        "fingerprint": ["fingerprint", str(src), "-o", str(tmp / "fp.jsonl"), "--skip-bad"],
+        "dedup": ["dedup", str(src), "-o", str(tmp / "kept.jsonl"), "--skip-bad",
+                  "--clusters", str(tmp / "c.jsonl"), "--threshold", "0.5"],
+        "no-verify": ["dedup", str(src), "-o", str(tmp / "kept2.jsonl"), "--skip-bad",
+                      "--no-verify", "-d", "10", "--clusters", str(tmp / "c2.jsonl")],
+        "lines": ["fingerprint", "--lines", str(src), "-o", str(tmp / "lines.txt")],
+        "strict": ["fingerprint", str(src), "-o", str(tmp / "x.txt")],
+        "index create": ["index", "create", str(tmp / "ix")],
+        "index add": ["index", "add", str(tmp / "ix"), str(src), "--skip-bad"],  # ids repeat
+        "index add file:line": ["index", "add", str(tmp / "ix"), str(src), "--skip-bad",
+                                "--id-field", ""],
+        "index query": ["index", "query", str(tmp / "ix"), str(src), "--skip-bad", "-o",
+                        str(tmp / "answers.jsonl")],
+    }  # fmt: skip
+    for name, args in runs.items():
+        r = invoke(
+            "neardup", *args, *([] if name == "index create" else ["--threads", "2"]), text=True
+        )
+        lines = [ln for ln in r.stderr.replace(str(tmp), "TMP").splitlines() if ": time " not in ln]
+        got[name] = (r.returncode, lines)
+    for out in sorted(tmp.glob("*.*")):
+        got[out.name] = out.read_bytes()
+    return got
+
+
+def test_commands_give_the_same_outputs_with_the_block_kernel(tmp_path):
+    texts = ["the quick brown fox jumps over the lazy dog", "Straße ﬁne ΣΊΣΥΦΟΣ", "日本語の文"]
+    rows = []
+    for i in range(400):
+        t = texts[i % 3] + f" {i // 7} " + texts[(i // 3) % 3]
+        row = json.dumps({"id": f"d{i % 390}", "text": t}, ensure_ascii=i % 2 == 0)
+        rows.append(row if i % 50 else row.replace('"text"', '"t\\u0065xt"'))
+    rows[10] = '{"text": 5}'
+    rows[20] = '{"text": "lone \\ud800 surrogate", "id": "s"}'
+    rows[30] = "   "
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    outputs = []
+    for kernel in (False, True):
+        config.READ_KERNEL_FROM = 0 if kernel else 1 << 40
+        config.READ_BLOCK_BYTES = config.READ_BLOCK_MIN_BYTES = 2000
+        (tmp_path / str(kernel)).mkdir()
+        outputs.append(_commands_output(tmp_path / str(kernel), src))
+    assert outputs[0] == outputs[1]
+    codes = {name: v[0] for name, v in outputs[1].items() if isinstance(v, tuple)}
+    assert {name for name, code in codes.items() if code} == {"strict", "index add"}
+    assert "in.jsonl:391: index TMP/ix: id 'd0' repeats" in outputs[1]["index add"][1][-1]
+    assert {"answers.jsonl", "c.jsonl", "c2.jsonl", "fp.jsonl", "kept.jsonl"} <= set(outputs[1])
+    assert "in.jsonl:11: field 'text' is a number" in outputs[1]["strict"][1][-1]
+    assert any("in.jsonl:391: duplicate id 'd0'" in ln for ln in outputs[1]["dedup"][1])
