@@ -5,21 +5,25 @@ Each command runs in its own process on the same real-text JSONL corpus (bench/d
 lines of man pages, license and copyright files, 5-20 lines a document, 20% planted
 near-duplicates), at each ``--threads``; the time is the whole command (start-up, reading,
 parsing JSON, fingerprinting, search, verification, writing). Repeats are interleaved across
-settings and the median is reported, with the parallel efficiency ``T(1) / (t * T(t))`` and the
-cores used (the child's CPU time / wall time).
+settings and the median is reported, with the parallel efficiency ``T(1) / (t * T(t))``, the
+cores used (the child's CPU time / wall time), the start-up (the same command on one document)
+and the documents/s beyond it. A GIL-free busy loop run at each thread count (``control``) shows
+how far the machine itself let threads scale meanwhile (other processes share its cores).
 
 ``--baseline SRC`` runs the same commands with another checkout's ``src`` directory first on
 ``PYTHONPATH`` (A/B in one run: ``git archive main src | tar -x -C /tmp/base`` then
 ``--baseline /tmp/base/src``). ``--escaped`` writes the corpus with every non-ASCII character as a
 ``\\uXXXX`` escape (``json.dumps`` with its default ``ensure_ascii=True``, as many dumps are).
 
-``--breakdown`` also runs each command once at 1 thread in process under a sampling profiler of
+Last, the share of ``neardup fingerprint``'s per-document CPU time (beyond its run on one
+document) spent outside the GIL-free read and fingerprint kernels, which bounds the speed-up on
+any number of threads. ``--breakdown`` also runs each command once at 1 thread in process under a sampling profiler of
 the main thread (a sample every millisecond) and prints where the main thread's time goes: the
 innermost function of neardup or of the standard library it was in, or waiting for workers.
 
 Usage::
 
-    python bench/pipeline.py [--docs 100000] [--threads 1,2] [--repeat 3] [--baseline SRC]
+    python bench/pipeline.py [--docs 300000] [--threads 1,2] [--repeat 3] [--baseline SRC]
 """
 
 from __future__ import annotations
@@ -73,6 +77,32 @@ def argv_for(command: str, path: str, out: str, threads: int) -> tuple[list[str]
         ix = os.path.join(out, "index")
         return ["index", "create", ix], ["index", "add", ix, path, *t]
     raise SystemExit(f"unknown command {command!r}; use {', '.join(COMMANDS)}")
+
+
+def control(threads: int, n: int = 200_000_000) -> tuple[float, float]:
+    """(wall, CPU) seconds of a fixed amount of GIL-free work split over ``threads`` threads,
+    in a child process: how well this machine lets any code scale at the moment."""
+    code = (
+        "import sys, time\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "from numba import njit\n"
+        "@njit(nogil=True)\n"
+        "def spin(n):\n"
+        "    s = 0\n"
+        "    for i in range(n):\n"
+        "        s = (s * 31 + i) % 1000003\n"
+        "    return s\n"
+        "t, n = int(sys.argv[1]), int(sys.argv[2])\n"
+        "spin(10)\n"
+        "t0 = time.perf_counter()\n"
+        "with ThreadPoolExecutor(t) as pool:\n"
+        "    list(pool.map(spin, [n // t] * t))\n"
+        "print(time.perf_counter() - t0)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(threads), str(n)], capture_output=True, text=True
+    )
+    return float(proc.stdout.strip()), 0.0
 
 
 def run_once(src: str, command: str, path: str, threads: int) -> tuple[float, float]:
@@ -144,6 +174,57 @@ def profile_child(argv: list[str]) -> None:
     print(json.dumps({"wall": time.perf_counter() - t0, "counts": dict(counts)}))
 
 
+def gil_child(argv: list[str]) -> None:
+    """Run ``neardup argv`` in this process at 1 thread, timing the GIL-free kernels that read
+    and fingerprint; print JSON (process CPU seconds, seconds in those kernels)."""
+    import neardup.fingerprints.simhash as simhash
+    from neardup.cli.main import cli
+
+    spent = [0.0]
+
+    def timed(kernel):
+        def run(*a):
+            t = time.perf_counter()
+            try:
+                return kernel(*a)
+            finally:
+                spent[0] += time.perf_counter() - t
+
+        return run
+
+    simhash._fingerprint_chunk = timed(simhash._fingerprint_chunk)
+    try:
+        import neardup.io._line_kernels as lines
+
+        lines._parse_block = timed(lines._parse_block)
+    except ImportError:  # a version without the block kernel
+        pass
+    c0 = time.process_time()
+    cli.main(argv, standalone_mode=False)
+    print(json.dumps({"cpu": time.process_time() - c0, "kernels": spent[0]}))
+
+
+def gil_share(src: str, path: str, one_doc: str) -> float:
+    """Share of the per-document CPU time of ``neardup fingerprint`` (beyond its run on one
+    document) spent outside the read and fingerprint kernels, i.e. under the GIL."""
+    env = {**os.environ, "PYTHONPATH": src}
+    res = []
+    for p in (path, one_doc):
+        with tempfile.TemporaryDirectory(prefix="neardup-bench-") as out:
+            _, argv = argv_for("fingerprint", p, out, 1)
+            proc = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--gil-child", json.dumps(argv)],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+        if proc.returncode != 0:
+            raise SystemExit(f"measuring the GIL share failed:\n{proc.stderr}")
+        res.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    work = res[0]["cpu"] - res[1]["cpu"]
+    return (work - (res[0]["kernels"] - res[1]["kernels"])) / work
+
+
 def breakdown(src: str, command: str, path: str) -> None:
     env = {**os.environ, "PYTHONPATH": src}
     with tempfile.TemporaryDirectory(prefix="neardup-bench-") as out:
@@ -169,7 +250,7 @@ def breakdown(src: str, command: str, path: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--docs", type=int, default=100_000, help="documents (default 100000)")
+    ap.add_argument("--docs", type=int, default=300_000, help="documents (default 300000)")
     ap.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
     ap.add_argument(
         "--commands", default=",".join(COMMANDS), help="subset of " + ",".join(COMMANDS)
@@ -180,9 +261,13 @@ def main() -> None:
     ap.add_argument("--breakdown", action="store_true", help="where the main thread's time goes")
     ap.add_argument("--workdir", default=None, help="where the corpus is kept (default tmp)")
     ap.add_argument("--profile-child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--gil-child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.profile_child:
         profile_child(json.loads(args.profile_child))
+        return
+    if args.gil_child:
+        gil_child(json.loads(args.gil_child))
         return
 
     workdir = args.workdir or os.path.join(tempfile.gettempdir(), "neardup-bench-pipeline")
@@ -197,37 +282,58 @@ def main() -> None:
         versions = {"baseline": os.path.abspath(args.baseline), **versions}
     threads = [int(x) for x in args.threads.split(",")]
     commands = args.commands.split(",")
+    one_doc = os.path.join(workdir, "one.jsonl")
+    with open(path, "rb") as f, open(one_doc, "wb") as g:
+        g.write(f.readline())
     for src in versions.values():  # compile / load the cached kernels of each version
         for command in commands:
+            run_once(src, command, one_doc, 1)
             run_once(src, command, path, 1)
     runs: dict[tuple[str, str, int], list[tuple[float, float]]] = {}
     for _ in range(args.repeat):
+        for t in threads:
+            runs.setdefault(("control", "", t), []).append(control(t))
         for command in commands:
+            for name, src in versions.items():
+                runs.setdefault((name, command, 0), []).append(run_once(src, command, one_doc, 1))
             for t in threads:
                 for name, src in versions.items():
                     runs.setdefault((name, command, t), []).append(run_once(src, command, path, t))
-    print(f"{os.cpu_count()} cores; median of {args.repeat}; load average {os.getloadavg()[0]:.1f}")
+    load = os.getloadavg()[0]
+    print(f"{os.cpu_count()} cores; median of {args.repeat}; load average {load:.1f} at the end")
     print()
-    print("| command | version | threads | seconds | documents/s | MB/s | parallel efficiency "
-          "| cores used | documents per CPU second | vs baseline |")  # fmt: skip
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| command | version | threads | seconds | documents/s | parallel efficiency "
+          "| cores used | documents per CPU second | start-up s | documents/s after start-up "
+          "| vs baseline |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    med = statistics.median
+    for t in threads:
+        walls = [w for w, _ in runs["control", "", t]]
+        eff = med(w for w, _ in runs["control", "", threads[0]]) * threads[0] / (t * med(walls))
+        print(f"| control: GIL-free busy loop | | {t} | {med(walls):.2f} | | "
+              f"{eff:.2f} | | | | | |")  # fmt: skip
     for command in commands:
         for t in threads:
             for name in versions:
                 walls = [w for w, _ in runs[name, command, t]]
                 cpus = [c for _, c in runs[name, command, t]]
-                wall = statistics.median(walls)
-                one = statistics.median(w for w, _ in runs[name, command, threads[0]])
+                wall = med(walls)
+                one = med(w for w, _ in runs[name, command, threads[0]])
                 eff = f"{one * threads[0] / (t * wall):.2f}" if t != threads[0] else ""
-                used = statistics.median(c / w for w, c in zip(walls, cpus, strict=True))
+                used = med(c / w for w, c in zip(walls, cpus, strict=True))
+                start = med(w for w, _ in runs[name, command, 0])
                 vs = ""
                 if name != "baseline" and "baseline" in versions:
-                    base = statistics.median(w for w, _ in runs["baseline", command, t])
-                    vs = f"{base / wall:.2f}x"
-                cpu = statistics.median(cpus)
+                    vs = f"{med(w for w, _ in runs['baseline', command, t]) / wall:.2f}x"
                 print(f"| {command} | {name} | {t} | {wall:.2f} | {args.docs / wall:,.0f} | "
-                      f"{size / 1e6 / wall:.1f} | {eff} | {used:.2f} | {args.docs / cpu:,.0f} | "
-                      f"{vs} |")  # fmt: skip
+                      f"{eff} | {used:.2f} | {args.docs / med(cpus):,.0f} | {start:.2f} | "
+                      f"{args.docs / max(wall - start, 1e-9):,.0f} | {vs} |")  # fmt: skip
+    print()
+    for name, src in versions.items():
+        share = statistics.median(gil_share(src, path, one_doc) for _ in range(args.repeat))
+        print(f"{name}: {share:.1%} of the per-document CPU time of `neardup fingerprint` at 1 "
+              f"thread is under the GIL (outside the read and fingerprint kernels): at most "
+              f"{1 / share:.1f}x its 1-thread speed on any number of threads")  # fmt: skip
     if args.breakdown:
         for name, src in versions.items():
             print(f"\nmain thread at 1 thread, {name}:")

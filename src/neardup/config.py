@@ -113,8 +113,8 @@ BATCH_DOCS = 16384
 #: Python, which saves loading (and, on the first run, compiling) that kernel.
 READ_KERNEL_FROM = 16 << 20
 
-#: Block reading: blocks of at most this many bytes, each parsed and fingerprinted by one
-#: thread...
+#: Inputs are read in blocks (JSONL, text lines) or groups of records (other formats) of at
+#: most this many bytes, each parsed and fingerprinted by one thread...
 READ_BLOCK_BYTES = 4 << 20
 
 #: ... and of at least this many, fewer when that gives every thread this many blocks.

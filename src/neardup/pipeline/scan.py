@@ -116,6 +116,8 @@ def scan_files(
         on_bad(err)
 
     seen = _Seen(files)
+    if progress is not None:
+        progress(0)  # reading starts
     batches = fingerprint_files(
         files,
         fper,
@@ -123,6 +125,7 @@ def scan_files(
         id_field=id_field,
         threads=threads,
         keys=spool is not None,
+        on_read=(lambda: progress(len(seen.ids))) if progress is not None else None,
     )
     with contextlib.closing(batches):  # its threads end here, also when a bad record raises
         for batch in batches:

@@ -51,25 +51,35 @@ class Batch:
 
 
 def block_bytes(files: list[InputFile], threads: int) -> int:
-    """Bytes per block, 0 when the line inputs are too small to be worth the block kernel
-    (``READ_KERNEL_FROM``); else about ``READ_BLOCKS_PER_THREAD`` blocks for every thread over
-    the inputs, between ``READ_BLOCK_MIN_BYTES`` and ``READ_BLOCK_BYTES``."""
-    lines = [f for f in files if f.kind in ("jsonl", "lines")]
-    try:
-        known = [input_size(f.path) for f in lines if f.path != "-"]
-    except (OSError, ValueError, InputError):
-        known = []  # an error to report when the file is read
-    total = sum(known)
-    if len(known) == len(lines) and total < config.READ_KERNEL_FROM:
-        return 0
-    per = total // max(1, threads * config.READ_BLOCKS_PER_THREAD) if total else 1 << 62
+    """Bytes per block (and per group of records): about ``READ_BLOCKS_PER_THREAD`` blocks for
+    every thread over the inputs, between ``READ_BLOCK_MIN_BYTES`` and ``READ_BLOCK_BYTES``."""
+    total = _size(files)
+    per = total // max(1, threads * config.READ_BLOCKS_PER_THREAD) if total is not None else None
+    if per is None:
+        return config.READ_BLOCK_BYTES
     return int(max(config.READ_BLOCK_MIN_BYTES, min(config.READ_BLOCK_BYTES, per)))
 
 
 def reads_in_blocks(files: list[InputFile]) -> bool:
-    """Whether :func:`fingerprint_files` reads some of ``files`` with the block kernel (for the
-    first run's notice that it compiles)."""
-    return any(f.kind in ("jsonl", "lines") for f in files) and block_bytes(files, 1) > 0
+    """Whether :func:`fingerprint_files` reads the JSONL and text-line inputs with the block
+    kernel: when they hold ``READ_KERNEL_FROM`` bytes or more (or come from stdin); smaller
+    ones are read line by line in Python, which saves loading (and, on the first run,
+    compiling) the kernel."""
+    lines = [f for f in files if f.kind in ("jsonl", "lines")]
+    if not lines:
+        return False
+    total = _size(lines)
+    return total is None or total >= config.READ_KERNEL_FROM
+
+
+def _size(files: list[InputFile]) -> int | None:
+    """Bytes in ``files`` as stored, None when unknown (stdin)."""
+    if any(f.path == "-" for f in files):
+        return None
+    try:
+        return sum(input_size(f.path) for f in files)
+    except (OSError, ValueError, InputError):
+        return None  # an error to report when the file is read
 
 
 def _records(f: InputFile, text_field: str, id_field: str | None, on_bad: Any):
@@ -83,11 +93,11 @@ def _records(f: InputFile, text_field: str, id_field: str | None, on_bad: Any):
 
 
 def _items(
-    files: list[InputFile], text_field: str, id_field: str | None, size: int
+    files: list[InputFile], text_field: str, id_field: str | None, size: int, kernel: bool
 ) -> Iterator[tuple[Any, ...]]:
     """What the main thread reads: ``("raw", file index, LineFormat, number, bytes)`` blocks of
-    line files (``size`` bytes; 0: none), ``("docs", file index array, DocBlock)`` groups of
-    records of the other files."""
+    ``size`` bytes of line files (with ``kernel``), ``("docs", file index array, DocBlock)``
+    groups of records of the other files."""
     records: list[Record] = []
     where: list[int] = []
     bad: list[InputError] = []
@@ -106,7 +116,7 @@ def _items(
 
     for k, f in enumerate(files):
         fmt = None
-        if f.kind in ("jsonl", "lines") and size > 0:
+        if f.kind in ("jsonl", "lines") and kernel:
             fmt = line_format(f.path, f.kind == "jsonl", text_field, id_field)
         if fmt is not None:
             if records or bad:
@@ -118,7 +128,7 @@ def _items(
             records.append(rec)
             where.append(k)
             held += len(rec.text)
-            if len(records) >= config.BATCH_DOCS or held >= (size or config.READ_BLOCK_BYTES):
+            if len(records) >= config.BATCH_DOCS or held >= size:
                 yield group()
     if records or bad:
         yield group()
@@ -155,6 +165,7 @@ def fingerprint_files(
     id_field: str | None = "id",
     threads: int | None = None,
     keys: bool = False,
+    on_read: Callable[[], None] | None = None,
 ) -> Iterator[Batch]:
     """Every document of ``files`` fingerprinted, as :class:`Batch` es in input order.
 
@@ -177,10 +188,14 @@ def fingerprint_files(
         count); the calling thread reads.
     keys : bool
         Also the shingle keys of every document (for verification).
+    on_read : callable, optional
+        Called after each block is read (progress: the byte meter of
+        :func:`neardup.io.files.metered` moves as blocks are read, a little ahead of the
+        batches).
     """
     nthreads = threads_for(threads)
     size = block_bytes(files, nthreads)
-    items = _items(files, text_field, id_field, size)
+    items = _items(files, text_field, id_field, size, reads_in_blocks(files))
     ahead = nthreads + 1  # blocks in flight: every thread busy, memory bounded
     pending: deque[Future] = deque()
     failed: Exception | None = None
@@ -195,6 +210,8 @@ def fingerprint_files(
                 if item is None:
                     break
                 pending.append(pool.submit(_work, item, fingerprinter, keys))
+                if on_read is not None:
+                    on_read()
                 while len(pending) > ahead:
                     yield pending.popleft().result()
             while pending:
@@ -234,8 +251,15 @@ def fingerprint_all(
     parts: list[np.ndarray] = []
     where: list[np.ndarray] = []
     numbers: list[np.ndarray] = []
+    if progress is not None:
+        progress(0)  # reading starts
     batches = fingerprint_files(
-        files, fingerprinter, text_field=text_field, id_field=id_field, threads=threads
+        files,
+        fingerprinter,
+        text_field=text_field,
+        id_field=id_field,
+        threads=threads,
+        on_read=(lambda: progress(len(ids))) if progress is not None else None,
     )
     with contextlib.closing(batches):  # its threads end here, also when a bad record raises
         for batch in batches:

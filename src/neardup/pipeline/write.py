@@ -134,6 +134,8 @@ def _write_lines(
     progress: Progress | None,
 ) -> int:
     written = done = 0
+    if progress is not None:
+        progress(0)  # reading starts
     with outputs.open(out, "wb") as raw:
         with open_output_stream(raw, out.path) as w:
             for f, numbers in zip(scan.files, per_file, strict=True):
