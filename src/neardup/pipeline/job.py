@@ -187,7 +187,7 @@ def dedup(
         Verified dedup: a document is dropped only when the exact Jaccard of its shingle set
         with an already kept document's is ``>= threshold`` (0 < threshold <= 1). Candidates
         are the documents whose set fingerprints differ in at most ``distance`` bits (default:
-        :func:`neardup.core.verify.distance_for_threshold`, 13 bits at 0.8, 11 at 0.9).
+        :func:`neardup.core.verify.distance_for_threshold`, 10 bits at 0.8, 6 at 0.9).
         Documents in keep-priority order; a drop is never chained through a dropped document;
         documents without shingles are always kept. Shingle keys are spooled to a temporary
         file (4 bytes per distinct shingle, in ``TMPDIR``), removed when the job ends.
