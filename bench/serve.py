@@ -10,8 +10,9 @@ up to k bit flips, half random. Answers over HTTP are checked against the in-pro
 The HTTP client is the standard library's keep-alive ``http.client`` (about 0.1 ms of CPU per
 request; httpx spends about 0.5 ms, on the same cores as the server). The server's CPU time per
 single query is read from /proc, and a ``floor`` row runs the same client against a bare uvicorn
-app that answers a constant: the latency this machine gives any HTTP round trip at the time (on
-a shared machine its p99 is scheduling delay, not work).
+app that answers a constant, taking turns with each service's single queries (four rounds each):
+the latency this machine gives any HTTP round trip at the same moments (on a shared machine its
+p99 is scheduling delay, not work).
 
 Usage::
 
@@ -37,8 +38,9 @@ import psutil
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from servers import RedisCluster3, RedisNode, Service, free_port, wait_for  # noqa: E402
 
+from neardup.core.layout import Layout  # noqa: E402
 from neardup.index import Index  # noqa: E402
-from neardup.index.redis import RedisIndex  # noqa: E402
+from neardup.index.redis import RedisIndex, choose_redis_layout  # noqa: E402
 
 # A bare ASGI app answering every request with a constant: the floor of an HTTP round trip.
 _FLOOR_APP = r"""
@@ -112,22 +114,35 @@ class Client:
         return data
 
 
-def singles_over_http(port, pids, singles):
-    c = Client(port)
+def singles_over_http(targets, singles, rounds=4):
+    """Single queries back to back against each ``(port, pids)`` target, the targets taking
+    turns in ``rounds`` rounds (so each sees the machine's load of the same moments): per
+    target, its list of request seconds and the servers' CPU µs per request."""
+    clients = [Client(port) for port, _ in targets]
     bodies = [json.dumps({"fingerprints": [int(q)]}).encode() for q in singles]
-    for b in bodies[:100]:
-        c.post("/query", b)
-    times = []
-    c0 = cpu_s(pids)
-    for b in bodies:
-        t = time.perf_counter()
-        c.post("/query", b)
-        times.append(time.perf_counter() - t)
-    return pct(times), 1e6 * (cpu_s(pids) - c0) / len(bodies)
+    for c in clients:
+        for b in bodies[:100]:
+            c.post("/query", b)
+    times = [[] for _ in targets]
+    cpu = [0.0 for _ in targets]
+    for r in range(rounds):
+        part = bodies[r::rounds]
+        for i, (c, (_, pids)) in enumerate(zip(clients, targets)):
+            c0 = cpu_s(pids)
+            for b in part:
+                t = time.perf_counter()
+                c.post("/query", b)
+                times[i].append(time.perf_counter() - t)
+            cpu[i] += cpu_s(pids) - c0
+    return [(t, 1e6 * c / len(bodies)) for t, c in zip(times, cpu)]
 
 
-def over_http(s, singles, batches, answers):
-    (p50, p99), cpu_us = singles_over_http(s.port, [s.proc.pid], singles)
+def over_http(s, floor_app, singles, batches, answers):
+    """(single p50/p99, batch queries/s, server CPU µs per single, floor's single times and CPU)
+    of the service ``s``, its single queries taking turns with the floor app's."""
+    (times, cpu_us), floor_run = singles_over_http(
+        [(s.port, [s.proc.pid]), (floor_app[0], [floor_app[1].pid])], singles
+    )
     c = Client(s.port)
     bodies = [json.dumps({"fingerprints": b.tolist()}).encode() for b in batches]
     t = time.perf_counter()
@@ -141,18 +156,15 @@ def over_http(s, singles, batches, answers):
         ]
         want = list(zip(m.query_index.tolist(), m.id.tolist(), m.distance.tolist()))
         assert got == want, "HTTP answers differ from in-process answers"
-    return (p50, p99), rate, cpu_us
+    return pct(times), rate, cpu_us, floor_run
 
 
-def floor(singles):
+def start_floor():
+    """(port, process) of the bare app."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", _FLOOR_APP, str(port)])
-    try:
-        wait_for(lambda: Client(port).post("/query", b"{}") is not None, what="the floor app")
-        return singles_over_http(port, [proc.pid], singles)
-    finally:
-        proc.terminate()
-        proc.wait()
+    wait_for(lambda: Client(port).post("/query", b"{}") is not None, what="the floor app")
+    return port, proc
 
 
 def load_redis(url, corpus, nodes, **create):
@@ -175,19 +187,23 @@ def sweep(args, corpus, singles, batches, tmp):
     n, k = len(corpus), args.distance
     node = RedisNode(os.path.join(tmp, "sweep"))
     node.cli("config", "set", "appendfsync", "everysec")
-    print("| bucket bits | records/bucket | single p50 ms | single p99 ms | batch q/s | "
+    print("| blocks (tables) | bucket bits | records/bucket | single p50 ms | single p99 ms | batch q/s | "
           "Redis B/fp | load fp/s | load CPU s (client + Redis) |")  # fmt: skip
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     try:
         for bits in [int(b) for b in args.sweep.split(",")]:
             node.cli("flushall")
+            # the automatic blocks, or the fewest whose shortest table prefix holds the bits
+            blocks = choose_redis_layout(n, k)[0]
+            while min(t.prefix_bits for t in Layout(blocks, k).tables) < bits:
+                blocks += 1
             ix, wall, ccpu, scpu = load_redis(
-                node.url + "?name=sweep", corpus, [node], distance=k,
+                node.url + "?name=sweep", corpus, [node], distance=k, blocks=blocks,
                 expected_size=n, bucket_bits=bits,
             )  # fmt: skip
             (p50, p99), rate, _, _ = in_process(ix, singles, batches[:2])
             print(
-                f"| {bits} | {n / 2**bits:,.0f} | {p50:.3f} | {p99:.3f} | {rate:,.0f} | "
+                f"| {blocks} ({ix.layout.n_tables}) | {bits} | {n / 2**bits:,.0f} | {p50:.3f} | {p99:.3f} | {rate:,.0f} | "
                 f"{used_memory([node]) / n:.0f} | {n / wall:,.0f} | {ccpu:.1f} + {scpu:.1f} |",
                 flush=True,
             )
@@ -219,14 +235,14 @@ def main() -> None:
     singles = make_queries(corpus, args.singles, k, rng)
     batches = [make_queries(corpus, args.batch, k, rng) for _ in range(args.batches)]
     tmp = tempfile.mkdtemp(prefix="neardup-serve-bench-")
-    rows, loads = [], []
+    rows, loads, stop_all = [], [], []
     try:
         if args.sweep:
             sweep(args, corpus, singles, batches, tmp)
             return
-        (f50, f99), fcpu = floor(singles)
-        rows.append(("floor (bare uvicorn)", "HTTP", f50, f99, None, fcpu))
-        print(rows[-1], flush=True)
+        floor_app = start_floor()
+        stop_all.append(floor_app[1].terminate)
+        floor_times, floor_cpu = [], []
         for backend in args.backends.split(","):
             stop = []
             if backend == "local":
@@ -267,7 +283,11 @@ def main() -> None:
                 print(rows[-1], flush=True)
                 s = Service(loc, "--workers", str(args.workers))
                 try:
-                    (h50, h99), hrate, hcpu = over_http(s, singles, batches, answers)
+                    (h50, h99), hrate, hcpu, (ft, fc) = over_http(
+                        s, floor_app, singles, batches, answers
+                    )
+                    floor_times += ft
+                    floor_cpu.append(fc)
                 finally:
                     s.stop()
                 rows.append((backend, f"HTTP ({args.workers} worker)", h50, h99, hrate, hcpu))
@@ -276,7 +296,11 @@ def main() -> None:
                 ix.close()
                 for f in stop:
                     f()
+        (f50, f99) = pct(floor_times)
+        rows.append(("floor: bare uvicorn app", "HTTP", f50, f99, None, np.mean(floor_cpu)))
     finally:
+        for f in stop_all:
+            f()
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"\nN = {n:,}, distance {k}, {args.singles} single queries back to back, "
           f"{args.batches} batches of {args.batch}; load average {os.getloadavg()[0]:.1f} "
