@@ -4,12 +4,15 @@ worker processes) and over real redis-server processes, talked to with a real HT
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import threading
 import time
 
 import naive
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from servers import RedisCluster3, RedisNode, Service, needs_redis
 
 from neardup import Index
@@ -116,6 +119,30 @@ def test_fast_lane_takes_only_plain_small_queries(body, plain):
     if plain:
         q, d = _plain_query(body)
         assert q.dtype == np.uint64 and d in (None, 0, 2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    per_query=st.lists(
+        st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(0, 64)), max_size=4),
+        max_size=12,
+    )
+)
+def test_results_json_kernel_writes_what_json_dumps_writes(per_query):
+    from neardup.index.index import IndexMatches
+    from neardup.server.app import _results_body
+
+    qi = [q for q, ms in enumerate(per_query) for _ in ms]
+    flat = [m for ms in per_query for m in ms]
+    m = IndexMatches(
+        np.array(qi, dtype=np.int64),
+        np.array([i for i, _ in flat], dtype=np.int64),
+        np.array([d for _, d in flat], dtype=np.int64),
+    )
+    want = [
+        {"matches": [{"id": i, "distance": d, "jaccard": None} for i, d in ms]} for ms in per_query
+    ]
+    assert _results_body(m, len(per_query)) == json.dumps(want, separators=(",", ":")).encode()
 
 
 def test_fast_lane_answers_as_the_validating_route(local):

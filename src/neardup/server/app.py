@@ -22,6 +22,7 @@ from neardup import config
 from neardup._optional import require
 from neardup.index.redis import IndexUnavailableError
 from neardup.index.storage import CorruptIndexError
+from neardup.server import _kernels
 from neardup.server.backends import open_backend
 from neardup.server.schemas import (
     AddResponse,
@@ -104,6 +105,28 @@ def _plain_query(body: bytes) -> tuple[np.ndarray, int | None] | None:
         return np.array(fps, dtype=np.uint64), distance
     except OverflowError:  # negative or >= 2**64
         return None
+
+
+def _results_body(m: Any, n: int) -> bytes:
+    """The JSON text of ``[{"matches": [...]}, ...]`` for ``n`` queries (integer ids: written
+    by a numba kernel, about 30x faster than building and dumping the objects)."""
+    if m.id.dtype.kind == "i":
+        bounds = np.searchsorted(m.query_index, np.arange(n + 1)).astype(np.int64)
+        ids = np.ascontiguousarray(m.id, dtype=np.int64)
+        dist = np.ascontiguousarray(m.distance, dtype=np.int64)
+        return _kernels._results_json(bounds, ids, dist).tobytes()
+    return json.dumps([{"matches": r} for r in _matches(m, n)], separators=(",", ":")).encode()
+
+
+def _query_response(m: Any, n: int, shown: list[str] | None, generation: int) -> Any:
+    """The ``/query`` answer: results, then the texts' fingerprints if any, then generation."""
+    from starlette.responses import Response
+
+    parts = [b'{"results":', _results_body(m, n)]
+    if shown is not None:
+        parts += [b',"fingerprints":', json.dumps(shown, separators=(",", ":")).encode()]
+    parts.append(b',"generation":%d}' % generation)
+    return Response(b"".join(parts), media_type="application/json")
 
 
 class _Guard:
@@ -202,6 +225,8 @@ def create_app(
     from neardup.fingerprints import Fingerprinter
 
     backend = open_backend(index)
+    e = np.empty(0, dtype=np.int64)
+    _kernels._results_json(np.zeros(1, np.int64), e, e)  # compiled or loaded now, not mid-request
     fingerprinter = Fingerprinter(preset, **({} if window is None else {"window": window}))
     app = fastapi.FastAPI(
         title="neardup",
@@ -219,7 +244,7 @@ def create_app(
             m, gen = backend.query(q, distance)
         except Exception as e:
             return _failure(e)
-        return _json({"results": [{"matches": r} for r in _matches(m, len(q))], "generation": gen})
+        return _query_response(m, len(q), None, gen)
 
     async def fast_query(q: np.ndarray, distance: int | None) -> Any:
         if backend.kind == "local":
@@ -264,11 +289,7 @@ def create_app(
     def answer(req: QueryRequest) -> Any:
         q, shown = fps_of(req)
         m, gen = backend.query(q, req.distance)
-        out: dict[str, Any] = {"results": [{"matches": r} for r in _matches(m, len(q))]}
-        if shown is not None:
-            out["fingerprints"] = shown
-        out["generation"] = gen
-        return _json(out)
+        return _query_response(m, len(q), shown, gen)
 
     @app.post("/query", response_model=QueryResponse, tags=["read"])
     async def query(req: QueryRequest) -> Any:
