@@ -4,6 +4,7 @@ and against the local index: same answers, same ids, same errors."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import naive
@@ -295,3 +296,34 @@ def test_bulk_writes_in_many_small_rounds(request, where):
         with pytest.raises(ValueError, match="'doc/299/é' is already in the index"):
             ix.add(fps[300:310], ids=[f"new{i}" for i in range(9)] + [names[299]])
         assert len(ix) == 300
+
+
+def test_long_bulk_add_keeps_its_lease(node):
+    """A bulk add running longer than the writers' lease keeps renewing it, so no other writer
+    can take the index midway."""
+    import redis
+
+    url = fresh(node.url)
+    config.REDIS_LOCK_LEASE_S = 2.0
+    config.REDIS_WRITE_BYTES = 2048
+    fps = np.random.default_rng(5).integers(0, 2**64, 200_000, dtype=np.uint64)
+    client = redis.Redis(port=node.port)
+    seen, done = [], threading.Event()
+    with RedisIndex.create(url, distance=3, blocks=5, bucket_bits=8) as ix:
+
+        def watch() -> None:
+            while not done.is_set():
+                seen.append(client.get(f"{ix.name}:lock"))
+                time.sleep(0.01)
+
+        w = threading.Thread(target=watch)
+        start = time.monotonic()
+        with ix.lock():
+            w.start()
+            ix.add(fps)
+            elapsed = time.monotonic() - start
+        done.set()
+        w.join()
+        assert elapsed > config.REDIS_LOCK_LEASE_S  # long enough to need renewing
+        assert len(set(seen)) == 1 and seen[0] is not None
+        assert len(ix) == len(fps)

@@ -57,6 +57,12 @@ return n
 """
 _APPEND_MANY_CLUSTER = "#!lua flags=allow-cross-slot-keys\n" + _APPEND_MANY
 
+# Extends the writer's lease (ARGV[2] ms) if it still holds it (token ARGV[1]); 0 if it lost it.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,6 +26,7 @@ from neardup.index.redis_store import (
     _APPEND_MANY_CLUSTER,
     _DROP_RECORDS,
     _RELEASE,
+    _RENEW,
     RECORD,
     IndexUnavailableError,
 )
@@ -38,6 +40,7 @@ class RedisWriter:
 
     _stale: list[str]
     _held: int
+    _lost: bool
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[Any]:
@@ -65,12 +68,39 @@ class RedisWriter:
                     )
                 time.sleep(0.005)
             self._held = 1
+            self._lost = False
+            stop = threading.Event()
+            beat = threading.Thread(target=self._heartbeat, args=(token, stop), daemon=True)
+            beat.start()
             try:
                 self._load()
                 yield self
             finally:
+                stop.set()
+                beat.join()
                 self._held = 0
                 self._release_stale()
+
+    def _heartbeat(self, token: str, stop: threading.Event) -> None:
+        """While a write holds the lease, extend it every third of its length (a bulk add of
+        many millions outlasts it); note when another writer could have taken it."""
+        lease = config.REDIS_LOCK_LEASE_S
+        while not stop.wait(lease / 3):
+            try:
+                held = self._client.eval(_RENEW, 1, self._lease, token, int(lease * 1000))
+            except self._redis.exceptions.RedisError:
+                continue  # the write's own commands fail too while Redis is down
+            if not held:
+                self._lost = True
+                return
+
+    def _check_lease(self) -> None:
+        """Raise before the next round trip of a write whose lease ran out."""
+        if self._lost:
+            raise IndexUnavailableError(
+                f"{self.path}: this write lost the index's lease (Redis was unreachable for "
+                f"config.REDIS_LOCK_LEASE_S = {config.REDIS_LOCK_LEASE_S} s); retry it"
+            )
 
     @property
     def _lease(self) -> str:
@@ -162,6 +192,7 @@ class RedisWriter:
             for fn in rounds:
                 if pending is not None:
                     out.extend(pending.result())
+                self._check_lease()
                 pending = ex.submit(fn)
             if pending is not None:
                 out.extend(pending.result())
