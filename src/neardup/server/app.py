@@ -159,6 +159,8 @@ class _Guard:
                 refusal = _error(401, "writes need the header 'Authorization: Bearer <token>'")
             elif self.query is not None and scope["method"] == "POST" and scope["path"] == "/query":
                 body, receive = await _read_body(receive)
+                if body is _GONE:  # the client went away: nobody to answer
+                    return
                 plain = _plain_query(body) if body is not None else None
                 if plain is not None:
                     refusal = await self.query(*plain)
@@ -172,14 +174,17 @@ class _Guard:
         await self.app(scope, receive, send)
 
 
-async def _read_body(receive: Any) -> tuple[bytes | None, Any]:
-    """(the whole request body, or None past ``config.SERVE_MAX_BODY``; a ``receive`` that
-    replays it to the next application)."""
+_GONE = object()  # the body of a request whose client disconnected
+
+
+async def _read_body(receive: Any) -> tuple[Any, Any]:
+    """(the whole request body, None past ``config.SERVE_MAX_BODY`` or ``_GONE``; a
+    ``receive`` that replays it to the next application)."""
     chunks, size, more = [], 0, True
     while more:
         message = await receive()
-        if message["type"] != "http.request":  # the client went away
-            return None, receive
+        if message["type"] != "http.request":
+            return _GONE, receive
         chunks.append(message.get("body", b""))
         size += len(chunks[-1])
         more = message.get("more_body", False)
