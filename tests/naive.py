@@ -193,9 +193,7 @@ def similar_pairs(sets, fps, threshold: float, distance: int):
     return out
 
 
-def decide_verified(
-    sets, fps, threshold: float, order, *, distance=None, pairs=None, exclude=None
-):
+def decide_verified(sets, fps, threshold: float, order, *, distance=None, pairs=None, exclude=None):
     """The decision rule, literally: (kept_for, jaccard) per document (-1 / None when kept).
 
     Identical non-empty sets form a class led by its first member in ``order``; the other

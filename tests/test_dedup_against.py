@@ -233,14 +233,22 @@ def test_command_line_errors(tmp_path):
         (("index", "add", ix, "--fingerprints", str(fps)), "add documents, not --fingerprints"),
         (("index", "create", str(tmp_path / "x"), "--sketch-words", "8"), "needs --threshold"),
         (("index", "query", plain, str(d1), "--threshold", "0.8"), "keeps no sketches"),
-        (("index", "query", ix, "--fingerprints", str(fps), "--threshold", "0.8"),
-         "--threshold needs documents"),  # fmt: skip
-        (("dedup", str(d1), "-o", str(tmp_path / "o.jsonl"), "--against", ix, "--no-verify"),
-         "keeps sketches for verified dedup"),  # fmt: skip
-        (("dedup", str(d1), "-o", str(tmp_path / "o.jsonl"), "--against", ix, "-t", "0.7"),
-         "answers distances up to 10 bits but dedup uses 13"),  # fmt: skip
-        (("index", "create", "redis://127.0.0.1:1/0?name=x", "--threshold", "0.8"),
-         "the Redis backend keeps no sketches"),  # fmt: skip
+        (
+            ("index", "query", ix, "--fingerprints", str(fps), "--threshold", "0.8"),
+            "--threshold needs documents",
+        ),  # fmt: skip
+        (
+            ("dedup", str(d1), "-o", str(tmp_path / "o.jsonl"), "--against", ix, "--no-verify"),
+            "keeps sketches for verified dedup",
+        ),  # fmt: skip
+        (
+            ("dedup", str(d1), "-o", str(tmp_path / "o.jsonl"), "--against", ix, "-t", "0.7"),
+            "answers distances up to 10 bits but dedup uses 13",
+        ),  # fmt: skip
+        (
+            ("index", "create", "redis://127.0.0.1:1/0?name=x", "--threshold", "0.8"),
+            "the Redis backend keeps no sketches",
+        ),  # fmt: skip
     ]
     for args, message in cases:
         r = run(*args)

@@ -98,9 +98,7 @@ def test_sequences_match_brute_force(
     model: dict = {}
     next_id = 0
     with mock.patch("os.fsync"):  # durability is tested by the crash tests
-        ix = Index.create(
-            path, distance, 13, threshold=0.7, sketch_words=WORDS, compress=compress
-        )
+        ix = Index.create(path, distance, 13, threshold=0.7, sketch_words=WORDS, compress=compress)
         ix.max_segments = max_segments
         try:
             for op in ops:
