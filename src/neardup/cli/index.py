@@ -186,7 +186,8 @@ def index() -> None:
     type=click.IntRange(1, 64),
     default=None,
     help="Blocks of the layout (C(blocks, distance) tables of 8 bytes per fingerprint); "
-    "default: the fastest for --expected-size.",
+    "default: the fastest for --expected-size, or with --threshold distance + 1 (the fewest "
+    "tables; dedup --against searches its batch by the batch engine).",
 )
 @click.option(
     "--expected-size",
