@@ -11,6 +11,7 @@ import pytest
 from cli import invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from servers import RedisNode, needs_redis
 
 import neardup
 from neardup import Fingerprinter
@@ -259,3 +260,25 @@ def test_command_line_errors(tmp_path):
     # with a plain index the summary says the drops are not Jaccard-verified
     r = run("dedup", str(d1), "-o", str(tmp_path / "o.jsonl"), "--against", plain)
     assert r.returncode == 0 and "not Jaccard-verified" in r.stderr
+
+
+@needs_redis
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+def test_redis_index_keeps_fingerprint_checks(tmp_path):
+    # the Redis backend keeps no sketches: dedup against it is by fingerprint distance, as before
+    node = RedisNode(tmp_path / "redis")
+    try:
+        url = f"{node.url}?name=against"
+        docs = texts(30, 4)
+        seen = Fingerprinter().fingerprint_many(docs[:15])
+        with Index.create(url, distance=6) as ix:
+            ix.add(seen, list(range(15)))
+        r = neardup.dedup(table(docs[10:], "b"), against=url)
+        with Index.create(tmp_path / "local", distance=6) as ix:
+            ix.add(seen, list(range(15)))
+            want = neardup.dedup(table(docs[10:], "b"), against=ix)
+        assert r.against.how == "fingerprint" and r.against.found[:5].all()
+        assert r.kept.tolist() == want.kept.tolist() and r.against.id == want.against.id
+        assert r.against.distance.tolist() == want.against.distance.tolist()
+    finally:
+        node.stop()

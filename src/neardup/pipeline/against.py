@@ -159,9 +159,10 @@ def check_index(
         jac_of = m.jaccard
     else:
         m = candidates
-        if m is None:
-            assert isinstance(index, Index)
+        if m is None and hasattr(index, "nearest_arrays"):
             m = index.nearest_arrays(fingerprints, distance, threads=threads)
+        elif m is None:  # a Redis index: the first match of each query is its nearest
+            m = index.query_arrays(fingerprints, distance)
         jac_of = None
     # the first match of each query: nearest (fingerprints) or best estimated (sketches)
     q, at = np.unique(m.query_index, return_index=True)
