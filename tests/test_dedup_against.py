@@ -255,8 +255,10 @@ def test_command_line_errors(tmp_path):
     ]
     for args, message in cases:
         r = run(*args)
-        assert r.returncode == 2 and message in r.stderr, (args, r.stderr)
-        assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1, (args, r.stderr)
+        # one line (a first run may say before it that it compiles kernels)
+        last = r.stderr.splitlines()[-1]
+        assert r.returncode == 2 and message in last, (args, r.stderr)
+        assert "Traceback" not in r.stderr and last.startswith("neardup"), (args, r.stderr)
     # with a plain index the summary says the drops are not Jaccard-verified
     r = run("dedup", str(d1), "-o", str(tmp_path / "o.jsonl"), "--against", plain)
     assert r.returncode == 0 and "not Jaccard-verified" in r.stderr
