@@ -472,3 +472,30 @@ def test_distance_rule_grows_as_the_threshold_falls():
 
 def test_exported():
     assert neardup.similar_pairs is similar_pairs
+
+
+def test_gather_sets_copies_wanted_documents_from_a_mapped_spool(tmp_path):
+    from neardup.core.similarity import gather_sets, page_out
+    from neardup.pipeline.spool import ShingleSpool
+
+    rng = np.random.default_rng(11)
+    sets = [set(rng.integers(0, 2**32, rng.integers(0, 30)).tolist()) for _ in range(300)]
+    offsets, keys = naive.sets_to_csr(sets)
+    wanted = rng.random(300) < 0.3
+    with ShingleSpool(tmp_path) as spool:
+        spool.append(offsets, keys)
+        mapped = spool.sets()
+        assert isinstance(mapped.keys, np.memmap)
+        got = gather_sets(mapped, wanted, threads=2)
+        assert not isinstance(got.keys, np.memmap)
+        for d in range(300):
+            want = sorted(sets[d]) if wanted[d] else []
+            assert got.keys[got.offsets[d] : got.offsets[d + 1]].tolist() == want
+        page_out(mapped.keys)  # pages dropped, the data still there when touched again
+        assert mapped.keys.tolist() == keys.tolist()
+        # decisions on the mapped keys equal those on keys in memory
+        a = decide_verified(mapped, threshold=0.5, distance=20, threads=2)
+        b = decide_verified((offsets, keys), threshold=0.5, distance=20, threads=1)
+        assert a.kept_for.tolist() == b.kept_for.tolist()
+    in_memory = as_shingle_sets(offsets, keys)
+    assert gather_sets(in_memory, wanted) is in_memory

@@ -9,6 +9,7 @@ Jaccard of two documents is ``|A & B| / |A | B|`` of their key sets, and 0 when 
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -131,25 +132,91 @@ def resolve_threads(threads: int | None) -> int:
     return int(threads)
 
 
-def run_chunks(fn, n: int, threads: int) -> None:
-    """Call ``fn(lo, hi)`` over ``[0, n)`` in chunks, on ``threads`` threads (kernels are nogil)."""
+def _mapping(keys: np.ndarray) -> Any:
+    base: Any = keys
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = getattr(base, "base", None)
+    return base
+
+
+def page_out(keys: np.ndarray) -> None:
+    """Drop the resident pages of ``keys`` when it is a read-only file mapping (``np.memmap``
+    of a spooled key file): they are read back from the page cache when touched again, so
+    the keys count against the process's resident memory one chunk of work at a time, not
+    all at once. Does nothing for keys in memory."""
+    base = _mapping(keys)
+    if base is not None and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            base.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):  # closed, or not allowed here: only a hint
+            pass
+
+
+def gather_sets(sets: ShingleSets, wanted: np.ndarray, threads: int = 1) -> ShingleSets:
+    """``sets`` with the keys of the documents where ``wanted`` (bool[n]) copied into memory and
+    the other documents empty, at the same positions; ``sets`` itself when its keys are already
+    in memory.
+
+    Random reads from a memory-mapped key file make the kernel map the pages around each read
+    too (fault-around, 64 KB by default), so touching a few thousand scattered documents would
+    map nearly the whole file; reading the wanted ones in order, a chunk at a time with
+    :func:`page_out` after each, keeps the mapped part small.
+    """
+    if _mapping(sets.keys) is None:
+        return sets
+    sizes = np.where(wanted, sets.sizes, 0)
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    keys = np.empty(int(offsets[-1]), dtype=np.uint32)
+    w = np.ascontiguousarray(wanted, dtype=np.bool_)
+    run_chunks(
+        lambda lo, hi: VK._gather(sets.offsets, sets.keys, w, offsets, keys, lo, hi),
+        len(sizes),
+        threads,
+        sets.keys,
+    )
+    return ShingleSets(offsets, keys)
+
+
+def run_chunks(fn, n: int, threads: int, keys: np.ndarray | None = None) -> None:
+    """Call ``fn(lo, hi)`` over ``[0, n)`` in chunks, on ``threads`` threads (kernels are nogil);
+    with ``keys``, :func:`page_out` them after each chunk."""
     cuts = list(range(0, n, CHUNK)) + [n]
+
+    def run(lo: int, hi: int) -> None:
+        fn(lo, hi)
+        if keys is not None:
+            page_out(keys)
+
     if threads <= 1 or len(cuts) <= 2:
-        fn(0, n)
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            run(lo, hi)
         return
     with ThreadPoolExecutor(min(threads, len(cuts) - 1)) as pool:
-        list(pool.map(fn, cuts[:-1], cuts[1:]))
+        list(pool.map(run, cuts[:-1], cuts[1:]))
 
 
 def identical_classes(sets: ShingleSets, rank: np.ndarray, threads: int) -> np.ndarray:
     """Representative of each document's class of identical non-empty sets (-1: no shingles)."""
     n = len(sets)
     hashes = np.empty(n, dtype=np.uint64)
-    run_chunks(lambda lo, hi: VK._set_hashes(sets.offsets, sets.keys, hashes, lo, hi), n, threads)
+    run_chunks(
+        lambda lo, hi: VK._set_hashes(sets.offsets, sets.keys, hashes, lo, hi),
+        n,
+        threads,
+        sets.keys,
+    )
     nonempty = np.flatnonzero(sets.sizes > 0)
     order = nonempty[np.lexsort((rank[nonempty], hashes[nonempty]))]
     rep = np.full(n, -1, dtype=np.int64)
-    VK._set_classes(sets.offsets, sets.keys, hashes, order, rep)
+    h = hashes[order]
+    shared = np.zeros(n, dtype=np.bool_)  # documents whose hash is not unique: keys compared
+    if len(h) > 1:
+        same = h[1:] == h[:-1]
+        shared[order[1:][same]] = True
+        shared[order[:-1][same]] = True
+    compared = gather_sets(sets, shared, threads)
+    VK._set_classes(compared.offsets, compared.keys, hashes, order, rep)
     return rep
 
 
@@ -165,6 +232,7 @@ def pair_intersections(
         ),
         len(i),
         threads,
+        sets.keys,
     )
     return inter
 
@@ -255,6 +323,7 @@ def set_fingerprints(
         lambda lo, hi: kernel(sets.offsets, sets.keys, out, lo, hi),
         len(sets),
         resolve_threads(threads),
+        sets.keys,
     )
     return out
 

@@ -69,6 +69,18 @@ def _same_set(offsets, keys, x, y):
 
 
 @njit(cache=True, nogil=True)
+def _gather(offsets, keys, wanted, out_offsets, out_keys, lo, hi):
+    """Copy the keys of documents ``d`` in ``[lo, hi)`` with ``wanted[d]`` to
+    ``out_keys[out_offsets[d]:out_offsets[d + 1]]``."""
+    for d in range(lo, hi):
+        if wanted[d]:
+            a = offsets[d]
+            o = out_offsets[d]
+            for p in range(offsets[d + 1] - a):
+                out_keys[o + p] = keys[a + p]
+
+
+@njit(cache=True, nogil=True)
 def _set_classes(offsets, keys, hashes, order, rep):
     """Class representative of every document in ``order`` (non-empty documents sorted by set
     hash, then by priority): the first document of its run of equal hashes whose set is equal.
@@ -244,9 +256,10 @@ def _reaches(offsets, keys, x, y, t):
 
 
 @njit(cache=True, nogil=True)
-def _greedy(offsets, keys, docs, adj_off, adj, t, kept_for, inter, union):
-    """Keep or drop ``docs`` (class representatives in priority order) given, for each position
-    ``q``, its earlier candidates ``adj[adj_off[q]:adj_off[q + 1]]`` (positions, ascending).
+def _greedy(offsets, keys, docs, adj_off, adj, t, kept_for, inter, union, lo, hi):
+    """Keep or drop ``docs[lo:hi]`` (class representatives in priority order; ``docs[:lo]``
+    already decided) given, for each position ``q``, its earlier candidates
+    ``adj[adj_off[q]:adj_off[q + 1]]`` (positions, ascending).
 
     ``kept_for[d]`` is -2 while ``d`` is undecided; a document already dropped (>= 0) stays
     dropped. An undecided one is dropped for its first kept earlier candidate with Jaccard
@@ -254,7 +267,7 @@ def _greedy(offsets, keys, docs, adj_off, adj, t, kept_for, inter, union):
     of set intersections computed.
     """
     checks = 0
-    for q in range(docs.shape[0]):
+    for q in range(lo, hi):
         d = docs[q]
         if kept_for[d] != -2:
             continue

@@ -395,12 +395,17 @@ def dedup(
                     threads=threads, client=client, exclude=exclude,
                 )  # fmt: skip
                 decisions = from_kept_for(verified.kept_for, fps, already_seen)
+                temp_bytes = spool.nbytes
+                # the keys' pages count as resident while mapped: unmap and remove them before
+                # the outputs are written, so the peak is the larger of the two phases, not both
+                sets = None
+                spool.close()
         seconds["search+verify" if verified is not None else "search"] = time.perf_counter() - t0
         result = DedupResult(ids, fps, lens, decisions, skipped, seconds, scan, positions=pos)
         result.against = checked
         if verified is not None:
             assert spool is not None
-            result.verified, result.threshold, result.temp_bytes = verified, threshold, spool.nbytes
+            result.verified, result.threshold, result.temp_bytes = verified, threshold, temp_bytes
             _report_no_shingles(verified, log)
         if log is not None:
             n, c = len(result), result.n_clusters
