@@ -361,14 +361,19 @@ def create_directory(path: str, body: dict[str, Any]) -> WriterLock:
 def _remove_abandoned_creates(parent: str, base: str) -> None:
     """Delete the temporary directories of earlier creates of ``base`` that were killed: named
     ``.base.XXXXXXXX.tmp``, holding nothing but a LOCK and a manifest, and whose LOCK no live
-    process holds."""
+    process holds, or empty (killed before its LOCK was made; a create that is just then between
+    the two steps fails cleanly)."""
     pattern = re.compile(rf"^\.{re.escape(base)}\.[a-z0-9_]{{8}}\.tmp$")
     for name in os.listdir(parent):
         d = os.path.join(parent, name)
         if not pattern.match(name) or os.path.islink(d) or not os.path.isdir(d):
             continue
         with contextlib.suppress(OSError):
-            if not set(os.listdir(d)) <= {LOCK, MANIFEST, f".{MANIFEST}.tmp"}:
+            names = set(os.listdir(d))
+            if not names:
+                os.rmdir(d)  # only ever removes an empty directory
+                continue
+            if not names <= {LOCK, MANIFEST, f".{MANIFEST}.tmp"}:
                 continue
             fd = os.open(os.path.join(d, LOCK), os.O_RDWR)
             try:
