@@ -103,6 +103,9 @@ MAX_INDEX_TABLES = 5000
 #: Queries per batch above which an index probes its tables on several threads.
 PARALLEL_QUERIES = 2048
 
+#: Queries searched at once by ``Index.verified_query`` (bounds the candidate pairs in memory).
+VERIFY_QUERY_CHUNK = 65536
+
 # -- documents ------------------------------------------------------------------------------------
 
 #: Documents read before each fingerprinting round (the next batch is read meanwhile).
