@@ -120,6 +120,10 @@ PROGRESS_BAR_DELAY = 0.5
 #: ``--progress log``: seconds between two progress lines.
 PROGRESS_LOG_SECONDS = 5.0
 
+#: ``neardup dedup``, first run on a machine: compile the search and verification kernels in a
+#: second process while this one fingerprints (needs two usable CPUs and threads >= 2).
+COMPILE_AHEAD = True
+
 # -- report ---------------------------------------------------------------------------------------
 
 #: Clusters whose kept and dropped texts the HTML report shows side by side (chosen at random).

@@ -32,6 +32,7 @@ from neardup.core.verify import (
 from neardup.errors import InputError, holding
 from neardup.io.sources import expand_inputs, is_paths, texts_and_ids
 from neardup.io.writers import OutputSet
+from neardup.pipeline.ahead import wait_ahead
 from neardup.pipeline.result import DedupResult
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
 from neardup.pipeline.spool import ShingleSpool, subset_sets
@@ -345,6 +346,7 @@ def dedup(
         if index is not None:
             already_seen = seen_mask(index, fps, fp_distance, already_seen, client)
 
+        wait_ahead()  # search kernels compiled in another process meanwhile (a first run)
         t0 = time.perf_counter()
         verified = None
         with holding(_HOLDING_SEARCH, _FIX_SCAN):
