@@ -94,6 +94,33 @@ def set_fingerprint(keys) -> int:
     return sum(1 << b for b in range(64) if tally[b] > 0)
 
 
+def set_minhash(keys) -> int:
+    """One-permutation 1-bit MinHash of a key set (0 when empty): h = fmix64(key + golden); the
+    top 6 bits of h pick bucket b, the low 58 bits rank keys there; bit b is the lowest bit of
+    fmix64(h_min ^ b * 0xD6E8FEB86659FD93); an empty bucket b borrows the bucket
+    fmix64(b * 0x100000001B3 + attempt) >> 58 for attempt = 1, 2, ... (then cyclic order)."""
+    best: dict[int, tuple[int, int]] = {}
+    for k in sorted(set(keys)):
+        h = _fmix64((int(k) + 0x9E3779B97F4A7C15) & _M64)
+        b, r = h >> 58, h & ((1 << 58) - 1)
+        if b not in best or r < best[b][0]:
+            best[b] = (r, h)
+    if not best:
+        return 0
+    out = 0
+    for b in range(64):
+        src, tries = b, 0
+        while src not in best:
+            tries += 1
+            if tries <= 4096:
+                src = _fmix64((b * 0x100000001B3 + tries) & _M64) >> 58
+            else:
+                src = (src + 1) % 64
+        bit = _fmix64(best[src][1] ^ ((b * 0xD6E8FEB86659FD93) & _M64)) & 1
+        out |= bit << b
+    return out
+
+
 def similar_pairs(sets, fps, threshold: float, distance: int):
     """Every pair i < j with Jaccard >= threshold whose fingerprints are within ``distance``
     bits or whose sets are identical."""

@@ -50,7 +50,9 @@ from neardup.core.similarity import (
     check_threshold,
     coerce,
     distance_for_threshold,
+    gather_sets,
     identical_classes,
+    page_out,
     pair_jaccard,
     resolve_threads,
     set_fingerprints,
@@ -188,10 +190,13 @@ class _Greedy:
     def run_pairs(self, docs: np.ndarray, local: np.ndarray) -> None:
         adj_off, adj = _earlier_adjacency(len(docs), local)
         self.candidates += len(adj)
-        o = self.sets
+        paired = np.zeros(len(self.fp), dtype=np.bool_)
+        paired[docs[local.ravel()]] = True
+        o = gather_sets(self.sets, paired, self.threads)
         self.checks += VK._greedy(
-            o.offsets, o.keys, docs, adj_off, adj, self.t, self.kept_for, self.inter, self.union
-        )
+            o.offsets, o.keys, docs, adj_off, adj, self.t,
+            self.kept_for, self.inter, self.union, 0, len(docs),
+        )  # fmt: skip
 
     def solve(self, docs: np.ndarray) -> None:
         if len(docs) == 0:
@@ -238,6 +243,7 @@ class _Greedy:
                 o.offsets, o.keys, qdocs, cand_off, cands, self.t,
                 self.kept_for, self.inter, self.union, 0, len(qdocs),
             )  # fmt: skip
+            page_out(o.keys)
             return checks, len(qi)
 
         starts = range(0, len(queries), PROBE_BATCH)

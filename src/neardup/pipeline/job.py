@@ -188,7 +188,7 @@ def dedup(
         Verified dedup: a document is dropped only when the exact Jaccard of its shingle set
         with an already kept document's is ``>= threshold`` (0 < threshold <= 1). Candidates
         are the documents whose set fingerprints differ in at most ``distance`` bits (default:
-        :func:`neardup.core.verify.distance_for_threshold`, 13 bits at 0.8, 11 at 0.9).
+        :func:`neardup.core.verify.distance_for_threshold`, 10 bits at 0.8, 6 at 0.9).
         Documents in keep-priority order; a drop is never chained through a dropped document;
         documents without shingles are always kept. Shingle keys are spooled to a temporary
         file (4 bytes per distinct shingle, in ``TMPDIR``), removed when the job ends.
@@ -369,11 +369,16 @@ def dedup(
                     threads=threads, client=client,
                 )  # fmt: skip
                 decisions = from_kept_for(verified.kept_for, fps, already_seen)
+                temp_bytes = spool.nbytes
+                # the keys' pages count as resident while mapped: unmap and remove them before
+                # the outputs are written, so the peak is the larger of the two phases, not both
+                sets = None
+                spool.close()
         seconds["search+verify" if verified is not None else "search"] = time.perf_counter() - t0
         result = DedupResult(ids, fps, lens, decisions, skipped, seconds, scan, positions=pos)
         if verified is not None:
             assert spool is not None
-            result.verified, result.threshold, result.temp_bytes = verified, threshold, spool.nbytes
+            result.verified, result.threshold, result.temp_bytes = verified, threshold, temp_bytes
             _report_no_shingles(verified, log)
         if log is not None:
             n, c = len(result), result.n_clusters
