@@ -12,7 +12,6 @@ import sys
 import time
 
 import pytest
-from cli import script
 
 from neardup import compiled, config
 from neardup.pipeline import ahead
@@ -40,11 +39,16 @@ def test_child_compiles_what_the_job_then_loads(tmp_path, verify):
     cache = tmp_path / "cache"
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), NUMBA_DEBUG_CACHE="1")
     env.pop("NEARDUP_THREADS", None)
-    args = [script("neardup"), "dedup", str(data), "-o", str(tmp_path / "kept.jsonl")]
+    args = ["dedup", str(data), "-o", str(tmp_path / "kept.jsonl")]
+    args += [] if verify else ["--no-verify"]
+    # neardup dedup, with a child whatever the machine's load
+    run = (
+        "import sys\nfrom neardup import config\nconfig.COMPILE_AHEAD_SPARE_CPUS = -1e9\n"
+        "from neardup.cli.main import main\nmain(sys.argv[1:])\n"
+    )
     r = subprocess.run(
-        args + ([] if verify else ["--no-verify"]),
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [sys.executable, "-c", run, *args], env=env, capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr
     saved, loaded = _cache_lines(r.stdout, "saved"), _cache_lines(r.stdout, "loaded")
     if len(os.sched_getaffinity(0)) < 2:  # pragma: no cover - no second CPU: no child
@@ -91,6 +95,7 @@ def test_started_only_when_it_helps(monkeypatch):
 
     monkeypatch.setattr(ahead.subprocess, "Popen", popen)
     monkeypatch.setattr(ahead, "_usable_cpus", lambda: 2)
+    monkeypatch.setattr(ahead.os, "getloadavg", lambda: (0.3, 0.2, 0.1))
     monkeypatch.setattr(compiled, "is_compiled", lambda group: group == "search")
     with ahead.compile_ahead(verify=True) as yes:
         assert yes and ahead._pending == [started[0]]
@@ -107,6 +112,10 @@ def test_started_only_when_it_helps(monkeypatch):
     with ahead.compile_ahead(verify=True) as yes:
         assert not yes
     monkeypatch.setattr(ahead, "_usable_cpus", lambda: 2)
+    monkeypatch.setattr(ahead.os, "getloadavg", lambda: (1.0, 0.2, 0.1))  # no CPU idle
+    with ahead.compile_ahead(verify=True) as yes:
+        assert not yes
+    monkeypatch.setattr(ahead.os, "getloadavg", lambda: (0.3, 0.2, 0.1))
     monkeypatch.setattr(config, "COMPILE_AHEAD", False)
     with ahead.compile_ahead(verify=True) as yes:
         assert not yes

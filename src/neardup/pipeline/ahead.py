@@ -8,7 +8,9 @@ starts a child process (``python -m neardup.pipeline.ahead``) that runs the job'
 verification on three made-up documents, which compiles the same kernels (same types) into
 numba's cache on another core; the job waits for it (:func:`wait_ahead`) before its own search,
 which then loads them from the cache. The outputs do not depend on it: without the child, or if
-it fails, the job compiles what it needs itself.
+it fails, the job compiles what it needs itself. It starts only when a CPU is idle for it: on a
+busy machine the two processes would take turns, and the child's own start-up (an interpreter,
+numpy and numba) would be a loss.
 
 The child ignores Ctrl-C and is always waited for (killed only if it outlives
 :data:`WAIT_SECONDS`), so no process outlives the run, and numba never stops in the middle of
@@ -44,15 +46,26 @@ def _usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def _spare_cpus(cpus: int) -> float:
+    """CPUs that other processes leave idle, by the 1-minute load average."""
+    try:
+        return cpus - os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover - no load average on this system
+        return float(cpus)
+
+
 def _start(verify: bool, threads: int | None) -> subprocess.Popen | None:
     """The child, when it helps: some of its groups are not compiled yet, and this run may use
-    a second CPU (``threads`` and the CPUs usable); else None."""
+    a second CPU (``threads`` and the CPUs usable) that is idle
+    (:data:`neardup.config.COMPILE_AHEAD_SPARE_CPUS`); else None."""
     if not config.COMPILE_AHEAD:
         return None
     cpus = _usable_cpus() if threads is None else min(threads, _usable_cpus())
     groups = _GROUPS[verify]
     if cpus < 2 or all(compiled.is_compiled(g) for g in groups):
         return None
+    if _spare_cpus(cpus) < config.COMPILE_AHEAD_SPARE_CPUS:
+        return None  # no CPU idle: the child would only take turns with this process
     if any(compiled.cache_dir_for(compiled.GROUPS[g][0]) is None for g in groups):
         return None  # numba can cache nowhere: what the child compiled would be lost
     try:
