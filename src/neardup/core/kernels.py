@@ -21,7 +21,7 @@ _H01 = np.uint64(0x0101010101010101)
 _S56 = np.uint64(56)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _popcount(x):
     # SWAR popcount; LLVM turns this idiom into the popcnt instruction on the host CPU.
     x = x - ((x >> _U1) & _M1)
