@@ -5,10 +5,14 @@ needs is compiled (the in-tree caches are ignored while NUMBA_CACHE_DIR is set).
 that cache. Each figure is wall time and CPU time (user + system) of the whole process, with the
 interpreter's own floors beside it; on a shared machine CPU time is the steadier of the two.
 
-    python bench/startup.py [--repeat 5] [--breakdown]
+    python bench/startup.py [--repeat 5] [--breakdown] [--ahead] [--baseline SRC]
 
 Targets (issue: fit the tools users already have): cold `neardup dedup` on the shipped sample
 under 10 s; warm `simhash-find-all` on 10 fingerprints under 0.6 s.
+
+With ``--ahead``, cold ``neardup dedup`` runs with the search kernels compiled ahead in a
+second process (whatever the load) and without, interleaved (run it under ``nice -n -10`` to
+see what a machine with idle CPUs gets).
 
 With ``--breakdown``, one more cold ``neardup dedup`` runs in this interpreter's stead with
 compiling ahead off (so that every kernel compiles in one process) and numba's compile events
@@ -78,6 +82,31 @@ print(json.dumps({"own": own, "roots": roots, "cpu": time.process_time() - cpu})
 """
 
 
+# Runs `neardup dedup` with compiling ahead forced on (whatever the load) or off.
+_AHEAD = r"""
+import sys
+from neardup import config
+config.COMPILE_AHEAD = sys.argv[1] == "on"
+config.COMPILE_AHEAD_SPARE_CPUS = float("-inf")
+from neardup.cli.main import main
+main(sys.argv[2:])
+"""
+
+
+def ahead(dedup_args: list[str], env: dict[str, str], repeat: int, tmp: str) -> None:
+    """Cold dedup with and without the second process compiling ahead, interleaved."""
+    runs: dict[str, list[tuple[float, float, str]]] = {"on": [], "off": []}
+    for i in range(repeat):
+        for mode, got in runs.items():
+            fresh = dict(env, NUMBA_CACHE_DIR=os.path.join(tmp, f"ahead-{mode}-{i}"))
+            got.append(run([sys.executable, "-c", _AHEAD, mode, *dedup_args, "-q"], fresh))
+    print(f"\ncold dedup, median of {repeat}: wall s, cpu s")
+    for mode, got in runs.items():
+        print(f"  compiling ahead {mode:<3} {statistics.median(r[0] for r in got):7.2f} "
+              f"{statistics.median(r[1] for r in got):7.2f}")  # fmt: skip
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
 def breakdown(dedup_args: list[str], env: dict[str, str]) -> None:
     """Print where a cold dedup's compile time goes (CPU seconds, one process)."""
     import json
@@ -103,6 +132,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5, help="runs per command (median shown)")
     ap.add_argument("--breakdown", action="store_true", help="compile seconds of each kernel")
+    ap.add_argument(
+        "--ahead", action="store_true", help="cold dedup with and without compiling ahead"
+    )
     ap.add_argument(
         "--baseline",
         metavar="SRC",
@@ -167,6 +199,8 @@ def main() -> None:
         )
         print(f"{label:<56} {wall:7.2f} {cpu:7.2f}  {verdict}")
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cpus")
+    if args.ahead:
+        ahead(["dedup", SAMPLE, "-o", out], versions[-1][1], args.repeat, tmp)
     if args.breakdown:
         for v, env in versions:
             print(f"\n{v or 'compile time'}:", end="")

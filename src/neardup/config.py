@@ -124,10 +124,11 @@ PROGRESS_LOG_SECONDS = 5.0
 #: second process while this one fingerprints, when threads >= 2 and a CPU is idle for it.
 COMPILE_AHEAD = True
 
-#: ... and the usable CPUs minus the 1-minute load average is at least this. With no CPU idle
-#: the two processes take turns and the second one's start-up is a loss: on a shared 2-core
-#: machine (load 3) a cold dedup of the sample took 7.5 s instead of 6.0 s with it, and with
-#: the CPUs to itself 4.7 s instead of 5.6 s.
+#: ... and the usable CPUs minus the 1-minute load average is at least this. The second process
+#: costs about 1.4 s of CPU (an interpreter, numpy and numba of its own): with a CPU idle it
+#: gains more than that, with none the two processes take turns and it is a loss
+#: (``bench/startup.py --ahead`` on a shared 2-core machine: a cold dedup of the sample took
+#: 5.8 s instead of 6.6 s at load 1.3-2.1, 7.0 s instead of 5.8 s at load 2.7-2.9).
 COMPILE_AHEAD_SPARE_CPUS = 1.5
 
 # -- report ---------------------------------------------------------------------------------------
