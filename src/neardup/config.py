@@ -103,6 +103,9 @@ MAX_INDEX_TABLES = 5000
 #: Queries per batch above which an index probes its tables on several threads.
 PARALLEL_QUERIES = 2048
 
+#: Queries searched at once by ``Index.verified_query`` (bounds the candidate pairs in memory).
+VERIFY_QUERY_CHUNK = 65536
+
 # -- documents ------------------------------------------------------------------------------------
 
 #: Documents read before each fingerprinting round (the next batch is read meanwhile).
@@ -179,6 +182,15 @@ REDIS_ENTRY_SHARDS = 1024
 
 #: Redis index: commands per pipeline round trip.
 REDIS_PIPELINE = 10_000
+
+#: Redis index: payload bytes per pipeline round trip of a write (bounds a bulk add's buffers).
+REDIS_WRITE_BYTES = 16 << 20
+
+#: Redis index: buckets appended by one script call in a write.
+REDIS_SCRIPT_KEYS = 1000
+
+#: Redis index: entries written or looked up by one script call in a write.
+REDIS_SCRIPT_ITEMS = 20_000
 
 #: Redis index: seconds a writer's lease lasts (a crashed writer blocks others this long).
 REDIS_LOCK_LEASE_S = 60.0

@@ -46,11 +46,28 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
         f"clusters         {s['clusters']} (of 2 or more near-duplicates)",
         f"dropped          {s['dropped']} ({pct:.1f}%), kept {s['kept']}",
     ]
+    against = s.get("against")
     if s["verified"]:
+        within = " within the input" if against else ""
         lines.append(
-            f"verified         every drop Jaccard >= {s['threshold']:g}; "
+            f"verified         every drop{within} Jaccard >= {s['threshold']:g}; "
             f"{plural(s['no_shingles'], 'document')} without shingles kept; "
             f"{size(s['temp_bytes'])} temporary disk"
+        )
+    if against:
+        if against["verified"] == "sketch":
+            how = (
+                f"Jaccard >= {s['threshold']:g} estimated from its sketches, candidates within "
+                f"{against['distance']} bits"
+            )
+        else:
+            how = (
+                f"within {against['distance']} bits; not Jaccard-verified (the index keeps no "
+                "sketches)"
+            )
+        lines.append(
+            f"against index    {plural(against['dropped'], 'document')} dropped as seen in "
+            f"{against['index']}: {how}"
         )
     if "bytes_in" in s:
         lines.append(
@@ -113,7 +130,8 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     default=None,
     help="Largest Hamming distance (bits) between fingerprints that makes candidates "
     f"[default: the rule for --threshold, 0.8 -> {distance_for_threshold(0.8)}; "
-    f"with --no-verify or against --against's index: {DEFAULT_DEDUP_DISTANCE}].",
+    f"with --no-verify or against an --against index without sketches: "
+    f"{DEFAULT_DEDUP_DISTANCE}].",
 )
 @click.option(
     "--blocks",
@@ -142,12 +160,14 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     "--against",
     default=None,
     metavar="INDEX",
-    help="Also drop documents within --distance bits (default 6) of anything in this neardup "
-    "index (see `neardup index`): dedup a new dump against everything seen before. The index "
-    "keeps no shingles: these drops are by fingerprint distance, not Jaccard-verified. With "
-    "--scheduler/--workers this runs in batch mode on the cluster, and INDEX may also be "
-    "Parquet files of the stored corpus (a path or glob ending in .parquet; columns "
-    "'fingerprint' and 'id').",
+    help="Also drop documents seen before, in this neardup index (see `neardup index`): dedup a "
+    "new dump against everything seen before. An index created with `neardup index create "
+    "--threshold` keeps a MinHash sketch per document: a document is dropped when its Jaccard "
+    "estimated from the sketches with an entry is >= --threshold. Any other index drops "
+    "documents within --distance bits (default 6) of an entry, not Jaccard-verified. With "
+    "--scheduler/--workers the candidates come from batch mode on the cluster, and INDEX may "
+    "also be Parquet files of the stored corpus (a path or glob ending in .parquet; columns "
+    "'fingerprint' and 'id'; not verified).",
 )
 @click.option("--update", is_flag=True, help="With --against: add the kept documents to the index.")
 @dask_options
@@ -192,8 +212,10 @@ def dedup(
     chain of drops. Candidates are documents whose set fingerprints differ in at most
     --distance bits. Shingle keys are spooled to a temporary file in TMPDIR (4 bytes per
     distinct shingle), removed at the end. Documents without shingles are always kept.
-    Documents matched against an --against index are dropped by fingerprint distance only:
-    they are not Jaccard-verified.
+    Against an index with sketches (`neardup index create --threshold`), a document is dropped
+    when its Jaccard estimated from the sketches with an entry is >= --threshold, and takes no
+    part in the decisions within the input; against any other index, documents within
+    --distance bits of an entry are dropped, not Jaccard-verified.
 
     --no-verify: clusters are connected components of 64-bit simhash fingerprints within
     --distance bits (two members may differ in more), one kept per cluster.
