@@ -28,7 +28,9 @@ def test_cache_dir_follows_numbas_order(monkeypatch, tmp_path):
 
 
 def test_nothing_writable_falls_back_to_a_per_user_temp_dir(monkeypatch, tmp_path):
-    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    # set, then removed: the variable use_writable_cache sets is restored after the test
+    monkeypatch.setenv("NUMBA_CACHE_DIR", "restored-after-the-test")
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
     monkeypatch.setattr(compiled.tempfile, "gettempdir", lambda: str(tmp_path))
     monkeypatch.setattr(compiled, "_writable", lambda p: p.startswith(str(tmp_path)))
     monkeypatch.setenv("XDG_CACHE_HOME", "/nonexistent-for-this-test")
