@@ -123,6 +123,17 @@ PROGRESS_BAR_DELAY = 0.5
 #: ``--progress log``: seconds between two progress lines.
 PROGRESS_LOG_SECONDS = 5.0
 
+#: ``neardup dedup``, first run on a machine: compile the search and verification kernels in a
+#: second process while this one fingerprints, when threads >= 2 and a CPU is idle for it.
+COMPILE_AHEAD = True
+
+#: ... and the usable CPUs minus the 1-minute load average is at least this. The second process
+#: costs about 1.4 s of CPU (an interpreter, numpy and numba of its own): with a CPU idle it
+#: gains more than that, with none the two processes take turns and it is a loss
+#: (``bench/startup.py --ahead`` on a shared 2-core machine: a cold dedup of the sample took
+#: 5.8 s instead of 6.6 s at load 1.3-2.1, 7.0 s instead of 5.8 s at load 2.7-2.9).
+COMPILE_AHEAD_SPARE_CPUS = 1.5
+
 # -- report ---------------------------------------------------------------------------------------
 
 #: Clusters whose kept and dropped texts the HTML report shows side by side (chosen at random).

@@ -27,6 +27,7 @@ from neardup.io.files import input_size, metered
 from neardup.io.hf import is_saved_dataset, load_saved_dataset, save_dataset
 from neardup.io.sources import InputPath, expand_inputs
 from neardup.io.writers import OutputSet, atomic_output
+from neardup.pipeline.ahead import compile_ahead
 
 PROG = "neardup dedup"
 
@@ -281,9 +282,16 @@ def dedup(
     def on_bad(err: InputError) -> None:
         say(f"skipped {err}")
 
-    announce_compile(PROG, ["fingerprint", "search"], quiet)
+    later = ["search"] if no_verify else ["search", "verify"]
     with contextlib.ExitStack() as stack:
         client = None
+        ahead = False
+        if scheduler is None and workers is None:  # (on Dask the search runs elsewhere)
+            ahead = stack.enter_context(compile_ahead(not no_verify, threads))
+        if ahead:
+            announce_compile(PROG, ["fingerprint"], quiet, alongside=later)
+        else:
+            announce_compile(PROG, ["fingerprint", *later], quiet)
         if scheduler is not None or workers is not None:
             from neardup.distributed import connect
 

@@ -179,7 +179,8 @@ def _set_simhash(offsets, keys, out, lo, hi):
     ``fmix64(key + 0x9E3779B97F4A7C15)``; an empty set gives 0."""
     tally = np.zeros(64, dtype=np.int64)
     for d in range(lo, hi):
-        tally[:] = 0
+        for b in range(64):  # (a loop: slice assignment costs a second of compiling)
+            tally[b] = 0
         for p in range(offsets[d], offsets[d + 1]):
             h = _fmix64(np.uint64(keys[p]) + _GOLDEN)
             for b in range(64):

@@ -9,6 +9,7 @@ fingerprint bit ``63 - i`` ("reversed" bit order).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
@@ -17,7 +18,7 @@ import numpy as np
 
 from neardup.fingerprints import _kernels as K
 from neardup.fingerprints import _normalize as N
-from neardup.fingerprints._pipeline import KernelOptions, _fingerprint_chunk
+from neardup.fingerprints import _pipeline as P
 from neardup.fingerprints.batch import (
     decode_document,
     encode_chunk,
@@ -28,7 +29,12 @@ from neardup.fingerprints.batch import (
 )
 from neardup.fingerprints.hashes import resolve_hash
 from neardup.fingerprints.tally import _MASK64, _to_hash, compute, compute_batch
-from neardup.fingerprints.tokenize import NORMALIZATIONS, TOKENIZERS, char_classes
+from neardup.fingerprints.tokenize import (
+    NORMALIZATIONS,
+    TOKENIZERS,
+    ascii_char_classes,
+    char_classes,
+)
 from neardup.fingerprints.unicode_tables import empty_tables, norm_tables
 
 __all__ = ["PRESETS", "Features", "Fingerprinter", "compute", "compute_batch", "fingerprint"]
@@ -78,6 +84,22 @@ _NORMS = {
     "nfkc": N.NORM_NFKC,
     "nfkc_casefold": N.NORM_NFKC_CASEFOLD,
 }
+
+
+_NO_CLASSES = np.zeros(1, dtype=np.uint8)  # the ascii_letters tokenizer reads no table
+
+
+@functools.cache
+def _preset_families() -> set[tuple[int, int, int]]:
+    """(tokenizer family, hash, collapsing weighting) of each preset's kernel."""
+    return {
+        (
+            P.TOKENS_ASCII if p["tokenizer"] == "ascii_letters" else P.TOKENS_UNICODE,
+            resolve_hash(p["hash"])[1],
+            int(p["weighting"] != "count"),
+        )
+        for p in PRESETS.values()
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -209,12 +231,8 @@ class Fingerprinter:
             and self._hash_code is not None
             and self._weight_code is not None
         )
-        if self._fast and self._tok_code != K.TOK_ASCII_LETTERS:
-            self._table = char_classes()
-        else:
-            self._table = np.zeros(1, dtype=np.uint8)
         if self._fast:
-            self._opt = KernelOptions(
+            self._opt = P.KernelOptions(
                 tokenizer=self._tok_code,
                 hash_code=self._hash_code,
                 shingle=self._shingle_code,
@@ -223,7 +241,18 @@ class Fingerprinter:
                 reverse=int(self._reverse),
                 norm=self._norm_code,
             )
-            self._tables = empty_tables() if self._norm_code == N.NORM_NONE else norm_tables()
+            families = (
+                P.TOKENS_ASCII if self._tok_code == K.TOK_ASCII_LETTERS else P.TOKENS_UNICODE,
+                self._hash_code,
+                int(self._weight_code != K.WEIGHT_COUNT),
+            )
+            # the presets' stage families get kernels of their own; others choose at run time
+            if families not in _preset_families():
+                families = (P.ANY, P.ANY, P.ANY)
+            self._spec = P.Spec(
+                *families, self._norm_code != N.NORM_NONE, keys=False, utf8=False, utf16=False
+            )
+            self._kernels: dict[tuple[int, bool], tuple[Any, np.ndarray, Any]] = {}
 
     def __repr__(self) -> str:
         over = {k: v for k, v in self.params.items() if PRESETS[self.preset].get(k) != v}
@@ -301,10 +330,30 @@ class Fingerprinter:
         chunk = encode_chunk(docs, first, self._norm_code != N.NORM_NONE)
         out = np.empty(len(docs), dtype=np.uint64)
         key_off = np.zeros(len(docs) + 1, dtype=np.int64)
-        keys = _fingerprint_chunk(
-            chunk, self._table, self._tables, self._opt, out, key_off, want_keys
-        )
+        kernel, classes, tables = self._kernel(chunk, want_keys)
+        keys = kernel(chunk, classes, tables, self._opt, out, key_off)
         return out, key_off, keys
+
+    def _kernel(self, chunk: P.ChunkData, keys: bool) -> tuple[Any, np.ndarray, Any]:
+        """The chunk kernel for this fingerprinter's options and the kinds of text in ``chunk``
+        (compiled for those alone, so a run compiles only the stages it uses), with the
+        tokenizer's and the normalization's tables it reads: for ASCII text only their ASCII
+        part, which takes no time to build."""
+        got = self._kernels.get((chunk.kinds, keys))
+        if got is None:
+            spec = self._spec._replace(
+                keys=keys,
+                utf8=self._spec.normalize and bool(chunk.kinds & (1 << P.KIND_UTF8)),
+                utf16=bool(chunk.kinds & (1 << P.KIND_UTF16)),
+            )
+            ascii_only = not chunk.kinds & ~(1 << P.KIND_ASCII)
+            if self._tok_code == K.TOK_ASCII_LETTERS:
+                classes = _NO_CLASSES
+            else:
+                classes = ascii_char_classes() if ascii_only else char_classes()
+            tables = norm_tables() if self._spec.normalize and not ascii_only else empty_tables()
+            got = self._kernels[(chunk.kinds, keys)] = (P.chunk_kernel(spec), classes, tables)
+        return got
 
     # -- public -------------------------------------------------------------------------------
 
@@ -316,7 +365,8 @@ class Fingerprinter:
             out = np.empty(1, dtype=np.uint64)
             chunk = encode_one(text, self._norm_code != N.NORM_NONE)
             key_off = np.zeros(2, dtype=np.int64)
-            _fingerprint_chunk(chunk, self._table, self._tables, self._opt, out, key_off, False)
+            kernel, classes, tables = self._kernel(chunk, False)
+            kernel(chunk, classes, tables, self._opt, out, key_off)
             return int(out[0])
         return self._fingerprint_py(text, 0)
 

@@ -33,6 +33,7 @@ from neardup.core.verify import (
 from neardup.errors import InputError, holding
 from neardup.io.sources import expand_inputs, is_paths, texts_and_ids
 from neardup.io.writers import OutputSet
+from neardup.pipeline.ahead import wait_ahead
 from neardup.pipeline.result import DedupResult
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
 from neardup.pipeline.spool import ShingleSpool, subset_sets
@@ -373,6 +374,7 @@ def dedup(
             already_seen = seen if already_seen is None else seen | np.asarray(already_seen, bool)
             seconds["against"] = time.perf_counter() - t0
 
+        wait_ahead()  # search kernels compiled in another process meanwhile (a first run)
         t0 = time.perf_counter()
         verified = None
         with holding(_HOLDING_SEARCH, _FIX_SCAN):
