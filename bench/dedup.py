@@ -17,11 +17,11 @@ documents:
 * ``neardup``: the same with ``verify=False`` (``--no-verify``: fingerprints within ``--distance``
   bits, connected components).
 * ``minhash``: datasketch ``MinHash(num_perm=128)`` of lower-cased word 3-shingles and
-  ``MinHashLSH(threshold=0.8)``, streaming: query, drop on any match, else insert (texts already in
-  memory: the time covers hashing and the index only).
+  ``MinHashLSH`` at each of ``--thresholds``, streaming: query, drop on any match, else insert
+  (texts already in memory: the time covers hashing and the index only).
 * ``rensa``: rensa ``RMinHash(num_perm=128)`` of the same shingles and ``RMinHashLSH`` (16 bands
-  of 8 rows), streaming: query, drop when a candidate's estimated Jaccard is >= 0.8, else insert
-  (texts in memory).
+  of 8 rows) at each of ``--thresholds``, streaming: query, drop when a candidate's estimated
+  Jaccard is >= the threshold, else insert (texts in memory).
 * ``simhash``: ``simhash.Simhash(text)`` (its default features) and ``SimhashIndex(k=6)``,
   streaming the same way (texts in memory).
 
@@ -247,9 +247,9 @@ def child(args: argparse.Namespace) -> None:
         texts = _texts(args.corpus, n)
         t0 = time.perf_counter()
         if args.method == "minhash":
-            dropped = run_minhash(texts, 0.8, 128)
+            dropped = run_minhash(texts, args.threshold, 128)
         elif args.method == "rensa":
-            dropped = run_rensa(texts, 0.8, 128)
+            dropped = run_rensa(texts, args.threshold, 128)
         else:
             dropped = run_simhash(texts, args.distance)
     seconds = time.perf_counter() - t0
@@ -333,16 +333,14 @@ def main() -> None:
             f"{int((truth >= 0).sum())} planted near-duplicates "
             f"(built in {time.perf_counter() - t0:.0f} s); cpus: {len(os.sched_getaffinity(0))}"
         )
-        peers = [
-            ("minhash", args.minhash_docs, 0),
-            ("rensa", args.rensa_docs, 0),
-            ("simhash", args.simhash_docs, int(args.distance)),
-        ]
-        peers = [p for p in peers if p[1] > 0]
-        small = sorted({n for _, n, _ in peers})
         dists = [int(args.distance)]
         dists += [int(x) for x in args.extra_distances.split(",") if x.strip()]
         thresholds = [float(x) for x in args.thresholds.split(",") if x.strip()]
+        peers = [("minhash", args.minhash_docs, t) for t in thresholds or [0.8]]
+        peers += [("rensa", args.rensa_docs, t) for t in thresholds or [0.8]]
+        peers += [("simhash", args.simhash_docs, int(args.distance))]
+        peers = [p for p in peers if p[1] > 0]
+        small = sorted({n for _, n, _ in peers})
         sizes = [args.docs] + [n for n in small if n < args.docs]
         runs = [("verified", n, t) for n in sizes for t in thresholds]
         runs += [("neardup", n, d) for n in sizes for d in dists]
@@ -363,8 +361,8 @@ def main() -> None:
     names = {
         "verified": "neardup dedup, verified J>={d}" + win + " (file to file)",
         "neardup": "neardup dedup --no-verify, d={d}" + win + " (file to file)",
-        "minhash": "datasketch MinHashLSH (128 perm, t=0.8)",
-        "rensa": "rensa RMinHashLSH (128 perm, 16 bands, t=0.8)",
+        "minhash": "datasketch MinHashLSH (128 perm, t={d})",
+        "rensa": "rensa RMinHashLSH (128 perm, 16 bands, t={d})",
         "simhash": "simhash SimhashIndex (k={d})",
     }
     for r in rows:
@@ -386,7 +384,7 @@ def main() -> None:
         if base:
             parts.append(f"{rate(r) / rate(base[0]):.2f}x --no-verify d={base[0]['distance']}")
         for p in rows:
-            if p["method"] in ("minhash", "rensa"):
+            if p["method"] in ("minhash", "rensa") and p["distance"] == r["distance"]:
                 parts.append(
                     f"{rate(r) / rate(p):.1f}x {p['method']} ({p['docs']:,} docs, "
                     f"F1 {r['f1']:.3f} vs {p['f1']:.3f})"

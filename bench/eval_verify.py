@@ -8,10 +8,11 @@ byte-identical documents removed. Similarity: exact Jaccard of the documents' se
 Jaccard >= 0.7, found exactly by prefix filtering, and checked against an all-pairs sparse product
 on a subset. Reported, for J >= 0.9 and J >= 0.8:
 
-- recall of the fingerprint candidates at distances 6..16, for the set fingerprints
-  (``set_fingerprints``: simhash of the key set, the default of ``similar_pairs``) and for the
-  default Fingerprinter's fingerprints (shingles weighted by occurrence count), with the number of
-  candidate pairs: the measurements behind ``distance_for_threshold``;
+- recall of the fingerprint candidates at distances 3..16, for the set fingerprints
+  (``set_fingerprints``: the one-permutation 1-bit MinHash of the key set, the default of
+  ``similar_pairs``, and the simhash of the key set) and for the default Fingerprinter's
+  fingerprints (shingles weighted by occurrence count), with the number of candidate pairs: the
+  measurements behind ``distance_for_threshold``;
 - precision / recall / F1 and documents/s of ``similar_pairs`` (set fingerprints, candidates at
   the rule's distance, exact Jaccard), of the same on the default fingerprints, of fingerprints
   alone at distances 3 and 6 (what fingerprint-only dedup decides from), and of datasketch
@@ -65,7 +66,7 @@ from neardup.core.verify import (  # noqa: E402
 
 THRESHOLDS = (0.9, 0.8)
 RULE_THRESHOLDS = (0.95, 0.9, 0.85, 0.8, 0.75, 0.7)
-DISTANCES = tuple(range(6, 17))
+DISTANCES = tuple(range(3, 17))
 NUM_PERM = 128
 #: LSH bands of both peers (8 rows each): rensa's README setting, which favours recall; the
 #: estimated-Jaccard check then removes most false candidates.
@@ -211,16 +212,23 @@ def main() -> None:
         decide_verified(wsets, None, t, threads=threads)
     fps, t_fp = timed(lambda: fpr.fingerprint_many(texts, threads=threads), rep)
     sfps, t_sfp = timed(lambda: set_fingerprints((offsets, keys), threads=threads), rep)
+    hfps, t_hfp = timed(
+        lambda: set_fingerprints((offsets, keys), method="simhash", threads=threads), rep
+    )
     print(
         f"fingerprints: default Fingerprinter {t_fp:.2f} s from the texts; set fingerprints "
-        f"{t_sfp:.2f} s from the shingle keys"
+        f"from the shingle keys: MinHash {t_sfp:.2f} s, simhash {t_hfp:.2f} s"
     )
 
     # -- recall of the fingerprint candidates ---------------------------------------------------
     print("\nfingerprint candidates: share of the pairs at J >= t within d bits\n")
     print("| fingerprints | J >= | " + " | ".join(f"d={d}" for d in DISTANCES) + " |")
     print("|---|---|" + "---|" * len(DISTANCES))
-    for name, f in (("set (default of similar_pairs)", sfps), ("default Fingerprinter", fps)):
+    for name, f in (
+        ("set MinHash (default of similar_pairs)", sfps),
+        ("set simhash", hfps),
+        ("default Fingerprinter", fps),
+    ):
         for t in RULE_THRESHOLDS:
             sel = tjac >= t
             dist = np.bitwise_count(f[ti[sel]] ^ f[tj[sel]])

@@ -97,12 +97,16 @@ def run_neardup(fp: np.ndarray, d: int, param: dict) -> tuple[np.ndarray, dict]:
 
     blocks, threads = param.get("blocks"), param.get("threads")
     layout, tables, passes = _scheme(len(fp), d, blocks)
-    t, c = time.perf_counter(), time.process_time()
-    if param.get("values"):
-        pairs = neardup.find_all_values(fp, d, blocks, threads=threads)
-    else:
-        pairs = neardup.find_all(fp, d, blocks, threads=threads)
-    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    walls, cpus = [], []
+    for _ in range(max(1, param.get("repeat", 1))):  # median of --repeat calls in this process
+        t, c = time.perf_counter(), time.process_time()
+        if param.get("values"):
+            pairs = neardup.find_all_values(fp, d, blocks, threads=threads)
+        else:
+            pairs = neardup.find_all(fp, d, blocks, threads=threads)
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    wall, cpu = float(np.median(walls)), float(np.median(cpus))
     out = pairs if param.get("values") else value_pairs(fp, pairs)
     info = {"wall": wall, "cpu": cpu, "layout": layout, "tables": tables, "passes": passes}
     info["threads"] = threads or len(os.sched_getaffinity(0))
@@ -293,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         "known per distance)",
     )
     ap.add_argument("--faiss", default="", help="nhash x bits, e.g. 2x32 (default: cheapest)")
+    ap.add_argument("--repeat", type=int, default=1, help="neardup rows: median of this many calls")
     ap.add_argument("--sweep", action="store_true", help="neardup over a range of blocks")
     ap.add_argument("--tiny", default="100,1000,10000", help="sizes for the in-process sweep")
     ap.add_argument("--simhash-find-all", default="", help="path of a hand-built binary")
@@ -385,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
                 if "neardup" in engines:
                     t1 = None
                     for t in threads:
-                        param = {"threads": t, "values": values}
+                        param = {"threads": t, "values": values, "repeat": args.repeat}
                         info = one(kind, n, d, "neardup", param, data, ref, None, t1)
                         if t == 1 and "wall" in info:
                             t1 = info["wall"]

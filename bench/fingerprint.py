@@ -18,9 +18,16 @@ process holds), and the share of the 1-thread time spent under the GIL. With ``-
 package ``simhash``, in an environment with numpy<2) the PyPI peer runs on a sample of the ASCII
 input (one process per core; documents on which it fails are counted and left out).
 
+With ``--keys`` it also times ``features_many`` (fingerprints and shingle keys, what a
+verified dedup runs). With ``--baseline SRC`` (another checkout's ``src`` directory) it compares
+the two versions instead: ``--repeat`` rounds, each running one process per version one after
+the other (the whole input fingerprinted once before timing, so nothing compiles in a timing),
+and prints the median 1-thread MB per CPU second of each with their ratio.
+
 Usage::
 
     python bench/fingerprint.py [--mb 100] [--threads 1,2,4,8,16] [--inputs ascii,multilingual]
+    python bench/fingerprint.py --baseline ../main/src --keys --mb 20 --repeat 5
 """
 
 from __future__ import annotations
@@ -171,6 +178,54 @@ def median_table(runs: dict, size_mb: float, name: str, threads: list[int]) -> l
     return rows
 
 
+def _inputs(names: str, mb: float) -> dict[str, list[str]]:
+    out = {}
+    for name in names.split(","):
+        if name not in ("ascii", "multilingual"):
+            raise SystemExit(f"unknown input {name!r}; use ascii or multilingual")
+        out[name] = list(bench_documents(mb)) if name == "ascii" else multilingual_documents(mb)
+    return out
+
+
+def ab_worker(args: argparse.Namespace) -> None:
+    """One version's 1-thread MB per CPU second of every setting, as a JSON line."""
+    figures = {}
+    for name, texts in _inputs(args.inputs, args.mb).items():
+        size = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+        for p in args.presets.split(","):
+            fp = Fingerprinter(p)
+            calls = ["fingerprint_many"] + (["features_many"] if args.keys else [])
+            for call in calls:
+                getattr(fp, call)(texts, threads=1)  # compile / load every kernel it needs
+            for call in calls:
+                c0 = time.process_time()
+                getattr(fp, call)(texts, threads=1)
+                figures[f"{name}, {p}, {call}"] = size / (time.process_time() - c0)
+    print(json.dumps(figures))
+
+
+def ab(args: argparse.Namespace) -> None:
+    """Median 1-thread MB per CPU second of ``--baseline`` and of this checkout, interleaved."""
+    here = [a for a in sys.argv[1:] if not a.startswith("--baseline") and a != args.baseline]
+    pythonpath = os.pathsep.join(filter(None, [args.baseline, os.environ.get("PYTHONPATH")]))
+    versions = {"baseline": dict(os.environ, PYTHONPATH=pythonpath), "this": dict(os.environ)}
+    got: dict[str, list[dict[str, float]]] = {v: [] for v in versions}
+    for _ in range(args.repeat):
+        for v, env in versions.items():
+            r = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--ab-worker", *here],
+                env=env, capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            got[v].append(json.loads(r.stdout.strip().splitlines()[-1]))
+    print(f"1 thread, MB per CPU second, median of {args.repeat} rounds; baseline {args.baseline}")
+    print("| setting | baseline | this | this / baseline |\n|---|---:|---:|---:|")
+    for key in got["this"][0]:
+        b = statistics.median(f[key] for f in got["baseline"])
+        a = statistics.median(f[key] for f in got["this"])
+        print(f"| {key} | {b:.1f} | {a:.1f} | {a / b:.3f} |")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=float, default=100.0, help="MB of text per input (default 100)")
@@ -180,7 +235,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="median of N timings (default 3)")
     ap.add_argument("--simhash-python", default="/tmp/simhash-venv/bin/python")
     ap.add_argument("--simhash-mb", type=float, default=4.0, help="MB given to the PyPI peer")
+    ap.add_argument("--keys", action="store_true", help="also time features_many")
+    ap.add_argument("--baseline", metavar="SRC", help="compare with another checkout's src")
+    ap.add_argument("--ab-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.ab_worker:
+        return ab_worker(args)
+    if args.baseline:
+        return ab(args)
 
     ncores = default_threads()
     threads = [int(x) for x in args.threads.split(",")] if args.threads else sorted({1, ncores})
@@ -207,6 +269,8 @@ def main() -> None:
         fps = {p: Fingerprinter(p) for p in presets}
         for fp in fps.values():
             fp.fingerprint_many(texts[:50])  # compile / load the cached kernels
+            if args.keys:
+                fp.features_many(texts[:50])
         # repeats interleaved across settings (a shared machine's load changes over time)
         runs: dict[tuple[str, int], list[tuple[float, float]]] = {}
         ctl: dict[tuple[str, int], list[tuple[float, float]]] = {}
@@ -217,6 +281,11 @@ def main() -> None:
                     fps[p].fingerprint_many(texts, threads=t)
                     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
                     runs.setdefault((f"neardup {p}", t), []).append((wall, cpu))
+                    if args.keys:
+                        c0, t0 = time.process_time(), time.perf_counter()
+                        fps[p].features_many(texts, threads=t)
+                        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                        runs.setdefault((f"neardup {p} + keys", t), []).append((wall, cpu))
             for t in threads:
                 c0, t0 = time.process_time(), time.perf_counter()
                 control(t)

@@ -1,35 +1,61 @@
 """Load test of ``neardup serve``: HTTP against in-process, local index against Redis.
 
 For each backend (a local index directory; Redis on one node; a 3-node Redis Cluster, all on
-127.0.0.1 with ``appendonly yes``/``appendfsync always``) it indexes N random fingerprints, then
-measures, in process (``Index.query_arrays``) and over HTTP (a real ``neardup serve`` process,
-one keep-alive httpx client): single-query p50/p99 latency and batch throughput. Queries: half
-are indexed fingerprints with up to k bit flips, half random. Answers over HTTP are checked
-against the in-process ones.
+127.0.0.1 with ``appendonly yes``/``appendfsync always``) it indexes N random fingerprints (Redis:
+one bulk ``add``, timed, with the client's and the servers' CPU seconds), then measures, in
+process (``Index.query_arrays``) and over HTTP (a real ``neardup serve`` process): single-query
+p50/p99 latency, back to back, and batch throughput. Queries: half are indexed fingerprints with
+up to k bit flips, half random. Answers over HTTP are checked against the in-process ones.
+
+The HTTP client is the standard library's keep-alive ``http.client`` (about 0.1 ms of CPU per
+request; httpx spends about 0.5 ms, on the same cores as the server). The server's CPU time per
+single query is read from /proc, and a ``floor`` row runs the same client against a bare uvicorn
+app that answers a constant, taking turns with each service's single queries (four rounds each):
+the latency this machine gives any HTTP round trip at the same moments (on a shared machine its
+p99 is scheduling delay, not work).
 
 Usage::
 
     python bench/serve.py                                  # N = 10M, distance 3, all backends
-    python bench/serve.py --n 1000000 --backends redis --sweep   # bucket layouts on Redis
+    python bench/serve.py --backends redis --sweep 12,14,16,18   # bucket bits on Redis
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 
-import httpx
 import numpy as np
+import psutil
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-from servers import RedisCluster3, RedisNode, Service  # noqa: E402
+from servers import RedisCluster3, RedisNode, Service, free_port, wait_for  # noqa: E402
 
+from neardup.core.layout import Layout  # noqa: E402
 from neardup.index import Index  # noqa: E402
-from neardup.index.redis import RedisIndex  # noqa: E402
+from neardup.index.redis import RedisIndex, choose_redis_layout  # noqa: E402
+
+# A bare ASGI app answering every request with a constant: the floor of an HTTP round trip.
+_FLOOR_APP = r"""
+import sys, uvicorn
+BODY = b'{"results":[{"matches":[]}],"generation":1}'
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": BODY})
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
+"""
 
 
 def make_queries(corpus, m, k, rng):
@@ -48,51 +74,142 @@ def pct(times):
     return float(np.percentile(t, 50)), float(np.percentile(t, 99))
 
 
+def cpu_s(pids):
+    """User + system CPU seconds of processes ``pids`` and their children."""
+    total = 0.0
+    for pid in pids:
+        p = psutil.Process(pid)
+        for q in [p, *p.children(recursive=True)]:
+            total += sum(q.cpu_times()[:2])
+    return total
+
+
 def in_process(ix, singles, batches):
     for q in singles[:50]:
         ix.query_arrays([q])
     times = []
+    c = time.process_time()
     for q in singles:
         t = time.perf_counter()
         ix.query_arrays([q])
         times.append(time.perf_counter() - t)
+    cpu_us = 1e6 * (time.process_time() - c) / len(singles)
     t = time.perf_counter()
     answers = [ix.query_arrays(b) for b in batches]
     rate = sum(len(b) for b in batches) / (time.perf_counter() - t)
-    return pct(times), rate, answers
+    return pct(times), rate, answers, cpu_us
 
 
-def over_http(url, singles, batches, answers):
-    with httpx.Client(base_url=url, timeout=120) as c:
-        for q in singles[:50]:
-            c.post("/query", json={"fingerprints": [int(q)]})
-        times = []
-        for q in singles:
-            t = time.perf_counter()
-            r = c.post("/query", json={"fingerprints": [int(q)]})
-            times.append(time.perf_counter() - t)
-            assert r.status_code == 200, r.text
-        bodies = [{"fingerprints": b.tolist()} for b in batches]
-        t = time.perf_counter()
-        replies = [c.post("/query", json=body) for body in bodies]
-        rate = sum(len(b) for b in batches) / (time.perf_counter() - t)
+class Client:
+    """One keep-alive HTTP/1.1 connection (``http.client``) posting JSON."""
+
+    def __init__(self, port: int) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+    def post(self, path: str, body: bytes) -> bytes:
+        self.conn.request("POST", path, body, {"Content-Type": "application/json"})
+        r = self.conn.getresponse()
+        data = r.read()
+        assert r.status == 200, data[:300]
+        return data
+
+
+def singles_over_http(targets, singles, rounds=4):
+    """Single queries back to back against each ``(port, pids)`` target, the targets taking
+    turns in ``rounds`` rounds (so each sees the machine's load of the same moments): per
+    target, its list of request seconds and the servers' CPU µs per request."""
+    clients = [Client(port) for port, _ in targets]
+    bodies = [json.dumps({"fingerprints": [int(q)]}).encode() for q in singles]
+    for c in clients:
+        for b in bodies[:100]:
+            c.post("/query", b)
+    times = [[] for _ in targets]
+    cpu = [0.0 for _ in targets]
+    for r in range(rounds):
+        part = bodies[r::rounds]
+        for i, (c, (_, pids)) in enumerate(zip(clients, targets)):
+            c0 = cpu_s(pids)
+            for b in part:
+                t = time.perf_counter()
+                c.post("/query", b)
+                times[i].append(time.perf_counter() - t)
+            cpu[i] += cpu_s(pids) - c0
+    return [(t, 1e6 * c / len(bodies)) for t, c in zip(times, cpu)]
+
+
+def over_http(s, floor_app, singles, batches, answers):
+    """(single p50/p99, batch queries/s, server CPU µs per single, floor's single times and CPU)
+    of the service ``s``, its single queries taking turns with the floor app's."""
+    (times, cpu_us), floor_run = singles_over_http(
+        [(s.port, [s.proc.pid]), (floor_app[0], [floor_app[1].pid])], singles
+    )
+    c = Client(s.port)
+    bodies = [json.dumps({"fingerprints": b.tolist()}).encode() for b in batches]
+    t = time.perf_counter()
+    replies = [json.loads(c.post("/query", body)) for body in bodies]
+    rate = sum(len(b) for b in batches) / (time.perf_counter() - t)
     for r, m in zip(replies, answers):
         got = [
             (i, x["id"], x["distance"])
-            for i, res in enumerate(r.json()["results"])
+            for i, res in enumerate(r["results"])
             for x in res["matches"]
         ]
         want = list(zip(m.query_index.tolist(), m.id.tolist(), m.distance.tolist()))
         assert got == want, "HTTP answers differ from in-process answers"
-    return pct(times), rate
+    return pct(times), rate, cpu_us, floor_run
 
 
-def load_redis(url, corpus, chunk=500_000, **create):
-    t = time.perf_counter()
+def start_floor():
+    """(port, process) of the bare app."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", _FLOOR_APP, str(port)])
+    wait_for(lambda: Client(port).post("/query", b"{}") is not None, what="the floor app")
+    return port, proc
+
+
+def load_redis(url, corpus, nodes, **create):
+    """Create the index and add the corpus in one bulk add: (index, wall s, client CPU s,
+    Redis CPU s)."""
     ix = RedisIndex.create(url, **create)
-    for s in range(0, len(corpus), chunk):
-        ix.add(corpus[s : s + chunk], ids=np.arange(s, min(len(corpus), s + chunk)))
-    return ix, time.perf_counter() - t
+    pids = [x.proc.pid for x in nodes]
+    s0, c0, t = cpu_s(pids), time.process_time(), time.perf_counter()
+    ix.add(corpus, ids=np.arange(len(corpus)))
+    wall = time.perf_counter() - t
+    return ix, wall, time.process_time() - c0, cpu_s(pids) - s0
+
+
+def used_memory(nodes):
+    return sum(int(x.cli("info", "memory").split("used_memory:")[1].split()[0]) for x in nodes)
+
+
+def sweep(args, corpus, singles, batches, tmp):
+    """Redis, one node: bulk load, memory and query speed per bucket size."""
+    n, k = len(corpus), args.distance
+    node = RedisNode(os.path.join(tmp, "sweep"))
+    node.cli("config", "set", "appendfsync", "everysec")
+    print("| blocks (tables) | bucket bits | records/bucket | single p50 ms | single p99 ms | batch q/s | "
+          "Redis B/fp | load fp/s | load CPU s (client + Redis) |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    try:
+        for bits in [int(b) for b in args.sweep.split(",")]:
+            node.cli("flushall")
+            # the automatic blocks, or the fewest whose shortest table prefix holds the bits
+            blocks = choose_redis_layout(n, k)[0]
+            while min(t.prefix_bits for t in Layout(blocks, k).tables) < bits:
+                blocks += 1
+            ix, wall, ccpu, scpu = load_redis(
+                node.url + "?name=sweep", corpus, [node], distance=k, blocks=blocks,
+                expected_size=n, bucket_bits=bits,
+            )  # fmt: skip
+            (p50, p99), rate, _, _ = in_process(ix, singles, batches[:2])
+            print(
+                f"| {blocks} ({ix.layout.n_tables}) | {bits} | {n / 2**bits:,.0f} | {p50:.3f} | {p99:.3f} | {rate:,.0f} | "
+                f"{used_memory([node]) / n:.0f} | {n / wall:,.0f} | {ccpu:.1f} + {scpu:.1f} |",
+                flush=True,
+            )
+            ix.close()
+    finally:
+        node.stop()
 
 
 def main() -> None:
@@ -107,7 +224,9 @@ def main() -> None:
     ap.add_argument("--backends", default="local,redis,cluster")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument(
-        "--sweep", action="store_true", help="Redis: single-query latency per bucket layout"
+        "--sweep",
+        metavar="BITS,...",
+        help="Redis, one node: bulk load, memory and query speed for these bucket bits",
     )
     args = ap.parse_args()
     n, k = int(args.n), args.distance
@@ -116,28 +235,14 @@ def main() -> None:
     singles = make_queries(corpus, args.singles, k, rng)
     batches = [make_queries(corpus, args.batch, k, rng) for _ in range(args.batches)]
     tmp = tempfile.mkdtemp(prefix="neardup-serve-bench-")
-    rows = []
+    rows, loads, stop_all = [], [], []
     try:
         if args.sweep:
-            node = RedisNode(os.path.join(tmp, "sweep"))
-            try:
-                for blocks, bits in [(4, 16), (4, 13), (4, 10), (5, 16), (5, 19)]:
-                    node.cli("flushall")
-                    ix, load = load_redis(
-                        node.url, corpus, distance=k, blocks=blocks, bucket_bits=bits
-                    )
-                    (p50, p99), rate, _ = in_process(ix, singles, batches[:2])
-                    mem = node.cli("info", "memory").split("used_memory:")[1].split()[0]
-                    print(
-                        f"blocks {blocks} bucket_bits {bits}: {n / 2**bits:.0f} records/bucket, "
-                        f"p50 {p50:.3f} ms p99 {p99:.3f} ms, {rate:,.0f} q/s, "
-                        f"{int(mem) / n:.0f} B/fp, load {load:.0f} s",
-                        flush=True,
-                    )
-                    ix.close()
-            finally:
-                node.stop()
+            sweep(args, corpus, singles, batches, tmp)
             return
+        floor_app = start_floor()
+        stop_all.append(floor_app[1].terminate)
+        floor_times, floor_cpu = [], []
         for backend in args.backends.split(","):
             stop = []
             if backend == "local":
@@ -148,6 +253,7 @@ def main() -> None:
                 load = time.perf_counter() - t
                 ix = Index.open(loc)
                 layout = f"{ix.blocks} blocks"
+                loads.append(f"local: built in {load:.1f} s ({layout})")
             else:
                 if backend == "redis":
                     node = RedisNode(os.path.join(tmp, "redis"))
@@ -160,36 +266,53 @@ def main() -> None:
                 # bulk load with fsync once a second, then measure with fsync on every write
                 for x in nodes:
                     x.cli("config", "set", "appendfsync", "everysec")
-                ix, load = load_redis(url, corpus, distance=k, expected_size=n)
+                ix, load, ccpu, scpu = load_redis(url, corpus, nodes, distance=k, expected_size=n)
                 for x in nodes:
                     x.cli("config", "set", "appendfsync", "always")
                 loc = url
                 layout = f"{ix.blocks} blocks, {ix.bucket_bits} bucket bits"
-            print(f"{backend}: loaded {n:,} in {load:.1f} s ({layout})", flush=True)
+                loads.append(
+                    f"{backend}: loaded in {load:.1f} s = {n / load:,.0f} fp/s ({layout}); CPU "
+                    f"{ccpu:.1f} s client + {scpu:.1f} s Redis = {n / (ccpu + scpu):,.0f} fp "
+                    f"per CPU s; Redis memory {used_memory(nodes) / n:.0f} B/fp"
+                )
+            print(loads[-1], flush=True)
             try:
-                (p50, p99), rate, answers = in_process(ix, singles, batches)
-                rows.append((backend, "in process", p50, p99, rate))
+                (p50, p99), rate, answers, cpu_us = in_process(ix, singles, batches)
+                rows.append((backend, "in process", p50, p99, rate, cpu_us))
                 print(rows[-1], flush=True)
                 s = Service(loc, "--workers", str(args.workers))
                 try:
-                    (h50, h99), hrate = over_http(s.url, singles, batches, answers)
+                    (h50, h99), hrate, hcpu, (ft, fc) = over_http(
+                        s, floor_app, singles, batches, answers
+                    )
+                    floor_times += ft
+                    floor_cpu.append(fc)
                 finally:
                     s.stop()
-                rows.append((backend, f"HTTP ({args.workers} worker)", h50, h99, hrate))
+                rows.append((backend, f"HTTP ({args.workers} worker)", h50, h99, hrate, hcpu))
                 print(rows[-1], flush=True)
             finally:
                 ix.close()
                 for f in stop:
                     f()
+        (f50, f99) = pct(floor_times)
+        rows.append(("floor: bare uvicorn app", "HTTP", f50, f99, None, np.mean(floor_cpu)))
     finally:
+        for f in stop_all:
+            f()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(
-        f"\nN = {n:,}, distance {k}, {args.singles} single queries, {args.batches} batches of {args.batch}"
-    )
-    print("| backend | path | single p50 ms | single p99 ms | batch queries/s |")
-    print("|---|---|---:|---:|---:|")
-    for b, path, p50, p99, rate in rows:
-        print(f"| {b} | {path} | {p50:.3f} | {p99:.3f} | {rate:,.0f} |")
+    print(f"\nN = {n:,}, distance {k}, {args.singles} single queries back to back, "
+          f"{args.batches} batches of {args.batch}; load average {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} CPUs")  # fmt: skip
+    for line in loads:
+        print(line)
+    print("| backend | path | single p50 ms | single p99 ms | CPU µs per single (serving process) | "
+          "batch queries/s |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|")
+    for b, path, p50, p99, rate, cpu in rows:
+        r = "" if rate is None else f"{rate:,.0f}"
+        print(f"| {b} | {path} | {p50:.3f} | {p99:.3f} | {cpu:.0f} | {r} |")
 
 
 if __name__ == "__main__":

@@ -94,6 +94,92 @@ def set_fingerprint(keys) -> int:
     return sum(1 << b for b in range(64) if tally[b] > 0)
 
 
+def set_minhash(keys) -> int:
+    """One-permutation 1-bit MinHash of a key set (0 when empty): h = fmix64(key + golden); the
+    top 6 bits of h pick bucket b, the low 58 bits rank keys there; bit b is the lowest bit of
+    fmix64(h_min ^ b * 0xD6E8FEB86659FD93); an empty bucket b borrows the bucket
+    fmix64(b * 0x100000001B3 + attempt) >> 58 for attempt = 1, 2, ... (then cyclic order)."""
+    best: dict[int, tuple[int, int]] = {}
+    for k in sorted(set(keys)):
+        h = _fmix64((int(k) + 0x9E3779B97F4A7C15) & _M64)
+        b, r = h >> 58, h & ((1 << 58) - 1)
+        if b not in best or r < best[b][0]:
+            best[b] = (r, h)
+    if not best:
+        return 0
+    out = 0
+    for b in range(64):
+        src, tries = b, 0
+        while src not in best:
+            tries += 1
+            if tries <= 4096:
+                src = _fmix64((b * 0x100000001B3 + tries) & _M64) >> 58
+            else:
+                src = (src + 1) % 64
+        bit = _fmix64(best[src][1] ^ ((b * 0xD6E8FEB86659FD93) & _M64)) & 1
+        out |= bit << b
+    return out
+
+
+def set_sketch(keys, words: int) -> list[int]:
+    """MinHash sketch of a key set, ``words`` words: word 0 is :func:`set_minhash`; words
+    1..words-1 a one-permutation 1-bit MinHash over nb = 64 * (words - 1) buckets of
+    g = fmix64(fmix64(key + golden) ^ 0x2545F4914F6CDD1D): bucket ((g >> 32) * nb) >> 32, the
+    least g its minimum; bucket b is bit b % 64 of word 1 + b // 64, the lowest bit of
+    fmix64(g_min ^ (b + 64) * 0xD6E8FEB86659FD93); an empty bucket b borrows the bucket
+    ((fmix64((b + 64) * 0x100000001B3 + attempt) >> 32) * nb) >> 32 for attempt = 1, 2, ...
+    (then cyclic order). All zeros for an empty set."""
+    nb = 64 * (words - 1)
+    best: dict[int, int] = {}
+    for k in sorted(set(keys)):
+        g = _fmix64(_fmix64((int(k) + 0x9E3779B97F4A7C15) & _M64) ^ 0x2545F4914F6CDD1D)
+        b = ((g >> 32) * nb) >> 32
+        if b not in best or g < best[b]:
+            best[b] = g
+    out = [set_minhash(keys)] + [0] * (words - 1)
+    if not best:
+        return out
+    for b in range(nb):
+        src, tries = b, 0
+        while src not in best:
+            tries += 1
+            if tries <= 4096:
+                src = ((_fmix64(((b + 64) * 0x100000001B3 + tries) & _M64) >> 32) * nb) >> 32
+            else:
+                src = (src + 1) % nb
+        bit = _fmix64(best[src] ^ (((b + 64) * 0xD6E8FEB86659FD93) & _M64)) & 1
+        out[1 + b // 64] |= bit << (b % 64)
+    return out
+
+
+def sketch_match(a: list[int], size_a: int, b: list[int], size_b: int, threshold: float):
+    """(match, estimated Jaccard) of two sketches: both sets non-empty, min(size) / max(size)
+    >= threshold, and 1 - 2 * D / (64 * (K - 1)) >= threshold, D the differing bits of words
+    1..K-1 (estimate 0.0 when a set is empty)."""
+    if size_a == 0 or size_b == 0:
+        return False, 0.0
+    d = sum(popcount(x ^ y) for x, y in zip(a[1:], b[1:], strict=True))
+    est = 1.0 - 2.0 * d / (64 * (len(a) - 1))
+    ok = min(size_a, size_b) / max(size_a, size_b) >= threshold and est >= threshold
+    return ok, est
+
+
+def verified_query(entries: dict, queries, threshold: float, distance: int):
+    """Brute force of ``Index.verified_query``: ``entries`` maps id -> (sketch words, size),
+    ``queries`` is a list of (sketch words, size). Every (query, id, distance, estimate) whose
+    first words lie within ``distance`` bits and whose sketches match, sorted by query, then
+    estimate (highest first), then distance, then id."""
+    out = []
+    for q, (qs, qz) in enumerate(queries):
+        for i, (es, ez) in entries.items():
+            d = popcount(int(qs[0]) ^ int(es[0]))
+            if d <= distance:
+                ok, est = sketch_match(qs, qz, es, ez, threshold)
+                if ok:
+                    out.append((q, i, d, est))
+    return sorted(out, key=lambda r: (r[0], -r[3], r[2], r[1]))
+
+
 def similar_pairs(sets, fps, threshold: float, distance: int):
     """Every pair i < j with Jaccard >= threshold whose fingerprints are within ``distance``
     bits or whose sets are identical."""
@@ -107,19 +193,21 @@ def similar_pairs(sets, fps, threshold: float, distance: int):
     return out
 
 
-def decide_verified(sets, fps, threshold: float, order, *, distance=None, pairs=None):
+def decide_verified(sets, fps, threshold: float, order, *, distance=None, pairs=None, exclude=None):
     """The decision rule, literally: (kept_for, jaccard) per document (-1 / None when kept).
 
     Identical non-empty sets form a class led by its first member in ``order``; the other
     members follow it. Leaders in ``order`` are dropped for the first already kept leader (in
-    ``order``) that is a candidate with Jaccard >= threshold.
+    ``order``) that is a candidate with Jaccard >= threshold. Documents in ``exclude`` take no
+    part (kept, as if absent).
     """
     n = len(sets)
     fps = [int(x) for x in fps]
+    skip = set() if exclude is None else {int(i) for i in np.flatnonzero(exclude)}
     lead: dict[frozenset, int] = {}
     rep = [-1] * n
     for d in order:
-        if sets[d]:
+        if sets[d] and d not in skip:
             rep[d] = lead.setdefault(frozenset(sets[d]), d)
     given = None if pairs is None else {(min(a, b), max(a, b)) for a, b in pairs}
 

@@ -73,6 +73,27 @@ def test_bytes_documents():
     assert texts_of(encode_chunk(bad, 7, False)) == bad  # as they are without normalization
 
 
+def test_ascii_bytes_are_ascii_documents():
+    # all-ASCII bytes need no validation and no normalization code in the kernel
+    chunk = encode_chunk([b"plain", b"", b"NUL\0byte"], 0, True)
+    assert chunk.kind.tolist() == [KIND_ASCII] * 3 and chunk.kinds == 1 << KIND_ASCII
+    assert texts_of(chunk) == [b"plain", b"", b"NUL\0byte"]
+
+
+@pytest.mark.parametrize(
+    "docs",
+    [DOCS, ["a", "bc"], [], ["Grüße"], ["ok", "a\ud800b"], [b"caf\xc3\xa9", b"x"], [b"x"]],
+)
+def test_kinds_and_one_array_type_per_buffer(docs):
+    # chunk.kinds picks the compiled kernel; buffers of other array types would compile it again
+    import numba
+
+    for chunk in [encode_chunk(docs, 0, True)] + [encode_one(d, True) for d in docs]:
+        assert chunk.kinds == sum(1 << int(k) for k in set(chunk.kind.tolist()))
+        assert numba.typeof(chunk.buf8) == numba.typeof(np.zeros(2, np.uint8))  # writable
+        assert numba.typeof(chunk.buf16) == numba.typeof(np.frombuffer(b"\0\0", "<u2"))
+
+
 def test_mixed_and_other_types():
     docs = ["é", b"b\xc3\xa9", bytearray(b"ba"), memoryview(b"mv")]
     chunk = encode_chunk(docs, 0, True)

@@ -178,7 +178,7 @@ def test_dedup_verified_matches_naive(docs, threshold, keep, distance):
         r = dedup(docs, threshold=threshold, keep=keep, distance=distance)
     f = Fingerprinter().features_many(docs)  # the keys dedup verifies with
     sets = naive.csr_to_sets(f.offsets, f.keys)
-    fps = [naive.set_fingerprint(x) for x in sets]
+    fps = [naive.set_minhash(x) for x in sets]
     order = priority_order(len(docs), keep, [len(d) for d in docs])
     d = distance_for_threshold(threshold) if distance is None else distance
     kept_for, jac = naive.decide_verified(sets, fps, threshold, order, distance=d)

@@ -143,8 +143,8 @@ def test_verified_clusters_threshold_and_no_verify(tmp_path):
     for bad in ("0", "1.5"):
         r = run(str(src), "-o", str(out), "--threshold", bad)
         assert r.returncode == 2 and "--threshold" in r.stderr
-    r = run(str(src), "-o", str(out), "--blocks", "13")  # 0.8 -> 13 bits
-    assert r.returncode == 2 and "distance=13" in r.stderr
+    r = run(str(src), "-o", str(out), "--blocks", "10")  # 0.8 -> 10 bits
+    assert r.returncode == 2 and "distance=10" in r.stderr
     r = run("--help")
     assert "not Jaccard-verified" in " ".join(r.stdout.split())
     assert "--no-verify" in r.stdout and "--threshold" in r.stdout

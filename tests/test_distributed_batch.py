@@ -195,6 +195,26 @@ def test_cli_index_query_and_dedup_against_on_workers(tmp_path):
     assert r.returncode == 2 and "batch mode on Dask" in r.stderr
 
 
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+def test_dedup_against_an_index_with_sketches_on_dask(tmp_path, client):
+    import neardup
+
+    words = [f"w{i}" for i in range(500)]
+    seen = [" ".join(words[i : i + 40]) for i in range(0, 400, 4)]
+    new = [t.replace("w7 ", "x7 ").replace("w9 ", "x9 ") for t in seen[:60]]
+    new += [" ".join(words[i : i + 30]) + " fresh" for i in range(3, 300, 17)]
+    new = pa.table({"id": [f"n{i}" for i in range(len(new))], "text": new})
+    with Index.create(tmp_path / "ix", threshold=0.8, sketch_words=8) as ix:
+        neardup.dedup(seen, against=ix, update=True)
+        local = neardup.dedup(new, against=ix, threshold=0.8)
+        dask = neardup.dedup(new, against=ix, threshold=0.8, client=client)
+    assert 0 < local.against.n_found < len(new) and local.against.how == "sketch"
+    assert dask.kept.tolist() == local.kept.tolist()
+    assert dask.against.id == local.against.id
+    np.testing.assert_array_equal(dask.against.jaccard, local.against.jaccard)
+    assert dask.verified.kept_for.tolist() == local.verified.kept_for.tolist()
+
+
 def test_worker_killed_mid_batch_query_gives_the_exact_answer(tmp_path):
     fps = stored_corpus(7, 60_000)
     with Index.create(tmp_path / "ix", distance=3, compress=True) as ix:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -356,9 +361,95 @@ def test_every_kernel_is_cached_and_releases_the_gil():
         if isinstance(obj, CPUDispatcher)
     ]
     assert len(kernels) > 30
+    for spec in (
+        _pipeline.Spec(_pipeline.ANY, _pipeline.ANY, _pipeline.ANY, True, True, True, True),
+        _pipeline.Spec(_pipeline.TOKENS_ASCII, K.HASH_JENKINS, 0, False, False, False, False),
+    ):
+        kernels.append(("chunk_kernel", str(spec), _pipeline.chunk_kernel(spec)))
     for mod, name, k in kernels:
         assert k.targetoptions.get("nogil") is True, f"{mod}.{name} holds the GIL"
         assert not isinstance(k._cache, NullCache), f"{mod}.{name} is not cached"
+
+
+# Documents of each kind a chunk holds: ASCII, UTF-16 (str with non-ASCII), UTF-8 (bytes).
+KIND_TEXTS = {
+    "ascii": ["The quick brown fox", "the QUICK brown fox!", "", "x", "NUL\0ends it"],
+    "utf16": ["Grüße aus Köln", "ＡＢＣ ﬁne", "日本語のテキスト", "plain ascii", "\U0001f600 ok"],
+    "utf8": ["Grüße aus Köln".encode(), "caf\xc3\xa9 au lait".encode("latin-1"), b"ascii too"],
+}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},  # the default preset's families: a kernel of their own
+        {"normalize": "none", "tokenizer": "ascii_letters", "hash": "jenkins"},  # reference's
+        {"normalize": "nfkc", "tokenizer": "ascii_letters", "hash": "jenkins"},
+        {"hash": "jenkins", "weighting": "log", "shingle": "cyclic"},  # run-time choices
+    ],
+)
+def test_kernel_variants_agree(options):
+    # Each chunk goes through the kernel compiled for its options and kinds of text, and
+    # through kernels that accept more: one for every kind, and the run-time choosing one.
+    from neardup.fingerprints import _pipeline as P
+    from neardup.fingerprints.batch import encode_chunk
+
+    fp = Fingerprinter("default", **options)
+    for texts in KIND_TEXTS.values():
+        want_fps = [naive_fingerprint(t, **options) for t in texts]
+        want_keys = [naive_shingle_keys(t, **options) for t in texts]
+        chunk = encode_chunk(texts, 0, fp._spec.normalize)
+        kernel, classes, tables = fp._kernel(chunk, True)
+        every = fp._spec._replace(keys=True, utf8=fp._spec.normalize, utf16=True)
+        generic = every._replace(tokens=P.ANY, hash_code=P.ANY, collapse=P.ANY)
+        for k in (kernel, P.chunk_kernel(every), P.chunk_kernel(generic)):
+            out = np.zeros(len(texts), dtype=np.uint64)
+            key_off = np.zeros(len(texts) + 1, dtype=np.int64)
+            keys = k(chunk, classes, tables, fp._opt, out, key_off)
+            assert out.tolist() == want_fps
+            got = [keys[key_off[i] : key_off[i + 1]].tolist() for i in range(len(texts))]
+            assert got == want_keys
+
+
+def test_presets_compile_only_the_stages_they_use(tmp_path):
+    # A first run on ASCII text with the default preset compiles neither the normalization nor
+    # the other tokenizer, hash or weighting (a fresh numba cache in a fresh process).
+    script = (
+        "import numba.core.event as ev\n"
+        "from neardup.fingerprints import Fingerprinter\n"
+        "names = set()\n"
+        "class L(ev.Listener):\n"
+        "    def on_start(self, e): names.add(e.data['dispatcher'].py_func.__name__)\n"
+        "    def on_end(self, e): pass\n"
+        "ev.register('numba:compile', L())\n"
+        "Fingerprinter('default').features_many(['The quick brown fox', 'jumps over'])\n"
+        "print(sorted(names))\n"
+    )
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                       timeout=600, check=True)  # fmt: skip
+    compiled = set(ast.literal_eval(r.stdout.strip().splitlines()[-1]))
+    assert {"_fingerprint_chunk", "_tokens_unicode", "_fnv1a64", "_radix_sort"} <= compiled
+    unused = {"_normalize_doc", "_nfkc_segment", "_char_to_unit_offsets", "_tokens_ascii",
+              "_jenkins64", "_lookup3_2", "_weigh_sorted", "_tally_weighted", "run_quicksort"}  # fmt: skip
+    assert not compiled & unused
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 2**32 - 1), max_size=300),
+    st.sampled_from([4, 8]),
+    st.integers(0, 3),
+)
+def test_radix_sort_sorts(values, nbytes, spread):
+    # narrow values (the same high bytes: passes skipped) and wide ones (every pass)
+    a = np.array(values, dtype=np.uint64) >> np.uint64(8 * spread)
+    if nbytes == 8:
+        a = (a << np.uint64(32)) | (a * np.uint64(2654435761) & np.uint64(0xFFFFFFFF))
+    want = np.sort(a)
+    tmp = np.empty(len(a) + 1, dtype=np.uint64)
+    K._radix_sort(a, np.int64(len(a)), np.int64(nbytes), tmp, np.empty(256 * nbytes, np.int64))
+    assert a.tolist() == want.tolist()
 
 
 def test_callable_normalize_with_builtin_stages_runs_the_kernels():

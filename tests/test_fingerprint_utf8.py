@@ -34,6 +34,10 @@ def test_utf8_buffer_fingerprints_as_str(texts, options, threads):
     assert got.fingerprints.tolist() == [naive_fingerprint(t, **options) for t in texts]
     alone = fp.fingerprint_utf8(data, offsets, threads, validate=False)
     assert alone.tolist() == want.fingerprints.tolist()
+    ascii_ = np.array([t.isascii() for t in texts], dtype=bool)  # the ASCII kernel stages
+    told = fp.features_utf8(data, offsets, threads, validate=False, ascii=ascii_)
+    assert told.fingerprints.tolist() == want.fingerprints.tolist()
+    assert told.keys.tolist() == want.keys.tolist()
     keys = [np.unique(np.array(naive_shingle_keys(t, **options), dtype=np.uint64)) for t in texts]
     assert [k.tolist() for k in keys] == [
         got.keys[a:b].tolist() for a, b in zip(got.offsets[:-1], got.offsets[1:], strict=True)

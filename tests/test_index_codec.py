@@ -201,8 +201,11 @@ def test_newer_format_and_unknown_codec_are_refused(tmp_path):
     path = tmp_path / "ix"
     with Index.create(path, distance=3, compress=True) as ix:
         ix.add([1, 2, 3])
-    _rewrite_manifest(path, lambda d: d.update(format_version=3))
-    with pytest.raises(CorruptIndexError, match="format version 3 is not supported"):
+    _rewrite_manifest(path, lambda d: d.update(format_version=4))
+    with pytest.raises(CorruptIndexError, match="format version 4 is not supported"):
+        Index.open(path)
+    _rewrite_manifest(path, lambda d: d.update(format_version=3))  # the format with sketches
+    with pytest.raises(CorruptIndexError, match="'sketch_words' is None in a version 3 index"):
         Index.open(path)
     _rewrite_manifest(path, lambda d: d.update(format_version=2))
     _rewrite_manifest(path, lambda d: d["segments"][0]["files"]["fp"].update(codec="zz"))

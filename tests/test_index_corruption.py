@@ -1,7 +1,7 @@
 """Damage every kind of index file and check that neardup never crashes, hangs or strays.
 
 Each file of an index (MANIFEST, fingerprints, tables, keys, key order, string blob and offsets,
-tombstones) is flipped, truncated, extended, emptied, deleted, swapped with a sibling or, for the
+sketches and shingle counts, tombstones) is flipped, truncated, extended, emptied, deleted, swapped with a sibling or, for the
 manifest, edited with a matching checksum. A worker process (so a segfault fails the test rather
 than killing pytest) then opens each damaged copy, queries it, checks ``in``, verifies it, writes
 to it and runs ``neardup index query`` on it. Every case must end in a one-line
@@ -17,10 +17,12 @@ import random
 import shutil
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
 
+from neardup.core.sketch import Sketches
 from neardup.index import Index, storage
 
 DISTANCE = 3
@@ -31,8 +33,12 @@ import numpy as np
 from neardup.index import CorruptIndexError, Index
 from neardup.cli.main import main
 
-cases, queries, probe_ids = json.load(open(sys.argv[1]))
+cases, queries, probe_ids, sketches = json.load(open(sys.argv[1]))
 q = np.array(queries, dtype=np.uint64)
+if sketches is not None:
+    from neardup.core.sketch import Sketches
+
+    sk = Sketches(np.array(sketches[0], dtype=np.uint64), np.array(sketches[1], dtype=np.uint32))
 
 
 def one_line(e):
@@ -49,6 +55,10 @@ for case in cases:
             out["answer"] = [m.query_index.tolist(), [str(i) for i in m.id.tolist()],
                              m.distance.tolist(), len(ix), ix.contains(probe_ids).tolist(),
                              [i in ix for i in probe_ids]]
+            if sketches is not None:
+                v = ix.verified_query(sk, 0.5, 3)
+                out["answer"].append([v.query_index.tolist(), [str(i) for i in v.id.tolist()],
+                                      v.distance.tolist(), v.jaccard.tolist()])
             try:
                 ix.verify()
                 out["verified"] = True
@@ -59,7 +69,11 @@ for case in cases:
     try:
         with Index.open(path, "w") as w:
             new = [f"new{k}" for k in range(3)] if w.id_type == "str" else [10**9 + k for k in range(3)]
-            w.add(q[:3] ^ np.uint64(1 << 40), ids=new)
+            if sketches is None:
+                w.add(q[:3] ^ np.uint64(1 << 40), ids=new)
+            else:
+                w.add(None, ids=new, sketches=sk.take(np.arange(3)))
+                w.verified_query(sk, 0.5, 3)
             w.remove(probe_ids[:2], missing="ignore")
             w.compact()
             w.query(q[:5])
@@ -80,22 +94,46 @@ print("DONE", flush=True)
 """
 
 
-def _build(path, str_ids: bool) -> tuple[np.ndarray, list]:
-    """An index of three runs (one with tombstones); returns the queries and some ids."""
+def _build(path, str_ids: bool, sketches: bool = False) -> tuple[np.ndarray, list, Any]:
+    """An index of three runs (one with tombstones); returns the queries, some ids and, for an
+    index with sketches, the queries' sketches."""
     rng = np.random.default_rng(7)
     base = rng.integers(0, 2**64, 120, dtype=np.uint64, endpoint=False)
     near = base ^ (np.uint64(1) << rng.integers(0, 64, 120).astype(np.uint64))
     fps = np.concatenate([base, near])
     ids: list = [f"doc-{i}-é" for i in range(len(fps))] if str_ids else list(range(len(fps)))
-    with Index.create(path, distance=DISTANCE, blocks=4) as ix:
-        ix.max_segments = 8
-        ix.add(fps[:150], ids=ids[:150])
-        ix.add(fps[150:200], ids=ids[150:200])
-        ix.remove(ids[10:20])
-        ix.add(fps[200:], ids=ids[200:])
     queries = np.concatenate([base[:40], near[100:140], rng.integers(0, 2**64, 20,
                                                                       dtype=np.uint64)])  # fmt: skip
-    return queries, [ids[5], ids[15], ids[199], "nope" if str_ids else -1]
+    sk = qsk = None
+    if sketches:  # made up: word 0 the fingerprint, near rows a few bits from their base but
+        # the last 40 unrelated to it (the sketches, not the fingerprints, tell them apart)
+        words = rng.integers(0, 2**64, (240, 4), dtype=np.uint64)
+        flips = np.uint64(1) << rng.integers(0, 64, (80, 3)).astype(np.uint64)
+        words[120:200, 1:] = words[:80, 1:] ^ flips
+        words[:, 0] = fps
+        sk = Sketches(words, rng.integers(50, 60, 240).astype(np.uint32))
+        qsk = Sketches(
+            np.concatenate([words[:40], words[220:260], rng.integers(0, 2**64, (20, 4), dtype=np.uint64)]),
+            np.concatenate([sk.sizes[:40], sk.sizes[220:260], np.full(20, 55, np.uint32)]),
+        )  # fmt: skip
+        qsk.words[:, 0] = queries
+
+    def add(lo: int, hi: int) -> None:
+        if sk is None:
+            ix.add(fps[lo:hi], ids=ids[lo:hi])
+        else:
+            ix.add(None, ids=ids[lo:hi], sketches=sk.take(np.arange(lo, hi)))
+
+    with Index.create(
+        path, distance=DISTANCE, blocks=4, threshold=0.5 if sketches else None,
+        sketch_words=4 if sketches else None,
+    ) as ix:  # fmt: skip
+        ix.max_segments = 8
+        add(0, 150)
+        add(150, 200)
+        ix.remove(ids[10:20])
+        add(200, 240)
+    return queries, [ids[5], ids[15], ids[199], "nope" if str_ids else -1], qsk
 
 
 def _flip(data: bytearray, lo: int, hi: int, rng: random.Random) -> bytearray:
@@ -134,9 +172,21 @@ def _mutations(name: str, data: bytes, siblings: list[str], rng: random.Random):
             yield f"swap-{s}", s
 
 
-def _manifest_edits():
+def _manifest_edits(sketches: bool):
     """Edits with a matching checksum: a manifest that is consistent but lies."""
     seg = lambda d: d["segments"][0]  # noqa: E731
+    if sketches:
+        return {
+            "sketch-words-lie": lambda d: d.update(sketch_words=8),
+            "no-sketch-words": lambda d: d.pop("sketch_words"),
+            "drop-sketch": lambda d: seg(d)["files"].pop("sketch"),
+            "drop-ssize": lambda d: seg(d)["files"].pop("ssize"),
+            "sketch-shape-lie": lambda d: seg(d)["files"]["sketch"].update(shape=[seg(d)["rows"]]),
+            "ssize-dtype-lie": lambda d: seg(d)["files"]["ssize"].update(dtype="<u8"),
+            "sketch-outside": lambda d: seg(d)["files"]["sketch"].update(name="../outside.npy"),
+            "version-1": lambda d: d.update(format_version=1),
+            "rows-more": lambda d: seg(d).update(rows=seg(d)["rows"] + 1),
+        }
     return {
         "outside": lambda d: seg(d)["files"]["fp"].update(name="../outside.npy"),
         "absolute-file": lambda d: seg(d)["files"]["t1"].update(name="/tmp/x.t1.npy"),
@@ -170,7 +220,7 @@ def _manifest_edits():
     }
 
 
-def _cases(root: str, pristine: str, queries_file: str) -> list[dict]:
+def _cases(root: str, pristine: str, queries_file: str, sketches: bool) -> list[dict]:
     rng = random.Random(11)
     cases = []
     names = sorted(n for n in os.listdir(pristine) if n != "LOCK")
@@ -190,7 +240,7 @@ def _cases(root: str, pristine: str, queries_file: str) -> list[dict]:
                 with open(target, "wb") as f:
                     f.write(new)
             cases.append({"label": f"{name}:{label}", "dir": d, "queries": queries_file})
-    for label, edit in _manifest_edits().items():
+    for label, edit in _manifest_edits(sketches).items():
         d = os.path.join(root, f"{len(cases):04d}", "ix")
         shutil.copytree(pristine, d)
         doc = json.loads(open(os.path.join(d, "MANIFEST")).read())
@@ -216,15 +266,23 @@ def _outside_snapshot(root: str) -> dict[str, bytes]:
     return out
 
 
-@pytest.mark.parametrize("str_ids", [False, True], ids=["int-ids", "str-ids"])
-def test_damaged_index_files_give_a_clear_error_or_the_right_answer(tmp_path, str_ids):
+@pytest.mark.parametrize(
+    "str_ids, sketches", [(False, False), (True, False), (False, True)],
+    ids=["int-ids", "str-ids", "sketches"],
+)  # fmt: skip
+def test_damaged_index_files_give_a_clear_error_or_the_right_answer(tmp_path, str_ids, sketches):
     pristine = str(tmp_path / "pristine" / "ix")
-    queries, probe = _build(pristine, str_ids)
+    queries, probe, qsk = _build(pristine, str_ids, sketches)
     with Index.open(pristine) as ix:
         m = ix.query_arrays(queries, DISTANCE)
         expected = [m.query_index.tolist(), [str(i) for i in m.id.tolist()],
                     m.distance.tolist(), len(ix), ix.contains(probe).tolist(),
                     [i in ix for i in probe]]  # fmt: skip
+        if qsk is not None:
+            v = ix.verified_query(qsk, 0.5, DISTANCE)
+            expected.append([v.query_index.tolist(), [str(i) for i in v.id.tolist()],
+                             v.distance.tolist(), v.jaccard.tolist()])  # fmt: skip
+            assert len(v.id) > 40 and len(v.id) < len(m.id)  # the sketches decide
     assert len(m.id) > 40  # the queries do find things
     root = str(tmp_path / "cases")
     os.mkdir(root)
@@ -233,10 +291,11 @@ def test_damaged_index_files_give_a_clear_error_or_the_right_answer(tmp_path, st
         f.write("".join(f"{v}\n" for v in queries.tolist()))
     # a file outside the index that a lying manifest could point at
     shutil.copyfile(os.path.join(pristine, "s00000000.fp.npy"), os.path.join(root, "outside.npy"))
-    cases = _cases(root, pristine, qfile)
+    cases = _cases(root, pristine, qfile, sketches)
     spec = os.path.join(str(tmp_path), "cases.json")
+    skjson = None if qsk is None else [qsk.words.tolist(), qsk.sizes.tolist()]
     with open(spec, "w") as f:
-        json.dump([cases, queries.tolist(), probe], f)
+        json.dump([cases, queries.tolist(), probe, skjson], f)
     outside = _outside_snapshot(root)
     try:
         run = subprocess.run(

@@ -11,6 +11,7 @@ import time
 
 import naive
 import numpy as np
+import pytest
 
 from neardup.index import Index
 
@@ -21,12 +22,15 @@ from neardup.index import Index
 
 path, start = sys.argv[1], int(sys.argv[2])
 ix = Index.open(path, "w")
+from neardup.core.sketch import Sketches
 ix.max_segments = 4
 step = start
 print("ready", flush=True)
 while True:
     kind, fps, ids = plan(step)
-    if kind == "add":
+    if kind == "add" and ix.sketch_words:
+        ix.add(None, ids=ids, sketches=Sketches(sketch_words(fps), np.full(len(fps), 100, np.uint32)))
+    elif kind == "add":
         ix.add(fps, ids=ids)
     elif kind == "remove":
         ix.remove(ids, missing="ignore")
@@ -37,6 +41,12 @@ while True:
 """
 
 PLAN = r"""
+def sketch_words(fps):
+    # made-up sketches that the model can recompute: word k is the fingerprint XOR a constant
+    return np.stack([fps] + [fps ^ np.uint64(0x9E3779B97F4A7C15 * k % 2**64) for k in (1, 2, 3)],
+                    axis=1)
+
+
 def plan(step):
     rng = np.random.default_rng(step)
     if step % 7 == 6:
@@ -70,6 +80,9 @@ def model_after(step: int) -> dict[int, int]:
 def same(ix: Index, model: dict[int, int], queries: np.ndarray) -> bool:
     if len(ix) != len(model):
         return False
+    for seg in ix._segs if ix.sketch_words else []:  # every row's sketch is its fingerprint's
+        if not np.array_equal(seg.sketch, sketch_words(np.asarray(seg.fps))):  # noqa: F821
+            return False
     got = ix.query_arrays(queries, distance=1)
     ids = np.array(sorted(model), dtype=np.int64)
     corpus = np.array([model[i] for i in ids.tolist()], dtype=np.uint64)
@@ -81,9 +94,13 @@ def same(ix: Index, model: dict[int, int], queries: np.ndarray) -> bool:
     )
 
 
-def test_sigkill_at_random_points_reopens_committed_state(tmp_path):
+@pytest.mark.parametrize("sketches", [False, True], ids=["plain", "sketches"])
+def test_sigkill_at_random_points_reopens_committed_state(tmp_path, sketches):
     path = tmp_path / "ix"
-    Index.create(path, distance=3, blocks=5).close()
+    Index.create(
+        path, distance=3, blocks=5, threshold=0.8 if sketches else None,
+        sketch_words=4 if sketches else None,
+    ).close()  # fmt: skip
     rnd = random.Random(1234)
     step = 0
     script = "import numpy as np\n" + PLAN + WRITER

@@ -4,6 +4,7 @@ and against the local index: same answers, same ids, same errors."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import naive
@@ -262,3 +263,67 @@ def test_choose_redis_layout():
     assert choose_redis_layout(1000, 3) == (4, 3)
     assert choose_redis_layout(10_000_000, 3) == (4, 16)
     assert choose_redis_layout(10**9, 3) == (5, 23)
+
+
+@pytest.mark.parametrize("where", ["node", "cluster"])
+def test_bulk_writes_in_many_small_rounds(request, where):
+    """Adds split into many pipelines, script calls and entry batches (tiny limits) give the
+    same index as one round, and an id already stored in a late batch refuses the whole add."""
+    url = fresh(request.getfixturevalue(where).url)
+    config.REDIS_WRITE_BYTES = 100
+    config.REDIS_SCRIPT_KEYS = 3
+    config.REDIS_SCRIPT_ITEMS = 7
+    config.REDIS_PIPELINE = 5
+    rng = np.random.default_rng(11)
+    fps = rng.integers(0, 2**64, 1000, dtype=np.uint64)
+    fps[600:650] = fps[:50] ^ np.uint64(1 << 40)  # near duplicates across the two adds
+    with RedisIndex.create(url, distance=3, blocks=5, bucket_bits=6) as ix:
+        ix.add(fps[:600], ids=np.arange(600))  # into an empty index
+        late = np.arange(600, 1000)
+        late[-1] = 599
+        with pytest.raises(ValueError, match=r"id 599 is already in the index \(1 of"):
+            ix.add(fps[600:], ids=late)
+        assert len(ix) == 600 and ix.generation == 1
+        ix.add(fps[600:], ids=np.arange(600, 1000))
+        model = dict(enumerate(fps.tolist()))
+        queries = np.concatenate([fps[::9] ^ np.uint64(6), rng.integers(0, 2**64, 50, np.uint64)])
+        check(ix, model, queries, 3)
+        ix.verify()
+    with RedisIndex.create(fresh(url), distance=3, blocks=5, bucket_bits=6) as ix:
+        names = [f"doc/{i}/é" for i in range(300)]
+        ix.add(fps[:300], ids=names)
+        assert ix.query(fps[:300:50]) == [[(names[i], 0)] for i in range(0, 300, 50)]
+        with pytest.raises(ValueError, match="'doc/299/é' is already in the index"):
+            ix.add(fps[300:310], ids=[f"new{i}" for i in range(9)] + [names[299]])
+        assert len(ix) == 300
+
+
+def test_long_bulk_add_keeps_its_lease(node):
+    """A bulk add running longer than the writers' lease keeps renewing it, so no other writer
+    can take the index midway."""
+    import redis
+
+    url = fresh(node.url)
+    config.REDIS_LOCK_LEASE_S = 2.0
+    config.REDIS_WRITE_BYTES = 2048
+    fps = np.random.default_rng(5).integers(0, 2**64, 200_000, dtype=np.uint64)
+    client = redis.Redis(port=node.port)
+    seen, done = [], threading.Event()
+    with RedisIndex.create(url, distance=3, blocks=5, bucket_bits=8) as ix:
+
+        def watch() -> None:
+            while not done.is_set():
+                seen.append(client.get(f"{ix.name}:lock"))
+                time.sleep(0.01)
+
+        w = threading.Thread(target=watch)
+        start = time.monotonic()
+        with ix.lock():
+            w.start()
+            ix.add(fps)
+            elapsed = time.monotonic() - start
+        done.set()
+        w.join()
+        assert elapsed > config.REDIS_LOCK_LEASE_S  # long enough to need renewing
+        assert len(set(seen)) == 1 and seen[0] is not None
+        assert len(ix) == len(fps)

@@ -4,12 +4,15 @@ worker processes) and over real redis-server processes, talked to with a real HT
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import threading
 import time
 
 import naive
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from servers import RedisCluster3, RedisNode, Service, needs_redis
 
 from neardup import Index
@@ -88,6 +91,78 @@ def test_bad_queries_get_one_line_4xx(local, body, status, message):
     assert r.status_code == status, r.text
     err = r.json()["error"]
     assert message in err and "\n" not in err and "Traceback" not in r.text
+
+
+@pytest.mark.parametrize(
+    "body, plain",
+    [
+        (b'{"fingerprints": [1, 18446744073709551615]}', True),
+        (b'{"distance": 2, "fingerprints": [0]}', True),
+        (b'{"fingerprints": [1], "distance": null}', True),
+        (b'{"fingerprints": ["1"]}', False),
+        (b'{"fingerprints": [18446744073709551616]}', False),
+        (b'{"fingerprints": [-1]}', False),
+        (b'{"fingerprints": [true]}', False),
+        (b'{"fingerprints": [1], "distance": true}', False),
+        (b'{"fingerprints": [1], "distance": 1.0}', False),
+        (b'{"fingerprints": []}', False),
+        (b'{"fingerprints": [1], "texts": null}', False),
+        (b'{"texts": ["a"]}', False),
+        (b"[1]", False),
+        (b"{", False),
+    ],
+)
+def test_fast_lane_takes_only_plain_small_queries(body, plain):
+    from neardup.server.app import _plain_query
+
+    assert (_plain_query(body) is not None) == plain
+    if plain:
+        q, d = _plain_query(body)
+        assert q.dtype == np.uint64 and d in (None, 0, 2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    per_query=st.lists(
+        st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(0, 64)), max_size=4),
+        max_size=12,
+    )
+)
+def test_results_json_kernel_writes_what_json_dumps_writes(per_query):
+    from neardup.index.index import IndexMatches
+    from neardup.server.app import _results_body
+
+    qi = [q for q, ms in enumerate(per_query) for _ in ms]
+    flat = [m for ms in per_query for m in ms]
+    m = IndexMatches(
+        np.array(qi, dtype=np.int64),
+        np.array([i for i, _ in flat], dtype=np.int64),
+        np.array([d for _, d in flat], dtype=np.int64),
+    )
+    want = [
+        {"matches": [{"id": i, "distance": d, "jaccard": None} for i, d in ms]} for ms in per_query
+    ]
+    assert _results_body(m, len(per_query)) == json.dumps(want, separators=(",", ":")).encode()
+
+
+def test_fast_lane_answers_as_the_validating_route(local):
+    """Integer fingerprints take the fast lane, the same ones as strings FastAPI's route: the
+    bodies are identical, errors too; a body of unknown length (chunked) is read whole."""
+    queries = np.concatenate([CORPUS[:20] ^ np.uint64(3), RNG.integers(0, 2**64, 20, np.uint64)])
+    with client(local) as c:
+        for q in queries.tolist():
+            fast = c.post("/query", json={"fingerprints": [q, q], "distance": 2})
+            slow = c.post("/query", json={"fingerprints": [str(q), q], "distance": 2})
+            assert fast.status_code == slow.status_code == 200
+            assert fast.content == slow.content
+        for d in (-1, 4):
+            fast = c.post("/query", json={"fingerprints": [1], "distance": d})
+            slow = c.post("/query", json={"fingerprints": ["1"], "distance": d})
+            assert fast.status_code == slow.status_code == 400
+            assert fast.json() == slow.json() and "index's distance 3" in fast.json()["error"]
+        chunks = iter([b'{"fingerprints"', b": [" + str(int(CORPUS[5])).encode() + b"]}"])
+        r = c.post("/query", content=chunks, headers={"content-type": "application/json"})
+        assert r.status_code == 200 and r.json()["results"][0]["matches"][0]["id"] == 5
 
 
 def test_batch_limit_and_token(local):

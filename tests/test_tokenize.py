@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from neardup.fingerprints import _kernels as K
 from neardup.fingerprints.tokenize import (
     NORMALIZATIONS,
+    ascii_char_classes,
     ascii_letters,
     char_classes,
     nfkc_casefold,
@@ -91,6 +92,11 @@ def test_char_classes_table():
     assert t[ord("a")] == K.CLS_WORD and t[ord("7")] == K.CLS_WORD and t[ord(" ")] == K.CLS_SEP
     assert t[ord("_")] == K.CLS_SEP and t[ord("。")] == K.CLS_SEP
     assert t[ord("日")] == K.CLS_CHAR and t[ord("\u0e48")] == K.CLS_CHAR_MARK
+
+
+def test_ascii_char_classes_are_the_start_of_the_table():
+    small = ascii_char_classes()
+    assert small.dtype == np.uint8 and small.tolist() == char_classes()[:128].tolist()
 
 
 def test_normalizations():

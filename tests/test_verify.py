@@ -142,8 +142,10 @@ def test_similar_pairs_matches_brute_force(case):
 @given(sets=families(), threshold=st.sampled_from(THRESHOLDS), distance=st.integers(0, 20))
 def test_similar_pairs_on_set_fingerprints(sets, threshold, distance):
     offsets, keys = naive.sets_to_csr(sets)
-    fps = [naive.set_fingerprint(s) for s in sets]
+    fps = [naive.set_minhash(s) for s in sets]
     assert set_fingerprints((offsets, keys)).tolist() == fps
+    simhashes = [naive.set_fingerprint(s) for s in sets]
+    assert set_fingerprints((offsets, keys), method="simhash").tolist() == simhashes
     r = similar_pairs((offsets, keys), threshold, distance=distance)
     want = naive.similar_pairs(sets, fps, threshold, distance)
     assert list(zip(r.i.tolist(), r.j.tolist(), r.jaccard.tolist())) == want
@@ -154,9 +156,25 @@ def test_set_fingerprints_track_jaccard():
     base = set(rng.integers(0, 2**32, 400).tolist())
     near = set(list(base)[:380]) | set(rng.integers(0, 2**32, 20).tolist())
     far = set(rng.integers(0, 2**32, 400).tolist())
-    fp = set_fingerprints(_csr([base, near, far]))
-    assert bin(int(fp[0] ^ fp[1])).count("1") <= 12 < bin(int(fp[0] ^ fp[2])).count("1")
-    assert set_fingerprints(_csr([set()])).tolist() == [0]
+    for method, near_bits in (("minhash", 8), ("simhash", 12)):
+        fp = set_fingerprints(_csr([base, near, far]), method=method)
+        assert np.bitwise_count(fp[0] ^ fp[1]) <= near_bits < np.bitwise_count(fp[0] ^ fp[2])
+        assert set_fingerprints(_csr([set()]), method=method).tolist() == [0]
+    with pytest.raises(ValueError, match="method must be one of"):
+        set_fingerprints(_csr([base]), method="bbit")
+
+
+def test_set_minhash_distance_is_about_32_times_one_minus_jaccard():
+    # (1 + J) / 2 agreement per bit: the mean distance over many pairs at J = 0.8 is 6.4 bits
+    rng = np.random.default_rng(8)
+    sets = []
+    for _ in range(300):
+        base = rng.choice(2**32, 180, replace=False)
+        other = np.concatenate([base[:160], rng.choice(2**32, 20, replace=False)])
+        sets += [set(base.tolist()), set(other.tolist())]  # Jaccard 160 / 200 = 0.8
+    fp = set_fingerprints(_csr(sets))
+    mean = float(np.mean(np.bitwise_count(fp[0::2] ^ fp[1::2])))
+    assert 5.4 < mean < 7.4
 
 
 def test_similar_pairs_any_thread_count(small_chunks):
@@ -187,7 +205,7 @@ def test_similar_pairs_from_texts_with_a_shingling_fingerprinter():
     fp = naive.ShinglingFingerprinter()
     r = similar_pairs(texts, 0.5, distance=20, fingerprinter=fp)
     sets = [set(naive.shingle_keys(t)) for t in texts]
-    want = naive.similar_pairs(sets, [naive.set_fingerprint(s) for s in sets], 0.5, 20)
+    want = naive.similar_pairs(sets, [naive.set_minhash(s) for s in sets], 0.5, 20)
     assert list(zip(r.i.tolist(), r.j.tolist(), r.jaccard.tolist())) == want
     assert (0, 1, 1.0) in want and any(p[:2] == (0, 2) for p in want)
     # the default fingerprinter's own shingle keys (features_many) give the same pairs
@@ -291,7 +309,7 @@ def test_decide_verified_given_pairs_equals_the_search(case):
 @settings(max_examples=40)
 @given(sets=families(), threshold=st.sampled_from(THRESHOLDS), distance=st.integers(0, 20))
 def test_decide_verified_on_set_fingerprints(sets, threshold, distance):
-    fps = [naive.set_fingerprint(s) for s in sets]
+    fps = [naive.set_minhash(s) for s in sets]
     with warnings.catch_warnings(), leaf_size(4):
         warnings.simplefilter("ignore")
         d = decide_verified(_csr(sets), threshold=threshold, distance=distance)
@@ -449,8 +467,35 @@ def test_bad_arguments():
 
 def test_distance_rule_grows_as_the_threshold_falls():
     ds = [distance_for_threshold(t) for t in (1.0, 0.95, 0.9, 0.8, 0.7, 0.5, 0.01)]
-    assert ds == sorted(ds) and 8 <= ds[0] and ds[-1] <= 16
+    assert ds == sorted(ds) and 1 <= ds[0] and ds[-1] <= 16
 
 
 def test_exported():
     assert neardup.similar_pairs is similar_pairs
+
+
+def test_gather_sets_copies_wanted_documents_from_a_mapped_spool(tmp_path):
+    from neardup.core.similarity import gather_sets, page_out
+    from neardup.pipeline.spool import ShingleSpool
+
+    rng = np.random.default_rng(11)
+    sets = [set(rng.integers(0, 2**32, rng.integers(0, 30)).tolist()) for _ in range(300)]
+    offsets, keys = naive.sets_to_csr(sets)
+    wanted = rng.random(300) < 0.3
+    with ShingleSpool(tmp_path) as spool:
+        spool.append(offsets, keys)
+        mapped = spool.sets()
+        assert isinstance(mapped.keys, np.memmap)
+        got = gather_sets(mapped, wanted, threads=2)
+        assert not isinstance(got.keys, np.memmap)
+        for d in range(300):
+            want = sorted(sets[d]) if wanted[d] else []
+            assert got.keys[got.offsets[d] : got.offsets[d + 1]].tolist() == want
+        page_out(mapped.keys)  # pages dropped, the data still there when touched again
+        assert mapped.keys.tolist() == keys.tolist()
+        # decisions on the mapped keys equal those on keys in memory
+        a = decide_verified(mapped, threshold=0.5, distance=20, threads=2)
+        b = decide_verified((offsets, keys), threshold=0.5, distance=20, threads=1)
+        assert a.kept_for.tolist() == b.kept_for.tolist()
+    in_memory = as_shingle_sets(offsets, keys)
+    assert gather_sets(in_memory, wanted) is in_memory

@@ -103,6 +103,9 @@ MAX_INDEX_TABLES = 5000
 #: Queries per batch above which an index probes its tables on several threads.
 PARALLEL_QUERIES = 2048
 
+#: Queries searched at once by ``Index.verified_query`` (bounds the candidate pairs in memory).
+VERIFY_QUERY_CHUNK = 65536
+
 # -- documents ------------------------------------------------------------------------------------
 
 #: Documents read before each fingerprinting round (the next batch is read meanwhile).
@@ -132,6 +135,17 @@ PROGRESS_BAR_DELAY = 0.5
 
 #: ``--progress log``: seconds between two progress lines.
 PROGRESS_LOG_SECONDS = 5.0
+
+#: ``neardup dedup``, first run on a machine: compile the search and verification kernels in a
+#: second process while this one fingerprints, when threads >= 2 and a CPU is idle for it.
+COMPILE_AHEAD = True
+
+#: ... and the usable CPUs minus the 1-minute load average is at least this. The second process
+#: costs about 1.4 s of CPU (an interpreter, numpy and numba of its own): with a CPU idle it
+#: gains more than that, with none the two processes take turns and it is a loss
+#: (``bench/startup.py --ahead`` on a shared 2-core machine: a cold dedup of the sample took
+#: 5.8 s instead of 6.6 s at load 1.3-2.1, 7.0 s instead of 5.8 s at load 2.7-2.9).
+COMPILE_AHEAD_SPARE_CPUS = 1.5
 
 # -- report ---------------------------------------------------------------------------------------
 
@@ -181,6 +195,15 @@ REDIS_ENTRY_SHARDS = 1024
 
 #: Redis index: commands per pipeline round trip.
 REDIS_PIPELINE = 10_000
+
+#: Redis index: payload bytes per pipeline round trip of a write (bounds a bulk add's buffers).
+REDIS_WRITE_BYTES = 16 << 20
+
+#: Redis index: buckets appended by one script call in a write.
+REDIS_SCRIPT_KEYS = 1000
+
+#: Redis index: entries written or looked up by one script call in a write.
+REDIS_SCRIPT_ITEMS = 20_000
 
 #: Redis index: seconds a writer's lease lasts (a crashed writer blocks others this long).
 REDIS_LOCK_LEASE_S = 60.0

@@ -27,6 +27,7 @@ from neardup.io.files import input_size, metered
 from neardup.io.hf import is_saved_dataset, load_saved_dataset, save_dataset
 from neardup.io.sources import InputPath, expand_inputs
 from neardup.io.writers import OutputSet, atomic_output
+from neardup.pipeline.ahead import compile_ahead
 from neardup.pipeline.stream import reads_in_blocks
 
 PROG = "neardup dedup"
@@ -46,11 +47,28 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
         f"clusters         {s['clusters']} (of 2 or more near-duplicates)",
         f"dropped          {s['dropped']} ({pct:.1f}%), kept {s['kept']}",
     ]
+    against = s.get("against")
     if s["verified"]:
+        within = " within the input" if against else ""
         lines.append(
-            f"verified         every drop Jaccard >= {s['threshold']:g}; "
+            f"verified         every drop{within} Jaccard >= {s['threshold']:g}; "
             f"{plural(s['no_shingles'], 'document')} without shingles kept; "
             f"{size(s['temp_bytes'])} temporary disk"
+        )
+    if against:
+        if against["verified"] == "sketch":
+            how = (
+                f"Jaccard >= {s['threshold']:g} estimated from its sketches, candidates within "
+                f"{against['distance']} bits"
+            )
+        else:
+            how = (
+                f"within {against['distance']} bits; not Jaccard-verified (the index keeps no "
+                "sketches)"
+            )
+        lines.append(
+            f"against index    {plural(against['dropped'], 'document')} dropped as seen in "
+            f"{against['index']}: {how}"
         )
     if "bytes_in" in s:
         lines.append(
@@ -113,7 +131,8 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     default=None,
     help="Largest Hamming distance (bits) between fingerprints that makes candidates "
     f"[default: the rule for --threshold, 0.8 -> {distance_for_threshold(0.8)}; "
-    f"with --no-verify or against --against's index: {DEFAULT_DEDUP_DISTANCE}].",
+    f"with --no-verify or against an --against index without sketches: "
+    f"{DEFAULT_DEDUP_DISTANCE}].",
 )
 @click.option(
     "--blocks",
@@ -142,12 +161,14 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     "--against",
     default=None,
     metavar="INDEX",
-    help="Also drop documents within --distance bits (default 6) of anything in this neardup "
-    "index (see `neardup index`): dedup a new dump against everything seen before. The index "
-    "keeps no shingles: these drops are by fingerprint distance, not Jaccard-verified. With "
-    "--scheduler/--workers this runs in batch mode on the cluster, and INDEX may also be "
-    "Parquet files of the stored corpus (a path or glob ending in .parquet; columns "
-    "'fingerprint' and 'id').",
+    help="Also drop documents seen before, in this neardup index (see `neardup index`): dedup a "
+    "new dump against everything seen before. An index created with `neardup index create "
+    "--threshold` keeps a MinHash sketch per document: a document is dropped when its Jaccard "
+    "estimated from the sketches with an entry is >= --threshold. Any other index drops "
+    "documents within --distance bits (default 6) of an entry, not Jaccard-verified. With "
+    "--scheduler/--workers the candidates come from batch mode on the cluster, and INDEX may "
+    "also be Parquet files of the stored corpus (a path or glob ending in .parquet; columns "
+    "'fingerprint' and 'id'; not verified).",
 )
 @click.option("--update", is_flag=True, help="With --against: add the kept documents to the index.")
 @dask_options
@@ -192,8 +213,10 @@ def dedup(
     chain of drops. Candidates are documents whose set fingerprints differ in at most
     --distance bits. Shingle keys are spooled to a temporary file in TMPDIR (4 bytes per
     distinct shingle), removed at the end. Documents without shingles are always kept.
-    Documents matched against an --against index are dropped by fingerprint distance only:
-    they are not Jaccard-verified.
+    Against an index with sketches (`neardup index create --threshold`), a document is dropped
+    when its Jaccard estimated from the sketches with an entry is >= --threshold, and takes no
+    part in the decisions within the input; against any other index, documents within
+    --distance bits of an entry are dropped, not Jaccard-verified.
 
     --no-verify: clusters are connected components of 64-bit simhash fingerprints within
     --distance bits (two members may differ in more), one kept per cluster.
@@ -260,10 +283,17 @@ def dedup(
     def on_bad(err: InputError) -> None:
         say(f"skipped {err}")
 
-    reader = ["reader"] if dataset is None and reads_in_blocks(files) else []
-    announce_compile(PROG, ["fingerprint", *reader, "search"], quiet)
+    later = ["search"] if no_verify else ["search", "verify"]
+    first = ["fingerprint", *(["reader"] if dataset is None and reads_in_blocks(files) else [])]
     with contextlib.ExitStack() as stack:
         client = None
+        ahead = False
+        if scheduler is None and workers is None:  # (on Dask the search runs elsewhere)
+            ahead = stack.enter_context(compile_ahead(not no_verify, threads))
+        if ahead:
+            announce_compile(PROG, first, quiet, alongside=later)
+        else:
+            announce_compile(PROG, [*first, *later], quiet)
         if scheduler is not None or workers is not None:
             from neardup.distributed import connect
 

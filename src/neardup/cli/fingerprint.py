@@ -229,9 +229,12 @@ def fingerprint_inputs(
     quiet: bool,
     progress_mode: str,
     groups: tuple[str, ...] = ("fingerprint",),
+    keys: bool = False,
+    each: Callable[[Any], None] | None = None,
 ) -> tuple[Fingerprinted, int]:
     """Every document of ``files`` fingerprinted with a progress bar, and the bad records
-    skipped (reported on stderr; without ``skip_bad`` the first one is raised)."""
+    skipped (reported on stderr; without ``skip_bad`` the first one is raised); ``keys`` and
+    ``each`` as for :func:`neardup.pipeline.stream.fingerprint_all`."""
     skipped = 0
     bar = Progress(prog, progress_mode, quiet)
 
@@ -254,6 +257,8 @@ def fingerprint_inputs(
                 threads=threads,
                 on_bad=on_bad if skip_bad else None,
                 progress=lambda n: bar.update(meter.done, n),
+                keys=keys,
+                each=each,
             )
         finally:
             bar.close()

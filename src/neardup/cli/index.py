@@ -16,6 +16,8 @@ from neardup.cli.common import dask_options
 from neardup.cli.progress import progress_option
 from neardup.cli.style import plural
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE
+from neardup.core.similarity import distance_for_threshold
+from neardup.core.sketch import SKETCH_WORDS, Sketches, set_sketches
 from neardup.errors import IdError, InputError, holding
 from neardup.io.formats import display_name, read_fingerprints
 from neardup.io.writers import OutputSet
@@ -62,11 +64,15 @@ def read_inputs(
     quiet: bool,
     progress_mode: str = "auto",
     where: list[tuple[str, int]] | None = None,
-) -> tuple[np.ndarray, list[Any] | None]:
-    """Fingerprints and ids of the inputs: decimal lines (ids None) or fingerprinted documents.
+    sketch_words: int | None = None,
+) -> tuple[np.ndarray, list[Any] | None, Sketches | None]:
+    """Fingerprints, ids and sketches of the inputs: decimal lines (ids and sketches None) or
+    fingerprinted documents.
 
     Document ids are the id field's values when all are integers, else their text. ``where``,
     when given, receives the (file, line) of every document, to name one in a later error.
+    With ``sketch_words`` (an index with sketches) documents get the MinHash sketch of their
+    shingle set, and their fingerprints are the sketches' first words (set fingerprints).
     """
     from neardup.cli.fingerprint import fingerprint_inputs, make_fingerprinter, resolve_input
     from neardup.io.sources import InputPath, expand_inputs
@@ -77,11 +83,18 @@ def read_inputs(
     inputs = tuple(f.path for f in files)
     if raw:
         parts = [read_fingerprints(p) for p in inputs]
-        return (np.concatenate(parts) if parts else np.zeros(0, np.uint64)), None
+        return (np.concatenate(parts) if parts else np.zeros(0, np.uint64)), None, None
     fp = make_fingerprinter(preset, window)
+    sketches: list[Sketches] = []
+
+    def sketch(batch: Any) -> None:
+        sk = set_sketches((batch.key_offsets, batch.keys), sketch_words, threads=threads)
+        sketches.append(sk)
+
     got, _ = fingerprint_inputs(
         PROG, fp, files, text_field, id_field, skip_bad, threads, quiet, progress_mode,
-        ("fingerprint", "index"),
+        ("fingerprint", "index"), keys=sketch_words is not None,
+        each=sketch if sketch_words is not None else None,
     )  # fmt: skip
     if where is not None:
         names = ["<stdin>" if f.path == "-" else f.path for f in files]
@@ -89,7 +102,16 @@ def read_inputs(
     fps, ids = got.fingerprints, got.ids
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         ids = [str(i) for i in ids]
-    return fps, ids
+    sk_all = None
+    if sketch_words is not None:  # the fingerprints are the sketches' first words
+        fps = np.concatenate([s.fingerprints for s in sketches]) if sketches else fps
+        sk_all = Sketches(
+            np.concatenate([s.words for s in sketches]) if sketches else
+            np.zeros((0, sketch_words), dtype=np.uint64),
+            np.concatenate([s.sizes for s in sketches]) if sketches else
+            np.zeros(0, dtype=np.uint32),
+        )  # fmt: skip
+    return fps, ids, sk_all
 
 
 _HOLDING = "the fingerprints and ids of the inputs and their answers (README: Memory)"
@@ -117,17 +139,34 @@ def index() -> None:
 @click.option(
     "--distance",
     type=click.IntRange(0, 63),
-    default=DEFAULT_DEDUP_DISTANCE,
-    show_default=True,
+    default=None,
     help="Largest distance (bits) the index answers; `neardup dedup --against` needs at least "
-    "its --distance (the same default).",
+    f"its --distance [default: {DEFAULT_DEDUP_DISTANCE}, dedup's; with --threshold, the "
+    f"candidate distance of that threshold: 0.8 -> {distance_for_threshold(0.8)}].",
+)
+@click.option(
+    "-t",
+    "--threshold",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=None,
+    help="Create an index for verified dedup down to this Jaccard threshold: it keeps a MinHash "
+    "sketch of each document's shingles, and `neardup dedup --against` drops a document only "
+    "when its Jaccard estimated from the sketches with an entry is >= dedup's --threshold.",
+)
+@click.option(
+    "--sketch-words",
+    type=click.IntRange(2, 64),
+    default=None,
+    help=f"With --threshold: 64-bit words per sketch [default: {SKETCH_WORDS}, "
+    f"{8 * SKETCH_WORDS + 4} bytes per entry]; more words estimate the Jaccard more closely.",
 )
 @click.option(
     "--blocks",
     type=click.IntRange(1, 64),
     default=None,
     help="Blocks of the layout (C(blocks, distance) tables of 8 bytes per fingerprint); "
-    "default: the fastest for --expected-size.",
+    "default: the fastest for --expected-size, or with --threshold distance + 1 (the fewest "
+    "tables; dedup --against searches its batch by the batch engine).",
 )
 @click.option(
     "--expected-size",
@@ -143,7 +182,13 @@ def index() -> None:
     "per table instead of 64); same answers.",
 )
 def create_cmd(
-    path: str, distance: int, blocks: int | None, expected_size: int, compress: bool
+    path: str,
+    distance: int | None,
+    threshold: float | None,
+    sketch_words: int | None,
+    blocks: int | None,
+    expected_size: int,
+    compress: bool,
 ) -> None:
     """Create an empty index in directory PATH."""
     from neardup.index import Index
@@ -155,10 +200,20 @@ def create_cmd(
             "an index already exists here; add to it with `neardup index add "
             f"{path} INPUT...`, or remove the directory to start again",
         )
-    with Index.create(path, distance, blocks, expected_size=expected_size, compress=compress) as ix:
+    if sketch_words is not None and threshold is None:
+        raise click.UsageError("--sketch-words needs --threshold (an index for verified dedup)")
+    if distance is None and threshold is None:
+        distance = DEFAULT_DEDUP_DISTANCE
+    with Index.create(
+        path, distance, blocks, expected_size=expected_size, compress=compress,
+        threshold=threshold, sketch_words=sketch_words,
+    ) as ix:  # fmt: skip
+        sketches = ""
+        if ix.sketch_words is not None:
+            sketches = f", sketches of {ix.sketch_words} words for verified dedup"
         click.echo(
             f"{PROG}: created {path}: distance {ix.distance}, blocks {ix.blocks}, "
-            f"{ix.layout.n_tables} tables{', compressed' if compress else ''}",
+            f"{ix.layout.n_tables} tables{', compressed' if compress else ''}{sketches}",
             err=True,
         )
 
@@ -173,14 +228,22 @@ def add_cmd(path: str, inputs: tuple[str, ...], quiet: bool, **kw: Any) -> None:
 
     with Index.open(path, "w") as ix, holding(_HOLDING, _FIX):
         where: list[tuple[str, int]] = []
-        fps, ids = read_inputs(inputs, quiet=quiet, where=where, **kw)
+        if kw["raw"] and ix.sketch_words is not None:
+            raise click.UsageError(
+                f"index {path} keeps a sketch of each document's shingles; add documents, not "
+                "--fingerprints"
+            )
+        fps, ids, sketches = read_inputs(
+            inputs, quiet=quiet, where=where, sketch_words=ix.sketch_words, **kw
+        )
         if ids is None and ix.id_type == "str":
             raise click.UsageError(
                 f"index {path} has string ids and --fingerprints inputs carry none; "
                 "add documents (their ids are used)"
             )
         try:
-            ix.add(fps, _fit_ids(ids, ix.id_type))
+            ix.add(None if sketches is not None else fps, _fit_ids(ids, ix.id_type),
+                   sketches=sketches)  # fmt: skip
         except IdError as e:
             if e.position is None or e.position >= len(where):
                 raise
@@ -201,6 +264,14 @@ def add_cmd(path: str, inputs: tuple[str, ...], quiet: bool, **kw: Any) -> None:
 @click.argument("path")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option("--distance", type=click.IntRange(min=0), default=None, help="Bits (inclusive).")
+@click.option(
+    "-t",
+    "--threshold",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=None,
+    help="Index with sketches: only the matches whose Jaccard estimated from the sketches is "
+    ">= this, as [id, distance, jaccard], best first (--distance default: the threshold's).",
+)
 @click.option("-o", "--output", default="-", show_default=True, help="JSONL output ('-' stdout).")
 @_input_options
 @dask_options
@@ -208,6 +279,7 @@ def query_cmd(
     path: str,
     inputs: tuple[str, ...],
     distance: int | None,
+    threshold: float | None,
     output: str,
     quiet: bool,
     scheduler: str | None,
@@ -220,6 +292,9 @@ def query_cmd(
     With --scheduler or --workers the query runs in batch mode on Dask: the inputs' tables are
     built once and shipped to the workers, which read the index's segments themselves (they must
     see PATH) and stream them past the tables; the output is the same.
+
+    An index with sketches (created with --threshold) compares set fingerprints: documents
+    are fingerprinted so; with --threshold each match is decided by its estimated Jaccard.
     """
     from neardup.index import Index
     from neardup.io.sources import InputPath, expand_inputs
@@ -228,15 +303,30 @@ def query_cmd(
     with OutputSet([*inputs, *(f.path for f in files)], protect=[path]) as outs:
         out = outs.file(output)  # checked before any work
         with Index.open(path) as ix, holding(_HOLDING, _FIX):
-            fps, ids = read_inputs(inputs, quiet=quiet, **kw)
-            if scheduler is None and workers is None:
-                res = ix.query(fps, distance)
+            words = None if kw["raw"] else ix.sketch_words
+            if threshold is not None and (ix.sketch_words is None or kw["raw"]):
+                raise click.UsageError(
+                    f"--threshold needs documents and an index with sketches (index {path} "
+                    f"{'has' if ix.sketch_words else 'keeps no'} sketches; create one with "
+                    "`neardup index create --threshold`)"
+                )
+            fps, ids, sketches = read_inputs(inputs, quiet=quiet, sketch_words=words, **kw)
+            if threshold is not None:
+                k = distance_for_threshold(threshold) if distance is None else distance
             else:
+                k = ix.distance if distance is None else distance
+            m: Any = None
+            if scheduler is not None or workers is not None:
                 import neardup.distributed as nd
 
-                k = ix.distance if distance is None else distance
                 with nd.connect(scheduler, workers) as client:
                     m = nd.query(ix, fps, k, client=client)
+            if threshold is not None:
+                m = ix.verified_query(sketches, threshold, k, candidates=m)
+                res = _per_query(m, len(fps))
+            elif m is None:
+                res = ix.query(fps, distance)
+            else:
                 res = _per_query(m, len(fps))
         qids = ids if ids is not None else range(len(fps))
         with outs.open(out, "w") as f:
@@ -251,13 +341,15 @@ def query_cmd(
         )
 
 
-def _per_query(m: Any, n: int) -> list[list[tuple[Any, int]]]:
-    """Flat matches (sorted by query) as one list of (id, distance) per query."""
+def _per_query(m: Any, n: int) -> list[list[tuple[Any, ...]]]:
+    """Flat matches (sorted by query) as one list of (id, distance) per query, or of (id,
+    distance, estimated Jaccard) for verified matches."""
     bounds = np.searchsorted(m.query_index, np.arange(n + 1)).tolist()
-    ids = m.id.tolist()
-    dist = m.distance.tolist()
+    cols = [m.id.tolist(), m.distance.tolist()]
+    if hasattr(m, "jaccard"):
+        cols.append([round(j, 6) for j in m.jaccard.tolist()])
     return [
-        list(zip(ids[a:b], dist[a:b], strict=True))
+        list(zip(*(c[a:b] for c in cols), strict=True))
         for a, b in zip(bounds[:-1], bounds[1:], strict=True)
     ]
 

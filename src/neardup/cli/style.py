@@ -39,10 +39,13 @@ def add_version(command: click.Command, prog: str) -> click.Command:
     return command
 
 
-def announce_compile(prog: str, groups: list[str], quiet: bool = False) -> None:
+def announce_compile(
+    prog: str, groups: list[str], quiet: bool = False, alongside: list[str] = ()
+) -> None:
     """Say once, before it happens, that this run compiles kernels (the first run on a
-    machine), and about how long that takes."""
+    machine), and about how long that takes (``alongside``: groups another process compiles
+    meanwhile)."""
     from neardup.compiled import compile_notice
 
-    if not quiet and (notice := compile_notice(groups)):
+    if not quiet and (notice := compile_notice(groups, alongside)):
         click.echo(f"{prog}: {notice}", err=True)

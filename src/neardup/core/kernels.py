@@ -21,7 +21,7 @@ _H01 = np.uint64(0x0101010101010101)
 _S56 = np.uint64(56)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _popcount(x):
     # SWAR popcount; LLVM turns this idiom into the popcnt instruction on the host CPU.
     x = x - ((x >> _U1) & _M1)
@@ -78,9 +78,10 @@ def _emit_match(qi, pos, dist, cnt, q, j, d):
         qi2 = np.empty(cap, dtype=np.int64)
         pos2 = np.empty(cap, dtype=np.int64)
         dist2 = np.empty(cap, dtype=np.int64)
-        qi2[:cnt] = qi[:cnt]
-        pos2[:cnt] = pos[:cnt]
-        dist2[:cnt] = dist[:cnt]
+        for p in range(cnt):  # (loops: slice assignment costs seconds of compiling)
+            qi2[p] = qi[p]
+            pos2[p] = pos[p]
+            dist2[p] = dist[p]
         qi, pos, dist = qi2, pos2, dist2
     qi[cnt] = q
     pos[cnt] = j
@@ -106,7 +107,7 @@ def _query_table(table, queries, q_order, spec, t, k):
     qi = np.empty(1024, dtype=np.int64)
     pos = np.empty(1024, dtype=np.int64)
     dist = np.empty(1024, dtype=np.int64)
-    cnt = 0
+    cnt = np.int64(0)  # not the literal 0: a call typed with a literal compiles twice
     lo = 0
     for q in range(queries.shape[0]):
         v = queries[q]

@@ -9,6 +9,7 @@ Jaccard of two documents is ``|A & B| / |A | B|`` of their key sets, and 0 when 
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -46,8 +47,8 @@ DEFAULT_THRESHOLD = 0.9
 
 #: Fingerprint distance (bits) at which the candidates from :func:`set_fingerprints` held at least
 #: 98% of the pairs at each Jaccard threshold on the real-text evaluation corpus
-#: (bench/eval_verify.py, 14,879 documents): (lowest threshold, bits).
-_DISTANCE_RULE = ((0.95, 10), (0.9, 11), (0.85, 12), (0.8, 13), (0.75, 15), (0.0, 16))
+#: (bench/eval_verify.py, 14,931 documents): (lowest threshold, bits).
+_DISTANCE_RULE = ((0.95, 4), (0.9, 6), (0.85, 7), (0.8, 10), (0.75, 12), (0.7, 13), (0.0, 16))
 
 
 class ShingleSets(NamedTuple):
@@ -131,25 +132,91 @@ def resolve_threads(threads: int | None) -> int:
     return int(threads)
 
 
-def run_chunks(fn, n: int, threads: int) -> None:
-    """Call ``fn(lo, hi)`` over ``[0, n)`` in chunks, on ``threads`` threads (kernels are nogil)."""
+def _mapping(keys: np.ndarray) -> Any:
+    base: Any = keys
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = getattr(base, "base", None)
+    return base
+
+
+def page_out(keys: np.ndarray) -> None:
+    """Drop the resident pages of ``keys`` when it is a read-only file mapping (``np.memmap``
+    of a spooled key file): they are read back from the page cache when touched again, so
+    the keys count against the process's resident memory one chunk of work at a time, not
+    all at once. Does nothing for keys in memory."""
+    base = _mapping(keys)
+    if base is not None and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            base.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):  # closed, or not allowed here: only a hint
+            pass
+
+
+def gather_sets(sets: ShingleSets, wanted: np.ndarray, threads: int = 1) -> ShingleSets:
+    """``sets`` with the keys of the documents where ``wanted`` (bool[n]) copied into memory and
+    the other documents empty, at the same positions; ``sets`` itself when its keys are already
+    in memory.
+
+    Random reads from a memory-mapped key file make the kernel map the pages around each read
+    too (fault-around, 64 KB by default), so touching a few thousand scattered documents would
+    map nearly the whole file; reading the wanted ones in order, a chunk at a time with
+    :func:`page_out` after each, keeps the mapped part small.
+    """
+    if _mapping(sets.keys) is None:
+        return sets
+    sizes = np.where(wanted, sets.sizes, 0)
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    keys = np.empty(int(offsets[-1]), dtype=np.uint32)
+    w = np.ascontiguousarray(wanted, dtype=np.bool_)
+    run_chunks(
+        lambda lo, hi: VK._gather(sets.offsets, sets.keys, w, offsets, keys, lo, hi),
+        len(sizes),
+        threads,
+        sets.keys,
+    )
+    return ShingleSets(offsets, keys)
+
+
+def run_chunks(fn, n: int, threads: int, keys: np.ndarray | None = None) -> None:
+    """Call ``fn(lo, hi)`` over ``[0, n)`` in chunks, on ``threads`` threads (kernels are nogil);
+    with ``keys``, :func:`page_out` them after each chunk."""
     cuts = list(range(0, n, CHUNK)) + [n]
+
+    def run(lo: int, hi: int) -> None:
+        fn(lo, hi)
+        if keys is not None:
+            page_out(keys)
+
     if threads <= 1 or len(cuts) <= 2:
-        fn(0, n)
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            run(lo, hi)
         return
     with ThreadPoolExecutor(min(threads, len(cuts) - 1)) as pool:
-        list(pool.map(fn, cuts[:-1], cuts[1:]))
+        list(pool.map(run, cuts[:-1], cuts[1:]))
 
 
 def identical_classes(sets: ShingleSets, rank: np.ndarray, threads: int) -> np.ndarray:
     """Representative of each document's class of identical non-empty sets (-1: no shingles)."""
     n = len(sets)
     hashes = np.empty(n, dtype=np.uint64)
-    run_chunks(lambda lo, hi: VK._set_hashes(sets.offsets, sets.keys, hashes, lo, hi), n, threads)
+    run_chunks(
+        lambda lo, hi: VK._set_hashes(sets.offsets, sets.keys, hashes, lo, hi),
+        n,
+        threads,
+        sets.keys,
+    )
     nonempty = np.flatnonzero(sets.sizes > 0)
     order = nonempty[np.lexsort((rank[nonempty], hashes[nonempty]))]
     rep = np.full(n, -1, dtype=np.int64)
-    VK._set_classes(sets.offsets, sets.keys, hashes, order, rep)
+    h = hashes[order]
+    shared = np.zeros(n, dtype=np.bool_)  # documents whose hash is not unique: keys compared
+    if len(h) > 1:
+        same = h[1:] == h[:-1]
+        shared[order[1:][same]] = True
+        shared[order[:-1][same]] = True
+    compared = gather_sets(sets, shared, threads)
+    VK._set_classes(compared.offsets, compared.keys, hashes, order, rep)
     return rep
 
 
@@ -165,6 +232,7 @@ def pair_intersections(
         ),
         len(i),
         threads,
+        sets.keys,
     )
     return inter
 
@@ -217,21 +285,45 @@ def pair_jaccard(
 
 
 def set_fingerprints(
-    shingles: ShingleSets | tuple[Any, Any], *, threads: int | None = None
+    shingles: ShingleSets | tuple[Any, Any],
+    *,
+    method: str = "minhash",
+    threads: int | None = None,
 ) -> np.ndarray:
-    """64-bit simhash of each document's key set, every key weighing 1 (uint64[n]).
+    """A 64-bit fingerprint of each document's key set (uint64[n]) whose Hamming distance tracks
+    the Jaccard similarity of the sets; a document without keys gets 0.
 
-    Bit ``i`` (bit 63 the most significant) is set where more of the document's keys than not
-    have bit ``i`` set in ``fmix64(key + 0x9E3779B97F4A7C15)`` (MurmurHash3's finalizer); a
-    document without keys gets 0. Two sets at Jaccard ``J`` differ in about
-    ``64 * arccos(2J / (1 + J)) / pi`` bits when their sizes are equal.
+    Parameters
+    ----------
+    shingles : ShingleSets or (offsets, keys)
+        CSR shingle sets.
+    method : {"minhash", "simhash"}
+        ``"minhash"`` (the default, behind :func:`distance_for_threshold`): one-permutation
+        1-bit MinHash. Each key is mixed by ``h = fmix64(key + 0x9E3779B97F4A7C15)``
+        (MurmurHash3's finalizer); the top 6 bits of ``h`` choose one of 64 buckets, its low 58
+        bits rank the key there, and bit ``b`` (bit 0 the least significant) is one hashed bit of
+        bucket ``b``'s least key (an empty bucket borrows another bucket's, chosen by a hash of
+        ``b``: optimal densification). Two sets agree on a bit with probability about
+        ``(1 + J) / 2``, so at Jaccard ``J`` they differ in about ``32 * (1 - J)`` bits: 3.2 at
+        0.9, 6.4 at 0.8.
+        ``"simhash"``: the simhash of the key set, every key weighing 1: bit ``i`` (bit 63 the
+        most significant) is set where more keys than not have bit ``i`` set in ``h``. Equal-size
+        sets at Jaccard ``J`` differ in about ``64 * arccos(2J / (1 + J)) / pi`` bits: 5.6 at
+        0.9, 9.7 at 0.8, so its candidates need larger search distances for the same recall.
+    threads : int, optional
+        Worker threads (default: all usable CPUs).
     """
+    kernels = {"minhash": VK._set_minhash, "simhash": VK._set_simhash}
+    if method not in kernels:
+        raise ValueError(f"method must be one of {sorted(kernels)} (got {method!r})")
+    kernel = kernels[method]
     sets = coerce(shingles)
     out = np.empty(len(sets), dtype=np.uint64)
     run_chunks(
-        lambda lo, hi: VK._set_simhash(sets.offsets, sets.keys, out, lo, hi),
+        lambda lo, hi: kernel(sets.offsets, sets.keys, out, lo, hi),
         len(sets),
         resolve_threads(threads),
+        sets.keys,
     )
     return out
 
@@ -249,8 +341,10 @@ def distance_for_threshold(threshold: float) -> int:
 
     On the real-text evaluation corpus (``bench/eval_verify.py``) the pairs of
     :func:`set_fingerprints` within this distance held at least 98% of the document pairs at or
-    above the threshold: 10 bits from 0.95, 11 from 0.9, 12 from 0.85, 13 from 0.8, 15 from 0.75
-    and 16 below (at 0.7, 98.5%; lower thresholds get less).
+    above the threshold: 4 bits from 0.95 (99.9%), 6 from 0.9 (99.4%), 7 from 0.85 (98.4%),
+    10 from 0.8 (98.8%), 12 from 0.75 (98.6%), 13 from 0.7 (98.4%) and 16 below (lower
+    thresholds get less). The set simhash (``method="simhash"``) needs 11 bits at 0.9 and 13 at
+    0.8 for the same recall, a search several times as costly.
     """
     t = check_threshold(threshold)
     for lowest, bits in _DISTANCE_RULE:

@@ -33,10 +33,16 @@ MIN_DIGIT = 6
 CSTRIDE = (1 << (DIGIT + 1)) + 1
 
 
+# Buffers are copied with loops: a slice assignment compiles numba's broadcasting and its
+# error messages (string formatting), seconds of a cold start for a few lines.
+
+
 @njit(cache=True, nogil=True)
 def _grow_pairs(out, need):
     grown = np.empty((max(2 * out.shape[0], need) + 4096, 2), dtype=np.int64)
-    grown[: out.shape[0]] = out
+    for p in range(out.shape[0]):
+        grown[p, 0] = out[p, 0]
+        grown[p, 1] = out[p, 1]
     return grown
 
 
@@ -370,9 +376,12 @@ def _walk(tp, SF, SI, st, need, sp, C, join, out, cnt):
 @njit(cache=True, nogil=True)
 def _grow_stack(st, need, size):
     st2 = np.empty((2 * size, _FIELDS), dtype=np.int64)
-    st2[: st.shape[0]] = st
+    for r in range(st.shape[0]):
+        for f in range(_FIELDS):
+            st2[r, f] = st[r, f]
     need2 = np.empty(2 * size, dtype=np.uint64)
-    need2[: need.shape[0]] = need
+    for r in range(need.shape[0]):
+        need2[r] = need[r]
     return st2, need2
 
 
@@ -380,8 +389,9 @@ def _grow_stack(st, need, size):
 def _grow_scratch(SF, SI, size):
     nf = np.empty(2 * size, dtype=SF.dtype)
     ni = np.empty(2 * size, dtype=SI.dtype)
-    nf[: SF.shape[0]] = SF
-    ni[: SI.shape[0]] = SI
+    for x in range(SF.shape[0]):
+        nf[x] = SF[x]
+        ni[x] = SI[x]
     return nf, ni
 
 
@@ -445,7 +455,7 @@ def _buckets(tp, DF, DI, ends, v_lo, v_hi, a, d1, padb1, join):
     st = np.empty((1024, _FIELDS), dtype=np.int64)
     need = np.empty(1024, dtype=np.uint64)
     out = np.empty((1024, 2), dtype=np.int64)
-    cnt = 0
+    cnt = np.int64(0)  # not the literal 0: a call typed with a literal compiles twice
     rank = 0
     for b in range(a):
         rank += tp.leaves[1, b]
@@ -457,9 +467,10 @@ def _buckets(tp, DF, DI, ends, v_lo, v_hi, a, d1, padb1, join):
         if hi - lo < 2:
             continue
         mid = _end(ends, v * g + (g >> 1) - 1) if join else lo
-        SF[: hi - lo] = DF[lo:hi]
-        SI[: hi - lo] = DI[lo:hi]
         r = hi - lo
+        for x in range(r):
+            SF[x] = DF[lo + x]
+            SI[x] = DI[lo + x]
         if full:
             _put(st, need, 0, 0, mid - lo, r, 1, a + 1, -1, 0, rank, r, nd)
         else:
@@ -472,4 +483,4 @@ def _buckets(tp, DF, DI, ends, v_lo, v_hi, a, d1, padb1, join):
 def _root(tp, F, R, lo, mid, hi, join):
     """Every pair by brute force over ``F[lo:hi]`` (a root too small to split)."""
     return _scan(F, R, lo, mid, hi, join, np.uint64(tp.k), _U0, tp.chk, tp.imask,
-                 np.empty((64, 2), dtype=np.int64), 0)  # fmt: skip
+                 np.empty((64, 2), dtype=np.int64), np.int64(0))  # fmt: skip

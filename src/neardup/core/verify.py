@@ -50,7 +50,9 @@ from neardup.core.similarity import (
     check_threshold,
     coerce,
     distance_for_threshold,
+    gather_sets,
     identical_classes,
+    page_out,
     pair_jaccard,
     resolve_threads,
     set_fingerprints,
@@ -188,10 +190,13 @@ class _Greedy:
     def run_pairs(self, docs: np.ndarray, local: np.ndarray) -> None:
         adj_off, adj = _earlier_adjacency(len(docs), local)
         self.candidates += len(adj)
-        o = self.sets
+        paired = np.zeros(len(self.fp), dtype=np.bool_)
+        paired[docs[local.ravel()]] = True
+        o = gather_sets(self.sets, paired, self.threads)
         self.checks += VK._greedy(
-            o.offsets, o.keys, docs, adj_off, adj, self.t, self.kept_for, self.inter, self.union
-        )
+            o.offsets, o.keys, docs, adj_off, adj, self.t,
+            self.kept_for, self.inter, self.union, 0, len(docs),
+        )  # fmt: skip
 
     def solve(self, docs: np.ndarray) -> None:
         if len(docs) == 0:
@@ -238,6 +243,7 @@ class _Greedy:
                 o.offsets, o.keys, qdocs, cand_off, cands, self.t,
                 self.kept_for, self.inter, self.union, 0, len(qdocs),
             )  # fmt: skip
+            page_out(o.keys)
             return checks, len(qi)
 
         starts = range(0, len(queries), PROBE_BATCH)
@@ -248,6 +254,23 @@ class _Greedy:
             done = [batch(lo) for lo in starts]
         self.checks += sum(c for c, _ in done)
         self.candidates += sum(p for _, p in done)
+
+
+def _without(rep: np.ndarray, rank: np.ndarray, exclude: np.ndarray) -> np.ndarray:
+    """Classes ``rep`` without the ``exclude``-d documents (their class -1): a class whose
+    representative is excluded is led by its first remaining member in priority ``rank``."""
+    if exclude.shape != rep.shape:
+        raise ValueError(f"exclude has {exclude.shape[0]} entries for {rep.shape[0]} documents")
+    rep = rep.copy()
+    rep[exclude] = -1
+    orphans = np.flatnonzero((rep >= 0) & exclude[np.maximum(rep, 0)])
+    if len(orphans):
+        order = orphans[np.lexsort((rank[orphans], rep[orphans]))]
+        head = np.ones(len(order), dtype=bool)
+        head[1:] = rep[order[1:]] != rep[order[:-1]]
+        leader = order[head][np.cumsum(head) - 1]
+        rep[order] = leader
+    return rep
 
 
 def decide_verified(
@@ -261,6 +284,7 @@ def decide_verified(
     lengths: Sequence[int] | np.ndarray | None = None,
     blocks: int | None = None,
     threads: int | None = None,
+    exclude: np.ndarray | None = None,
 ) -> VerifiedDecisions:
     """Keep or drop each document, every drop verified against the document kept for it.
 
@@ -292,6 +316,10 @@ def decide_verified(
         Block count of the fingerprint search layout (default: chosen for each search).
     threads : int, optional
         Worker threads (default: all usable CPUs). Decisions do not depend on it.
+    exclude : ndarray of bool, optional
+        Documents decided elsewhere (e.g. found in an index): they take no part, neither
+        dropped here nor a kept document another is dropped for, and are returned kept
+        (``kept_for`` -1); the others are decided as if they were absent.
 
     Returns
     -------
@@ -334,6 +362,8 @@ def decide_verified(
         )
 
     rep = identical_classes(sets, rank, nthreads)
+    if exclude is not None:
+        rep = _without(rep, rank, np.asarray(exclude, dtype=bool))
     pos = np.arange(n, dtype=np.int64)
     is_rep = rep == pos
     docs = order[is_rep[order]]  # representatives in priority order

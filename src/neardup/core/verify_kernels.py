@@ -1,5 +1,5 @@
 """numba kernels for verification: set hashes and classes, exact intersections of sorted uint32
-shingle keys, the simhash of a key set, and the keep/drop passes.
+shingle keys, the MinHash sketch and the simhash of a key set, and the keep/drop passes.
 
 Shingle sets are CSR: document ``d`` holds ``keys[offsets[d]:offsets[d + 1]]``, sorted ascending
 and unique (uint32). Every function is ``_``-prefixed, takes contiguous arrays and scalars and
@@ -66,6 +66,18 @@ def _same_set(offsets, keys, x, y):
         if keys[a + k] != keys[b + k]:
             return False
     return True
+
+
+@njit(cache=True, nogil=True)
+def _gather(offsets, keys, wanted, out_offsets, out_keys, lo, hi):
+    """Copy the keys of documents ``d`` in ``[lo, hi)`` with ``wanted[d]`` to
+    ``out_keys[out_offsets[d]:out_offsets[d + 1]]``."""
+    for d in range(lo, hi):
+        if wanted[d]:
+            a = offsets[d]
+            o = out_offsets[d]
+            for p in range(offsets[d + 1] - a):
+                out_keys[o + p] = keys[a + p]
 
 
 @njit(cache=True, nogil=True)
@@ -167,7 +179,8 @@ def _set_simhash(offsets, keys, out, lo, hi):
     ``fmix64(key + 0x9E3779B97F4A7C15)``; an empty set gives 0."""
     tally = np.zeros(64, dtype=np.int64)
     for d in range(lo, hi):
-        tally[:] = 0
+        for b in range(64):  # (a loop: slice assignment costs a second of compiling)
+            tally[b] = 0
         for p in range(offsets[d], offsets[d + 1]):
             h = _fmix64(np.uint64(keys[p]) + _GOLDEN)
             for b in range(64):
@@ -176,6 +189,57 @@ def _set_simhash(offsets, keys, out, lo, hi):
         for b in range(64):
             if tally[b] > 0:
                 v |= np.uint64(1) << np.uint64(b)
+        out[d] = v
+
+
+_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+_LOW58 = np.uint64((1 << 58) - 1)
+_S58 = np.uint64(58)
+_SALT = np.uint64(0xD6E8FEB86659FD93)
+_STEP = np.uint64(0x100000001B3)
+_ONE = np.uint64(1)
+_TRIES = 4096
+
+
+@njit(cache=True, nogil=True)
+def _set_minhash(offsets, keys, out, lo, hi):
+    """``out[d]``: one-permutation 1-bit MinHash of document ``d``'s key set (0 when empty).
+
+    Each key is mixed to ``h = fmix64(key + 0x9E3779B97F4A7C15)``; its top 6 bits pick one of 64
+    buckets and its low 58 bits rank it there. Bit ``b`` (bit 0 the least significant) is the
+    lowest bit of ``fmix64(h_min ^ b * 0xD6E8FEB86659FD93)`` for the key ``h_min`` of least rank
+    in bucket ``b``; an empty bucket borrows the minimum of the bucket found by probing
+    ``fmix64(b * 0x100000001B3 + attempt) >> 58`` for attempt 1, 2, ... (optimal
+    densification; after 4,096 misses the next non-empty bucket in cyclic order).
+    """
+    rank = np.empty(64, dtype=np.uint64)
+    arg = np.empty(64, dtype=np.uint64)
+    for d in range(lo, hi):
+        a = offsets[d]
+        e = offsets[d + 1]
+        if a == e:
+            out[d] = 0
+            continue
+        rank[:] = _ALL
+        for p in range(a, e):
+            h = _fmix64(np.uint64(keys[p]) + _GOLDEN)
+            b = np.int64(h >> _S58)
+            r = h & _LOW58
+            if r < rank[b]:
+                rank[b] = r
+                arg[b] = h
+        v = np.uint64(0)
+        for b in range(64):
+            src = b
+            tries = 0
+            while rank[src] == _ALL:
+                tries += 1
+                if tries <= _TRIES:
+                    src = np.int64(_fmix64(np.uint64(b) * _STEP + np.uint64(tries)) >> _S58)
+                else:
+                    src = (src + 1) & 63
+            bit = _fmix64(arg[src] ^ (np.uint64(b) * _SALT)) & _ONE
+            v |= bit << np.uint64(b)
         out[d] = v
 
 
@@ -193,9 +257,10 @@ def _reaches(offsets, keys, x, y, t):
 
 
 @njit(cache=True, nogil=True)
-def _greedy(offsets, keys, docs, adj_off, adj, t, kept_for, inter, union):
-    """Keep or drop ``docs`` (class representatives in priority order) given, for each position
-    ``q``, its earlier candidates ``adj[adj_off[q]:adj_off[q + 1]]`` (positions, ascending).
+def _greedy(offsets, keys, docs, adj_off, adj, t, kept_for, inter, union, lo, hi):
+    """Keep or drop ``docs[lo:hi]`` (class representatives in priority order; ``docs[:lo]``
+    already decided) given, for each position ``q``, its earlier candidates
+    ``adj[adj_off[q]:adj_off[q + 1]]`` (positions, ascending).
 
     ``kept_for[d]`` is -2 while ``d`` is undecided; a document already dropped (>= 0) stays
     dropped. An undecided one is dropped for its first kept earlier candidate with Jaccard
@@ -203,7 +268,7 @@ def _greedy(offsets, keys, docs, adj_off, adj, t, kept_for, inter, union):
     of set intersections computed.
     """
     checks = 0
-    for q in range(docs.shape[0]):
+    for q in range(lo, hi):
         d = docs[q]
         if kept_for[d] != -2:
             continue

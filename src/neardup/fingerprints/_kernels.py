@@ -32,6 +32,7 @@ _S64 = np.uint64(64)
 _S5 = np.uint64(5)
 _S26 = np.uint64(26)
 _UPPER_A = np.uint64(65)
+_BYTE = np.uint64(0xFF)
 
 # Token classes of the code-point table (see tokenize.py).
 CLS_SEP = 0
@@ -56,6 +57,7 @@ WEIGHT_LOG = 2
 
 @njit(cache=True, nogil=True)
 def _rot32(x, k):
+    # callers pass k as np.uint64: a literal int compiles one specialization per value
     k64 = np.uint64(k)
     return ((x << k64) | (x >> (_S32 - k64))) & _M32
 
@@ -117,22 +119,22 @@ def _lookup3_2(buf, start, end, pc, pb):
         c = (c + _word4(buf, i + 8)) & _M32
         # mix(a, b, c)
         a = (a - c) & _M32
-        a ^= _rot32(c, 4)
+        a ^= _rot32(c, np.uint64(4))
         c = (c + b) & _M32
         b = (b - a) & _M32
-        b ^= _rot32(a, 6)
+        b ^= _rot32(a, np.uint64(6))
         a = (a + c) & _M32
         c = (c - b) & _M32
-        c ^= _rot32(b, 8)
+        c ^= _rot32(b, np.uint64(8))
         b = (b + a) & _M32
         a = (a - c) & _M32
-        a ^= _rot32(c, 16)
+        a ^= _rot32(c, np.uint64(16))
         c = (c + b) & _M32
         b = (b - a) & _M32
-        b ^= _rot32(a, 19)
+        b ^= _rot32(a, np.uint64(19))
         a = (a + c) & _M32
         c = (c - b) & _M32
-        c ^= _rot32(b, 4)
+        c ^= _rot32(b, np.uint64(4))
         b = (b + a) & _M32
         length -= 12
         i += 12
@@ -146,19 +148,19 @@ def _lookup3_2(buf, start, end, pc, pb):
         c = (c + _word_at(buf, i + 8, length - 8)) & _M32
     # final(a, b, c)
     c ^= b
-    c = (c - _rot32(b, 14)) & _M32
+    c = (c - _rot32(b, np.uint64(14))) & _M32
     a ^= c
-    a = (a - _rot32(c, 11)) & _M32
+    a = (a - _rot32(c, np.uint64(11))) & _M32
     b ^= a
-    b = (b - _rot32(a, 25)) & _M32
+    b = (b - _rot32(a, np.uint64(25))) & _M32
     c ^= b
-    c = (c - _rot32(b, 16)) & _M32
+    c = (c - _rot32(b, np.uint64(16))) & _M32
     a ^= c
-    a = (a - _rot32(c, 4)) & _M32
+    a = (a - _rot32(c, np.uint64(4))) & _M32
     b ^= a
-    b = (b - _rot32(a, 14)) & _M32
+    b = (b - _rot32(a, np.uint64(14))) & _M32
     c ^= b
-    c = (c - _rot32(b, 24)) & _M32
+    c = (c - _rot32(b, np.uint64(24))) & _M32
     return c, b
 
 
@@ -400,11 +402,61 @@ def _compute_csr(hashes, offsets, weights, use_weights, out):
 
 
 @njit(cache=True, nogil=True)
-def _weigh_sorted(feats, m, weighting, weights):
+def _radix_sort(a, m, nbytes, tmp, counts):
+    """Sort ``a[:m]`` (uint64 values below ``2 ** (8 * nbytes)``) ascending, in place.
+
+    An LSD radix sort, one byte a pass (a pass whose byte is the same in every value is
+    skipped), insertion sort up to 32 values: several times faster than numba's quicksort on
+    a document's features, and a fraction of its compile time. ``tmp`` holds at least ``m``
+    values, ``counts`` (int64) ``256 * nbytes``.
+    """
+    if m <= 32:
+        for i in range(1, m):
+            x = a[i]
+            j = i - 1
+            while j >= 0 and a[j] > x:
+                a[j + 1] = a[j]
+                j -= 1
+            a[j + 1] = x
+        return
+    for q in range(256 * nbytes):
+        counts[q] = 0
+    for i in range(m):
+        x = a[i]
+        for p in range(nbytes):
+            counts[256 * p + np.int64((x >> np.uint64(8 * p)) & _BYTE)] += 1
+    src = a
+    dst = tmp
+    moved = False
+    for p in range(nbytes):
+        base = 256 * p
+        sh = np.uint64(8 * p)
+        if counts[base + np.int64((src[0] >> sh) & _BYTE)] == m:
+            continue
+        total = 0
+        for q in range(base, base + 256):
+            c = counts[q]
+            counts[q] = total
+            total += c
+        for i in range(m):
+            x = src[i]
+            d = base + np.int64((x >> sh) & _BYTE)
+            dst[counts[d]] = x
+            counts[d] += 1
+        src, dst = dst, src
+        moved = not moved
+    if moved:
+        for i in range(m):
+            a[i] = tmp[i]
+
+
+@njit(cache=True, nogil=True)
+def _weigh_sorted(feats, m, weighting, weights, tmp, counts):
     """Sort ``feats[:m]`` in place and collapse equal hashes; returns the number of unique
-    features, with ``weights[k]`` = 1 (unique) or 1 + ln(count) (log)."""
+    features, with ``weights[k]`` = 1 (unique) or 1 + ln(count) (log). ``tmp`` and ``counts``
+    are the scratch of :func:`_radix_sort` (2048 counts)."""
     f = feats[:m]
-    f.sort()
+    _radix_sort(f, m, np.int64(8), tmp, counts)
     u = 0
     t = 0
     while t < m:

@@ -189,9 +189,9 @@ def _nfkc_segment(buf, start, end, tables, work):
                 n += 1
     # canonical ordering: CPython's insertion sort of non-starters by combining class
     if n > 1:
-        prev = _ccc(tables, work[0])
+        prev = _ccc(tables, np.int64(work[0]))
         for i in range(1, n):
-            cur = _ccc(tables, work[i])
+            cur = _ccc(tables, np.int64(work[i]))
             if prev == 0 or cur == 0 or prev <= cur:
                 prev = cur
                 continue
@@ -203,10 +203,10 @@ def _nfkc_segment(buf, start, end, tables, work):
                 o -= 1
                 if o < 0:
                     break
-                prev = _ccc(tables, work[o])
+                prev = _ccc(tables, np.int64(work[o]))
                 if prev == 0 or prev <= cur:
                     break
-            prev = _ccc(tables, work[i])
+            prev = _ccc(tables, np.int64(work[i]))
     # canonical composition: CPython's nfc_nfkc loop, in place (the output position never
     # passes the input position); characters composed into an earlier one are marked -1
     i = 0
@@ -282,9 +282,9 @@ def _normalize_into(buf, start, end, mode, tables, out, work):
     cap = out.shape[0]
     if end - start + 16 > cap:
         return -1
-    o = 0
+    o = np.int64(0)  # not the literal 0: calls typed with a literal compile twice
     seg_in = start  # the last boundary seen (where a segment to normalize would start)
-    seg_out = 0
+    seg_out = o
     i = start
     while i < end:
         x = buf[i]
@@ -306,7 +306,7 @@ def _normalize_into(buf, start, end, mode, tables, out, work):
             b2 = np.int64(buf[i + 2]) if i + 2 < end else np.int64(0)
             b3 = np.int64(buf[i + 3]) if i + 3 < end else np.int64(0)
             cp, ln = _utf8_cp(np.int64(x), b1, b2, b3, end - i)
-        p = props[cp]
+        p = props[cp] if nfkc or fold else np.uint32(0)  # (the tables of "none" are empty)
         if not nfkc or (p & NFKC_STABLE):
             seg_in = i
             seg_out = o
@@ -337,7 +337,7 @@ def _normalize_into(buf, start, end, mode, tables, out, work):
         if o + 12 * n + end - j + 16 > cap:
             return -1
         for t in range(n):
-            o = _emit(out, o, work[t], fold, props, fold_seq, fold_off)
+            o = _emit(out, o, np.int64(work[t]), fold, props, fold_seq, fold_off)
         i = j
         seg_in = j
         seg_out = o

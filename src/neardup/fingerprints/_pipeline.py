@@ -1,9 +1,16 @@
 """Numba kernels: the whole text-to-fingerprint pipeline over a chunk of documents, GIL-free.
 
-Only ``_``-prefixed ``@njit(cache=True, nogil=True)`` functions over arrays, and the packed
-inputs they take (:class:`ChunkData`, :class:`KernelOptions`). Each document is normalized
-(``_normalize.py``) into UTF-8, tokenized, its tokens hashed, shingled and tallied
-(``_kernels.py``).
+Only ``_``-prefixed ``@njit(cache=True, nogil=True)`` functions over arrays, the packed inputs
+they take (:class:`ChunkData`, :class:`KernelOptions`) and :func:`chunk_kernel`, which picks
+the compiled pipeline for a :class:`Spec`. Each document is normalized (``_normalize.py``)
+into UTF-8, tokenized, its tokens hashed, shingled and tallied (``_kernels.py``).
+
+A chunk kernel is compiled for one :class:`Spec`: whether it normalizes, emits shingle keys
+and meets UTF-8 or UTF-16 text, and, for the stage families of a preset, its tokenizer, hash
+and weighting (other combinations pick those at run time: trying many options compiles one
+kernel, not one each). numba drops the branches a spec rules out before it compiles, so a run
+compiles only the stages its options and its text use (a run on ASCII text never compiles the
+normalization), and every spec gives the same fingerprints for the text it accepts.
 
 Numba's on-disk cache of these kernels is keyed by this file alone: after editing
 ``_normalize.py`` or ``_kernels.py`` in a source checkout, delete the ``__pycache__`` numba files
@@ -12,7 +19,8 @@ Numba's on-disk cache of these kernels is keyed by this file alone: after editin
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import threading
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -28,8 +36,10 @@ from neardup.fingerprints._kernels import (
     WEIGHT_COUNT,
     WEIGHT_UNIQUE,
     _fmix64,
+    _fnv1a64,
     _fnv1a64_lower,
-    _hash_bytes,
+    _jenkins64,
+    _radix_sort,
     _rotl64,
     _tally_unit,
     _tally_weighted,
@@ -39,7 +49,6 @@ from neardup.fingerprints._kernels import (
 )
 from neardup.fingerprints._normalize import (
     NORM_CASEFOLD,
-    NORM_NONE,
     _char_to_unit_offsets,
     _is_ascii,
     _lower_ascii,
@@ -52,6 +61,8 @@ KIND_UTF8 = 0  # UTF-8 in buf8, not known to be ASCII (bytes input, or str with 
 KIND_UTF16 = 1  # UTF-16 code units in buf16 (str with some non-ASCII character)
 KIND_ASCII = 2  # ASCII in buf8 (str.isascii())
 
+_ONE = np.int64(1)
+
 
 class ChunkData(NamedTuple):
     """A chunk of documents as the kernels read it (see ``batch.encode_chunk``).
@@ -60,6 +71,7 @@ class ChunkData(NamedTuple):
     then ``buf16[off16[d]:off16[d + 1]]`` (UTF-16 little-endian code units, no lone
     surrogates); the other range is empty. ``off16`` counts code points where
     ``off16_in_chars`` (``str`` lengths; the kernel turns them into code units), else units.
+    ``kinds`` has bit ``1 << k`` set for every kind ``k`` in ``kind`` (it picks the kernel).
     """
 
     buf8: np.ndarray  # uint8, at least one byte
@@ -68,6 +80,7 @@ class ChunkData(NamedTuple):
     off16: np.ndarray  # int64[n + 1]
     kind: np.ndarray  # uint8[n]: KIND_*
     off16_in_chars: bool
+    kinds: int
 
 
 class KernelOptions(NamedTuple):
@@ -83,161 +96,221 @@ class KernelOptions(NamedTuple):
     norm: int
 
 
-@njit(cache=True, nogil=True)
-def _doc_features(src, a, b, classes, opt, lower, starts, ends, toks, ring, feats):
-    """Feature hashes of the (normalized) UTF-8 document ``src[a:b]`` into ``feats[:m]``;
-    returns ``m``. With ``lower`` (FNV-1a only) tokens are hashed with ASCII A-Z as a-z. The
-    scratch arrays hold at least ``b - a + 1`` items."""
-    if opt.tokenizer == TOK_ASCII_LETTERS:
-        ntok = _tokens_ascii(src, a, b, starts, ends)
-    else:
-        ntok = _tokens_unicode(src, a, b, classes, opt.tokenizer == TOK_UNICODE, starts, ends)
-    if lower:
-        for t in range(ntok):
-            toks[t] = _fnv1a64_lower(src, starts[t], ends[t])
-    else:
-        for t in range(ntok):
-            toks[t] = _hash_bytes(src, starts[t], ends[t], opt.hash_code)
-    window = opt.window
-    m = 0
-    if opt.shingle == SHINGLE_CYCLIC:
-        # moving-window cyclic polynomial: one value per token, from the first token on
-        for k in range(window):
-            ring[k] = _U0
-        cur = _U0
-        pos = 0
-        for t in range(ntok):
-            v = toks[t]
-            cur = _rotl64(cur, 1) ^ _rotl64(ring[pos], window) ^ v
-            ring[pos] = v
-            pos = (pos + 1) % window
-            feats[m] = cur
-            m += 1
-    elif ntok > 0:
-        width = min(window, ntok)
-        for s in range(ntok - width + 1):
-            h = toks[s]
-            for k in range(1, width):
-                h = h * _GOLDEN + toks[s + k]
-            feats[m] = _fmix64(h)
-            m += 1
-    return m
+#: a :class:`Spec` field left to the options at run time
+ANY = -1
+# tokenizer families (Spec.tokens)
+TOKENS_ASCII = 0  # "ascii_letters"
+TOKENS_UNICODE = 1  # "unicode", "unicode_words"
+
+
+class Spec(NamedTuple):
+    """What one compiled chunk kernel handles (see :func:`chunk_kernel`)."""
+
+    tokens: int  # TOKENS_* or ANY
+    hash_code: int  # HASH_* or ANY
+    collapse: int  # 1: weighting "unique" or "log" (features sorted, equal ones collapsed),
+    # 0: "count", or ANY
+    normalize: bool  # a normalization other than "none"
+    keys: bool  # shingle keys as well (features_many)
+    utf8: bool  # documents of KIND_UTF8 that need normalizing may occur
+    utf16: bool  # documents of KIND_UTF16 may occur
 
 
 @njit(cache=True, nogil=True)
-def _tally(feats, m, opt, weights):
-    """The fingerprint of ``feats[:m]`` under ``opt.weighting`` (sorts ``feats`` unless
-    counting every occurrence)."""
-    reverse = opt.reverse != 0
-    if opt.weighting == WEIGHT_COUNT:
-        return _tally_unit(feats, m, reverse)
-    u = _weigh_sorted(feats, m, opt.weighting, weights)
-    if opt.weighting == WEIGHT_UNIQUE:
-        return _tally_unit(feats, u, reverse)
-    return _tally_weighted(feats, weights, u, reverse)
-
-
-@njit(cache=True, nogil=True)
-def _append_keys(feats, m, scratch, keys, nk):
+def _append_keys(feats, m, scratch, tmp, counts, keys, nk):
     """Append the top 32 bits (63..32) of ``feats[:m]``, sorted and unique, to ``keys[:nk]``;
-    returns ``(keys, nk)`` (``keys`` grows as needed)."""
+    returns ``(keys, nk)`` (``keys`` grows as needed). ``scratch`` and ``tmp`` hold ``m``
+    values, ``counts`` 1024 (see ``_radix_sort``)."""
     for t in range(m):
-        scratch[t] = feats[t] >> _S32  # uint64: the sort compiled for the tally serves here too
-    part = scratch[:m]
-    part.sort()
+        scratch[t] = feats[t] >> _S32
+    _radix_sort(scratch, m, np.int64(4), tmp, counts)  # (not literals: one compile)
     if nk + m > keys.shape[0]:
         grown = np.empty(max(2 * keys.shape[0], nk + m), dtype=np.uint32)
         for t in range(nk):  # (a loop: slice assignment costs seconds of compiling)
             grown[t] = keys[t]
         keys = grown
     for t in range(m):
-        if t == 0 or part[t] != part[t - 1]:
-            keys[nk] = part[t]
+        if t == 0 or scratch[t] != scratch[t - 1]:
+            keys[nk] = scratch[t]
             nk += 1
     return keys, nk
 
 
-@njit(cache=True, nogil=True)
-def _fingerprint_chunk(chunk, classes, tables, opt, out, key_off, want_keys):
-    """Fingerprint every document of ``chunk`` (a :class:`ChunkData`) into ``out``.
+_KERNELS: dict[Spec, Any] = {}
+_LOCK = threading.Lock()
 
-    ``classes`` is the tokenizer's code point table, ``tables`` the normalization tables
-    (``unicode_tables.NormTables``), ``opt`` a :class:`KernelOptions`. With ``want_keys``, also
-    the shingle keys of each document (see ``_append_keys``): document ``d`` has
-    ``keys[key_off[d]:key_off[d + 1]]`` of the returned ``keys`` (``key_off``: int64[n + 1],
-    filled here); else returns an empty array.
+
+def chunk_kernel(spec: Spec) -> Any:
+    """The chunk kernel compiled for ``spec`` (numba compiles it, or loads it from its cache,
+    on the first call), or one made before in this process that also accepts more kinds of
+    text: ``kernel(chunk, classes, tables, opt, out, key_off) -> keys``.
+
+    It fingerprints every document of ``chunk`` (a :class:`ChunkData` whose kinds ``spec``
+    accepts) into ``out``. ``classes`` is the tokenizer's code point table, ``tables`` the
+    normalization tables (``unicode_tables.NormTables``), ``opt`` a :class:`KernelOptions`
+    that agrees with ``spec``. With ``spec.keys``, also the shingle keys of each document (see
+    ``_append_keys``): document ``d`` has ``keys[key_off[d]:key_off[d + 1]]`` of the returned
+    ``keys`` (``key_off``: int64[n + 1], filled here); else returns an empty array.
     """
-    buf8 = chunk.buf8
-    off8 = chunk.off8
-    buf16 = chunk.buf16
-    off16 = chunk.off16
-    kind = chunk.kind
-    if chunk.off16_in_chars:
-        off16 = _char_to_unit_offsets(buf16, off16)
-    ndocs = off8.shape[0] - 1
-    maxlen = 1
-    for d in range(ndocs):
-        maxlen = max(maxlen, off8[d + 1] - off8[d], 3 * (off16[d + 1] - off16[d]))
-    cap = maxlen + 1
-    starts = np.empty(cap, dtype=np.int64)
-    ends = np.empty(cap, dtype=np.int64)
-    toks = np.empty(cap, dtype=np.uint64)
-    feats = np.empty(cap, dtype=np.uint64)
-    weights = np.empty(cap, dtype=np.float64)
-    ring = np.zeros(max(opt.window, 1), dtype=np.uint64)
-    norm = np.empty(maxlen + 16, dtype=np.uint8)
-    work = np.empty(64, dtype=np.int32)
-    keys = np.empty(max(1, off8[ndocs] + off16[ndocs]) // 4 + 16 if want_keys else 0, np.uint32)
-    scratch = np.empty(cap if want_keys else 0, dtype=np.uint64)
-    nk = 0
-    key_off[0] = 0
-    fold = (opt.norm & NORM_CASEFOLD) != 0
-    # ASCII letters are the same code units in UTF-16: no transcoding needed
-    narrow16 = opt.norm == NORM_NONE and opt.tokenizer == TOK_ASCII_LETTERS
-    for d in range(ndocs):
-        a = off8[d]
-        b = off8[d + 1]
-        k = kind[d]
-        if k == KIND_UTF8 and opt.norm != NORM_NONE and _is_ascii(buf8, a, b):
-            k = KIND_ASCII
-        # one call site of _doc_features: each is inlined whole, and compiling takes long
-        src = buf8
-        lower = False
-        if k == KIND_UTF16 and narrow16:
-            b = _narrow_ascii(buf16, off16[d], off16[d + 1], norm)
-            src = norm
-            a = 0
-        elif k != KIND_UTF16 and (opt.norm == NORM_NONE or (k == KIND_ASCII and not fold)):
-            pass  # as it is: no normalization, or NFKC alone of ASCII
-        elif k == KIND_ASCII and opt.hash_code == HASH_FNV1A64:
-            lower = True  # NFKC and case folding of ASCII: A-Z to a-z, while hashing
-        elif k == KIND_ASCII:
-            _lower_ascii(buf8, a, b, norm)
-            src = norm
-            b -= a
-            a = 0
-        else:
-            if k == KIND_UTF16:
-                norm, nb, work = _normalize_doc(
-                    buf16, off16[d], off16[d + 1], opt.norm, tables, norm, work
-                )
-            else:
+    kernel = _KERNELS.get(spec)
+    if kernel is not None:
+        return kernel
+    with _LOCK:
+        for s, k in _KERNELS.items():  # one made already for these kinds of text and more
+            if s[:5] == spec[:5] and s.utf8 >= spec.utf8 and s.utf16 >= spec.utf16:
+                return k
+        kernel = _KERNELS[spec] = _make_chunk_kernel(*spec)
+        return kernel
+
+
+def _make_chunk_kernel(tokens, hash_code, collapse, normalize, keys, utf8, utf16):
+    # Closure variables are constants to numba: it drops the branches they rule out before
+    # typing, so nothing behind them is compiled (its cache keys each variant by their values).
+    # Each choice below is made here when the spec fixes it, else (ANY) by ``opt`` at run time.
+    ascii_only = tokens == TOKENS_ASCII
+    tokens_any = tokens == ANY
+    fnv_only = hash_code == HASH_FNV1A64
+    hash_any = hash_code == ANY
+    collapse_only = collapse == 1
+    weights_any = collapse == ANY
+    norm8 = utf8 and normalize  # UTF-8 documents normalized (after a look for ASCII)
+    # UTF-16 documents narrowed to bytes (ASCII letters are the same code units) ...
+    narrow_only = utf16 and not normalize and ascii_only
+    narrow_any = utf16 and not normalize and tokens_any
+    norm16 = utf16 and not narrow_only  # ... else normalized, or at least transcoded to UTF-8
+    # case folding of ASCII is A-Z to a-z: while hashing (FNV-1a), else into a scratch copy
+    lower_fnv = normalize and (fnv_only or hash_any)
+    lower_copy = normalize and not fnv_only
+    sorting = keys or not (collapse == 0)  # scratch for the features' radix sort
+
+    @njit(cache=True, nogil=True)
+    def _fingerprint_chunk(chunk, classes, tables, opt, out, key_off):
+        buf8 = chunk.buf8
+        off8 = chunk.off8
+        buf16 = chunk.buf16
+        off16 = chunk.off16
+        kind = chunk.kind
+        if utf16:
+            if chunk.off16_in_chars:
+                off16 = _char_to_unit_offsets(buf16, off16)
+        ndocs = off8.shape[0] - 1
+        maxlen = 1
+        for d in range(ndocs):
+            maxlen = max(maxlen, off8[d + 1] - off8[d], 3 * (off16[d + 1] - off16[d]))
+        cap = maxlen + 1
+        starts = np.empty(cap, dtype=np.int64)
+        ends = np.empty(cap, dtype=np.int64)
+        toks = np.empty(cap, dtype=np.uint64)
+        feats = np.empty(cap, dtype=np.uint64)
+        weights = np.empty(cap, dtype=np.float64)
+        window = opt.window
+        ring = np.zeros(max(window, 1), dtype=np.uint64)
+        norm = np.empty(maxlen + 16, dtype=np.uint8)
+        work = np.empty(64, dtype=np.int32)
+        nkeys = max(1, off8[ndocs] + off16[ndocs]) // 4 + 16
+        found = np.empty(nkeys if keys else 0, dtype=np.uint32)
+        scratch = np.empty(cap if keys else 0, dtype=np.uint64)
+        tmp = np.empty(cap if sorting else 0, dtype=np.uint64)
+        counts = np.empty(2048 if sorting else 0, dtype=np.int64)
+        nk = np.int64(0)  # not the literal 0: a call typed with a literal compiles twice
+        key_off[0] = 0
+        fold = (opt.norm & NORM_CASEFOLD) != 0
+        split_chars = opt.tokenizer == TOK_UNICODE
+        reverse = opt.reverse != 0
+        for d in range(ndocs):
+            a = off8[d]
+            b = off8[d + 1]
+            k = kind[d]
+            src = buf8
+            lower = False
+            nb = np.int64(-1)  # the length of the document normalized into ``norm``
+            if norm8:
+                if k == KIND_UTF8 and _is_ascii(buf8, a, b):
+                    k = KIND_ASCII
+            if k == KIND_ASCII:
+                if lower_fnv:
+                    lower = fold and (fnv_only or opt.hash_code == HASH_FNV1A64)
+                if lower_copy:
+                    if fold and not lower:
+                        _lower_ascii(buf8, a, b, norm)
+                        src = norm
+                        b -= a
+                        a = 0
+            elif k == KIND_UTF16:
+                if narrow_only or (narrow_any and opt.tokenizer == TOK_ASCII_LETTERS):
+                    b = _narrow_ascii(buf16, off16[d], off16[d + 1], norm)
+                    src = norm
+                    a = 0
+                elif norm16:
+                    norm, nb, work = _normalize_doc(
+                        buf16, off16[d], off16[d + 1], opt.norm, tables, norm, work
+                    )
+            elif norm8:  # KIND_UTF8, not ASCII
                 norm, nb, work = _normalize_doc(buf8, a, b, opt.norm, tables, norm, work)
-            if nb + 1 > cap:
-                cap = 2 * (nb + 1)
-                starts = np.empty(cap, dtype=np.int64)
-                ends = np.empty(cap, dtype=np.int64)
-                toks = np.empty(cap, dtype=np.uint64)
-                feats = np.empty(cap, dtype=np.uint64)
-                weights = np.empty(cap, dtype=np.float64)
-                if want_keys:
-                    scratch = np.empty(cap, dtype=np.uint64)
-            src = norm
-            a = 0
-            b = nb
-        m = _doc_features(src, a, b, classes, opt, lower, starts, ends, toks, ring, feats)
-        if want_keys:
-            keys, nk = _append_keys(feats, m, scratch, keys, nk)
-            key_off[d + 1] = nk
-        out[d] = _tally(feats, m, opt, weights)
-    return keys[:nk].copy()
+            if nb >= 0:
+                if nb + 1 > cap:
+                    cap = 2 * (nb + 1)
+                    starts = np.empty(cap, dtype=np.int64)
+                    ends = np.empty(cap, dtype=np.int64)
+                    toks = np.empty(cap, dtype=np.uint64)
+                    feats = np.empty(cap, dtype=np.uint64)
+                    weights = np.empty(cap, dtype=np.float64)
+                    if keys:
+                        scratch = np.empty(cap, dtype=np.uint64)
+                    if sorting:
+                        tmp = np.empty(cap, dtype=np.uint64)
+                src = norm
+                a = 0
+                b = nb
+            # tokens, their hashes
+            if ascii_only or (tokens_any and opt.tokenizer == TOK_ASCII_LETTERS):
+                ntok = _tokens_ascii(src, a, b, starts, ends)
+            else:
+                ntok = _tokens_unicode(src, a, b, classes, split_chars, starts, ends)
+            if lower_fnv and lower:
+                for t in range(ntok):
+                    toks[t] = _fnv1a64_lower(src, starts[t], ends[t])
+            elif fnv_only or (hash_any and opt.hash_code == HASH_FNV1A64):
+                for t in range(ntok):
+                    toks[t] = _fnv1a64(src, starts[t], ends[t])
+            else:
+                for t in range(ntok):
+                    toks[t] = _jenkins64(src, starts[t], ends[t], _U0)
+            # shingles
+            m = np.int64(0)
+            if opt.shingle == SHINGLE_CYCLIC:
+                # moving-window cyclic polynomial: one value per token, from the first token on
+                for q in range(window):
+                    ring[q] = _U0
+                cur = _U0
+                pos = 0
+                for t in range(ntok):
+                    v = toks[t]
+                    cur = _rotl64(cur, _ONE) ^ _rotl64(ring[pos], window) ^ v
+                    ring[pos] = v
+                    pos = (pos + 1) % window
+                    feats[m] = cur
+                    m += 1
+            elif ntok > 0:
+                width = min(window, ntok)
+                for s in range(ntok - width + 1):
+                    h = toks[s]
+                    for q in range(1, width):
+                        h = h * _GOLDEN + toks[s + q]
+                    feats[m] = _fmix64(h)
+                    m += 1
+            if keys:
+                found, nk = _append_keys(feats, m, scratch, tmp, counts, found, nk)
+                key_off[d + 1] = nk
+            # the tally (sorts the features unless counting every occurrence)
+            if collapse_only or (weights_any and opt.weighting != WEIGHT_COUNT):
+                u = _weigh_sorted(feats, m, opt.weighting, weights, tmp, counts)
+                if opt.weighting == WEIGHT_UNIQUE:
+                    out[d] = _tally_unit(feats, u, reverse)
+                else:
+                    out[d] = _tally_weighted(feats, weights, u, reverse)
+            else:
+                out[d] = _tally_unit(feats, m, reverse)
+        return found[:nk].copy()
+
+    return _fingerprint_chunk

@@ -68,12 +68,18 @@ def _lengths(docs: Sequence[Any]) -> np.ndarray:
     return np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
 
 
-def _buffer(data: bytes | bytearray, dtype: type) -> np.ndarray:
-    return np.frombuffer(data if data else bytearray(2), dtype=dtype)
+# One array type per buffer (each other type compiles the kernel again): the UTF-8/ASCII
+# buffer is always writable (a bytearray), the UTF-16 buffer always read-only (bytes).
+def _buffer8(data: bytearray) -> np.ndarray:
+    return np.frombuffer(data if data else bytearray(2), dtype=np.uint8)
+
+
+def _buffer16(data: bytes) -> np.ndarray:
+    return np.frombuffer(data if data else bytes(2), dtype=np.dtype("<u2"))
 
 
 def _chunk(
-    data8: bytes,
+    data8: bytearray,
     len8: np.ndarray,
     kind: int | np.ndarray,
     data16: bytes = b"",
@@ -86,13 +92,18 @@ def _chunk(
     off16 = np.zeros(n + 1, dtype=np.int64)
     if len16 is not None:
         np.cumsum(len16, out=off16[1:])
+    if isinstance(kind, int):
+        kinds = (1 << kind) if n else 0
+    else:
+        kinds = sum(1 << k for k in (KIND_UTF8, KIND_UTF16, KIND_ASCII) if (kind == k).any())
     return ChunkData(
-        buf8=_buffer(data8, np.uint8),
+        buf8=_buffer8(data8),
         off8=off8,
-        buf16=_buffer(data16, np.dtype("<u2")),
+        buf16=_buffer16(data16),
         off16=off16,
         kind=np.full(n, kind, dtype=np.uint8) if isinstance(kind, int) else kind,
         off16_in_chars=off16_in_chars,
+        kinds=kinds,
     )
 
 
@@ -159,7 +170,10 @@ def encode_chunk(docs: Sequence[Any], first: int, validate: bool) -> ChunkData:
         except UnicodeEncodeError:  # a lone surrogate: UTF-8 with surrogatepass below
             pass
     if all(type(d) is bytes for d in docs):
-        chunk = _chunk(_JOIN8(docs), _lengths(docs), KIND_UTF8)
+        data8 = _JOIN8(docs)
+        if data8.isascii():  # valid UTF-8, and the kernel needs no normalization code for it
+            return _chunk(data8, _lengths(docs), KIND_ASCII)
+        chunk = _chunk(data8, _lengths(docs), KIND_UTF8)
         if validate:
             bad = int(_first_invalid_utf8(chunk.buf8, chunk.off8))
             if bad >= 0:
@@ -169,9 +183,11 @@ def encode_chunk(docs: Sequence[Any], first: int, validate: bool) -> ChunkData:
     return _chunk(_JOIN8(encoded), _lengths(encoded), KIND_UTF8)
 
 
-_NO8 = np.frombuffer(bytearray(2), dtype=np.uint8)
-_NO16 = np.frombuffer(b"\0\0", dtype=np.dtype("<u2"))
+_NO8 = _buffer8(bytearray())
+_NO16 = _buffer16(b"")
 _KIND1 = {k: np.full(1, k, dtype=np.uint8) for k in (KIND_ASCII, KIND_UTF16)}
+_ASCII = 1 << KIND_ASCII
+_UTF16 = 1 << KIND_UTF16
 
 
 def encode_one(doc: Any, validate: bool) -> ChunkData:
@@ -182,7 +198,7 @@ def encode_one(doc: Any, validate: bool) -> ChunkData:
             if doc:
                 data = np.frombuffer(bytearray(doc, "ascii"), dtype=np.uint8)
                 off = np.array((0, data.shape[0]), dtype=np.int64)
-                return ChunkData(data, off, _NO16, zeros, _KIND1[KIND_ASCII], False)
+                return ChunkData(data, off, _NO16, zeros, _KIND1[KIND_ASCII], False, _ASCII)
         else:
             try:
                 data16 = np.frombuffer(_utf16(doc), dtype=np.dtype("<u2"))
@@ -190,22 +206,23 @@ def encode_one(doc: Any, validate: bool) -> ChunkData:
                 pass
             else:
                 off = np.array((0, data16.shape[0]), dtype=np.int64)
-                return ChunkData(_NO8, zeros, data16, off, _KIND1[KIND_UTF16], False)
+                return ChunkData(_NO8, zeros, data16, off, _KIND1[KIND_UTF16], False, _UTF16)
     return encode_chunk([doc], 0, validate)
 
 
-def utf8_chunk(data: np.ndarray, offsets: np.ndarray, a: int, b: int) -> ChunkData:
+def utf8_chunk(
+    data: np.ndarray, offsets: np.ndarray, a: int, b: int, ascii_: np.ndarray | None = None
+) -> ChunkData:
     """Documents ``a`` to ``b`` of UTF-8 text in one buffer (document ``i`` is
-    ``data[offsets[i]:offsets[i + 1]]``; ``data`` writable uint8) as the kernels read them."""
+    ``data[offsets[i]:offsets[i + 1]]``; ``data`` writable uint8) as the kernels read them;
+    ``ascii_`` (bool[b - a]): which are pure ASCII, when known."""
     lo, hi = int(offsets[a]), int(offsets[b])
-    return ChunkData(
-        buf8=data[lo:hi] if hi > lo else _NO8,
-        off8=offsets[a : b + 1] - lo,
-        buf16=_NO16,
-        off16=np.zeros(b - a + 1, dtype=np.int64),
-        kind=np.full(b - a, KIND_UTF8, dtype=np.uint8),
-        off16_in_chars=False,
-    )
+    if ascii_ is None:
+        kind: int | np.ndarray = KIND_UTF8
+    else:
+        kind = np.where(ascii_, KIND_ASCII, KIND_UTF8).astype(np.uint8)
+    chunk = _chunk(bytearray(), offsets[a + 1 : b + 1] - offsets[a:b], kind)
+    return chunk._replace(buf8=data[lo:hi] if hi > lo else chunk.buf8)
 
 
 def threads_for(threads: int | None) -> int:

@@ -9,7 +9,7 @@ fingerprint bit ``63 - i`` ("reversed" bit order).
 
 from __future__ import annotations
 
-import itertools
+import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
@@ -18,23 +18,26 @@ import numpy as np
 
 from neardup.fingerprints import _kernels as K
 from neardup.fingerprints import _normalize as N
-from neardup.fingerprints._normalize import _first_invalid_utf8
-from neardup.fingerprints._pipeline import KernelOptions, _fingerprint_chunk
+from neardup.fingerprints import _pipeline as P
 from neardup.fingerprints.batch import (
     decode_document,
     encode_chunk,
     encode_one,
     join_keys,
     plan_chunks,
-    plan_sizes,
     run_chunks,
     threads_for,
-    utf8_chunk,
 )
 from neardup.fingerprints.hashes import resolve_hash
 from neardup.fingerprints.tally import _MASK64, _to_hash, compute, compute_batch
-from neardup.fingerprints.tokenize import NORMALIZATIONS, TOKENIZERS, char_classes
+from neardup.fingerprints.tokenize import (
+    NORMALIZATIONS,
+    TOKENIZERS,
+    ascii_char_classes,
+    char_classes,
+)
 from neardup.fingerprints.unicode_tables import empty_tables, norm_tables
+from neardup.fingerprints.utf8 import features_utf8
 
 __all__ = ["PRESETS", "Features", "Fingerprinter", "compute", "compute_batch", "fingerprint"]
 
@@ -83,6 +86,22 @@ _NORMS = {
     "nfkc": N.NORM_NFKC,
     "nfkc_casefold": N.NORM_NFKC_CASEFOLD,
 }
+
+
+_NO_CLASSES = np.zeros(1, dtype=np.uint8)  # the ascii_letters tokenizer reads no table
+
+
+@functools.cache
+def _preset_families() -> set[tuple[int, int, int]]:
+    """(tokenizer family, hash, collapsing weighting) of each preset's kernel."""
+    return {
+        (
+            P.TOKENS_ASCII if p["tokenizer"] == "ascii_letters" else P.TOKENS_UNICODE,
+            resolve_hash(p["hash"])[1],
+            int(p["weighting"] != "count"),
+        )
+        for p in PRESETS.values()
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -214,12 +233,8 @@ class Fingerprinter:
             and self._hash_code is not None
             and self._weight_code is not None
         )
-        if self._fast and self._tok_code != K.TOK_ASCII_LETTERS:
-            self._table = char_classes()
-        else:
-            self._table = np.zeros(1, dtype=np.uint8)
         if self._fast:
-            self._opt = KernelOptions(
+            self._opt = P.KernelOptions(
                 tokenizer=self._tok_code,
                 hash_code=self._hash_code,
                 shingle=self._shingle_code,
@@ -228,7 +243,18 @@ class Fingerprinter:
                 reverse=int(self._reverse),
                 norm=self._norm_code,
             )
-            self._tables = empty_tables() if self._norm_code == N.NORM_NONE else norm_tables()
+            families = (
+                P.TOKENS_ASCII if self._tok_code == K.TOK_ASCII_LETTERS else P.TOKENS_UNICODE,
+                self._hash_code,
+                int(self._weight_code != K.WEIGHT_COUNT),
+            )
+            # the presets' stage families get kernels of their own; others choose at run time
+            if families not in _preset_families():
+                families = (P.ANY, P.ANY, P.ANY)
+            self._spec = P.Spec(
+                *families, self._norm_code != N.NORM_NONE, keys=False, utf8=False, utf16=False
+            )
+            self._kernels: dict[tuple[int, bool], tuple[Any, np.ndarray, Any]] = {}
 
     def __repr__(self) -> str:
         over = {k: v for k, v in self.params.items() if PRESETS[self.preset].get(k) != v}
@@ -306,10 +332,30 @@ class Fingerprinter:
         chunk = encode_chunk(docs, first, self._norm_code != N.NORM_NONE)
         out = np.empty(len(docs), dtype=np.uint64)
         key_off = np.zeros(len(docs) + 1, dtype=np.int64)
-        keys = _fingerprint_chunk(
-            chunk, self._table, self._tables, self._opt, out, key_off, want_keys
-        )
+        kernel, classes, tables = self._kernel(chunk, want_keys)
+        keys = kernel(chunk, classes, tables, self._opt, out, key_off)
         return out, key_off, keys
+
+    def _kernel(self, chunk: P.ChunkData, keys: bool) -> tuple[Any, np.ndarray, Any]:
+        """The chunk kernel for this fingerprinter's options and the kinds of text in ``chunk``
+        (compiled for those alone, so a run compiles only the stages it uses), with the
+        tokenizer's and the normalization's tables it reads: for ASCII text only their ASCII
+        part, which takes no time to build."""
+        got = self._kernels.get((chunk.kinds, keys))
+        if got is None:
+            spec = self._spec._replace(
+                keys=keys,
+                utf8=self._spec.normalize and bool(chunk.kinds & (1 << P.KIND_UTF8)),
+                utf16=bool(chunk.kinds & (1 << P.KIND_UTF16)),
+            )
+            ascii_only = not chunk.kinds & ~(1 << P.KIND_ASCII)
+            if self._tok_code == K.TOK_ASCII_LETTERS:
+                classes = _NO_CLASSES
+            else:
+                classes = ascii_char_classes() if ascii_only else char_classes()
+            tables = norm_tables() if self._spec.normalize and not ascii_only else empty_tables()
+            got = self._kernels[(chunk.kinds, keys)] = (P.chunk_kernel(spec), classes, tables)
+        return got
 
     # -- public -------------------------------------------------------------------------------
 
@@ -321,7 +367,8 @@ class Fingerprinter:
             out = np.empty(1, dtype=np.uint64)
             chunk = encode_one(text, self._norm_code != N.NORM_NONE)
             key_off = np.zeros(2, dtype=np.int64)
-            _fingerprint_chunk(chunk, self._table, self._tables, self._opt, out, key_off, False)
+            kernel, classes, tables = self._kernel(chunk, False)
+            kernel(chunk, classes, tables, self._opt, out, key_off)
             return int(out[0])
         return self._fingerprint_py(text, 0)
 
@@ -413,67 +460,14 @@ class Fingerprinter:
         *,
         keys: bool = True,
         validate: bool = True,
+        ascii: np.ndarray | None = None,
     ) -> Features:
-        """:meth:`features_many` (or, with ``keys=False``, the fingerprints alone) of documents
-        given as UTF-8 in one buffer, read in place: no ``str`` is made.
-
-        Parameters
-        ----------
-        data : ndarray of uint8
-            The documents' UTF-8 bytes, one after another (copied first when read-only).
-        offsets : ndarray of int64, shape (n + 1,)
-            Document ``i`` is ``data[offsets[i]:offsets[i + 1]]``.
-        threads : int, optional
-            Worker threads, as for :meth:`fingerprint_many`.
-        keys : bool
-            Also the shingle keys (else ``offsets`` and ``keys`` of the result are empty).
-        validate : bool
-            Check that the bytes are UTF-8 where the normalization needs text, as for
-            ``bytes`` documents (ValueError naming the document). ``False`` promises they are:
-            then lone surrogates written as ``str.encode("utf-8", "surrogatepass")`` writes
-            them fingerprint as in that ``str``.
-
-        Returns
-        -------
-        Features
-            As :meth:`features_many` of the documents as ``str``, bit for bit.
-        """
-        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-        n = len(offsets) - 1
-        if not (self._fast and not self._py_normalize):
-            raw = np.asarray(data, dtype=np.uint8).tobytes()
-            parts = [raw[a:b] for a, b in itertools.pairwise(offsets.tolist())]
-            if validate:
-                docs = [decode_document(p, i) for i, p in enumerate(parts)]
-            else:
-                docs = [p.decode("utf-8", "surrogatepass") for p in parts]
-            if keys:
-                return self.features_many(docs, threads)
-            return Features(self.fingerprint_many(docs, threads), np.zeros(0, np.int64), _NOKEYS)
-        data = np.ascontiguousarray(data, dtype=np.uint8)
-        if not data.flags.writeable:
-            data = data.copy()
-        if validate and self._norm_code != N.NORM_NONE and n > 0:
-            bad = int(_first_invalid_utf8(data, offsets))
-            if bad >= 0:
-                decode_document(data[offsets[bad] : offsets[bad + 1]].tobytes(), bad)
-        nthreads = threads_for(threads)
-        plan = plan_sizes(np.diff(offsets), nthreads)
-
-        def run(a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            out = np.empty(b - a, dtype=np.uint64)
-            key_off = np.zeros(b - a + 1, dtype=np.int64)
-            chunk = utf8_chunk(data, offsets, a, b)
-            got = _fingerprint_chunk(
-                chunk, self._table, self._tables, self._opt, out, key_off, keys
-            )
-            return out, key_off, got
-
-        parts = run_chunks(run, plan, nthreads)
-        fps = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
-        if not keys:
-            return Features(fps, np.zeros(0, np.int64), _NOKEYS)
-        return Features(fps, *join_keys(plan, parts, n))
+        """:meth:`features_many` (with ``keys=False``: the fingerprints alone, empty keys) of
+        documents given as UTF-8 in one buffer, read in place: document ``i`` is
+        ``data[offsets[i]:offsets[i + 1]]`` (uint8; int64 offsets). Bit for bit the results of
+        the documents as ``str``. See :func:`neardup.fingerprints.utf8.features_utf8` for
+        ``validate`` and ``ascii``."""
+        return Features(*features_utf8(self, data, offsets, threads, keys, validate, ascii))
 
     def fingerprint_utf8(
         self,
@@ -485,10 +479,7 @@ class Fingerprinter:
     ) -> np.ndarray:
         """:meth:`fingerprint_many` of documents given as UTF-8 in one buffer (see
         :meth:`features_utf8`): ``uint64[n]``."""
-        return self.features_utf8(data, offsets, threads, keys=False, validate=validate)[0]
-
-
-_NOKEYS = np.zeros(0, dtype=np.uint32)
+        return features_utf8(self, data, offsets, threads, False, validate, None)[0]
 
 
 _CACHE: dict[str, Fingerprinter] = {}

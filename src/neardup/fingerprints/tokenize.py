@@ -32,6 +32,7 @@ from neardup.fingerprints.unicode_tables import CATEGORIES, categories
 __all__ = [
     "NORMALIZATIONS",
     "TOKENIZERS",
+    "ascii_char_classes",
     "ascii_letters",
     "char_classes",
     "nfkc_casefold",
@@ -87,6 +88,14 @@ def char_classes() -> np.ndarray:
             word[seg], np.where(mark[seg], K.CLS_CHAR_MARK, K.CLS_CHAR), K.CLS_SEP
         )
     return table
+
+
+@functools.lru_cache(maxsize=1)
+def ascii_char_classes() -> np.ndarray:
+    """``char_classes()[:128]``, the token classes of ASCII, without building the whole table
+    (what the kernels read of it for ASCII text)."""
+    word = [unicodedata.category(chr(c))[0] in "LNM" for c in range(128)]
+    return np.array(word, dtype=np.uint8)  # 0 or CLS_WORD: no ASCII script lacks spaces
 
 
 def ascii_letters(text: str) -> list[str]:

@@ -5,7 +5,14 @@ See :class:`neardup.index.Index`.
 
 from __future__ import annotations
 
-from neardup.index.index import Index, IndexMatches, choose_index_blocks
+from neardup.index.index import Index, IndexMatches, VerifiedMatches, choose_index_blocks
 from neardup.index.storage import CorruptIndexError, IndexLockedError
 
-__all__ = ["Index", "IndexMatches", "CorruptIndexError", "IndexLockedError", "choose_index_blocks"]
+__all__ = [
+    "Index",
+    "IndexMatches",
+    "VerifiedMatches",
+    "CorruptIndexError",
+    "IndexLockedError",
+    "choose_index_blocks",
+]

@@ -33,6 +33,7 @@ from neardup.index import _codec_kernels as ek
 from neardup.index.storage import (
     CODEC_FORMAT_VERSION,
     FORMAT_VERSION,
+    SKETCH_FORMAT_VERSION,
     TABLE_CODECS,
     CorruptIndexError,
     load_array,
@@ -382,7 +383,8 @@ def verify_table(directory: str, entry: dict[str, Any]) -> None:
 
 def set_codec(body: dict[str, Any], codec: str | None) -> None:
     """Make ``body`` (a manifest) describe an index whose tables use ``codec``: the key
-    ``"codec"`` and the format version that older readers refuse (plain: no key, version 1)."""
+    ``"codec"`` and the format version that older readers refuse (plain: no key, version 1;
+    an index with sketches has version 3 with either codec)."""
     if codec is not None and codec not in CODECS:
         raise ValueError(f"unknown table codec {codec!r}; use one of {', '.join(CODECS)}")
     if codec is None:
@@ -391,3 +393,5 @@ def set_codec(body: dict[str, Any], codec: str | None) -> None:
     else:
         body["codec"] = codec
         body["format_version"] = CODEC_FORMAT_VERSION
+    if body.get("sketch_words") is not None:
+        body["format_version"] = SKETCH_FORMAT_VERSION

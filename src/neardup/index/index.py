@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -25,8 +25,11 @@ from neardup.core.bits import as_fingerprints
 from neardup.core.layout import Layout, Scheme, join_scheme
 from neardup.core.layout import choose_query_blocks as choose_index_blocks
 from neardup.core.search import join_pairs, probe_table, sorted_query_keys
+from neardup.core.similarity import check_threshold, distance_for_threshold
+from neardup.core.sketch import SKETCH_WORDS, check_sketch_words
 from neardup.index import _kernels
 from neardup.index.codec import CompressedTable, set_codec, verify_table
+from neardup.index.matches import IndexMatches, IndexMatching, VerifiedMatches
 from neardup.index.segments import (
     Ids,
     Segment,
@@ -46,18 +49,10 @@ from neardup.index.storage import (
 )
 from neardup.index.writer import IndexWriter
 
-__all__ = ["Index", "IndexMatches", "choose_index_blocks"]
+__all__ = ["Index", "IndexMatches", "VerifiedMatches", "choose_index_blocks"]
 
 
-class IndexMatches(NamedTuple):
-    """Matches of a batch query as flat arrays, sorted by query, then distance, then id."""
-
-    query_index: np.ndarray  #: int64, position of the query in the batch
-    id: np.ndarray  #: int64 ids, or an object array of str ids
-    distance: np.ndarray  #: int64 Hamming distance
-
-
-class Index(IndexWriter):
+class Index(IndexWriter, IndexMatching):
     """A persistent index of 64-bit fingerprints answering "what is within k bits of F?".
 
     Create one with :meth:`create`, open one with :meth:`open`. A writer (``mode="w"``) holds an
@@ -108,11 +103,13 @@ class Index(IndexWriter):
     def create(
         cls,
         path: str | os.PathLike,
-        distance: int = DEFAULT_DISTANCE,
+        distance: int | None = None,
         blocks: int | None = None,
         *,
         expected_size: int = 1_000_000,
         compress: bool = False,
+        threshold: float | None = None,
+        sketch_words: int | None = None,
     ) -> Index:
         """Create an empty index in directory ``path`` and open it for writing.
 
@@ -121,17 +118,33 @@ class Index(IndexWriter):
         path : str or PathLike
             Directory; created if missing (with its parents), else it must be empty. A
             ``redis://host:port/db?name=NAME`` location creates the index in Redis.
-        distance : int
-            Largest Hamming distance (bits, inclusive) queries can ask for.
+        distance : int, optional
+            Largest Hamming distance (bits, inclusive) queries can ask for. Default: 3, or with
+            ``threshold`` the candidate distance of that threshold
+            (:func:`neardup.core.similarity.distance_for_threshold`: 10 bits at 0.8).
         blocks : int, optional
             Blocks the 64 bits are split into; the index keeps ``C(blocks, distance)`` permuted
             tables of 8 bytes per fingerprint each. ``None`` chooses the fastest layout for
-            ``expected_size`` fingerprints (:func:`choose_index_blocks`).
+            ``expected_size`` fingerprints (:func:`choose_index_blocks`); with ``threshold``,
+            ``distance + 1``: the fewest tables (11 at 10 bits), as fast for the batches of
+            ``dedup --against``, which search the fingerprints by the batch engine, and about a
+            tenth of the disk of the fastest layout for single queries at 1M entries (README).
         expected_size : int
             Fingerprints the index is expected to hold (only used when ``blocks`` is None).
         compress : bool
             Store every table in Elias-Fano form (:mod:`neardup.index.codec`, about ``66 - log2(n)``
             bits per fingerprint per table instead of 64, same answers); :meth:`compact` converts.
+        threshold : float, optional
+            Create an index for verified dedup down to this Jaccard threshold: it keeps, per
+            entry, a MinHash sketch of the document's shingle set (``sketch_words`` uint64) and
+            its shingle count (uint32), and its fingerprints are the sketches' first words (the
+            set fingerprints of :func:`neardup.core.similarity.set_fingerprints`). Adds then
+            need sketches (:meth:`add`); :meth:`verified_query` and ``neardup dedup --against``
+            drop a document only when its estimated Jaccard with an entry is ``>= threshold``.
+            Not in Redis.
+        sketch_words : int, optional
+            Words per sketch with ``threshold`` (2 to 64, default 16: 128 bytes; more words
+            estimate more closely, see the README's verified dedup section).
 
         The index is built in a temporary directory beside ``path`` and renamed into place,
         so an interrupted ``create`` leaves ``path`` as it was.
@@ -143,11 +156,29 @@ class Index(IndexWriter):
         ValueError
             For an invalid ``distance``/``blocks``.
         """
+        words = None
+        if threshold is not None:
+            threshold = check_threshold(threshold)
+            words = SKETCH_WORDS if sketch_words is None else sketch_words
+            check_sketch_words(words)
+            if distance is None:
+                distance = distance_for_threshold(threshold)
+        elif sketch_words is not None:
+            raise ValueError("sketch_words= needs threshold= (an index for verified dedup)")
+        if distance is None:
+            distance = DEFAULT_DISTANCE
         if isinstance(path, str) and path.startswith(("redis://", "rediss://", "unix://")):
+            if words is not None:
+                raise ValueError(
+                    f"{path}: the Redis backend keeps no sketches; create an index for verified "
+                    "dedup (threshold=) in a directory"
+                )
             from neardup.index.redis import RedisIndex
 
             return RedisIndex.create(path, distance, blocks, expected_size=expected_size)  # type: ignore[return-value]
-        if blocks is None:
+        if blocks is None and words is not None:
+            blocks = distance + 1
+        elif blocks is None:
             blocks = choose_index_blocks(max(1, int(expected_size)), distance)
         layout = Layout(blocks, distance)
         p = os.fspath(path)
@@ -165,6 +196,8 @@ class Index(IndexWriter):
             "next_id": 0,
             "segments": [],
         }
+        if words is not None:
+            body["sketch_words"] = words
         set_codec(body, "ef" if compress else None)
         lock = create_directory(p, body)
         return cls(p, "w", _lock=lock)
@@ -267,6 +300,11 @@ class Index(IndexWriter):
         return self._body.get("codec")
 
     @property
+    def sketch_words(self) -> int | None:
+        """Words of the MinHash sketch kept per entry, or None for an index without sketches."""
+        return self._body.get("sketch_words")
+
+    @property
     def id_type(self) -> str | None:
         """``"int64"``, ``"str"`` or ``None`` before the first add."""
         return self._body.get("id_type")
@@ -318,6 +356,7 @@ class Index(IndexWriter):
             "blocks": self.blocks,
             "tables": self.layout.n_tables,
             "codec": self.codec,
+            "sketch_words": self.sketch_words,
             "id_type": self.id_type,
             "entries": len(self),
             "generation": self.generation,
@@ -328,7 +367,8 @@ class Index(IndexWriter):
         }
 
     def verify(self) -> None:
-        """Recompute the CRC-32 of every file of the committed state.
+        """Recompute the CRC-32 of every file of the committed state (and check that each
+        sketch's first word is its entry's fingerprint).
 
         Raises
         ------
@@ -343,8 +383,17 @@ class Index(IndexWriter):
                     verify_table(self.path, e)  # a compressed table is also decoded and checked
                 except CorruptIndexError as err:
                     bad.append(str(err))
+        if not bad:
+            bad = [s for s in map(self._check_sketch_words, self._segs) if s]
         if bad:
             raise CorruptIndexError("; ".join(bad))
+
+    def _check_sketch_words(self, seg: Segment) -> str:
+        if seg.sketch is None or np.array_equal(seg.sketch[:, 0], seg.fps):
+            return ""
+        row = int(np.flatnonzero(seg.sketch[:, 0] != seg.fps)[0])
+        name = os.path.join(self.path, seg.entry["files"]["sketch"]["name"])
+        return f"{name}: the sketch of row {row} does not start with its fingerprint; the index is damaged"
 
     # ------------------------------------------------------------------ lookups by id
     def _find(self, ids: Ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -476,61 +525,6 @@ class Index(IndexWriter):
                     "from a backup or rebuild it"
                 ) from None
         return keys, values
-
-    def query_arrays(
-        self,
-        fingerprints: Sequence[int] | np.ndarray,
-        distance: int | None = None,
-        *,
-        threads: int | None = None,
-    ) -> IndexMatches:
-        """Every indexed id within ``distance`` bits of each query, as flat arrays.
-
-        Parameters
-        ----------
-        fingerprints : sequence of int or ndarray
-            Query fingerprints (uint64, bit 63 most significant). A large batch is probed table
-            by table in one sorted pass, like :func:`neardup.find_all`.
-        distance : int, optional
-            Bits (inclusive), at most the index's distance (the default).
-        threads : int, optional
-            Threads probing tables in parallel for large batches. Default: all usable CPUs.
-
-        Returns
-        -------
-        IndexMatches
-            ``(query_index, id, distance)``, sorted by query, then distance (nearest first), then
-            id (integer ids; string ids in a fixed but unspecified order).
-        """
-        qi, si, rows, d = self._probe(fingerprints, distance, threads)
-        keys, values = self._ids_of(si, rows)
-        order = np.lexsort((keys, d, qi))
-        return IndexMatches(qi[order], values[order], d[order])
-
-    def query(
-        self, fingerprints: Sequence[int] | np.ndarray, distance: int | None = None
-    ) -> list[list[tuple[Any, int]]]:
-        """For each query fingerprint, the list of ``(id, distance)`` within ``distance`` bits,
-        nearest first (see :meth:`query_arrays` for the order and the parameters)."""
-        q = as_fingerprints(fingerprints, "fingerprints")
-        m = self.query_arrays(q, distance)
-        bounds = np.searchsorted(m.query_index, np.arange(len(q) + 1)).tolist()
-        ids = m.id.tolist()
-        dist = m.distance.tolist()
-        return [
-            list(zip(ids[a:b], dist[a:b], strict=True))
-            for a, b in zip(bounds[:-1], bounds[1:], strict=True)
-        ]
-
-    def dedup_mask(
-        self, fingerprints: Sequence[int] | np.ndarray, distance: int | None = None
-    ) -> np.ndarray:
-        """Boolean array, True where a fingerprint is within ``distance`` bits of an indexed one."""
-        q = as_fingerprints(fingerprints, "fingerprints")
-        qi, _, _, _ = self._probe(q, distance, None)
-        mask = np.zeros(len(q), dtype=bool)
-        mask[qi] = True
-        return mask
 
     # ------------------------------------------------------------------ writes
     def _check_open(self) -> None:

@@ -12,7 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from neardup.index.storage import FILE_KINDS, FORMAT_VERSION, TABLE_CODECS, CorruptIndexError
+from neardup.index.storage import (
+    CODEC_FORMAT_VERSION,
+    FILE_KINDS,
+    FORMAT_VERSION,
+    SKETCH_FORMAT_VERSION,
+    TABLE_CODECS,
+    CorruptIndexError,
+)
 
 __all__ = ["check_manifest"]
 
@@ -58,7 +65,10 @@ _EXPECT = {
     "key": ("<i8", 0),
     "kord": (("<u4", "<i8"), 0),
     "soff": ("<i8", 1),
+    "ssize": ("<u4", 0),
 }
+#: Words a sketch may have (:data:`neardup.core.sketch.MAX_WORDS`).
+_MAX_SKETCH_WORDS = 64
 
 
 def check_manifest(doc: dict[str, Any], path: str) -> None:
@@ -82,9 +92,13 @@ def check_manifest(doc: dict[str, Any], path: str) -> None:
         bad(f"'fingerprint_dtype' is {doc.get('fingerprint_dtype')!r}, expected '<u8'")
     version = doc.get("format_version")
     codec = doc.get("codec")
-    if (codec is None) != (version == FORMAT_VERSION) or not (
-        codec is None or codec in TABLE_CODECS
-    ):
+    words = doc.get("sketch_words")
+    if words is not None and not _is_int(words, 2, _MAX_SKETCH_WORDS):
+        bad(f"'sketch_words' is {words!r}, expected null or an integer from 2 to 64")
+    if (words is not None) != (version == SKETCH_FORMAT_VERSION):
+        bad(f"'sketch_words' is {words!r} in a version {version!r} index")
+    plain = {FORMAT_VERSION: True, CODEC_FORMAT_VERSION: False}.get(version, codec is None)
+    if (codec is None) != plain or not (codec is None or codec in TABLE_CODECS):
         bad(f"'codec' is {codec!r} in a version {version!r} index, expected one of {TABLE_CODECS}")
     id_type = doc.get("id_type", "missing")
     if id_type not in (None, "int64", "str"):
@@ -108,6 +122,13 @@ def check_manifest(doc: dict[str, Any], path: str) -> None:
         need = {"fp", "key", "kord"} | (strings if id_type == "str" else set())
         if need - files.keys() or (id_type != "str" and strings & files.keys()):
             bad(f"segment {sname} lists files {sorted(files)}, which do not fit ids {id_type}")
+        sketch = {"sketch", "ssize"}
+        if (sketch <= files.keys()) != (words is not None) or (
+            words is None and sketch & files.keys()
+        ):
+            bad(
+                f"segment {sname} lists files {sorted(files)}, which do not fit sketch words {words}"
+            )
         entries = [(f"segment {sname} file {k!r}", e) for k, e in files.items()]
         if seg.get("deleted") is not None:
             entries.append((f"segment {sname} tombstones", seg["deleted"]))
@@ -130,6 +151,13 @@ def check_manifest(doc: dict[str, Any], path: str) -> None:
                 continue  # checked through 'values' above
             if e is not None and (e["dtype"] not in dtypes or e["shape"] != [rows + extra]):
                 bad(f"segment {sname} file {key!r} is {e['dtype']}{e['shape']} for {rows} rows")
+        if "sketch" in files and (
+            files["sketch"]["dtype"] != "<u8" or files["sketch"]["shape"] != [rows, words]
+        ):
+            e = files["sketch"]
+            bad(
+                f"segment {sname} file 'sketch' is {e['dtype']}{e['shape']} for {rows} rows of {words}"
+            )
         if "sblob" in files and (
             files["sblob"]["dtype"] != "|u1" or len(files["sblob"]["shape"]) != 1
         ):

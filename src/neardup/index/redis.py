@@ -15,8 +15,10 @@ over its slots)::
 A query reads one bucket per table, all in one pipeline, checks the distance of every record,
 then confirms the matches' entries in a second pipeline. The entry hash is the commit point: an
 add appends the bucket records first and writes the entries last; a remove deletes the entries
-first and then the records. A write that fails midway (a node down) leaves at most records with
-no entry, which queries ignore; an entry always has its records. Durability is Redis's own:
+first and then the records. A write that fails midway (a node down) is not acknowledged; it
+leaves records with no entry, which queries ignore, and possibly some of its entries (written
+shard by shard), each with all its records, so every answer is still exact for the entries
+present. Durability is Redis's own:
 with ``appendonly yes`` and ``appendfsync always`` every reply comes after the write is on disk.
 """
 
@@ -73,6 +75,7 @@ class RedisIndex(RedisWriter):
         self._url, self.name = split_url(url)
         self._redis = require("redis", "server", "the Redis index backend")
         self._client = connect(self._url)
+        self._cluster = hasattr(self._client, "nodes_manager")  # a redis-py RedisCluster
         self._closed = False
         self._held = 0
         self._stale: list[str] = []  # tokens of leases we may still hold
@@ -230,9 +233,10 @@ class RedisIndex(RedisWriter):
 
     # ------------------------------------------------------------------ Redis plumbing
     def _call(self, fn: Any, *args: Any, **kw: Any) -> Any:
+        errors = self._redis.exceptions
         try:
             return fn(*args, **kw)
-        except self._redis.exceptions.RedisError as e:
+        except (errors.RedisError, errors.RedisClusterException) as e:
             raise IndexUnavailableError(f"{self.path}: Redis is unavailable ({e})") from None
 
     def _pipeline(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:

@@ -46,6 +46,23 @@ return n
 """
 
 
+# Appends ARGV[n + i] to the key named ARGV[i] for i = 1..n (n = #ARGV / 2): many buckets per
+# command, so a bulk write costs one command per thousand buckets instead of one per bucket. The
+# names are arguments, not declared keys, because on Redis Cluster the keys lie in different slots
+# of the node the caller sent the call to (Redis 7's allow-cross-slot-keys flag).
+_APPEND_MANY = """
+local n = #ARGV / 2
+for i = 1, n do redis.call('APPEND', ARGV[i], ARGV[n + i]) end
+return n
+"""
+_APPEND_MANY_CLUSTER = "#!lua flags=allow-cross-slot-keys\n" + _APPEND_MANY
+
+# Extends the writer's lease (ARGV[2] ms) if it still holds it (token ARGV[1]); 0 if it lost it.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0

@@ -8,18 +8,25 @@ entries last; a remove deletes the entries first, then the records (see
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from neardup import config
 from neardup.core.bits import as_fingerprints
+from neardup.index._redis_kernels import _counting_order
 from neardup.index.redis_store import (
+    _APPEND_MANY,
+    _APPEND_MANY_CLUSTER,
     _DROP_RECORDS,
     _RELEASE,
+    _RENEW,
     RECORD,
     IndexUnavailableError,
 )
@@ -33,6 +40,7 @@ class RedisWriter:
 
     _stale: list[str]
     _held: int
+    _lost: bool
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[Any]:
@@ -60,12 +68,39 @@ class RedisWriter:
                     )
                 time.sleep(0.005)
             self._held = 1
+            self._lost = False
+            stop = threading.Event()
+            beat = threading.Thread(target=self._heartbeat, args=(token, stop), daemon=True)
+            beat.start()
             try:
                 self._load()
                 yield self
             finally:
+                stop.set()
+                beat.join()
                 self._held = 0
                 self._release_stale()
+
+    def _heartbeat(self, token: str, stop: threading.Event) -> None:
+        """While a write holds the lease, extend it every third of its length (a bulk add of
+        many millions outlasts it); note when another writer could have taken it."""
+        lease = config.REDIS_LOCK_LEASE_S
+        while not stop.wait(lease / 3):
+            try:
+                held = self._client.eval(_RENEW, 1, self._lease, token, int(lease * 1000))
+            except self._redis.exceptions.RedisError:
+                continue  # the write's own commands fail too while Redis is down
+            if not held:
+                self._lost = True
+                return
+
+    def _check_lease(self) -> None:
+        """Raise before the next round trip of a write whose lease ran out."""
+        if self._lost:
+            raise IndexUnavailableError(
+                f"{self.path}: this write lost the index's lease (Redis was unreachable for "
+                f"config.REDIS_LOCK_LEASE_S = {config.REDIS_LOCK_LEASE_S} s); retry it"
+            )
 
     @property
     def _lease(self) -> str:
@@ -94,7 +129,12 @@ class RedisWriter:
     ) -> None:
         """As :meth:`neardup.Index.add`; durable once it returns (with Redis's
         ``appendfsync always``). Raises :class:`IndexUnavailableError` if Redis fails midway:
-        nothing is then visible, and the same call may be retried."""
+        the add is then not acknowledged; it may be partly visible (entries are written shard
+        by shard), and ``neardup serve``'s ``/add`` retried with the same ids completes it.
+
+        A large batch is one bulk write: per table its records are grouped by bucket and many
+        buckets go in one script call, pipelined in rounds of ``config.REDIS_WRITE_BYTES``
+        (prefer a few large adds to many small ones when loading)."""
         fp = as_fingerprints(fingerprints, "fingerprints")
         with self.lock():
             if ids is None:
@@ -107,53 +147,176 @@ class RedisWriter:
                 return
             if conv.kind == "str" and len(set(conv.values)) != len(conv.values):
                 raise ValueError("ids repeat within the batch; ids must be unique")
-            if len(np.unique(conv.keys)) != len(conv.keys):
+            ordered = np.sort(conv.keys)
+            if (ordered[1:] == ordered[:-1]).any():
                 what = "ids repeat" if conv.kind == "int64" else "two string ids share a hash"
                 raise ValueError(f"{what} within the batch; ids must be unique")
-            present, _, raw = self._entries(conv.keys)
+            # under the lease nobody else adds: an empty index needs no per-id check
+            present = self._present(conv.keys) if len(self) else np.zeros(len(fp), dtype=bool)
             if present.any():
                 i = int(np.flatnonzero(present)[0])
-                if conv.kind == "str" and raw[i][8:].decode("utf-8") != conv.values[i]:
+                raw = self._entries(conv.keys[i : i + 1])[2][0]
+                if conv.kind == "str" and raw[8:].decode("utf-8") != conv.values[i]:
                     raise ValueError(
                         f"id {show_id(conv.values[i])} has the same 64-bit hash as stored id "
-                        f"{raw[i][8:].decode('utf-8')!r}; use another id"
+                        f"{raw[8:].decode('utf-8')!r}; use another id"
                     )
                 raise ValueError(
                     f"id {show_id(conv.values[i])} is already in the index "
                     f"({int(present.sum())} of the batch are); remove them first"
                 )
-            recs = np.empty(len(fp), RECORD)
-            recs["fp"], recs["key"] = fp, conv.keys
-            cmds: list[tuple[Any, ...]] = []
-            for t in range(self.layout.n_tables):
-                b = self._buckets(fp, t)
-                order = np.argsort(b, kind="stable")
-                data = recs[order].tobytes()
-                bs = b[order]
-                starts = np.flatnonzero(np.concatenate(([True], bs[1:] != bs[:-1])))
-                ends = np.append(starts[1:], len(bs)) * RECORD.itemsize
-                for s, e_, bucket in zip(
-                    (starts * RECORD.itemsize).tolist(),
-                    ends.tolist(),
-                    bs[starts].tolist(),
-                ):
-                    cmds.append(("append", self._bucket_key(t, bucket), data[s:e_]))
-            self._pipeline(cmds)
+            self._append_records(fp, conv.keys)
             # the entries commit the add (records without entries are ignored by queries)
-            kb = conv.keys.astype("<i8").tobytes()
-            vb = fp.astype("<u8").tobytes()
-            shards = self._shards(conv.keys)
-            fields: dict[int, dict[bytes, bytes]] = {}
-            utf8 = [v.encode("utf-8") for v in conv.values] if conv.kind == "str" else None
-            for i, s in enumerate(shards.tolist()):
-                value = vb[8 * i : 8 * i + 8] + (utf8[i] if utf8 is not None else b"")
-                fields.setdefault(s, {})[kb[8 * i : 8 * i + 8]] = value
-            self._pipeline([("hset", self._shard_key(s), None, None, m) for s, m in fields.items()])
+            self._set_entries(fp, conv)
             meta: dict[str, Any] = {"id_type": conv.kind}
             if conv.kind == "int64":
                 meta["next_id"] = max(int(self._meta_fields["next_id"]), int(conv.keys.max()) + 1)
             self._pipeline([("hset", self._meta, None, None, meta)])
             self._bump()
+
+    # ------------------------------------------------------------------ bulk plumbing
+    def _by_shard(self, keys: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+        """(order, [(shard, start, end), ...]): ``keys[order[start:end]]`` fall in ``shard``."""
+        shards = self._shards(keys).astype(np.int64)
+        order, starts = _counting_order(shards, int(self._meta_fields["entry_shards"]))
+        used = np.flatnonzero(np.diff(starts)).tolist()
+        return order, [(s, int(starts[s]), int(starts[s + 1])) for s in used]
+
+    def _overlapped(self, rounds: Iterable[Callable[[], list[Any]]]) -> list[Any]:
+        """Run round trips in order on one helper thread while the caller's generator prepares
+        the next one (numpy and packing overlap Redis's work); their results in order. After a
+        failure no later round starts."""
+        out: list[Any] = []
+        with ThreadPoolExecutor(1) as ex:
+            pending: Future[list[Any]] | None = None
+            for fn in rounds:
+                if pending is not None:
+                    out.extend(pending.result())
+                self._check_lease()
+                pending = ex.submit(fn)
+            if pending is not None:
+                out.extend(pending.result())
+        return out
+
+    def _bounded(self, commands: Iterable[tuple[int, tuple[Any, ...]]]) -> list[Any]:
+        """Run ``(payload bytes, command)`` pairs in pipelines of at most
+        ``config.REDIS_WRITE_BYTES`` payload (and ``config.REDIS_PIPELINE`` commands) each."""
+
+        def rounds() -> Iterator[Callable[[], list[Any]]]:
+            batch: list[tuple[Any, ...]] = []
+            size = 0
+            for nbytes, cmd in commands:
+                if batch and (
+                    size + nbytes > config.REDIS_WRITE_BYTES or len(batch) >= config.REDIS_PIPELINE
+                ):
+                    yield functools.partial(self._pipeline, batch)
+                    batch, size = [], 0
+                batch.append(cmd)
+                size += nbytes
+            if batch:
+                yield functools.partial(self._pipeline, batch)
+
+        return self._overlapped(rounds())
+
+    def _present(self, keys: np.ndarray) -> np.ndarray:
+        """Whether each int64 id key has an entry (HMGET per shard, ids packed as 8 bytes)."""
+        present = np.zeros(len(keys), dtype=bool)
+        if len(keys) == 0:
+            return present
+        order, groups = self._by_shard(keys)
+        fields = np.ascontiguousarray(keys[order], dtype="<i8").view("V8")
+        step = config.REDIS_SCRIPT_ITEMS
+        parts = [(s, a, min(e, a + step)) for s, a0, e in groups for a in range(a0, e, step)]
+        cmds = (
+            (8 * (e - a), ("hmget", self._shard_key(s), fields[a:e].tolist())) for s, a, e in parts
+        )
+        for (_, a, _), values in zip(parts, self._bounded(cmds), strict=True):
+            hit = [j for j, v in enumerate(values) if v is not None]
+            if hit:
+                present[order[a + np.asarray(hit, dtype=np.int64)]] = True
+        return present
+
+    def _set_entries(self, fp: np.ndarray, conv: Any) -> None:
+        """Write the entries (id key -> fingerprint, then the UTF-8 id for string ids)."""
+        order, groups = self._by_shard(conv.keys)
+        pairs = np.empty((len(order), 2), dtype="<u8")
+        pairs[:, 0] = conv.keys[order].view(np.uint64)
+        pairs[:, 1] = fp[order]
+        step = config.REDIS_SCRIPT_ITEMS
+        parts = [(s, a, min(e, a + step)) for s, a0, e in groups for a in range(a0, e, step)]
+
+        def hset(s: int, a: int, e: int) -> tuple[int, tuple[Any, ...]]:
+            flat = pairs[a:e].reshape(-1).view("V8").tolist()  # field, value, field, ...
+            if conv.kind == "str":
+                for j, i in enumerate(order[a:e].tolist()):
+                    flat[2 * j + 1] += conv.values[i].encode("utf-8")
+            return 16 * (e - a), ("execute_command", "HSET", self._shard_key(s), *flat)
+
+        cmds = (hset(*part) for part in parts)
+        self._bounded(cmds)
+
+    def _append_records(self, fp: np.ndarray, keys: np.ndarray) -> None:
+        """Append the 16-byte records of ``fp``/``keys`` to their bucket in every table.
+
+        Table by table, the records are ordered by bucket (a counting sort) and sent in slices
+        of ``config.REDIS_WRITE_BYTES``: each bucket gets one APPEND per slice, and one script
+        call carries ``config.REDIS_SCRIPT_KEYS`` buckets (on Redis Cluster, buckets of one
+        node), so a bulk load costs about one command per thousand buckets.
+        """
+        self._overlapped(self._append_rounds(fp, keys))
+
+    def _append_rounds(self, fp: np.ndarray, keys: np.ndarray) -> Iterator[Callable[[], Any]]:
+        n = len(fp)
+        n_buckets = 1 << self.bucket_bits
+        step = max(1, config.REDIS_WRITE_BYTES // RECORD.itemsize)
+        for t in range(self.layout.n_tables):
+            b = self._buckets(fp, t).astype(np.int64)
+            if n_buckets <= 4 * n + 1024:
+                order = _counting_order(b, n_buckets)[0]
+            else:  # a few records in a huge key space: a comparison sort is cheaper
+                order = np.argsort(b, kind="stable")
+            for s in range(0, n, step):
+                o = order[s : s + step]
+                rec = np.empty(len(o), RECORD)
+                rec["fp"], rec["key"] = fp[o], keys[o]
+                data = rec.tobytes()
+                bs = b[o]
+                first = np.flatnonzero(np.concatenate(([True], bs[1:] != bs[:-1])))
+                cuts = (np.append(first, len(o)) * RECORD.itemsize).tolist()
+                names = [self._bucket_key(t, x) for x in bs[first].tolist()]
+                yield self._append_many(names, [data[a:e] for a, e in zip(cuts, cuts[1:])])
+
+    def _append_many(self, names: list[str], values: list[bytes]) -> Callable[[], Any]:
+        """The round trip that APPENDs ``values[i]`` to key ``names[i]``, many keys per script
+        call (on Redis Cluster, one pipeline per node holding some of the keys)."""
+        step = config.REDIS_SCRIPT_KEYS
+        if not self._cluster:
+            cmds = [
+                ("execute_command", "EVAL", _APPEND_MANY, 0, *names[a : a + step],
+                 *values[a : a + step])
+                for a in range(0, len(names), step)
+            ]  # fmt: skip
+            return functools.partial(self._pipeline, cmds)
+        from redis.crc import key_slot
+
+        nodes: dict[str, tuple[Any, list[int]]] = {}
+        slot_node = self._client.nodes_manager.get_node_from_slot
+        for i, name in enumerate(names):
+            node = self._call(slot_node, key_slot(name.encode()))
+            nodes.setdefault(node.name, (node, []))[1].append(i)
+        pipes = []
+        for node, idx in nodes.values():
+            pipe = node.redis_connection.pipeline(transaction=False)
+            for a in range(0, len(idx), step):
+                part = idx[a : a + step]
+                pipe.eval(
+                    _APPEND_MANY_CLUSTER,
+                    0,
+                    *[names[i] for i in part],
+                    *[values[i] for i in part],
+                )
+            pipes.append(pipe)
+        return lambda: [self._call(p.execute) for p in pipes]
 
     def _bump(self) -> None:
         self._pipeline([("hincrby", self._meta, "generation", 1)])

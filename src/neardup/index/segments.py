@@ -177,7 +177,9 @@ def _corrupt(path: str, what: str) -> CorruptIndexError:
 
 class Segment:
     """One sorted run, memory-mapped. ``fps`` and ``tables`` are uint64 arrays, or
-    :class:`neardup.index.codec.CompressedTable` objects in a segment with ``"codec"``.
+    :class:`neardup.index.codec.CompressedTable` objects in a segment with ``"codec"``. In an
+    index with sketches, ``sketch`` (uint64, rows x K) and ``ssize`` (uint32) hold each row's
+    MinHash sketch and shingle count (else both are None).
 
     Loading checks what the kernels rely on to stay inside the arrays: the key order is a
     permutation of the rows, string offsets start at 0, never decrease and end at the blob's
@@ -214,6 +216,8 @@ class Segment:
                 f"position {bad} holds {int(self.kord[bad])}, not a permutation of "
                 f"{len(self.kord)} rows",
             )
+        self.sketch = np.asarray(load_array(directory, f["sketch"])) if "sketch" in f else None
+        self.ssize = np.asarray(load_array(directory, f["ssize"])) if "ssize" in f else None
         self.blob = np.asarray(load_array(directory, f["sblob"])) if "sblob" in f else None
         self.off = np.asarray(load_array(directory, f["soff"])) if "soff" in f else None
         if self.off is not None:

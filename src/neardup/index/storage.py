@@ -10,6 +10,8 @@ Layout of an index directory::
     s00000007.kord.npy       rows ordered by key (uint32 below 2**32 rows, else int64)
     s00000007.sblob.npy      string ids only: UTF-8 bytes of all ids (uint8)
     s00000007.soff.npy       string ids only: offsets into sblob (int64, rows + 1)
+    s00000007.sketch.npy     indexes with sketches only: each row's MinHash sketch (uint64, rows x K)
+    s00000007.ssize.npy      indexes with sketches only: each row's shingle count (uint32)
     s00000007.del12.npy      rows of segment 7 removed up to generation 12 (int64, sorted)
 
 Files are immutable once referenced: every change writes new files (temp name, fsync, rename),
@@ -38,6 +40,12 @@ FORMAT_VERSION = 1
 #: Format of indexes whose tables are coded (``"codec"`` in the manifest, see
 #: :mod:`neardup.index.codec`): readers that only know version 1 refuse them.
 CODEC_FORMAT_VERSION = 2
+#: Format of indexes that keep a MinHash sketch per entry (``"sketch_words"`` in the manifest,
+#: see :mod:`neardup.core.sketch`), whatever their codec: older readers refuse them, so that no
+#: writer that does not know sketches adds entries without one.
+SKETCH_FORMAT_VERSION = 3
+#: Format versions this neardup reads.
+FORMAT_VERSIONS = (FORMAT_VERSION, CODEC_FORMAT_VERSION, SKETCH_FORMAT_VERSION)
 #: Codecs a table file may be stored with (see :mod:`neardup.index.codec`).
 TABLE_CODECS = ("ef",)
 MANIFEST = "MANIFEST"
@@ -45,7 +53,7 @@ LOCK = "LOCK"
 _CHUNK = 16 << 20
 #: Kinds of segment file the index writes (``s00000007.<kind>.npy``); only files named so, their
 #: temporary files and ``.MANIFEST.tmp`` are ever deleted, and only when no manifest names them.
-FILE_KINDS = r"(?:fp|key|kord|sblob|soff|t\d+|del\d+)"
+FILE_KINDS = r"(?:fp|key|kord|sblob|soff|sketch|ssize|t\d+|del\d+)"
 _OWNED = re.compile(rf"^\.?s\d{{8}}\.{FILE_KINDS}\.npy(?:\.tmp)?$|^\.{MANIFEST}\.tmp$")
 _MAX_MANIFEST_BYTES = 256 << 20
 
@@ -235,10 +243,10 @@ def read_manifest(directory: str) -> dict[str, Any]:
     crc = doc.pop("manifest_crc32", None)
     if crc != _body_crc(doc):
         raise CorruptIndexError(f"{path}: manifest checksum mismatch; the file is corrupt")
-    if doc.get("format_version") not in (FORMAT_VERSION, CODEC_FORMAT_VERSION):
+    if doc.get("format_version") not in FORMAT_VERSIONS:
         raise CorruptIndexError(
             f"{path}: format version {doc.get('format_version')!r} is not supported "
-            f"(this neardup reads versions {FORMAT_VERSION} and {CODEC_FORMAT_VERSION}); "
+            f"(this neardup reads versions {', '.join(map(str, FORMAT_VERSIONS))}); "
             f"upgrade neardup"
         )
     if doc.get("byte_order") != sys.byteorder:
@@ -353,14 +361,19 @@ def create_directory(path: str, body: dict[str, Any]) -> WriterLock:
 def _remove_abandoned_creates(parent: str, base: str) -> None:
     """Delete the temporary directories of earlier creates of ``base`` that were killed: named
     ``.base.XXXXXXXX.tmp``, holding nothing but a LOCK and a manifest, and whose LOCK no live
-    process holds."""
+    process holds, or empty (killed before its LOCK was made; a create that is just then between
+    the two steps fails cleanly)."""
     pattern = re.compile(rf"^\.{re.escape(base)}\.[a-z0-9_]{{8}}\.tmp$")
     for name in os.listdir(parent):
         d = os.path.join(parent, name)
         if not pattern.match(name) or os.path.islink(d) or not os.path.isdir(d):
             continue
         with contextlib.suppress(OSError):
-            if not set(os.listdir(d)) <= {LOCK, MANIFEST, f".{MANIFEST}.tmp"}:
+            names = set(os.listdir(d))
+            if not names:
+                os.rmdir(d)  # only ever removes an empty directory
+                continue
+            if not names <= {LOCK, MANIFEST, f".{MANIFEST}.tmp"}:
                 continue
             fd = os.open(os.path.join(d, LOCK), os.O_RDWR)
             try:

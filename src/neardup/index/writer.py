@@ -16,6 +16,7 @@ import numpy as np
 from neardup import config
 from neardup.config import default_threads
 from neardup.core.bits import as_fingerprints
+from neardup.core.sketch import Sketches, as_sketches
 from neardup.errors import IdError
 from neardup.index import _kernels
 from neardup.index.codec import set_codec, write_table
@@ -46,11 +47,15 @@ class IndexWriter:
         blob: Any,
         off: Any,
         codec: str | None = None,
+        sketches: Sketches | None = None,
     ) -> dict[str, Any]:
         order = np.argsort(fps, kind="stable")
         fps = fps[order]
         keys = keys[order]
         files: dict[str, Any] = {}
+        if sketches is not None:
+            files["sketch"] = write_array(self.path, f"{name}.sketch.npy", sketches.words[order])
+            files["ssize"] = write_array(self.path, f"{name}.ssize.npy", sketches.sizes[order])
         if blob is not None:
             blob, off = _kernels._gather_strings(blob, off, order.astype(np.int64))
         distinct = fps[np.concatenate(([True], fps[1:] != fps[:-1]))] if len(fps) else fps
@@ -75,13 +80,19 @@ class IndexWriter:
             entry["codec"] = codec
         return entry
 
-    def _gather(self, segs: list[Segment]) -> tuple[np.ndarray, np.ndarray, Any, Any]:
-        """Live rows of ``segs`` concatenated, older segments first."""
-        fps, keys, blobs, offs = [], [], [], []
+    def _gather(
+        self, segs: list[Segment]
+    ) -> tuple[np.ndarray, np.ndarray, Any, Any, Sketches | None]:
+        """Live rows of ``segs`` concatenated, older segments first (with their sketches in an
+        index that keeps them)."""
+        fps, keys, blobs, offs, words, sizes = [], [], [], [], [], []
         for s in segs:
             rows = s.live_rows()
             fps.append(s.fps[rows])
             keys.append(s.keys[rows])
+            if s.sketch is not None:
+                words.append(s.sketch[rows])
+                sizes.append(s.ssize[rows])
             if s.blob is not None:
                 b, o = _kernels._gather_strings(s.blob, s.off, rows)
                 blobs.append(b)
@@ -89,7 +100,10 @@ class IndexWriter:
         blob = off = None
         if self.id_type == "str":
             blob, off = concat_strings(blobs, offs)
-        return np.concatenate(fps), np.concatenate(keys), blob, off
+        sketches = None
+        if self.sketch_words is not None:
+            sketches = Sketches(np.concatenate(words), np.concatenate(sizes))
+        return np.concatenate(fps), np.concatenate(keys), blob, off, sketches
 
     def _commit(self, body: dict[str, Any]) -> None:
         body["generation"] += 1
@@ -99,19 +113,27 @@ class IndexWriter:
 
     def add(
         self,
-        fingerprints: Sequence[int] | np.ndarray,
+        fingerprints: Sequence[int] | np.ndarray | None,
         ids: Sequence[int] | Sequence[str] | np.ndarray | None = None,
+        *,
+        sketches: Sketches | tuple[Any, Any] | None = None,
     ) -> None:
         """Add fingerprints with their ids and commit them durably.
 
         Parameters
         ----------
-        fingerprints : sequence of int or ndarray
-            uint64 fingerprints (bit 63 most significant).
+        fingerprints : sequence of int or ndarray, or None
+            uint64 fingerprints (bit 63 most significant). In an index with sketches they are
+            the sketches' first words: pass None (or exactly those).
         ids : sequence of int or str, optional
             One id per fingerprint, all int64 or all str (the first add fixes the kind); ids
             must not already be in the index. ``None`` numbers the fingerprints with integer
             ids following the largest integer id added so far.
+        sketches : Sketches, optional
+            Required by an index with sketches (:attr:`sketch_words`), refused by others: the
+            MinHash sketch and shingle count of each document,
+            ``neardup.core.sketch.set_sketches((offsets, keys), words=index.sketch_words)``
+            from ``Fingerprinter().features_many(texts)``.
 
         Raises
         ------
@@ -119,9 +141,13 @@ class IndexWriter:
             A ``ValueError`` naming the first bad id and its position: an id already in the
             index, repeated in the batch, of the other kind, not an int64 or str, or a count or
             shape that does not match the fingerprints. Nothing is written.
+        ValueError
+            Sketches missing, unexpected, malformed, or fingerprints other than their first
+            words.
         """
         self._check_writable()
-        fp = as_fingerprints(fingerprints, "fingerprints")
+        sk = self._check_sketches(fingerprints, sketches)
+        fp = sk.fingerprints if sk is not None else as_fingerprints(fingerprints, "fingerprints")
         body = copy.deepcopy(self._body)
         if ids is None:
             if self.id_type == "str":
@@ -153,7 +179,7 @@ class IndexWriter:
         merged = delta[j:]
         name = self._next_name(body)
         if merged:
-            f0, k0, b0, o0 = self._gather(merged)
+            f0, k0, b0, o0, s0 = self._gather(merged)
             fps = np.concatenate([f0, fp])
             keys = np.concatenate([k0, conv.keys])
             blob, off = (
@@ -161,12 +187,44 @@ class IndexWriter:
                 if conv.kind == "str"
                 else (None, None)
             )
+            if sk is not None:
+                assert s0 is not None
+                sk = Sketches(
+                    np.concatenate([s0.words, sk.words]), np.concatenate([s0.sizes, sk.sizes])
+                )
         else:
             fps, keys, blob, off = fp, conv.keys, conv.blob, conv.off
-        entry = self._write_segment(name, fps, keys, blob, off, body.get("codec"))
+        entry = self._write_segment(name, fps, keys, blob, off, body.get("codec"), sk)
         gone = {s.name for s in merged}
         body["segments"] = [e for e in body["segments"] if e["name"] not in gone] + [entry]
         self._commit(body)
+
+    def _check_sketches(self, fingerprints: Any, sketches: Any) -> Sketches | None:
+        """The sketches of an :meth:`add` checked against the index and the fingerprints."""
+        words = self.sketch_words
+        if words is None:
+            if sketches is not None:
+                raise ValueError(
+                    f"index {self.path} keeps no sketches; create one with threshold= (or "
+                    "`neardup index create --threshold`) to keep them"
+                )
+            if fingerprints is None:
+                raise ValueError("pass the fingerprints to add")
+            return None
+        if sketches is None:
+            raise ValueError(
+                f"index {self.path} keeps a MinHash sketch per entry: pass sketches= "
+                f"(neardup.core.sketch.set_sketches(shingle sets, words={words}))"
+            )
+        sk = as_sketches(sketches, words)
+        if fingerprints is not None:
+            fp = as_fingerprints(fingerprints, "fingerprints")
+            if fp.shape != (len(sk),) or not np.array_equal(fp, sk.fingerprints):
+                raise ValueError(
+                    f"index {self.path} searches the sketches' first words: pass "
+                    "fingerprints=None or sketches.fingerprints"
+                )
+        return sk
 
     def remove(
         self, ids: Sequence[int] | Sequence[str] | np.ndarray, *, missing: str = "error"
@@ -241,9 +299,9 @@ class IndexWriter:
         set_codec(body, codec)
         live = [s for s in self._segs if s.live]
         if live:
-            fps, keys, blob, off = self._gather(live)
+            fps, keys, blob, off, sk = self._gather(live)
             name = self._next_name(body)
-            body["segments"] = [self._write_segment(name, fps, keys, blob, off, codec)]
+            body["segments"] = [self._write_segment(name, fps, keys, blob, off, codec, sk)]
         else:
             body["segments"] = []
         self._commit(body)

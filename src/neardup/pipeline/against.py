@@ -1,16 +1,20 @@
 """Incremental dedup against an index: drop what the index has seen, add the survivors.
 
 Used by :func:`neardup.dedup` (``against=``, ``update=``) and ``neardup dedup --against``.
-On Dask the check runs in batch mode, and the stored corpus may also be Parquet files.
+An index created for verified dedup (``threshold=``) keeps a MinHash sketch per entry: a new
+document is dropped only when the Jaccard estimated from the sketches of an entry reaches the
+threshold. Any other index drops documents within a fingerprint distance of an entry. On Dask
+the candidates come from batch mode, and the stored corpus may also be Parquet files.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from neardup.core.sketch import Sketches
 from neardup.errors import IdError, InputError
 from neardup.index import Index
 from neardup.pipeline.scan import Scan
@@ -57,43 +61,123 @@ def open_index(against: Any, update: bool) -> Index | ParquetCorpus:
     return Index.open(against, "w" if update else "r")
 
 
-def seen_mask(
-    index: Index | ParquetCorpus,
-    fingerprints: np.ndarray,
-    distance: int,
-    already_seen: np.ndarray | None = None,
-    client: Any = None,
-) -> np.ndarray:
-    """True for each fingerprint within ``distance`` bits of something in ``index`` (OR-ed with
-    ``already_seen``). With a Dask ``client`` this runs in batch mode: the fingerprints' tables
-    are shipped to the workers, which stream the index's segments past them."""
-    if isinstance(index, ParquetCorpus):
-        if client is None:
-            raise ValueError(
-                f"a Parquet corpus ({index.path}) is checked in batch mode on Dask: pass a "
-                f"client (--scheduler or --workers), or build an index with neardup index add"
-            )
-        corpus: Any = index.paths
-    elif distance > index.distance:
+class IndexCheck(NamedTuple):
+    """What an index says about each of ``n`` documents (arrays of shape (n,)).
+
+    Attributes
+    ----------
+    found : ndarray of bool
+        Documents matched by an entry: dropped.
+    id : list
+        The entry each was dropped for (its nearest, or best estimated, match); None if none.
+    distance : ndarray of int64
+        Fingerprint distance to that entry in bits; -1 where none.
+    jaccard : ndarray of float64
+        Jaccard estimated from the sketches (index with sketches); NaN otherwise.
+    how : str
+        ``"sketch"``: estimated Jaccard ``>= threshold`` (the index keeps sketches);
+        ``"fingerprint"``: fingerprint distance only, not Jaccard-verified.
+    path : str
+        The index (or Parquet files).
+    distance_limit : int
+        The candidate distance used (bits).
+    """
+
+    found: np.ndarray
+    id: list[Any]
+    distance: np.ndarray
+    jaccard: np.ndarray
+    how: str
+    path: str
+    distance_limit: int
+
+    @property
+    def n_found(self) -> int:
+        return int(np.count_nonzero(self.found))
+
+
+def sketch_words(index: Any) -> int | None:
+    """Words of the sketches ``index`` keeps per entry, None when it keeps none (Parquet
+    corpora and Redis indexes never do)."""
+    return getattr(index, "sketch_words", None)
+
+
+def _check_distance(index: Any, distance: int) -> None:
+    if not isinstance(index, ParquetCorpus) and distance > index.distance:
         raise ValueError(
             f"index {index.path} answers distances up to {index.distance} bits but dedup uses "
             f"{distance}; create the index with distance {distance} or more, or dedup with "
             f"distance {index.distance} or less"
         )
-    else:
-        corpus = index
-    if client is None:
-        assert isinstance(index, Index)
-        mask = index.dedup_mask(fingerprints, distance)
-    else:
+
+
+def check_index(
+    index: Index | ParquetCorpus,
+    fingerprints: np.ndarray,
+    distance: int,
+    *,
+    sketches: Sketches | None = None,
+    threshold: float | None = None,
+    client: Any = None,
+    threads: int | None = None,
+) -> IndexCheck:
+    """Check ``n`` new documents against ``index``.
+
+    An index with sketches (:func:`sketch_words`) is asked :meth:`Index.verified_query` with
+    ``sketches`` at ``threshold``: a document is found when the Jaccard estimated from the
+    sketches of an entry within ``distance`` bits reaches it. Any other index (or Parquet
+    corpus) finds the documents whose ``fingerprints`` lie within ``distance`` bits of an entry.
+    With a Dask ``client`` the candidates come from batch mode on the cluster
+    (:func:`neardup.distributed.query`; Parquet corpora need one), the same ones.
+    """
+    n = len(fingerprints)
+    _check_distance(index, distance)
+    words = sketch_words(index)
+    if isinstance(index, ParquetCorpus) and client is None:
+        raise ValueError(
+            f"a Parquet corpus ({index.path}) is checked in batch mode on Dask: pass a "
+            f"client (--scheduler or --workers), or build an index with neardup index add"
+        )
+    query_fps = sketches.fingerprints if words is not None and sketches is not None else None
+    if words is not None and (sketches is None or threshold is None):
+        raise ValueError(
+            f"index {index.path} keeps sketches for verified dedup; checking against it needs "
+            "the documents' sketches and a threshold (verified dedup, not --no-verify)"
+        )
+    candidates = None
+    if client is not None:
         from neardup.distributed import query
 
-        m = query(corpus, fingerprints, distance, client=client)
-        mask = np.zeros(len(fingerprints), dtype=bool)
-        mask[m.query_index] = True
-    if already_seen is not None:
-        mask |= np.asarray(already_seen, dtype=bool)
-    return mask
+        corpus: Any = index.paths if isinstance(index, ParquetCorpus) else index
+        fps = query_fps if query_fps is not None else fingerprints
+        candidates = query(corpus, fps, distance, client=client)
+    if words is not None:
+        assert isinstance(index, Index) and sketches is not None and threshold is not None
+        m: Any = index.verified_query(
+            sketches, threshold, distance, threads=threads, candidates=candidates
+        )
+        jac_of = m.jaccard
+    else:
+        m = candidates
+        if m is None and hasattr(index, "nearest_arrays"):
+            m = index.nearest_arrays(fingerprints, distance, threads=threads)
+        elif m is None:  # a Redis index: the first match of each query is its nearest
+            m = index.query_arrays(fingerprints, distance)
+        jac_of = None
+    # the first match of each query: nearest (fingerprints) or best estimated (sketches)
+    q, at = np.unique(m.query_index, return_index=True)
+    found = np.zeros(n, dtype=bool)
+    found[q] = True
+    ids: list[Any] = [None] * n
+    for k, v in zip(q.tolist(), m.id[at].tolist(), strict=True):
+        ids[k] = v
+    dist = np.full(n, -1, dtype=np.int64)
+    dist[q] = m.distance[at]
+    jac = np.full(n, np.nan)
+    if jac_of is not None:
+        jac[q] = jac_of[at]
+    how = "sketch" if words is not None else "fingerprint"
+    return IndexCheck(found, ids, dist, jac, how, index.path, distance)
 
 
 def _survivor_ids(index: Index, ids: list[Any], kept: np.ndarray) -> tuple[np.ndarray, list[Any]]:
@@ -143,11 +227,20 @@ def check_survivors(
 
 
 def add_survivors(
-    index: Index | ParquetCorpus, ids: list[Any], fingerprints: np.ndarray, kept: np.ndarray
+    index: Index | ParquetCorpus,
+    ids: list[Any],
+    fingerprints: np.ndarray,
+    kept: np.ndarray,
+    sketches: Sketches | None = None,
 ) -> int:
     """Add the kept documents to ``index`` (ids as given when all are integers and the index
-    takes integers, else as text); return how many were added."""
+    takes integers, else as text), with their ``sketches`` in an index that keeps them (whose
+    fingerprints are the sketches' first words); return how many were added."""
     assert isinstance(index, Index)
     pos, sel = _survivor_ids(index, ids, kept)
-    index.add(np.asarray(fingerprints, dtype=np.uint64)[pos], sel)
+    if sketch_words(index) is not None:
+        assert sketches is not None
+        index.add(None, sel, sketches=sketches.take(pos))
+    else:
+        index.add(np.asarray(fingerprints, dtype=np.uint64)[pos], sel)
     return len(sel)

@@ -21,6 +21,7 @@ from neardup.core.decide import (
 )
 from neardup.core.decide import decide as decide_on_arrays
 from neardup.core.similarity import check_threshold
+from neardup.core.sketch import set_sketches
 from neardup.core.verify import (
     NO_SHINGLES_WARN_FRACTION,
     ShingleSets,
@@ -32,6 +33,7 @@ from neardup.core.verify import (
 from neardup.errors import InputError, holding
 from neardup.io.sources import expand_inputs, is_paths, texts_and_ids
 from neardup.io.writers import OutputSet
+from neardup.pipeline.ahead import wait_ahead
 from neardup.pipeline.result import DedupResult
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
 from neardup.pipeline.spool import ShingleSpool, subset_sets
@@ -115,10 +117,12 @@ def decide_verified_sets(
     blocks: int | None = None,
     threads: int | None = None,
     client: Any = None,
+    exclude: np.ndarray | None = None,
 ) -> VerifiedDecisions:
     """:func:`neardup.core.verify.decide_verified` over the set fingerprints of ``sets``; with
     ``client`` the candidate pairs are found on that Dask cluster
-    (:func:`neardup.distributed.find_all`, the same pairs, so the same decisions).
+    (:func:`neardup.distributed.find_all`, the same pairs, so the same decisions). Documents
+    where ``exclude`` is True (decided against an index) take no part.
 
     Examples
     --------
@@ -135,11 +139,12 @@ def decide_verified_sets(
 
             pairs = find_all_on_dask(fp, d, blocks, client)
             return decide_verified(
-                sets, fp, threshold, pairs=pairs, keep=keep, lengths=lengths, threads=threads
-            )
+                sets, fp, threshold, pairs=pairs, keep=keep, lengths=lengths, threads=threads,
+                exclude=exclude,
+            )  # fmt: skip
         return decide_verified(
             sets, fp, threshold, distance=d, keep=keep, lengths=lengths, blocks=blocks,
-            threads=threads,
+            threads=threads, exclude=exclude,
         )  # fmt: skip
 
 
@@ -187,7 +192,7 @@ def dedup(
         Verified dedup: a document is dropped only when the exact Jaccard of its shingle set
         with an already kept document's is ``>= threshold`` (0 < threshold <= 1). Candidates
         are the documents whose set fingerprints differ in at most ``distance`` bits (default:
-        :func:`neardup.core.verify.distance_for_threshold`, 13 bits at 0.8, 11 at 0.9).
+        :func:`neardup.core.verify.distance_for_threshold`, 10 bits at 0.8, 6 at 0.9).
         Documents in keep-priority order; a drop is never chained through a dropped document;
         documents without shingles are always kept. Shingle keys are spooled to a temporary
         file (4 bytes per distinct shingle, in ``TMPDIR``), removed when the job ends.
@@ -272,9 +277,10 @@ def dedup(
     from neardup.pipeline.against import (
         ParquetCorpus,
         add_survivors,
+        check_index,
         check_survivors,
         open_index,
-        seen_mask,
+        sketch_words,
     )
 
     if update and against is None:
@@ -309,6 +315,11 @@ def dedup(
                 outputs.add_inputs(index.paths)
             else:
                 outputs.protect(index.path)
+            if sketch_words(index) is not None and not verify:
+                raise ValueError(
+                    f"index {index.path} keeps sketches for verified dedup; its fingerprints are "
+                    "set fingerprints, which --no-verify does not compute: dedup it verified"
+                )
         register_outputs(outputs, files or [], output, clusters, drop_list, json_summary)
         spool = stack.enter_context(ShingleSpool()) if verify else None
 
@@ -342,9 +353,28 @@ def dedup(
                 if spool is not None and dup_skipped:
                     sets = subset_sets(spool.sets(), np.isin(read_pos, pos))
         seconds["read+fingerprint"] = time.perf_counter() - t0
+        checked = sketches = exclude = None
         if index is not None:
-            already_seen = seen_mask(index, fps, fp_distance, already_seen, client)
+            t0 = time.perf_counter()
+            words = sketch_words(index)
+            if words is not None:
+                assert spool is not None
+                if sets is None:
+                    sets = spool.sets()
+                sketches = set_sketches(sets, words, threads=threads)
+                d = distance_for_threshold(threshold) if distance is None else int(distance)
+                checked = check_index(
+                    index, fps, d, sketches=sketches, threshold=threshold, client=client,
+                    threads=threads,
+                )  # fmt: skip
+                exclude = checked.found  # decided here: no part in the batch's decisions
+            else:
+                checked = check_index(index, fps, fp_distance, client=client, threads=threads)
+            seen = checked.found
+            already_seen = seen if already_seen is None else seen | np.asarray(already_seen, bool)
+            seconds["against"] = time.perf_counter() - t0
 
+        wait_ahead()  # search kernels compiled in another process meanwhile (a first run)
         t0 = time.perf_counter()
         verified = None
         with holding(_HOLDING_SEARCH, _FIX_SCAN):
@@ -364,14 +394,20 @@ def dedup(
                     sets = spool.sets()
                 verified = decide_verified_sets(
                     sets, lens, threshold, keep=keep, distance=distance, blocks=blocks,
-                    threads=threads, client=client,
+                    threads=threads, client=client, exclude=exclude,
                 )  # fmt: skip
                 decisions = from_kept_for(verified.kept_for, fps, already_seen)
+                temp_bytes = spool.nbytes
+                # the keys' pages count as resident while mapped: unmap and remove them before
+                # the outputs are written, so the peak is the larger of the two phases, not both
+                sets = None
+                spool.close()
         seconds["search+verify" if verified is not None else "search"] = time.perf_counter() - t0
         result = DedupResult(ids, fps, lens, decisions, skipped, seconds, scan, positions=pos)
+        result.against = checked
         if verified is not None:
             assert spool is not None
-            result.verified, result.threshold, result.temp_bytes = verified, threshold, spool.nbytes
+            result.verified, result.threshold, result.temp_bytes = verified, threshold, temp_bytes
             _report_no_shingles(verified, log)
         if log is not None:
             n, c = len(result), result.n_clusters
@@ -402,7 +438,7 @@ def dedup(
         outputs.commit()
         # the index learns the survivors only once their outputs exist
         if index is not None and update:
-            added = add_survivors(index, ids, fps, decisions.kept)
+            added = add_survivors(index, ids, fps, decisions.kept, sketches)
             seconds["write"] = time.perf_counter() - t0
             if log is not None:
                 log(f"added {added} document{'s'[: added != 1]} to {index.path}")

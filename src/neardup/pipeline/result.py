@@ -11,6 +11,7 @@ import numpy as np
 from neardup._optional import require
 from neardup.core.decide import Decisions
 from neardup.core.verify import VerifiedDecisions
+from neardup.pipeline.against import IndexCheck
 from neardup.pipeline.scan import Scan
 
 __all__ = ["DedupResult"]
@@ -49,6 +50,10 @@ class DedupResult:
         Jaccard threshold of a verified dedup.
     temp_bytes : int
         Bytes of shingle keys spooled to a temporary file (removed when the job ended).
+    against : IndexCheck or None
+        With ``against=``: for each document, the index entry it was dropped for (``id``, None
+        when not found), the distance, the estimated Jaccard and ``how`` the index decided:
+        ``"sketch"`` (estimated Jaccard >= threshold) or ``"fingerprint"`` (distance only).
     """
 
     ids: list[Any]
@@ -64,6 +69,7 @@ class DedupResult:
     verified: VerifiedDecisions | None = None
     threshold: float | None = None
     temp_bytes: int = 0
+    against: IndexCheck | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -157,10 +163,66 @@ class DedupResult:
             }
         )
 
+    @property
+    def index_matches(self) -> Any:
+        """pyarrow Table, one row per document dropped against the index (``against=``).
+
+        Columns: ``index`` (position in the input), ``id``, ``index_id`` (the entry it was
+        dropped for), ``distance`` (bits between their fingerprints), ``jaccard`` (estimated from
+        the index's sketches; null when the index keeps none), ``verified`` (``"sketch"`` or
+        ``"fingerprint"``).
+        """
+        pa = require("pyarrow", feature="ids and clusters as Arrow")
+        a = self.against
+        pos = np.flatnonzero(a.found) if a is not None else np.zeros(0, dtype=np.int64)
+        entry = [a.id[i] for i in pos.tolist()] if a is not None else []
+        try:
+            index_ids = pa.array(entry)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            index_ids = pa.array([str(v) for v in entry], type=pa.string())
+        return pa.table(
+            {
+                "index": pa.array(pos, type=pa.int64()),
+                "id": self._ids_array(pos),
+                "index_id": index_ids,
+                "distance": pa.array(a.distance[pos] if a else pos, type=pa.int64()),
+                "jaccard": pa.array(
+                    a.jaccard[pos] if a else np.zeros(0), type=pa.float64(), from_pandas=True
+                ),
+                "verified": pa.array([a.how if a else ""] * len(pos), type=pa.string()),
+            }
+        )
+
+    def iter_index_clusters(self) -> Iterator[dict[str, Any]]:
+        """One dict per index entry that documents were dropped for (``against=``), in the
+        order of their first such document: as :meth:`iter_clusters`, with the entry as
+        ``kept`` and first member, ``"index": True`` and ``verified`` (``"sketch"``: the
+        ``jaccards`` are estimated from the index's sketches; ``"fingerprint"``: distance
+        only, no ``jaccards``)."""
+        a = self.against
+        if a is None or not a.found.any():
+            return
+        groups: dict[Any, list[int]] = {}
+        for i in np.flatnonzero(a.found).tolist():
+            groups.setdefault(a.id[i], []).append(i)
+        for entry, members in groups.items():
+            row: dict[str, Any] = {
+                "kept": entry,
+                "size": 1 + len(members),
+                "members": [entry] + [self.ids[i] for i in members],
+                "distances": [0] + a.distance[members].tolist(),
+            }
+            if a.how == "sketch":
+                row["jaccards"] = [1.0] + a.jaccard[members].tolist()
+            row["index"] = True
+            row["verified"] = a.how
+            yield row
+
     def iter_clusters(self) -> Iterator[dict[str, Any]]:
         """One dict per cluster of two or more documents: ``kept`` (id of the survivor),
         ``size``, ``members`` (ids, input order), ``distances`` (bits to the survivor) and, when
-        verified, ``jaccards`` (exact Jaccard with the survivor, 1.0 for itself)."""
+        verified, ``jaccards`` (exact Jaccard with the survivor, 1.0 for itself). Documents
+        dropped against an index are in :meth:`iter_index_clusters`."""
         pos = self.cluster_members()
         if len(pos) == 0:
             return
@@ -226,6 +288,14 @@ class DedupResult:
                 no_shingles=self.verified.n_no_shingles,
                 temp_bytes=self.temp_bytes,
             )
+        if self.against is not None:
+            a = self.against
+            out["against"] = {
+                "index": a.path,
+                "dropped": a.n_found,
+                "verified": a.how,
+                "distance": a.distance_limit,
+            }
         if self.bytes_in:
             out.update(
                 bytes_in=self.bytes_in,

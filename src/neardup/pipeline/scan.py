@@ -157,8 +157,9 @@ def scan_files(
 
 
 class _Seen:
-    """The documents kept so far, and their ids, to refuse a repeated one (by id hash without
-    the GIL; the few hash matches are compared in Python)."""
+    """The documents kept so far, and their ids, to refuse a repeated one: by id hash without
+    the GIL when the block kernel read them (the few hash matches compared in Python), else
+    with a dict of the ids, as Python compares them (no kernel to compile for small inputs)."""
 
     def __init__(self, files: list[InputFile]) -> None:
         self.files = files
@@ -168,7 +169,8 @@ class _Seen:
         self.len_parts: list[np.ndarray] = []
         self.fp_parts: list[np.ndarray] = []
         self._starts: list[int] = []  # first document of each part
-        self._table = IdTable()
+        self._first_at: dict[Any, tuple[int, int]] | None = None  # id key -> (file, record)
+        self._table: IdTable | None = None
         self._rows = 0  # documents looked up so far (kept or refused)
         self._refused: list[int] = []  # their rows, ascending
         self._collided: dict[Any, tuple[int, int]] = {}  # id key -> (file, record)
@@ -183,27 +185,26 @@ class _Seen:
         its repeated ids go to ``bad`` in input order."""
         d = batch.docs
         n = len(batch)
-        hashes = d.id_hashes if d.id_hashes is not None else hash_ids(d.ids)
-        found = self._table.first(hashes, self._rows)
+        if self._table is None and self._first_at is None:  # the first batch picks the way
+            if d.id_hashes is None:
+                self._first_at = {}
+            else:
+                self._table = IdTable()
+        repeats = self._by_dict(batch) if self._first_at is not None else self._by_hash(batch)
         keep = np.ones(n, dtype=bool)
-        matches = np.flatnonzero(found >= 0).tolist()
         m = 0
         for at, err in [*zip(d.bad_at, d.bad, strict=True), (n, None)]:
-            while m < len(matches) and matches[m] < at:
-                j = matches[m]
-                first = self._first(batch, j, int(found[j]))
-                if first is not None:
-                    keep[j] = False
-                    bisect.insort(self._refused, self._rows + j)
-                    path = self.files[first[0]].path
-                    bad(
-                        InputError(
-                            self.files[int(batch.file[j])].path,
-                            int(d.numbers[j]),
-                            f"duplicate id {d.ids[j]!r} (first at {path}:{first[1]}); ids must "
-                            "be unique: choose another --id-field or use --skip-bad",
-                        )
+            while m < len(repeats) and repeats[m][0] < at:
+                j, (first, line) = repeats[m]
+                keep[j] = False
+                bad(
+                    InputError(
+                        self.files[int(batch.file[j])].path,
+                        int(d.numbers[j]),
+                        f"duplicate id {d.ids[j]!r} (first at {self.files[first].path}:{line}); "
+                        "ids must be unique: choose another --id-field or use --skip-bad",
                     )
+                )
                 m += 1
             if err is not None:
                 bad(err)
@@ -217,6 +218,32 @@ class _Seen:
         self.len_parts.append(d.lengths[kept])
         self.fp_parts.append(batch.fingerprints[kept])
         return keep
+
+    def _by_dict(self, batch: Batch) -> list[tuple[int, tuple[int, int]]]:
+        """``(j, (file, record) of the first)`` of the batch's documents whose id came before."""
+        assert self._first_at is not None
+        d = batch.docs
+        first_at = self._first_at
+        repeats = []
+        for j, (v, k, line) in enumerate(zip(d.ids, batch.file.tolist(), d.numbers.tolist())):
+            where = first_at.setdefault(id_key(v), (k, line))
+            if where[1] != line or where[0] != k:
+                repeats.append((j, where))
+        return repeats
+
+    def _by_hash(self, batch: Batch) -> list[tuple[int, tuple[int, int]]]:
+        """:meth:`_by_dict` by the ids' hashes in bulk (the matches compared exactly)."""
+        assert self._table is not None
+        d = batch.docs
+        hashes = d.id_hashes if d.id_hashes is not None else hash_ids(d.ids)
+        found = self._table.first(hashes, self._rows)
+        repeats = []
+        for j in np.flatnonzero(found >= 0).tolist():
+            first = self._first(batch, j, int(found[j]))
+            if first is not None:
+                repeats.append((j, first))
+                self._refused.append(self._rows + j)  # rows only grow: still ascending
+        return repeats
 
     def _first(self, batch: Batch, j: int, row: int) -> tuple[int, int] | None:
         """(file, record) of the earlier document with the id of document ``j`` of ``batch``,

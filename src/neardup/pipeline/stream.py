@@ -137,7 +137,10 @@ def _items(
 def _fingerprint(block: DocBlock, fper: Any, keys: bool) -> tuple[Any, Any, Any]:
     """(fingerprints, key offsets, keys) of a block's documents, on this thread."""
     if block.data is not None and hasattr(fper, "features_utf8"):
-        f = fper.features_utf8(block.data, block.offsets, 1, keys=keys, validate=False)
+        ascii_ = block.lengths == np.diff(block.offsets)  # as many characters as bytes
+        f = fper.features_utf8(
+            block.data, block.offsets, 1, keys=keys, validate=False, ascii=ascii_
+        )
         return f.fingerprints, (f.offsets if keys else None), (f.keys if keys else None)
     texts = block.strings()
     if keys:
@@ -244,9 +247,12 @@ def fingerprint_all(
     threads: int | None = None,
     on_bad: Callable[[InputError], None] | None = None,
     progress: Callable[[int], None] | None = None,
+    keys: bool = False,
+    each: Callable[[Batch], None] | None = None,
 ) -> Fingerprinted:
     """:func:`fingerprint_files` gathered: bad records raise (or go to ``on_bad`` and are
-    skipped) in input order; ``progress`` gets the documents done after each block."""
+    skipped) in input order; ``progress`` gets the documents done after each block; ``each``
+    gets every batch in turn (with ``keys``, its shingle keys too), to keep more of it."""
     ids: list[Any] = []
     parts: list[np.ndarray] = []
     where: list[np.ndarray] = []
@@ -259,6 +265,7 @@ def fingerprint_all(
         text_field=text_field,
         id_field=id_field,
         threads=threads,
+        keys=keys,
         on_read=(lambda: progress(len(ids))) if progress is not None else None,
     )
     with contextlib.closing(batches):  # its threads end here, also when a bad record raises
@@ -267,6 +274,8 @@ def fingerprint_all(
                 if on_bad is None:
                     raise err
                 on_bad(err)
+            if each is not None:
+                each(batch)
             parts.append(batch.fingerprints)
             where.append(batch.file)
             numbers.append(batch.docs.numbers)

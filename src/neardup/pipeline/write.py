@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -299,12 +300,14 @@ def write_clusters(
     result: Any, path: str | os.PathLike, *, outputs: OutputSet | None = None
 ) -> None:
     """Write each cluster of ``result`` (a :class:`~neardup.pipeline.result.DedupResult`) as a
-    JSON line: ``kept`` id, ``size``, ``members`` (ids), ``distances`` (bits to the kept one).
+    JSON line: ``kept`` id, ``size``, ``members`` (ids), ``distances`` (bits to the kept one),
+    ``jaccards`` when verified; then, with an index, one line per index entry that documents
+    were dropped for (``"index": true`` and ``"verified"``: ``"sketch"`` or ``"fingerprint"``).
 
     With ``outputs`` (where ``path`` is registered) the file is staged there, else committed now.
     """
     with _staged(outputs, path, "w") as f:
-        for c in result.iter_clusters():
+        for c in itertools.chain(result.iter_clusters(), result.iter_index_clusters()):
             c["kept"] = _json_id(c["kept"])
             c["members"] = [_json_id(m) for m in c["members"]]
             f.write(json.dumps(c, ensure_ascii=False, allow_nan=False) + "\n")

@@ -27,3 +27,72 @@ def _first_survivors(pi, pj, seen):
             new[j] = False
             by[j] = i
     return new, by
+
+
+@njit(cache=True, nogil=True)
+def _put_int(out, pos, v):
+    """Write the decimal digits of int64 ``v`` at ``out[pos:]``; return the new position."""
+    if v < 0:
+        out[pos] = 45  # '-'
+        pos += 1
+        mag = np.uint64(-(v + 1)) + np.uint64(1)  # also right for -2**63
+    else:
+        mag = np.uint64(v)
+    start = pos
+    while True:
+        out[pos] = 48 + np.uint8(mag % np.uint64(10))
+        pos += 1
+        mag //= np.uint64(10)
+        if mag == 0:
+            break
+    i, j = start, pos - 1
+    while i < j:
+        out[i], out[j] = out[j], out[i]
+        i += 1
+        j -= 1
+    return pos
+
+
+@njit(cache=True, nogil=True)
+def _results_json(bounds, ids, dist):
+    """The JSON array ``[{"matches":[{"id":I,"distance":D,"jaccard":null},...]},...]`` as UTF-8
+    bytes, query q holding matches ``bounds[q]:bounds[q + 1]`` of int64 ``ids``/``dist``; the
+    same text as ``json.dumps(..., separators=(",", ":"))``."""
+    n = bounds.shape[0] - 1
+    m = ids.shape[0]
+    out = np.empty(2 + 15 * n + 60 * m, dtype=np.uint8)
+    head = b'{"matches":['
+    mid1 = b'{"id":'
+    mid2 = b',"distance":'
+    tail = b',"jaccard":null}'
+    pos = 0
+    out[pos] = 91  # '['
+    pos += 1
+    for q in range(n):
+        if q:
+            out[pos] = 44  # ','
+            pos += 1
+        for c in head:
+            out[pos] = c
+            pos += 1
+        for k in range(bounds[q], bounds[q + 1]):
+            if k > bounds[q]:
+                out[pos] = 44
+                pos += 1
+            for c in mid1:
+                out[pos] = c
+                pos += 1
+            pos = _put_int(out, pos, ids[k])
+            for c in mid2:
+                out[pos] = c
+                pos += 1
+            pos = _put_int(out, pos, dist[k])
+            for c in tail:
+                out[pos] = c
+                pos += 1
+        out[pos] = 93  # ']'
+        out[pos + 1] = 125  # '}'
+        pos += 2
+    out[pos] = 93
+    pos += 1
+    return out[:pos]

@@ -1,0 +1,152 @@
+"""Compiling ahead: on a first run, the search and verification kernels are compiled in a second
+process while this one compiles and runs the fingerprinting.
+
+numba compiles a kernel at its first call and caches it on disk (:mod:`neardup.compiled`), so a
+first dedup compiles the fingerprint kernels, fingerprints, then compiles the search and
+verification kernels: seconds each, one after the other on one core. :func:`compile_ahead`
+starts a child process (``python -m neardup.pipeline.ahead``) that runs the job's search and
+verification on three made-up documents, which compiles the same kernels (same types) into
+numba's cache on another core; the job waits for it (:func:`wait_ahead`) before its own search,
+which then loads them from the cache. The outputs do not depend on it: without the child, or if
+it fails, the job compiles what it needs itself. It starts only when a CPU is idle for it: on a
+busy machine the two processes would take turns, and the child's own start-up (an interpreter,
+numpy and numba) would be a loss.
+
+The child ignores Ctrl-C and is always waited for (killed only if it outlives
+:data:`WAIT_SECONDS`), so no process outlives the run, and numba never stops in the middle of
+writing a cache file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+
+from neardup import compiled, config
+
+__all__ = ["WAIT_SECONDS", "compile_ahead", "wait_ahead"]
+
+#: Longest wait for the child (seconds); a child still compiling then is killed.
+WAIT_SECONDS = 300.0
+
+#: kernel groups the child compiles, for a verified or a fingerprint-only dedup
+_GROUPS = {True: ["search", "verify"], False: ["search"]}
+
+_pending: list[subprocess.Popen] = []
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def _spare_cpus(cpus: int) -> float:
+    """CPUs that other processes leave idle, by the 1-minute load average."""
+    try:
+        return cpus - os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover - no load average on this system
+        return float(cpus)
+
+
+def _start(verify: bool, threads: int | None) -> subprocess.Popen | None:
+    """The child, when it helps: some of its groups are not compiled yet, and this run may use
+    a second CPU (``threads`` and the CPUs usable) that is idle
+    (:data:`neardup.config.COMPILE_AHEAD_SPARE_CPUS`); else None."""
+    if not config.COMPILE_AHEAD:
+        return None
+    cpus = _usable_cpus() if threads is None else min(threads, _usable_cpus())
+    groups = _GROUPS[verify]
+    if cpus < 2 or all(compiled.is_compiled(g) for g in groups):
+        return None
+    if _spare_cpus(cpus) < config.COMPILE_AHEAD_SPARE_CPUS:
+        return None  # no CPU idle: the child would only take turns with this process
+    if any(compiled.cache_dir_for(compiled.GROUPS[g][0]) is None for g in groups):
+        return None  # numba can cache nowhere: what the child compiled would be lost
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", __name__, "verify" if verify else "search"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:  # no interpreter to start: the job compiles everything itself
+        return None
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    try:
+        proc.wait(WAIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    finally:
+        with contextlib.suppress(ValueError):
+            _pending.remove(proc)
+
+
+@contextlib.contextmanager
+def compile_ahead(verify: bool = True, threads: int | None = None) -> Iterator[bool]:
+    """Compile the kernels of a dedup's search (``verify``: and verification) in a child
+    process while the body runs, on a first run with a second CPU to spare.
+
+    Yields whether a child was started. The job waits for it before its search
+    (:func:`wait_ahead`); on leaving the block it is waited for in any case.
+    """
+    proc = _start(verify, threads)
+    if proc is None:
+        yield False
+        return
+    _pending.append(proc)
+    try:
+        yield True
+    finally:
+        _reap(proc)
+
+
+def wait_ahead() -> None:
+    """Wait until the kernels compiled ahead are in numba's cache (at once when none are)."""
+    for proc in list(_pending):
+        _reap(proc)
+
+
+# -- the child ------------------------------------------------------------------------------------
+
+
+def _compile(verify: bool) -> None:
+    """Run the job's decision on three documents (two near-duplicates), as the job calls it."""
+    import numpy as np
+
+    from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD
+    from neardup.pipeline.job import decide, decide_verified_sets
+    from neardup.pipeline.spool import ShingleSpool
+
+    lengths = np.array([40, 40, 40], dtype=np.int64)
+    if not verify:
+        fps = np.array([0, 1, 1 << 63], dtype=np.uint64)
+        decide(fps, lengths, distance=DEFAULT_DEDUP_DISTANCE)
+        return
+    # sorted, unique keys; the second set differs from the first in one key of ten
+    keys = np.r_[0:10, 0:9, 99, 50:60].astype(np.uint32)
+    with ShingleSpool() as spool:  # read back memory-mapped, the type the job's sets have
+        spool.append(np.array([0, 10, 20, 30], dtype=np.int64), keys)
+        decide_verified_sets(spool.sets(), lengths, DEFAULT_DEDUP_THRESHOLD)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m neardup.pipeline.ahead verify|search``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent's Ctrl-C: finish, then exit
+    if argv != ["verify"] and argv != ["search"]:
+        print("usage: python -m neardup.pipeline.ahead verify|search", file=sys.stderr)
+        return 2
+    _compile(argv[0] == "verify")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

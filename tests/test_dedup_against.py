@@ -1,0 +1,286 @@
+"""``dedup --against`` an index with sketches: every decision against brute force (tests/naive.py)
+from the index's contents, the update it makes, and the command line (in process)."""
+
+from __future__ import annotations
+
+import json
+
+import naive
+import numpy as np
+import pytest
+from cli import invoke
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from servers import RedisNode, needs_redis
+
+import neardup
+from neardup import Fingerprinter
+from neardup.core.similarity import distance_for_threshold
+from neardup.core.verify import priority_order
+from neardup.index import Index
+
+WORDS = 8
+
+
+def texts(n: int, seed: int) -> list[str]:
+    """``n`` texts in families: a base of 15-80 words from a 300-word vocabulary and members
+    with a few words replaced, some exact copies, some without words."""
+    rng = np.random.default_rng(seed)
+    out: list[str] = []
+    while len(out) < n:
+        base = [f"w{k}" for k in rng.integers(0, 300, int(rng.integers(15, 80)))]
+        for _ in range(int(rng.integers(1, 5))):
+            words = list(base)
+            for p in rng.integers(0, len(words), int(rng.integers(0, 4))):
+                words[p] = f"x{rng.integers(0, 10**6)}"
+            out.append(" ".join(words))
+        if rng.random() < 0.1:
+            out.append("... !!")
+    return out[:n]
+
+
+def table(docs: list[str], prefix: str):
+    import pyarrow as pa
+
+    return pa.table({"id": [f"{prefix}{i}" for i in range(len(docs))], "text": docs})
+
+
+def key_sets(docs: list[str]) -> list[set]:
+    f = Fingerprinter().features_many(docs)
+    return naive.csr_to_sets(f.offsets, f.keys)
+
+
+def expected(entries: dict, docs: list[str], threshold: float, keep: str):
+    """(found id or None per document, kept_for per document) by brute force: a document is
+    found when an entry's sketch matches (naive.verified_query), for its best match; the others
+    are decided by the verified rule among themselves (naive.decide_verified)."""
+    sets = key_sets(docs)
+    queries = [(naive.set_sketch(s, WORDS), len(s)) for s in sets]
+    d = distance_for_threshold(threshold)
+    matches = naive.verified_query(entries, queries, threshold, d)
+    found: list = [None] * len(docs)  # the best matches of each document (ties: any of them)
+    for q, i, dist, est in matches:
+        if found[q] is None:
+            found[q] = {"best": (est, dist), "ids": {i}}
+        elif found[q]["best"] == (est, dist):
+            found[q]["ids"].add(i)
+    exclude = np.array([f is not None for f in found], dtype=bool)
+    fps = [q[0][0] for q in queries]
+    lengths = np.array([len(t) for t in docs])
+    order = priority_order(len(docs), keep, lengths).tolist()
+    kept_for, _ = naive.decide_verified(sets, fps, threshold, order, distance=d, exclude=exclude)
+    return found, kept_for, queries
+
+
+def contents(ix: Index) -> dict:
+    """{id: (sketch words, size)} of every live entry, read back through the segments."""
+    out = {}
+    for si, seg in enumerate(ix._segs):
+        rows = seg.live_rows()
+        _, ids = ix._ids_of(np.full(len(rows), si, dtype=np.int64), rows)
+        for i, r in zip(ids.tolist(), rows.tolist(), strict=True):
+            out[i] = (seg.sketch[r].tolist(), int(seg.ssize[r]))
+    return out
+
+
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**16),
+    threshold=st.sampled_from([0.7, 0.8, 0.9]),
+    keep=st.sampled_from(["first", "longest"]),
+    cut=st.integers(0, 40),
+)
+def test_decisions_match_brute_force(tmp_path_factory, seed, threshold, keep, cut):
+    docs = texts(80, seed)
+    first, second = docs[:cut], docs[cut:]
+    path = tmp_path_factory.mktemp("ix") / "ix"
+    with Index.create(path, threshold=0.7, sketch_words=WORDS) as ix:
+        r1 = neardup.dedup(table(first, "a"), against=ix, update=True, threshold=threshold,
+                           keep=keep)  # fmt: skip
+        entries = contents(ix)
+        assert sorted(entries) == sorted(f"a{i}" for i in np.flatnonzero(r1.kept).tolist())
+        found, kept_for, queries = expected(entries, second, threshold, keep)
+        r2 = neardup.dedup(table(second, "b"), against=ix, update=True, threshold=threshold,
+                           keep=keep)  # fmt: skip
+        assert r2.against is not None and r2.against.how == "sketch"
+        assert r2.against.found.tolist() == [f is not None for f in found]
+        assert all(f is None or i in f["ids"] for i, f in zip(r2.against.id, found, strict=True))
+        # found documents are dropped; the others follow the verified rule among themselves
+        assert r2.verified.kept_for.tolist() == kept_for
+        assert r2.kept.tolist() == [f is None and k < 0 for f, k in zip(found, kept_for)]
+        # estimated Jaccard and distance of each drop against the index, by brute force
+        for q, i in enumerate(r2.against.id):
+            if i is None:
+                assert np.isnan(r2.against.jaccard[q]) and r2.against.distance[q] == -1
+                continue
+            ok, est = naive.sketch_match(*queries[q], *entries[i], threshold)
+            assert ok and r2.against.jaccard[q] == est
+            assert r2.against.distance[q] == naive.popcount(queries[q][0][0] ^ entries[i][0][0])
+        # the update added the kept documents with their own sketches
+        after = contents(ix)
+        added = {k: v for k, v in after.items() if k not in entries}
+        assert sorted(added) == sorted(f"b{i}" for i in np.flatnonzero(r2.kept).tolist())
+        for k, v in added.items():
+            assert v == queries[int(k[1:])]
+
+
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+def test_summary_clusters_and_index_matches(tmp_path):
+    docs = texts(30, 1)
+    with Index.create(tmp_path / "ix", threshold=0.8, sketch_words=WORDS) as ix:
+        r1 = neardup.dedup(docs[:15], against=ix, update=True)
+        r = neardup.dedup(table(docs[10:], "b"), against=ix)
+        assert len(ix) == int(r1.kept.sum())
+    a = r.against
+    assert a.found[:5][r1.kept[10:]].all()  # the documents added from the first dump
+    s = r.summary()
+    assert s["against"] == {"index": str(tmp_path / "ix"), "dropped": a.n_found,
+                            "verified": "sketch", "distance": 10}  # fmt: skip
+    t = r.index_matches
+    assert t.column("index").to_pylist() == np.flatnonzero(a.found).tolist()
+    assert t.column("verified").to_pylist() == ["sketch"] * a.n_found
+    assert t.column("jaccard").to_pylist() == a.jaccard[a.found].tolist()
+    rows = list(r.iter_index_clusters())
+    assert sum(c["size"] - 1 for c in rows) == a.n_found
+    for c in rows:
+        assert c["index"] is True and c["verified"] == "sketch"
+        assert c["members"][0] == c["kept"] and c["jaccards"][0] == 1.0
+        assert all(j >= 0.8 for j in c["jaccards"])
+    # documents found in the index are in no cluster of the input itself
+    members = {m for c in r.iter_clusters() for m in c["members"]}
+    assert not members & {f"b{i}" for i in np.flatnonzero(a.found).tolist()}
+
+
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+def test_plain_index_keeps_todays_behaviour_and_says_so(tmp_path):
+    docs = texts(20, 2)
+    with Index.create(tmp_path / "ix", distance=6) as ix:
+        r1 = neardup.dedup(docs[:10], against=ix, update=True)
+        r = neardup.dedup(table(docs[5:], "b"), against=ix)
+    a = r.against
+    assert a.how == "fingerprint" and np.isnan(a.jaccard).all() and a.found[:5][r1.kept[5:]].all()
+    assert r.summary()["against"]["verified"] == "fingerprint"
+    assert all("jaccards" not in c and c["verified"] == "fingerprint"
+               for c in r.iter_index_clusters())  # fmt: skip
+    with (
+        Index.create(tmp_path / "sk", threshold=0.8) as ix,
+        pytest.raises(ValueError, match="keeps sketches for verified dedup"),
+    ):
+        neardup.dedup(docs, against=ix, verify=False)
+
+
+def run(*args: str):
+    return invoke("neardup", *args, text=True)
+
+
+def jsonl(path, rows) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+def test_command_line(tmp_path):
+    docs = texts(40, 3)
+    d1, d2 = tmp_path / "d1.jsonl", tmp_path / "d2.jsonl"
+    jsonl(d1, [{"id": f"a{i}", "text": t} for i, t in enumerate(docs[:25])])
+    jsonl(d2, [{"id": f"b{i}", "text": t} for i, t in enumerate(docs[20:])])
+    ix = str(tmp_path / "ix")
+    r = run("index", "create", ix, "--threshold", "0.8", "--sketch-words", str(WORDS))
+    assert r.returncode == 0 and "distance 10" in r.stderr and "sketches of 8 words" in r.stderr
+    r = run("dedup", str(d1), "-o", str(tmp_path / "k1.jsonl"), "--against", ix, "--update")
+    assert r.returncode == 0, r.stderr
+    assert "against index    0 documents dropped" in r.stderr and "estimated from" in r.stderr
+    out, clusters, summary = (tmp_path / n for n in ("k2.jsonl", "c2.jsonl", "s2.json"))
+    r = run("dedup", str(d2), "-o", str(out), "--against", ix, "--update", "--clusters",
+            str(clusters), "--json-summary", str(summary))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    s = json.loads(summary.read_text())
+    assert s["against"]["verified"] == "sketch" and s["against"]["dropped"] >= 5
+    lines = [json.loads(x) for x in clusters.read_text().splitlines()]
+    index_lines = [c for c in lines if c.get("index")]
+    assert sum(c["size"] - 1 for c in index_lines) == s["against"]["dropped"]
+    assert all(c["kept"].startswith("a") and c["verified"] == "sketch" for c in index_lines)
+    # the same through the Python API
+    with Index.create(tmp_path / "ix2", threshold=0.8, sketch_words=WORDS) as ix2:
+        neardup.dedup(str(d1), against=ix2, update=True)
+        want = neardup.dedup(str(d2), against=ix2)
+    kept = [json.loads(x)["id"] for x in out.read_text().splitlines()]
+    assert kept == [want.ids[i] for i in np.flatnonzero(want.kept)]
+    # index add and query with documents: set fingerprints, sketches, estimated Jaccards
+    ix3 = str(tmp_path / "ix3")
+    assert run("index", "create", ix3, "--threshold", "0.9").returncode == 0
+    r = run("index", "add", ix3, str(d1))
+    assert r.returncode == 0, r.stderr
+    q = tmp_path / "q.jsonl"
+    r = run("index", "query", ix3, str(d2), "--threshold", "0.9", "-o", str(q))
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(x) for x in q.read_text().splitlines()]
+    assert all(m[2] >= 0.9 and len(m) == 3 for row in rows for m in row["matches"])
+    assert [m[0] for m in rows[0]["matches"]][:1] == ["a20"]  # docs[20] is in both dumps
+    r = run("index", "query", ix3, str(d2), "-o", str(q))
+    assert r.returncode == 0 and json.loads(q.read_text().splitlines()[0])["matches"][0] == [
+        "a20",
+        0,
+    ]
+
+
+def test_command_line_errors(tmp_path):
+    d1 = tmp_path / "d1.jsonl"
+    jsonl(d1, [{"id": "a", "text": "one two three four five"}])
+    fps = tmp_path / "fps.txt"
+    fps.write_text("1\n2\n")
+    ix, plain = str(tmp_path / "ix"), str(tmp_path / "plain")
+    assert run("index", "create", ix, "--threshold", "0.8").returncode == 0
+    assert run("index", "create", plain).returncode == 0
+    cases = [
+        (("index", "add", ix, "--fingerprints", str(fps)), "add documents, not --fingerprints"),
+        (("index", "create", str(tmp_path / "x"), "--sketch-words", "8"), "needs --threshold"),
+        (("index", "query", plain, str(d1), "--threshold", "0.8"), "keeps no sketches"),
+        (
+            ("index", "query", ix, "--fingerprints", str(fps), "--threshold", "0.8"),
+            "--threshold needs documents",
+        ),  # fmt: skip
+        (
+            ("dedup", str(d1), "-o", str(tmp_path / "o.jsonl"), "--against", ix, "--no-verify"),
+            "keeps sketches for verified dedup",
+        ),  # fmt: skip
+        (
+            ("dedup", str(d1), "-o", str(tmp_path / "o.jsonl"), "--against", ix, "-t", "0.7"),
+            "answers distances up to 10 bits but dedup uses 13",
+        ),  # fmt: skip
+        (
+            ("index", "create", "redis://127.0.0.1:1/0?name=x", "--threshold", "0.8"),
+            "the Redis backend keeps no sketches",
+        ),  # fmt: skip
+    ]
+    for args, message in cases:
+        r = run(*args)
+        # one line (a first run may say before it that it compiles kernels)
+        last = r.stderr.splitlines()[-1]
+        assert r.returncode == 2 and message in last, (args, r.stderr)
+        assert "Traceback" not in r.stderr and last.startswith("neardup"), (args, r.stderr)
+    # with a plain index the summary says the drops are not Jaccard-verified
+    r = run("dedup", str(d1), "-o", str(tmp_path / "o.jsonl"), "--against", plain)
+    assert r.returncode == 0 and "not Jaccard-verified" in r.stderr
+
+
+@needs_redis
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+def test_redis_index_keeps_fingerprint_checks(tmp_path):
+    # the Redis backend keeps no sketches: dedup against it is by fingerprint distance, as before
+    node = RedisNode(tmp_path / "redis")
+    try:
+        url = f"{node.url}?name=against"
+        docs = texts(30, 4)
+        seen = Fingerprinter().fingerprint_many(docs[:15])
+        with Index.create(url, distance=6) as ix:
+            ix.add(seen, list(range(15)))
+        r = neardup.dedup(table(docs[10:], "b"), against=url)
+        with Index.create(tmp_path / "local", distance=6) as ix:
+            ix.add(seen, list(range(15)))
+            want = neardup.dedup(table(docs[10:], "b"), against=ix)
+        assert r.against.how == "fingerprint" and r.against.found[:5].all()
+        assert r.kept.tolist() == want.kept.tolist() and r.against.id == want.against.id
+        assert r.against.distance.tolist() == want.against.distance.tolist()
+    finally:
+        node.stop()
