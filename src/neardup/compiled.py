@@ -35,7 +35,7 @@ GROUPS = {
     "verify": (os.path.join(_ROOT, "core", "verify_kernels.py"), "_greedy", 1),
     "index": (os.path.join(_ROOT, "index", "_kernels.py"), "", 2),
     "formats": (os.path.join(_ROOT, "io", "_kernels.py"), "_parse_decimal_lines", 1),
-    "reader": (os.path.join(_ROOT, "io", "_line_kernels.py"), "_parse_block", 2),
+    "reader": (os.path.join(_ROOT, "io", "_line_kernels.py"), "_parse_block", 7),
 }
 
 
