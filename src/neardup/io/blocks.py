@@ -23,6 +23,7 @@ import numpy as np
 from neardup import config
 from neardup.errors import InputError
 from neardup.io import _id_kernels as H
+from neardup.io import _kept_kernels as C
 from neardup.io import _line_kernels as K
 from neardup.io.readers import (
     DEFAULT_ID_FIELD,
@@ -40,6 +41,7 @@ __all__ = [
     "hash_ids",
     "id_key",
     "iter_blocks",
+    "kept_lines",
     "line_format",
     "parse_block",
     "read_blocks",
@@ -132,6 +134,35 @@ def iter_blocks(f: IO[bytes], size: int, limit: int | None = None) -> Iterator[t
         if held > limit:
             pieces, held = [], 0
             skipping = True
+
+
+def kept_lines(
+    block: bytes, first: int, numbers: np.ndarray, i: int, kernel: bool = True
+) -> tuple[Any, int]:
+    """The lines of ``block`` (whole lines numbered from ``first``; the last may lack its
+    newline) whose numbers are among ``numbers[i:]`` (ascending int64), each ending in a
+    newline, and how many.
+
+    With ``kernel`` the lines are gathered by a GIL-free numba kernel into a uint8 array (blocks
+    of one input can be gathered on several threads); without, joined as bytes in Python (no
+    kernel to load or compile, for small inputs).
+    """
+    buf = np.frombuffer(block, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 10)
+    if len(buf) and buf[-1] != 10:
+        ends = np.append(ends, len(buf))
+    stop = i + int(np.searchsorted(numbers[i:], first + len(ends)))
+    if stop == i:
+        return b"", 0
+    if kernel:
+        out = np.empty(len(buf) + 1, dtype=np.uint8)
+        o, n = C._gather_lines(buf, ends, first, numbers, i, out)
+        return out[:o], n
+    k = numbers[i:stop] - first
+    starts = np.zeros(len(ends), dtype=np.int64)
+    starts[1:] = ends[:-1] + 1
+    chunks = [block[a:b] for a, b in zip(starts[k].tolist(), ends[k].tolist(), strict=True)]
+    return b"\n".join(chunks) + b"\n", stop - i
 
 
 def read_blocks(path: str | os.PathLike, size: int) -> Iterator[tuple[int, Any]]:

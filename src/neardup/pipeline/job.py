@@ -425,6 +425,7 @@ def dedup(
                 output,
                 (lambda n: progress("write", n)) if progress else None,
                 outputs=outputs,
+                threads=threads,
             )
         if clusters is not None:
             write_clusters(result, clusters, outputs=outputs)
