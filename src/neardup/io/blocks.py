@@ -21,6 +21,7 @@ from typing import IO, Any, NamedTuple
 import numpy as np
 
 from neardup import config
+from neardup._optional import require
 from neardup.errors import InputError
 from neardup.io import _id_kernels as H
 from neardup.io import _kept_kernels as C
@@ -30,12 +31,15 @@ from neardup.io.readers import (
     Record,
     _name,
     _open_binary,
+    check_id,
     jsonl_record,
     line_record,
+    parquet_records,
 )
 
 __all__ = [
     "DocBlock",
+    "arrow_block",
     "IdTable",
     "LineFormat",
     "hash_ids",
@@ -49,6 +53,7 @@ __all__ = [
 ]
 
 _U8 = np.dtype(np.uint8)
+_EMPTY = np.zeros(0, dtype=np.uint8)
 
 
 class LineFormat(NamedTuple):
@@ -336,6 +341,65 @@ def record_block(records: list[Record], bad: list[InputError], bad_at: list[int]
         bad=bad,
         bad_at=bad_at,
         texts=[r.text for r in records],
+    )
+
+
+def arrow_block(path: str | os.PathLike, first: int, texts: Any, ids: Any, column: str) -> DocBlock:
+    """The documents of one batch of the Parquet file ``path``
+    (:func:`~neardup.io.readers.parquet_batches`: rows numbered from ``first``), as
+    :func:`~neardup.io.readers.read_parquet` reads them; bad rows are returned, not raised.
+
+    A text column without nulls whose values are valid UTF-8 is taken as it is stored (one
+    buffer of UTF-8 and the offsets, as :func:`parse_block` gives them; lengths counted by
+    pyarrow, which releases the GIL), so no ``str`` is made per row; any other batch is read
+    row by row in Python, with the Python reader's errors.
+    """
+    pa = require("pyarrow", feature="Parquet")
+    source = _name(path)
+    text = None
+    if len(texts) and texts.null_count == 0 and not pa.types.is_null(texts.type):
+        try:
+            text = texts.cast(pa.large_string())  # binary: checked to be UTF-8 here
+            text.validate(full=True)
+        except pa.ArrowException:
+            text = None
+    id_values: list[Any] | None = None
+    if text is not None:
+        n = len(text)
+        if ids is None:
+            id_values = [f"{source}:{row}" for row in range(first, first + n)]
+        else:
+            try:
+                id_values = [
+                    check_id(v, source, row) for row, v in enumerate(ids.to_pylist(), first)
+                ]
+            except (InputError, pa.ArrowException, ValueError, TypeError):
+                id_values = None  # read row by row: the bad ids named, in order
+    if text is None or id_values is None:
+        records: list[Record] = []
+        bad: list[InputError] = []
+        bad_at: list[int] = []
+
+        def on_bad(err: InputError) -> None:
+            bad.append(err)
+            bad_at.append(len(records))
+
+        records.extend(parquet_records(source, first, texts, ids, column, on_bad))
+        return record_block(records, bad, bad_at)
+    pc = require("pyarrow.compute", feature="Parquet")
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[text.offset : text.offset + n + 1]
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    data_buf = text.buffers()[2]
+    data = np.frombuffer(data_buf, dtype=np.uint8)[lo:hi].copy() if hi > lo else _EMPTY.copy()
+    return DocBlock(
+        numbers=np.arange(first, first + n, dtype=np.int64),
+        ids=id_values,
+        id_hashes=None,
+        lengths=pc.utf8_length(text).to_numpy(zero_copy_only=False).astype(np.int64),
+        bad=[],
+        bad_at=[],
+        data=data,
+        offsets=offsets - lo,
     )
 
 
