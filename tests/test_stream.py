@@ -345,3 +345,53 @@ class _Spool:
 
     def append(self, offsets, k):
         self.parts.append((offsets, k))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    chunks=st.lists(
+        st.lists(st.one_of(st.sampled_from(_PQ_TEXTS), st.none()), max_size=12), max_size=4
+    ),
+    large=st.booleans(),
+    keys=st.booleans(),
+    threads=st.integers(1, 2),
+)
+def test_arrow_texts_fingerprint_as_their_python_values(chunks, large, keys, threads):
+    pa = pytest.importorskip("pyarrow")
+    from neardup.io.blocks import ArrowTexts
+    from neardup.pipeline import scan as scan_module
+    from neardup.pipeline.scan import fingerprint_texts
+
+    kind = pa.large_string() if large else pa.string()
+    column = pa.chunked_array([pa.array(c, type=kind) for c in chunks], type=kind)
+    values = column.to_pylist()
+    results = []
+    as_stored = []
+    real = scan_module.arrow_utf8
+
+    def counted(chunk):
+        got = real(chunk)
+        as_stored.append(got is not None)
+        return got
+
+    for texts in (values, ArrowTexts(column.chunks)):
+        bad: list[InputError] = []
+        spool = _Spool() if keys else None
+        scan_module.arrow_utf8 = counted
+        try:
+            fps, lens, pos, skipped = fingerprint_texts(texts, FP, threads, bad.append, spool)
+        finally:
+            scan_module.arrow_utf8 = real
+        got_keys = [k.tolist() for _, k in spool.parts] if keys else []
+        flat = [k for part in got_keys for k in part]
+        results.append(
+            (fps.tolist(), lens.tolist(), pos.tolist(), skipped, [str(e) for e in bad], flat)
+        )
+    assert results[0] == results[1]
+    assert as_stored == [len(c) > 0 and None not in c for c in chunks]  # chunks without nulls
+    good = [t for t in values if t is not None]
+    assert results[1][0] == FP.fingerprint_many(good).tolist()
+    assert results[1][2] == [i for i, t in enumerate(values) if t is not None]
+    if any(t is None for t in values):
+        with pytest.raises(ValueError, match="text is missing"):
+            fingerprint_texts(ArrowTexts(column.chunks), FP, threads, None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, NamedTuple
 
@@ -38,8 +38,10 @@ from neardup.io.readers import (
 )
 
 __all__ = [
+    "ArrowTexts",
     "DocBlock",
     "arrow_block",
+    "arrow_utf8",
     "IdTable",
     "LineFormat",
     "hash_ids",
@@ -344,38 +346,69 @@ def record_block(records: list[Record], bad: list[InputError], bad_at: list[int]
     )
 
 
+class ArrowTexts:
+    """Texts held in Arrow string arrays (a Hugging Face dataset's column, a pyarrow table's),
+    read a chunk at a time: iterating gives the values as Python objects; ``chunks`` gives the
+    arrays, for :func:`arrow_utf8` to read as stored."""
+
+    def __init__(self, chunks: Iterable[Any]) -> None:
+        self.chunks = chunks
+
+    def __iter__(self) -> Iterator[Any]:
+        for chunk in self.chunks:
+            yield from chunk.to_pylist()
+
+
+def arrow_utf8(
+    array: Any, binary: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(data, offsets, lengths)`` of a pyarrow string array read as stored: its UTF-8 in one
+    writable uint8 buffer (value ``i`` at ``data[offsets[i]:offsets[i + 1]]``, int64 offsets)
+    and each value's length in code points; None when it holds a null, is empty, is not a
+    string array (with ``binary``, binary arrays too) or is not valid UTF-8."""
+    pa = require("pyarrow", feature="Arrow input")
+    kinds = [pa.types.is_string, pa.types.is_large_string]
+    if binary:
+        kinds += [pa.types.is_binary, pa.types.is_large_binary]
+    if not len(array) or array.null_count or not any(k(array.type) for k in kinds):
+        return None
+    try:
+        text = array.cast(pa.large_string())  # binary: checked to be UTF-8 here
+        text.validate(full=True)
+    except pa.ArrowException:
+        return None
+    pc = require("pyarrow.compute", feature="Arrow input")
+    n = len(text)
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[text.offset : text.offset + n + 1]
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(text.buffers()[2], dtype=np.uint8)[lo:hi].copy() if hi > lo else None
+    lengths = pc.utf8_length(text).to_numpy(zero_copy_only=False).astype(np.int64)
+    return (_EMPTY.copy() if data is None else data), offsets - lo, lengths
+
+
 def arrow_block(path: str | os.PathLike, first: int, texts: Any, ids: Any, column: str) -> DocBlock:
     """The documents of one batch of the Parquet file ``path``
     (:func:`~neardup.io.readers.parquet_batches`: rows numbered from ``first``), as
     :func:`~neardup.io.readers.read_parquet` reads them; bad rows are returned, not raised.
 
-    A text column without nulls whose values are valid UTF-8 is taken as it is stored (one
-    buffer of UTF-8 and the offsets, as :func:`parse_block` gives them; lengths counted by
-    pyarrow, which releases the GIL), so no ``str`` is made per row; any other batch is read
-    row by row in Python, with the Python reader's errors.
+    A text column without nulls whose values are valid UTF-8 is taken as it is stored
+    (:func:`arrow_utf8`: no ``str`` made per row; pyarrow releases the GIL), so batches are read
+    on every thread; any other batch is read row by row in Python, with the Python reader's
+    errors.
     """
-    pa = require("pyarrow", feature="Parquet")
     source = _name(path)
-    text = None
-    if len(texts) and texts.null_count == 0 and not pa.types.is_null(texts.type):
-        try:
-            text = texts.cast(pa.large_string())  # binary: checked to be UTF-8 here
-            text.validate(full=True)
-        except pa.ArrowException:
-            text = None
+    utf8 = arrow_utf8(texts, binary=True)
     id_values: list[Any] | None = None
-    if text is not None:
-        n = len(text)
+    if utf8 is not None:
+        n = len(texts)
         if ids is None:
             id_values = [f"{source}:{row}" for row in range(first, first + n)]
         else:
             try:
-                id_values = [
-                    check_id(v, source, row) for row, v in enumerate(ids.to_pylist(), first)
-                ]
-            except (InputError, pa.ArrowException, ValueError, TypeError):
+                id_values = [check_id(v, source, r) for r, v in enumerate(ids.to_pylist(), first)]
+            except (InputError, ValueError, TypeError, require("pyarrow").ArrowException):
                 id_values = None  # read row by row: the bad ids named, in order
-    if text is None or id_values is None:
+    if utf8 is None or id_values is None:
         records: list[Record] = []
         bad: list[InputError] = []
         bad_at: list[int] = []
@@ -386,20 +419,16 @@ def arrow_block(path: str | os.PathLike, first: int, texts: Any, ids: Any, colum
 
         records.extend(parquet_records(source, first, texts, ids, column, on_bad))
         return record_block(records, bad, bad_at)
-    pc = require("pyarrow.compute", feature="Parquet")
-    offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[text.offset : text.offset + n + 1]
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    data_buf = text.buffers()[2]
-    data = np.frombuffer(data_buf, dtype=np.uint8)[lo:hi].copy() if hi > lo else _EMPTY.copy()
+    data, offsets, lengths = utf8
     return DocBlock(
-        numbers=np.arange(first, first + n, dtype=np.int64),
+        numbers=np.arange(first, first + len(lengths), dtype=np.int64),
         ids=id_values,
         id_hashes=None,
-        lengths=pc.utf8_length(text).to_numpy(zero_copy_only=False).astype(np.int64),
+        lengths=lengths,
         bad=[],
         bad_at=[],
         data=data,
-        offsets=offsets - lo,
+        offsets=offsets,
     )
 
 

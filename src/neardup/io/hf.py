@@ -19,6 +19,7 @@ import numpy as np
 from neardup import config
 from neardup._optional import require
 from neardup.errors import InputError
+from neardup.io.blocks import ArrowTexts
 
 __all__ = [
     "dataset_texts_and_ids",
@@ -54,17 +55,18 @@ def _check_column(name: str | None, ds: Any, column: str) -> None:
         )
 
 
-def _texts(parts: list[tuple[str | None, Any]], column: str) -> Iterator[Any]:
+def _chunks(parts: list[tuple[str | None, Any]], column: str) -> Iterator[Any]:
     for _, ds in parts:
         table_batches = ds.select_columns([column]).with_format("arrow")
         for batch in table_batches.iter(batch_size=config.BATCH_DOCS):
-            yield from batch.column(0).to_pylist()
+            yield from batch.column(0).chunks
 
 
 def dataset_texts_and_ids(
     data: Any, text_field: str, id_field: str | None
 ) -> tuple[Iterator[Any], list[Any] | None]:
-    """Texts (streamed in Arrow batches, never all at once) and ids of a Dataset or DatasetDict.
+    """Texts (:class:`~neardup.io.blocks.ArrowTexts`, streamed in Arrow batches, never all at
+    once) and ids of a Dataset or DatasetDict.
 
     Ids are the ``id_field`` column when every split has it, else None (positions, counted
     across the splits in order).
@@ -77,7 +79,7 @@ def dataset_texts_and_ids(
         ids = []
         for _, ds in parts:
             ids += ds.select_columns([id_field]).with_format("arrow")[id_field].to_pylist()
-    return _texts(parts, text_field), ids
+    return ArrowTexts(_chunks(parts, text_field)), ids
 
 
 def select_rows(data: Any, keep: np.ndarray) -> Any:
