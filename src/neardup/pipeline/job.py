@@ -279,6 +279,7 @@ def dedup(
         add_survivors,
         check_index,
         check_survivors,
+        hold_writes,
         open_index,
         sketch_words,
     )
@@ -315,6 +316,8 @@ def dedup(
                 outputs.add_inputs(index.paths)
             else:
                 outputs.protect(index.path)
+                if update:  # the ids checked free stay free until the survivors are added
+                    stack.enter_context(hold_writes(index))
             if sketch_words(index) is not None and not verify:
                 raise ValueError(
                     f"index {index.path} keeps sketches for verified dedup; its fingerprints are "
