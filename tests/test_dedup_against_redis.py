@@ -181,3 +181,18 @@ def test_the_run_holds_other_writers_off(node, monkeypatch):
                 b.add([2], ids=[2])
         b.add([2], ids=[2])  # released at the end
         assert a.contains([1, 2]).tolist() == [True, True]
+
+
+def test_index_commands_take_a_redis_url(node, tmp_path):
+    d1, d2 = dumps(tmp_path, False)
+    answers = []
+    for ix in (str(tmp_path / "ix"), fresh(node.url)):
+        assert run("index", "create", ix).returncode == 0
+        r = run("index", "add", ix, str(d1))
+        assert r.returncode == 0 and "it holds 35 entries" in r.stderr, r.stderr
+        q = tmp_path / "q.jsonl"
+        assert run("index", "query", ix, str(d2), "-o", str(q)).returncode == 0
+        answers.append(q.read_text())
+    assert answers[0] == answers[1] and '"matches": [["a25", 0]' in answers[0]
+    with Index.open(ix, "w") as w, pytest.raises(ValueError, match="keeps no sketches"):
+        w.add(None, ["z"], sketches=(np.zeros((1, 8), np.uint64), np.ones(1, np.uint32)))
