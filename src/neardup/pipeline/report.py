@@ -20,9 +20,10 @@ import numpy as np
 from neardup import config
 from neardup.errors import InputError
 from neardup.io.readers import Record
-from neardup.io.writers import atomic_output
+from neardup.io.writers import OutputSet, atomic_output
 
 __all__ = [
+    "ReportOutput",
     "json_id",
     "read_clusters",
     "report_ids",
@@ -169,9 +170,11 @@ def write_result_report(
     id_field: str | None = "id",
     settings: Mapping[str, Any] | None = None,
     sample: int | None = None,
+    outputs: OutputSet | None = None,
 ) -> int:
     """Write the HTML report of ``result`` = ``neardup.dedup(data, ...)`` (the same ``data``,
-    ``text_field`` and ``id_field``) to ``path``; returns the bytes written.
+    ``text_field`` and ``id_field``) to ``path``; returns the bytes written. With ``outputs``
+    (where ``path`` is registered) it is staged there, as :func:`write_report`.
 
     Examples
     --------
@@ -181,7 +184,42 @@ def write_result_report(
     clusters = result_clusters(result)
     chosen = sample_clusters(clusters, config.REPORT_SAMPLE if sample is None else sample)
     texts = result_texts(result, data, report_ids(clusters, chosen), text_field, id_field)
-    return write_report(path, result.summary(), clusters, texts, chosen, settings=settings)
+    return write_report(
+        path, result.summary(), clusters, texts, chosen, settings=settings, outputs=outputs
+    )
+
+
+class ReportOutput:
+    """The HTML report of a dedup run as one of its outputs (``neardup dedup --report``):
+    registered with the run's other outputs before any work (:meth:`register`), written
+    after them (:meth:`write`) and committed in the same commit, so a failure while writing
+    it leaves none of them. Arguments as :func:`write_result_report`."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        data: Any,
+        *,
+        text_field: str = "text",
+        id_field: str | None = "id",
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.path = path
+        self.data = data
+        self.text_field = text_field
+        self.id_field = id_field
+        self.settings = settings
+
+    def register(self, outputs: OutputSet) -> None:
+        """Check the report's path (see :meth:`OutputSet.file`)."""
+        outputs.file(self.path, "--report")
+
+    def write(self, result: Any, outputs: OutputSet) -> None:
+        """Stage the report of ``result`` in ``outputs``."""
+        write_result_report(
+            self.path, result, self.data, text_field=self.text_field, id_field=self.id_field,
+            settings=self.settings, outputs=outputs,
+        )  # fmt: skip
 
 
 def summary_from_clusters(clusters: list[dict[str, Any]], documents: int) -> dict[str, Any]:
@@ -209,6 +247,7 @@ def write_report(
     *,
     settings: Mapping[str, Any] | None = None,
     title: str = "neardup dedup report",
+    outputs: OutputSet | None = None,
 ) -> int:
     """Render the report and write it to ``path`` (appears only when complete).
 
@@ -229,6 +268,9 @@ def write_report(
         Options of the run (distance, keep, inputs, ...), listed in the report.
     title : str
         The page's title.
+    outputs : OutputSet, optional
+        The run's outputs, with ``path`` registered: the report is staged there and appears
+        when the caller commits them. Default: written and committed now.
 
     Returns
     -------
@@ -239,6 +281,10 @@ def write_report(
 
     page = render(summary, clusters, texts, sample, settings=settings or {}, title=title)
     data = page.encode("utf-8")
-    with atomic_output(path, "wb") as f:
-        f.write(data)
+    if outputs is None:
+        with atomic_output(path, "wb") as f:
+            f.write(data)
+    else:
+        with outputs.open(outputs.get(path), "wb") as f:
+            f.write(data)
     return len(data)
