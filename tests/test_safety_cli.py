@@ -370,3 +370,15 @@ def test_ids_are_written_as_standard_json(tmp_path):
                text=True)  # fmt: skip
     assert r.returncode == 0 and f"{src}:1: id field 'id' is nan" in r.stderr
     assert [json.loads(x)["id"] for x in (tmp_path / "o.jsonl").read_text().splitlines()] == [2]
+
+
+def test_commands_in_process_put_the_sigterm_handler_back(tmp_path):
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    src = _corpus(tmp_path)
+    assert (
+        invoke("neardup", "dedup", str(src), "-o", str(tmp_path / "k.jsonl"), "-q").returncode == 0
+    )
+    assert invoke("neardup", "dedup", "/nonexistent.jsonl", "-o", "-").returncode == 2
+    assert signal.getsignal(signal.SIGTERM) is before
