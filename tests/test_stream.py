@@ -395,3 +395,27 @@ def test_arrow_texts_fingerprint_as_their_python_values(chunks, large, keys, thr
     if any(t is None for t in values):
         with pytest.raises(ValueError, match="text is missing"):
             fingerprint_texts(ArrowTexts(column.chunks), FP, threads, None)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_text_files_read_in_input_order(tmp_path, threads):
+    texts = {f"d{k}.txt": f"document {k} Straße ﬁne {k % 3}".encode() for k in range(7)}
+    texts["d3.txt"] = b"caf\xe9 au lait\nsecond line"
+    texts["d5.txt"] = b""
+    for name, data in texts.items():
+        (tmp_path / name).write_bytes(data)
+    paths = [str(tmp_path / name) for name in texts]
+    bad: list[InputError] = []
+    scan = scan_files(paths, fmt="text", fingerprinter=FP, threads=threads, on_bad=bad.append)
+    good = [n for n in texts if n != "d3.txt"]
+    assert [str(e) for e in bad] == [
+        f"{paths[3]}:1: not valid UTF-8 (byte 0xe9 at file offset 3); re-encode the input as "
+        "UTF-8 or use --skip-bad"
+    ]
+    assert [i.rsplit("/", 1)[-1] for i in map(str, scan.ids)] == good
+    assert scan.source.tolist() == [paths.index(str(tmp_path / n)) for n in good]
+    want = [texts[n].decode() for n in good]
+    assert scan.fingerprints.tolist() == FP.fingerprint_many(want).tolist()
+    assert scan.lengths.tolist() == [len(t) for t in want]
+    with pytest.raises(InputError, match="d3.txt:1: not valid UTF-8"):
+        scan_files(paths, fmt="text", fingerprinter=FP, threads=threads)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, NamedTuple
 
@@ -50,6 +50,7 @@ __all__ = [
     "kept_lines",
     "line_format",
     "parse_block",
+    "read_block",
     "read_blocks",
     "record_block",
 ]
@@ -331,6 +332,28 @@ def _empty(bad: list[InputError]) -> DocBlock:
     return DocBlock(z, [], np.zeros(0, np.uint64), z, bad, [0] * len(bad), u8, np.zeros(1, z.dtype))
 
 
+def read_block(
+    readers: Iterable[tuple[int, Callable[[Callable[[InputError], None]], Iterable[Record]]]],
+) -> tuple[np.ndarray, DocBlock]:
+    """Every record of each ``(file index, read)`` in turn, ``read(on_bad)`` giving its records
+    with bad ones passed to ``on_bad``: ``(file index of each record (int32), DocBlock)``, the
+    bad records listed in the block, in input order."""
+    records: list[Record] = []
+    where: list[int] = []
+    bad: list[InputError] = []
+    bad_at: list[int] = []
+
+    def on_bad(err: InputError) -> None:
+        bad.append(err)
+        bad_at.append(len(records))
+
+    for k, read in readers:
+        for rec in read(on_bad):
+            records.append(rec)
+            where.append(k)
+    return np.array(where, dtype=np.int32), record_block(records, bad, bad_at)
+
+
 def record_block(records: list[Record], bad: list[InputError], bad_at: list[int]) -> DocBlock:
     """A :class:`DocBlock` of records read by the Python readers (``texts``, not ``data``);
     ``bad``: the errors met among them, in input order, each before record ``bad_at[i]``."""
@@ -409,16 +432,9 @@ def arrow_block(path: str | os.PathLike, first: int, texts: Any, ids: Any, colum
             except (InputError, ValueError, TypeError, require("pyarrow").ArrowException):
                 id_values = None  # read row by row: the bad ids named, in order
     if utf8 is None or id_values is None:
-        records: list[Record] = []
-        bad: list[InputError] = []
-        bad_at: list[int] = []
-
-        def on_bad(err: InputError) -> None:
-            bad.append(err)
-            bad_at.append(len(records))
-
-        records.extend(parquet_records(source, first, texts, ids, column, on_bad))
-        return record_block(records, bad, bad_at)
+        return read_block(
+            [(0, lambda on_bad: parquet_records(source, first, texts, ids, column, on_bad))]
+        )[1]
     data, offsets, lengths = utf8
     return DocBlock(
         numbers=np.arange(first, first + len(lengths), dtype=np.int64),
