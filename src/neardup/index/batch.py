@@ -24,8 +24,8 @@ import numpy as np
 
 from neardup.config import DEFAULT_DISTANCE, default_threads
 from neardup.core.bits import as_fingerprints
+from neardup.core.cost import choose_query_blocks as choose_index_blocks
 from neardup.core.layout import Layout
-from neardup.core.layout import choose_query_blocks as choose_index_blocks
 from neardup.index import _batch_kernels as bk
 from neardup.index import _kernels
 from neardup.index.base import check_query_distance

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from neardup.config import DEFAULT_DISTANCE
+from neardup.core.cost import choose_query_blocks as choose_index_blocks
 from neardup.core.layout import Layout
-from neardup.core.layout import choose_query_blocks as choose_index_blocks
 from neardup.core.similarity import check_threshold, distance_for_threshold
 from neardup.core.sketch import SKETCH_WORDS, check_sketch_words
 from neardup.index import _kernels

@@ -3,7 +3,7 @@ within the query distance, and the ids of those rows.
 
 A small batch probes each permuted table of each segment with the queries' sorted keys (a
 compressed table is decoded in the probe); a large one, when the cost model says it is cheaper
-(:func:`neardup.core.layout.join_scheme`), is searched together with each segment's fingerprints
+(:func:`neardup.core.cost.join_scheme`), is searched together with each segment's fingerprints
 by the batch engine, without reading the stored tables.
 
 :class:`IndexProbe` is a mixin of :class:`neardup.index.Index`.
@@ -20,7 +20,8 @@ import numpy as np
 from neardup import config
 from neardup.config import default_threads
 from neardup.core.bits import as_fingerprints
-from neardup.core.layout import Scheme, join_scheme
+from neardup.core.cost import join_scheme
+from neardup.core.layout import Scheme
 from neardup.core.search import join_pairs, probe_table, sorted_query_keys
 from neardup.index import _kernels
 from neardup.index.codec import CompressedTable
