@@ -288,26 +288,11 @@ class Scheme:
         )
 
 
-# The cost model imports this module, so its names are looked up when first asked for here.
-_COST_NAMES = frozenset(
-    {
-        "choose_blocks",
-        "choose_query_blocks",
-        "choose_scheme",
-        "estimated_cost",
-        "estimated_query_cost",
-        "join_scheme",
-        "part_cost",
-        "prefix_classes",
-        "scheme_cost",
-        "stop_sizes",
-    }
-)
-
-
 def __getattr__(name: str) -> Any:
-    if name in _COST_NAMES:
+    # the cost model's public names, looked up when first asked for here (it imports this module)
+    if not name.startswith("_"):
         from neardup.core import cost
 
-        return getattr(cost, name)
+        if name in cost.__all__:
+            return getattr(cost, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,6 @@ from neardup.core.bits import as_fingerprints
 
 if TYPE_CHECKING:
     from neardup.core.layout import Layout
-    from neardup.index.matches import IndexMatches
 
 __all__ = ["IndexBase", "check_query_distance"]
 
@@ -58,21 +57,6 @@ class IndexBase:
 
     layout: Layout
     path: str
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def query_arrays(
-        self,
-        fingerprints: Sequence[int] | np.ndarray,
-        distance: int | None = None,
-        *,
-        threads: int | None = None,
-    ) -> IndexMatches:
-        raise NotImplementedError
-
-    def _probe(self, fingerprints: Any, distance: int | None, threads: int | None) -> tuple:
-        raise NotImplementedError
 
     def __enter__(self: _I) -> _I:
         return self
