@@ -1,5 +1,5 @@
-"""numba primitives that the kernels of several packages share: MurmurHash3's 64-bit finalizer
-and the UTF-8 encoding of one code point.
+"""numba primitives that the kernels of several packages share: the population count of a
+uint64, MurmurHash3's 64-bit finalizer and the UTF-8 encoding of one code point.
 
 Both are ``@njit(cache=True, nogil=True)`` functions of scalars (and an output array) that
 validate nothing; a kernel that calls one gets it compiled into its own machine code (LLVM
@@ -11,11 +11,27 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["fmix64", "put_utf8"]
+__all__ = ["fmix64", "popcount", "put_utf8"]
 
 _C1 = np.uint64(0xFF51AFD7ED558CCD)
 _C2 = np.uint64(0xC4CEB9FE1A85EC53)
 _S33 = np.uint64(33)
+_U1 = np.uint64(1)
+_M1 = np.uint64(0x5555555555555555)
+_M2 = np.uint64(0x3333333333333333)
+_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
+_H01 = np.uint64(0x0101010101010101)
+_S56 = np.uint64(56)
+
+
+@njit(cache=True, nogil=True)
+def popcount(x):
+    """Number of set bits of the uint64 ``x`` (a uint64)."""
+    # SWAR popcount; LLVM turns this idiom into the popcnt instruction on the host CPU.
+    x = x - ((x >> _U1) & _M1)
+    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
+    x = (x + (x >> np.uint64(4))) & _M4
+    return (x * _H01) >> _S56
 
 
 @njit(cache=True, nogil=True)

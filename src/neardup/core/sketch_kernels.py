@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from neardup.core.kernels import _popcount
-from neardup.primitives import fmix64
+from neardup.primitives import fmix64, popcount
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 #: Mixes a key's first hash into the independent hash that places it among the extra buckets.
@@ -88,5 +87,5 @@ def _differing_bits(qs, cs, qi, ci, first, out, lo, hi):
         y = ci[k]
         c = 0
         for w in range(first, words):
-            c += np.int64(_popcount(qs[x, w] ^ cs[y, w]))
+            c += np.int64(popcount(qs[x, w] ^ cs[y, w]))
         out[k] = c
