@@ -14,6 +14,8 @@ how far the machine itself let threads scale meanwhile (other processes share it
 ``PYTHONPATH`` (A/B in one run: ``git archive main src | tar -x -C /tmp/base`` then
 ``--baseline /tmp/base/src``). ``--escaped`` writes the corpus with every non-ASCII character as a
 ``\\uXXXX`` escape (``json.dumps`` with its default ``ensure_ascii=True``, as many dumps are).
+``--parquet`` runs the commands on the same documents as a Parquet file (``id``, ``text``;
+row groups as pyarrow writes them).
 
 Last, the share of ``neardup fingerprint``'s per-document CPU time (beyond its run on the first
 2,000 documents, which pays the one-time costs) spent outside the GIL-free read and fingerprint
@@ -65,13 +67,29 @@ def corpus(workdir: str, docs: int, escaped: bool) -> str:
     return path
 
 
+def as_parquet(path: str) -> str:
+    """The JSONL file ``path`` as a Parquet file beside it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    dest = path.removesuffix(".jsonl") + ".parquet"
+    if not os.path.exists(dest):
+        with open(path, encoding="utf-8") as f:
+            docs = [json.loads(line) for line in f]
+        table = pa.table({"id": [d["id"] for d in docs], "text": [d["text"] for d in docs]})
+        pq.write_table(table, dest + ".tmp")
+        os.replace(dest + ".tmp", dest)
+    return dest
+
+
 def argv_for(command: str, path: str, out: str, threads: int) -> tuple[list[str], list[str]]:
     """(setup argv or [], timed argv) of ``neardup`` for one command."""
     t = ["--threads", str(threads), "-q"]
+    kept = os.path.join(out, "kept" + os.path.splitext(path)[1])
     if command == "dedup":
-        return [], ["dedup", path, "-o", os.path.join(out, "kept.jsonl"), *t]
+        return [], ["dedup", path, "-o", kept, *t]
     if command == "dedup-no-verify":
-        return [], ["dedup", path, "--no-verify", "-o", os.path.join(out, "kept.jsonl"), *t]
+        return [], ["dedup", path, "--no-verify", "-o", kept, *t]
     if command == "fingerprint":
         return [], ["fingerprint", path, "-o", os.path.join(out, "fp.txt"), *t]
     if command == "index-add":
@@ -269,6 +287,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="median of N timings (default 3)")
     ap.add_argument("--baseline", default=None, help="another checkout's src directory (A/B)")
     ap.add_argument("--escaped", action="store_true", help="non-ASCII text as \\u escapes")
+    ap.add_argument("--parquet", action="store_true", help="the corpus as a Parquet file")
     ap.add_argument("--breakdown", action="store_true", help="where the main thread's time goes")
     ap.add_argument("--workdir", default=None, help="where the corpus is kept (default tmp)")
     ap.add_argument("--profile-child", default=None, help=argparse.SUPPRESS)
@@ -299,6 +318,8 @@ def main() -> None:
         g.write(f.readline())
         f.seek(0)
         h.writelines(itertools.islice(f, 2000))
+    if args.parquet:
+        path, one_doc = as_parquet(path), as_parquet(one_doc)
     for src in versions.values():  # compile / load the cached kernels of each version
         for command in commands:
             run_once(src, command, one_doc, 1)
@@ -344,6 +365,8 @@ def main() -> None:
                       f"{args.docs / max(wall - start, 1e-9):,.0f} | {vs} |")  # fmt: skip
     print()
     for name, src in versions.items():
+        if args.parquet:
+            break  # the share is measured on JSONL only
         share = statistics.median(gil_share(src, path, head) for _ in range(args.repeat))
         print(f"{name}: {share:.1%} of the per-document CPU time of `neardup fingerprint` at 1 "
               f"thread is under the GIL (outside the read and fingerprint kernels): at most "

@@ -555,3 +555,13 @@ def scan_records(items, paths):
             continue
         kept.append((k, got.number, got.id, got.text))
     return kept, errors
+
+
+def kept_lines_one_by_one(data: bytes, numbers) -> bytes:
+    """The lines of ``data`` (numbered from 1) whose numbers are in ``numbers``, each ending in a
+    newline: what dedup's second pass writes for a line input."""
+    keep = set(int(n) for n in numbers)
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return b"".join(line + b"\n" for k, line in enumerate(lines, 1) if k in keep)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from naive import read_lines_one_by_one
+from naive import kept_lines_one_by_one, read_lines_one_by_one
 
 from neardup import config
 from neardup.errors import InputError
@@ -21,6 +21,7 @@ from neardup.io.blocks import (
     hash_ids,
     id_key,
     iter_blocks,
+    kept_lines,
     line_format,
     parse_block,
     read_blocks,
@@ -287,6 +288,32 @@ def test_blocks_hold_whole_lines_and_bound_long_ones(lines, last_newline, size, 
             too_big = len(line.removesuffix(b"\n")) > limit
             got.append((number + k, None if too_big else line))
     assert got == want
+
+
+@given(
+    lines=st.lists(
+        st.sampled_from([b"", b"a", b"bc\r", b'{"text": "x"}', b"\xff\x00"]), max_size=30
+    ),
+    last_newline=st.booleans(),
+    size=st.integers(1, 40),
+    data=st.data(),
+)
+def test_kept_lines_of_blocks_are_the_kept_lines_of_the_input(lines, last_newline, size, data):
+    raw = b"\n".join(lines) + (b"\n" if last_newline and lines else b"")
+    count = raw.count(b"\n") + (0 if raw.endswith(b"\n") or not raw else 1)
+    picks = data.draw(st.lists(st.integers(1, max(count, 1)), unique=True)) if count else []
+    numbers = np.array(sorted(picks), dtype=np.int64)
+    want = kept_lines_one_by_one(raw, numbers)
+    for kernel in (True, False):
+        got, taken = [], 0
+        for first, block in iter_blocks(io.BytesIO(raw), size):
+            i = int(np.searchsorted(numbers, first))
+            part, n = kept_lines(block, first, numbers, i, kernel=kernel)
+            assert n == len(kept_lines_one_by_one(block, numbers[i:] - first + 1).split(b"\n")) - 1
+            got.append(bytes(part))
+            taken += n
+        assert b"".join(got) == want
+        assert taken == len(numbers)
 
 
 def test_compressed_input_reads_in_blocks(tmp_path):

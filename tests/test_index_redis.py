@@ -17,6 +17,7 @@ from strategies import fingerprints
 
 from neardup import config
 from neardup.core.layout import Layout
+from neardup.errors import IdError
 from neardup.index import CorruptIndexError, Index
 from neardup.index.redis import IndexUnavailableError, RedisIndex, choose_redis_layout
 
@@ -72,6 +73,9 @@ def run_sequence(url, tmp_path, ops, layout, bucket_bits, queries):
                 rix = RedisIndex.open(rix.path, "w")
             for k in sorted({0, distance}):
                 check(rix, model.fps, queries, k)
+            probe = list(range(model.next_id + 3))
+            want = [i in model.fps for i in probe]
+            assert rix.contains(probe).tolist() == lix.contains(probe).tolist() == want
         a, b = rix.query_arrays(queries), lix.query_arrays(queries)
         for x, y in zip(a, b):
             np.testing.assert_array_equal(x, y)
@@ -134,6 +138,15 @@ def test_string_ids_same_order_as_local(node, tmp_path):
     assert rix.query(q) == lix.query(q)
     assert rix.query(q)[0][2] == ("ü", 1)
     assert "ü" in rix and "x" not in rix and 1 not in rix
+    probe = ["ü", "x", "b", "https://a/1", "https://a/2"]
+    assert rix.contains(probe).tolist() == lix.contains(probe).tolist() == [1, 0, 1, 1, 0]
+    assert rix.contains([]).tolist() == lix.contains([]).tolist() == []
+    for bad in ([1, 2], ["a", 1], [b"x"]):  # the other kind, mixed kinds, not an id
+        with pytest.raises(IdError) as r_err:
+            rix.contains(bad)
+        with pytest.raises(IdError) as l_err:
+            lix.contains(bad)
+        assert (str(r_err.value), r_err.value.position) == (str(l_err.value), l_err.value.position)
     assert rix.remove(["b", "zz"], missing="ignore") == 1
     assert rix.query([7]) == [[("https://a/1", 0), ("ü", 1)]]
     with pytest.raises(ValueError, match="string ids; pass ids"):

@@ -4,6 +4,7 @@ real browser (Debian's headless chromium: no console errors, the search runs, a 
 from __future__ import annotations
 
 import functools
+import html
 import json
 import os
 import re
@@ -179,3 +180,111 @@ def test_report_renders_in_chromium_without_console_errors(tmp_path):
     )
     assert rows and all(i.startswith("doc-0001") for i, _ in rows)
     assert np.all([("bits from kept" in d) or d == "kept" for _, d in rows])
+
+
+# -- documents dropped against an index (--against) -----------------------------------------------
+
+_ROW = re.compile(
+    r'<tr><td><code>(.*?)</code></td><td><code>(.*?)</code></td><td class="num">(\d+)</td>'
+    r'(?:<td class="num">([\d.]+)</td>|<td></td>)?</tr>'
+)
+_INDEX_JSON = re.compile(r'<script type="application/json" id="cluster-index">(.*?)</script>', re.S)
+
+
+@functools.lru_cache(maxsize=2)
+def _against_run(sketches: bool) -> tuple[str, str, str, str]:
+    """(directory, second dump, clusters file, report) of `neardup dedup --against IX --report`:
+    the first 600 documents of the sample in the index, the last 700 checked against it."""
+    d = tempfile.mkdtemp(prefix="neardup-report-against-")
+    lines = open(CORPUS, encoding="utf-8").read().splitlines(keepends=True)
+    d1, d2 = os.path.join(d, "d1.jsonl"), os.path.join(d, "d2.jsonl")
+    open(d1, "w", encoding="utf-8").writelines(lines[:600])
+    open(d2, "w", encoding="utf-8").writelines(lines[-700:])
+    ix = os.path.join(d, "ix")
+    create = ["--threshold", "0.8"] if sketches else ["--distance", "6"]
+    assert invoke("neardup", "index", "create", ix, *create).returncode == 0
+    assert invoke("neardup", "index", "add", ix, d1).returncode == 0
+    clusters, report = os.path.join(d, "c.jsonl"), os.path.join(d, "r.html")
+    r = invoke("neardup", "dedup", d2, "-o", os.path.join(d, "k.jsonl"), "--against", ix,
+               "--clusters", clusters, "--report", report, "-q", text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return d, d2, clusters, report
+
+
+@pytest.mark.parametrize("sketches", [True, False])
+def test_report_lists_documents_dropped_against_the_index(tmp_path, sketches):
+    d, d2, clusters, report = _against_run(sketches)
+    with neardup.Index.open(os.path.join(d, "ix")) as ix:
+        a = neardup.dedup(d2, against=ix).against
+    ids = [json.loads(x)["id"] for x in open(d2, encoding="utf-8")]
+    found = np.flatnonzero(a.found).tolist()
+    assert len(found) > 20
+    want = {
+        (ids[i], a.id[i], int(a.distance[i]), round(float(a.jaccard[i]), 3) if sketches else None)
+        for i in found
+    }
+    page = open(report, encoding="utf-8").read()
+    section = page[page.index('<table class="grid" id="index-matches">') :]
+    section = section[: section.index("</table>")]
+    rows = {(html.unescape(m), html.unescape(e), int(b), float(j) if j else None)
+            for m, e, b, j in _ROW.findall(section)}  # fmt: skip
+    assert rows == want  # each dropped document, the entry it matched, bits, estimated Jaccard
+    assert ("<th>estimated Jaccard</th>" in section) == sketches
+    assert f"<th>dropped as seen in the index</th><td>{len(found):,} in " in page
+    how = "estimated from the index&#x27;s sketches" if sketches else "not Jaccard-verified"
+    assert how in page
+    # the search finds them: one entry per index entry, marked as such
+    search = [c for c in json.loads(_INDEX_JSON.search(page).group(1)) if c.get("x")]
+    assert sorted(
+        (m, c["k"], c["d"][k]) for c in search for k, m in enumerate(c["m"]) if k
+    ) == sorted((m, e, b) for m, e, b, _ in want)
+    # neardup report from the clusters file shows the same documents and search
+    out = tmp_path / "r.html"
+    r = invoke("neardup", "report", "--clusters", clusters, d2, "-o", str(out), text=True)
+    assert r.returncode == 0, r.stderr
+    again = out.read_text(encoding="utf-8")
+    assert section in again
+    assert json.loads(_INDEX_JSON.search(again).group(1)) == json.loads(
+        _INDEX_JSON.search(page).group(1)
+    )
+    assert f"<th>dropped as seen in the index</th><td>{len(found):,}: " in again
+
+
+def test_index_table_is_cut_but_searchable(tmp_path, monkeypatch):
+    from neardup import config
+
+    _, d2, clusters, _ = _against_run(True)
+    monkeypatch.setattr(config, "REPORT_INDEX_ROWS", 5)
+    out = tmp_path / "r.html"
+    assert invoke("neardup", "report", "--clusters", clusters, d2, "-o", str(out)).returncode == 0
+    page = out.read_text(encoding="utf-8")
+    section = page[page.index('id="index-matches"') :]
+    assert len(_ROW.findall(section[: section.index("</table>")])) == 5
+    assert re.search(r"First 5 of [\d,]+ shown; the search finds them all", page)
+
+
+@needs_chromium
+def test_index_drops_render_and_are_found_in_chromium(tmp_path):
+    d, d2, clusters, report = _against_run(True)
+    rows = [json.loads(x) for x in open(clusters, encoding="utf-8")]
+    row = next(r for r in rows if r.get("index") and r["distances"][1] > 0)
+    doc, entry = row["members"][1], row["kept"]
+    url = f"file://{os.path.abspath(report)}#q={doc}"
+    shot = tmp_path / "against.png"
+    r = _chromium(url, f"--screenshot={shot}", "--window-size=1280,2000")
+    assert _console(r.stderr) == [], r.stderr
+    assert shot.exists() and len(shot.read_bytes()) > 50_000, r.stderr
+    dom = _chromium(url, "--dump-dom")
+    assert _console(dom.stderr) == [], dom.stderr
+    # the search ran: the document is listed as dropped for the index entry, with its figures
+    found = re.search(
+        rf"<tr><td><code>{doc}</code></td><td>(dropped as seen in the index[^<]*)</td><td>"
+        rf"<code>{entry}</code> \(index\)</td>",
+        dom.stdout,
+    )
+    assert found, dom.stdout[:3000]
+    assert found.group(1) == (
+        f"dropped as seen in the index, {row['distances'][1]} bits from the entry, "
+        f"estimated Jaccard {row['jaccards'][1]:.3f}"
+    )
+    assert 'id="index-matches"' in dom.stdout

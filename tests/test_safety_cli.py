@@ -67,6 +67,8 @@ def _one_line_error(r, code: int = 2) -> str:
         ["neardup", "dedup", "{in}", "-o", "{d}/sub"],
         ["neardup", "dedup", "{in}", "-o", "{d}/kept.jsonl", "--report", "{in}"],
         ["neardup", "dedup", "{in}", "-o", "{d}/kept.jsonl", "--report", "{d}/kept.jsonl"],
+        ["neardup", "dedup", "{in}", "-o", "{d}/kept.jsonl", "--report", "{d}/sub"],
+        ["neardup", "dedup", "{in}", "-o", "{d}/kept.jsonl", "--report", "{d}/no/r.html"],
         ["neardup", "dedup", "{d}/docs", "-o", "{d}/kept.jsonl", "--clusters", "{d}/docs/a.jsonl"],
         ["neardup", "index", "query", "{d}/ix", "{d}/docs", "-o", "{d}/docs/a.jsonl"],
         ["neardup", "find-all", "{d}/fpsdir", "-o", "{d}/fpsdir/f.txt"],
@@ -158,6 +160,57 @@ def test_all_outputs_appear_together_and_keep_their_permissions(tmp_path):
     os.chmod(out, 0o600)
     assert invoke("simhash-find-all", "-i", str(fps), "-o", str(out), "-d", "1").returncode == 0
     assert out.read_text() == "[1, 3]\n" and stat.S_IMODE(os.stat(out).st_mode) == 0o600
+
+
+def test_a_failure_writing_the_report_leaves_no_output_and_no_index_change(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import neardup.pipeline.report_html as report_html
+
+    src = _corpus(tmp_path)
+    (tmp_path / "kept.jsonl").write_text("OLD\n")
+    ix = tmp_path / "ix"
+    Index.create(ix, distance=6).close()
+    before = _snapshot(tmp_path)
+
+    def full_disk(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(report_html, "render", full_disk)
+    r = invoke(
+        "neardup", "dedup", str(src), "-o", str(tmp_path / "kept.jsonl"), "-q",
+        "--clusters", str(tmp_path / "c.jsonl"), "--drop-list", str(tmp_path / "drop.txt"),
+        "--json-summary", str(tmp_path / "s.json"), "--report", str(tmp_path / "r.html"),
+        "--against", str(ix), "--update", text=True,
+    )  # fmt: skip
+    assert "No space left on device" in _one_line_error(r)
+    # no output replaced or added, no temporary file left, nothing added to the index
+    assert _snapshot(tmp_path) == before
+    with Index.open(ix) as opened:
+        assert len(opened) == 0 and opened.generation == 0
+
+
+def test_a_failure_saving_the_dataset_leaves_no_output(tmp_path, monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    datasets.Dataset.from_dict(
+        {"id": [r["id"] for r in DOCS], "text": [r["text"] for r in DOCS]}
+    ).save_to_disk(str(tmp_path / "ds"))
+    (tmp_path / "c.jsonl").write_text("OLD\n")
+    before = _snapshot(tmp_path)
+
+    def half_written(self, path, *a, **k):
+        with open(os.path.join(path, "data-00000-of-00001.arrow"), "wb") as f:
+            f.write(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(datasets.Dataset, "save_to_disk", half_written)
+    r = invoke(
+        "neardup", "dedup", str(tmp_path / "ds"), "-o", str(tmp_path / "kept"), "-q",
+        "--clusters", str(tmp_path / "c.jsonl"), "--drop-list", str(tmp_path / "drop.txt"),
+        "--json-summary", str(tmp_path / "s.json"), "--report", str(tmp_path / "r.html"),
+        text=True,
+    )  # fmt: skip
+    assert "No space left on device" in _one_line_error(r)
+    assert _snapshot(tmp_path) == before
 
 
 def test_update_checks_ids_against_the_index_before_writing_anything(tmp_path):
@@ -317,3 +370,15 @@ def test_ids_are_written_as_standard_json(tmp_path):
                text=True)  # fmt: skip
     assert r.returncode == 0 and f"{src}:1: id field 'id' is nan" in r.stderr
     assert [json.loads(x)["id"] for x in (tmp_path / "o.jsonl").read_text().splitlines()] == [2]
+
+
+def test_commands_in_process_put_the_sigterm_handler_back(tmp_path):
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    src = _corpus(tmp_path)
+    assert (
+        invoke("neardup", "dedup", str(src), "-o", str(tmp_path / "k.jsonl"), "-q").returncode == 0
+    )
+    assert invoke("neardup", "dedup", "/nonexistent.jsonl", "-o", "-").returncode == 2
+    assert signal.getsignal(signal.SIGTERM) is before

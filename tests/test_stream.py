@@ -252,3 +252,146 @@ def test_commands_give_the_same_outputs_with_the_block_kernel(tmp_path):
     assert {"answers.jsonl", "c.jsonl", "c2.jsonl", "fp.jsonl", "kept.jsonl"} <= set(outputs[1])
     assert "in.jsonl:11: field 'text' is a number" in outputs[1]["strict"][1][-1]
     assert any("in.jsonl:391: duplicate id 'd0'" in ln for ln in outputs[1]["dedup"][1])
+
+
+_PQ_TEXTS = ["the quick brown fox", "Straße ﬁne ΣΊΣΥΦΟΣ", "", "日本語のテキスト", "a\nb"]
+
+
+@st.composite
+def _parquet_table(draw):
+    n = draw(st.integers(0, 30))
+    kind = draw(st.sampled_from(["string", "large_string", "binary"]))
+    bad_rows = draw(st.booleans())
+    texts: list = [draw(st.sampled_from(_PQ_TEXTS)) + f" {i % 7}" for i in range(n)]
+    if bad_rows and n:
+        for i in draw(st.lists(st.integers(0, n - 1), max_size=3)):
+            texts[i] = None if kind != "binary" or i % 2 else b"caf\xe9"
+    if kind == "binary":
+        texts = [t.encode() if isinstance(t, str) else t for t in texts]
+    id_kind = draw(st.sampled_from(["absent", "int", "str", "float"]))
+    ids = {
+        "absent": None,
+        "int": [i % 25 for i in range(n)],
+        "str": [f"d{i % 25}" for i in range(n)],
+        "float": [float("nan") if bad_rows and i == n // 2 else i + 0.5 for i in range(n)],
+    }[id_kind]
+    return kind, texts, ids
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    table=_parquet_table(),
+    block=st.integers(1024, 20_000),
+    threads=st.integers(1, 3),
+    keys=st.booleans(),
+)
+def test_parquet_batches_read_as_the_python_reader(tmp_path_factory, table, block, threads, keys):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from neardup.io import blocks
+
+    kind, texts, ids = table
+    columns = {"text": pa.array(texts, type=getattr(pa, kind)())}
+    if ids is not None:
+        columns["id"] = pa.array(ids)
+    path = str(tmp_path_factory.mktemp("pq") / "in.parquet")
+    pq.write_table(pa.table(columns), path)
+    config.READ_BLOCK_BYTES = config.READ_BLOCK_MIN_BYTES = block  # batches of block // 1024 rows
+    slow_rows = []
+    real = blocks.parquet_records
+
+    def counted(*a, **k):
+        slow_rows.append(len(a[2]))
+        return real(*a, **k)
+
+    results = []
+    for kernel in (False, True):
+        config.READ_KERNEL_FROM = 0 if kernel else 1 << 40
+        bad: list[InputError] = []
+        spool = _Spool() if keys else None
+        blocks.parquet_records = counted
+        try:
+            scan = scan_files(
+                [path], fingerprinter=FP, threads=threads, on_bad=bad.append, spool=spool
+            )
+        finally:
+            blocks.parquet_records = real
+        parts = [(o.tolist(), k.tolist()) for o, k in spool.parts] if keys else None
+        results.append(
+            (
+                [str(e) for e in bad],
+                scan.ids,
+                [type(i) for i in scan.ids],
+                scan.record.tolist(),
+                scan.lengths.tolist(),
+                scan.fingerprints.tolist(),
+                [k for _, ks in parts for k in ks] if keys else None,
+            )
+        )
+    assert results[0] == results[1]
+    clean = all(isinstance(t, str) or (isinstance(t, bytes) and t != b"caf\xe9") for t in texts)
+    if clean and ids is not None and not any(isinstance(v, float) and v != v for v in ids):
+        assert not slow_rows  # every batch was read as stored
+    if clean and ids is None:  # every row a document
+        want = [t.decode() if isinstance(t, bytes) else t for t in texts]
+        assert results[1][5] == FP.fingerprint_many(want).tolist()
+
+
+class _Spool:
+    def __init__(self):
+        self.parts: list = []
+
+    def append(self, offsets, k):
+        self.parts.append((offsets, k))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    chunks=st.lists(
+        st.lists(st.one_of(st.sampled_from(_PQ_TEXTS), st.none()), max_size=12), max_size=4
+    ),
+    large=st.booleans(),
+    keys=st.booleans(),
+    threads=st.integers(1, 2),
+)
+def test_arrow_texts_fingerprint_as_their_python_values(chunks, large, keys, threads):
+    pa = pytest.importorskip("pyarrow")
+    from neardup.io.blocks import ArrowTexts
+    from neardup.pipeline import scan as scan_module
+    from neardup.pipeline.scan import fingerprint_texts
+
+    kind = pa.large_string() if large else pa.string()
+    column = pa.chunked_array([pa.array(c, type=kind) for c in chunks], type=kind)
+    values = column.to_pylist()
+    results = []
+    as_stored = []
+    real = scan_module.arrow_utf8
+
+    def counted(chunk):
+        got = real(chunk)
+        as_stored.append(got is not None)
+        return got
+
+    for texts in (values, ArrowTexts(column.chunks)):
+        bad: list[InputError] = []
+        spool = _Spool() if keys else None
+        scan_module.arrow_utf8 = counted
+        try:
+            fps, lens, pos, skipped = fingerprint_texts(texts, FP, threads, bad.append, spool)
+        finally:
+            scan_module.arrow_utf8 = real
+        got_keys = [k.tolist() for _, k in spool.parts] if keys else []
+        flat = [k for part in got_keys for k in part]
+        results.append(
+            (fps.tolist(), lens.tolist(), pos.tolist(), skipped, [str(e) for e in bad], flat)
+        )
+    assert results[0] == results[1]
+    assert as_stored == [len(c) > 0 and None not in c for c in chunks]  # chunks without nulls
+    good = [t for t in values if t is not None]
+    assert results[1][0] == FP.fingerprint_many(good).tolist()
+    assert results[1][2] == [i for i, t in enumerate(values) if t is not None]
+    if any(t is None for t in values):
+        with pytest.raises(ValueError, match="text is missing"):
+            fingerprint_texts(ArrowTexts(column.chunks), FP, threads, None)

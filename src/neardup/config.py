@@ -164,6 +164,10 @@ REPORT_MAX_CLUSTERS = 50_000
 #: Rows of the report's "largest clusters" table.
 REPORT_LARGEST = 20
 
+#: Rows of the report's table of documents dropped as seen in an index (``--against``; the
+#: search covers them all).
+REPORT_INDEX_ROWS = 200
+
 # -- service and Redis backend ---------------------------------------------------------------------
 
 #: ``neardup serve``: most fingerprints or texts in one request (a larger batch gets a 413).

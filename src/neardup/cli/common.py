@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
@@ -16,6 +19,42 @@ from neardup.errors import InputError, OutOfMemory
 EXIT_USAGE = 2
 #: Exit status when memory runs out (as for other errors that are not the input's fault: 1).
 EXIT_MEMORY = 1
+#: Exit status after Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+#: Exit status after SIGTERM (128 + SIGTERM, as shells report it).
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived (``kill PID``, a scheduler stopping the job). Raised in the main thread
+    by :func:`run`'s handler and unwinds like Ctrl-C: staged outputs and temporary files are
+    removed on the way out. A ``BaseException``, so ``except Exception`` never swallows it."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    # further SIGTERMs are ignored while the first one unwinds, so the clean-up it runs
+    # (removing temporary files, rolling back a commit) is not cut short; SIGKILL still ends it
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """Inside the block, SIGTERM raises :class:`Terminated` in the main thread (elsewhere, or
+    where a handler cannot be set, nothing changes); the previous handler is put back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):  # pragma: no cover - no signals here (an embedded interpreter)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
 
 T = TypeVar("T")
 
@@ -44,16 +83,22 @@ def run(command: click.Command, prog: str, argv: list[str] | None = None) -> Non
 
     Usage errors, bad option values, bad input data, unreadable files and damaged indexes never
     show a traceback; running out of memory is one line (exit status 1) saying what was held.
+    Ctrl-C and SIGTERM end the command as an error does, without a traceback (exit status 130
+    and 143): staged outputs and temporary files are removed, the previous files left as they
+    were.
     """
     try:
-        rv = command.main(args=argv, prog_name=prog, standalone_mode=False)
+        with sigterm_unwinds():
+            rv = command.main(args=argv, prog_name=prog, standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as e:
         click.echo(e.ctx.get_help() if e.ctx else str(e), err=True)
         sys.exit(EXIT_USAGE)
     except click.UsageError as e:
         fail(prog, e.format_message().replace("\n", " "))
     except click.Abort:
-        fail(prog, "aborted", 130)
+        fail(prog, "aborted", EXIT_INTERRUPTED)
+    except Terminated:
+        fail(prog, "terminated", EXIT_TERMINATED)
     except InputError as e:
         fail(prog, str(e))
     except MissingDependency as e:
@@ -72,7 +117,7 @@ def run(command: click.Command, prog: str, argv: list[str] | None = None) -> Non
             EXIT_MEMORY,
         )
     except KeyboardInterrupt:
-        fail(prog, "interrupted", 130)
+        fail(prog, "interrupted", EXIT_INTERRUPTED)
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 from typing import Any
 
 import click
@@ -24,17 +22,13 @@ from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD,
 from neardup.core.verify import distance_for_threshold
 from neardup.errors import InputError
 from neardup.io.files import input_size, metered
-from neardup.io.hf import is_saved_dataset, load_saved_dataset, save_dataset
+from neardup.io.hf import is_saved_dataset, load_saved_dataset
 from neardup.io.sources import InputPath, expand_inputs
-from neardup.io.writers import OutputSet, atomic_output
+from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import compile_ahead
 from neardup.pipeline.stream import reads_in_blocks
 
 PROG = "neardup dedup"
-
-
-def _tree_size(path: str) -> int:
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(path) for f in names)
 
 
 def _summary_lines(s: dict[str, Any]) -> list[str]:
@@ -224,8 +218,9 @@ def dedup(
     The input is streamed twice (fingerprints, then copying); outputs appear only when
     complete.
     """
+    from neardup.pipeline.extra import DatasetOutput
     from neardup.pipeline.job import dedup as run_dedup
-    from neardup.pipeline.report import write_result_report
+    from neardup.pipeline.report import ReportOutput
     from neardup.pipeline.write import register_outputs
 
     fingerprinter = make_fingerprinter(preset, window)
@@ -255,18 +250,33 @@ def dedup(
     else:
         files = expand_inputs([InputPath(p) for p in inputs], in_format)
         total = sum(input_size(f.path) for f in files)
-    # every output is checked before any work: the job's own (kept documents, clusters, drop
-    # list, summary) are then committed together at its end; the report and a saved dataset
-    # are written after them
+    extras: list[Any] = []
+    if dataset is not None:  # written before the report, whose summary has its sizes
+        extras.append(DatasetOutput(output, dataset, inputs[0]))
+    if report_path is not None:
+        settings = {"inputs": " ".join(inputs), "distance": search_distance, "keep": keep,
+                    "preset": preset, "window": window or "preset's"}  # fmt: skip
+        if not no_verify:
+            settings["threshold"] = threshold
+        extras.append(
+            ReportOutput(
+                report_path,
+                dataset if dataset is not None else [InputPath(p) for p in inputs],
+                text_field=text_field,
+                id_field=id_field or None,
+                settings=settings,
+            )  # fmt: skip
+        )
+    # every output is checked before any work (and again by the job, which stages them all,
+    # the report and a saved dataset included, and commits them together at its end)
     with OutputSet(inputs, protect=[against] if against else []) as check:
         if dataset is None:
             check.add_inputs(f.path for f in files)
             register_outputs(check, files, output, clusters_path, drop_list, json_summary)
         else:
-            check.directory(output, "the output dataset")
             register_outputs(check, [], None, clusters_path, drop_list, json_summary)
-        if report_path is not None:
-            check.file(report_path, "--report")
+        for extra in extras:
+            extra.register(check)
     bar = Progress(PROG, progress_mode, quiet)
     started: dict[str, int] = {}
 
@@ -314,7 +324,7 @@ def dedup(
             output=output if dataset is None else None,
             clusters=clusters_path,
             drop_list=drop_list,
-            json_summary=json_summary if dataset is None else None,
+            json_summary=json_summary,
             skip_bad=skip_bad,
             on_bad=on_bad,
             threads=threads,
@@ -323,29 +333,10 @@ def dedup(
             against=against,
             update=update,
             client=client,
+            extra_outputs=extras,
         )
 
-        if dataset is not None:
-            result.bytes_in = _tree_size(inputs[0])
-            result.bytes_out = save_dataset(result.filter(dataset), output)
-        if report_path is not None:
-            settings = {"inputs": " ".join(inputs), "distance": search_distance, "keep": keep,
-                        "preset": preset, "window": window or "preset's"}  # fmt: skip
-            if not no_verify:
-                settings["threshold"] = threshold
-            write_result_report(
-                report_path,
-                result,
-                dataset if dataset is not None else [InputPath(p) for p in inputs],
-                text_field=text_field,
-                id_field=id_field or None,
-                settings=settings,
-            )
-
     summary = result.summary()
-    if json_summary is not None and dataset is not None:  # with the dataset's sizes
-        with atomic_output(json_summary, "w") as f:
-            f.write(json.dumps(summary) + "\n")
     if not quiet:
         for line in _summary_lines(summary):
             click.echo(f"{PROG}: {line}", err=True)

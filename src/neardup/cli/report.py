@@ -21,6 +21,7 @@ from neardup.pipeline.report import (
     read_clusters,
     report_ids,
     sample_clusters,
+    split_index_rows,
     summary_from_clusters,
     texts_from_records,
     write_report,
@@ -99,14 +100,15 @@ def report(
 ) -> None:
     """Write an HTML report of a dedup run: summary, histograms of cluster sizes and of the
     distance (bits, and Jaccard when recorded) of dropped documents to their kept ones, the
-    largest clusters, kept and dropped texts side by side for a sample of clusters, and a
+    largest clusters, kept and dropped texts side by side for a sample of clusters, the
+    documents dropped as seen in an index (dedup --against) with the entry each matched, and a
     search by id.
 
     INPUT is what the dedup read (same --text-field/--id-field), read once more to count the
     documents and fetch the sampled texts; the page needs nothing else to open.
     """
     in_format, text_field = resolve_input(in_format, lines, field, column)
-    clusters = read_clusters(clusters_path)
+    clusters, index_rows = split_index_rows(read_clusters(clusters_path))
     chosen = sample_clusters(clusters, config.REPORT_SAMPLE if sample is None else sample, seed)
     wanted = report_ids(clusters, chosen)
     if len(inputs) == 1 and is_saved_dataset(inputs[0]):
@@ -140,9 +142,12 @@ def report(
             "(check --text-field/--id-field)",
             err=True,
         )
-    summary = summary_from_clusters(clusters, documents)
+    summary = summary_from_clusters(clusters, documents, index_rows)
     settings = {"clusters file": os.path.basename(clusters_path)}
-    written = write_report(output, summary, clusters, texts, chosen, settings=settings, title=title)
+    written = write_report(
+        output, summary, clusters, texts, chosen, settings=settings, title=title,
+        index_rows=index_rows,
+    )  # fmt: skip
     if not quiet:
         click.echo(
             f"{PROG}: wrote {output} ({size(written)}): {plural(len(clusters), 'cluster')} "

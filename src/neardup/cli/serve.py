@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import click
 
@@ -66,6 +67,9 @@ def serve(
     """
     from neardup.server import run_server
 
+    # uvicorn shuts down gracefully on SIGTERM itself and then raises it again: let that end
+    # the process as before, not as an error of this command
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     run_server(
         index,
         host=host,

@@ -68,6 +68,10 @@ class RedisIndex(RedisWriter, IndexBase):
     Raises :class:`IndexUnavailableError` (a ``ConnectionError``) when Redis cannot be reached.
     """
 
+    #: Words of the MinHash sketch kept per entry: None, the Redis backend keeps no sketches
+    #: (dedup against it is by fingerprint distance, not Jaccard-verified).
+    sketch_words: int | None = None
+
     def __init__(self, url: str, mode: str = "r") -> None:
         if mode not in ("r", "w"):
             raise ValueError(f"mode must be 'r' or 'w' (got {mode!r})")
@@ -200,6 +204,24 @@ class RedisIndex(RedisWriter, IndexBase):
         except ValueError:
             return False
         return bool(self._lookup(ids)[0][0])
+
+    def contains(self, ids: Sequence[int] | Sequence[str] | np.ndarray) -> np.ndarray:
+        """As :meth:`neardup.Index.contains`: a bool per id, whether an entry has it (one
+        HMGET per entry shard, pipelined).
+
+        Raises
+        ------
+        neardup.errors.IdError
+            For ids that are not all int64 or all str, or of the other kind than the index's
+            (where ``in`` says False).
+        """
+        if self._closed:
+            raise ValueError(f"index {self.path} is closed; open it again with Index.open")
+        self.refresh()  # the id kind may have been fixed by another process's first add
+        conv = convert_ids(ids, None, self.id_type)
+        if self.id_type is None:
+            return np.zeros(len(conv.keys), dtype=bool)
+        return self._lookup(conv)[0]
 
     def info(self) -> dict[str, Any]:
         """Layout, size and generation."""

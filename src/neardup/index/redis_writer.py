@@ -126,8 +126,11 @@ class RedisWriter:
         self,
         fingerprints: Sequence[int] | np.ndarray,
         ids: Sequence[int] | Sequence[str] | np.ndarray | None = None,
+        *,
+        sketches: Any = None,
     ) -> None:
-        """As :meth:`neardup.Index.add`; durable once it returns (with Redis's
+        """As :meth:`neardup.Index.add` (``sketches`` must be None: the Redis backend keeps
+        none, so ``fingerprints`` are required); durable once it returns (with Redis's
         ``appendfsync always``). Raises :class:`IndexUnavailableError` if Redis fails midway:
         the add is then not acknowledged; it may be partly visible (entries are written shard
         by shard), and ``neardup serve``'s ``/add`` retried with the same ids completes it.
@@ -135,6 +138,10 @@ class RedisWriter:
         A large batch is one bulk write: per table its records are grouped by bucket and many
         buckets go in one script call, pipelined in rounds of ``config.REDIS_WRITE_BYTES``
         (prefer a few large adds to many small ones when loading)."""
+        if sketches is not None or fingerprints is None:
+            raise ValueError(
+                f"index {self.path}: the Redis backend keeps no sketches; add fingerprints"
+            )
         fp = as_fingerprints(fingerprints, "fingerprints")
         with self.lock():
             if ids is None:

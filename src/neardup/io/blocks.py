@@ -14,32 +14,40 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, NamedTuple
 
 import numpy as np
 
 from neardup import config
+from neardup._optional import require
 from neardup.errors import InputError
 from neardup.io import _id_kernels as H
+from neardup.io import _kept_kernels as C
 from neardup.io import _line_kernels as K
 from neardup.io.readers import (
     DEFAULT_ID_FIELD,
     Record,
     _name,
     _open_binary,
+    check_id,
     jsonl_record,
     line_record,
+    parquet_records,
 )
 
 __all__ = [
+    "ArrowTexts",
     "DocBlock",
+    "arrow_block",
+    "arrow_utf8",
     "IdTable",
     "LineFormat",
     "hash_ids",
     "id_key",
     "iter_blocks",
+    "kept_lines",
     "line_format",
     "parse_block",
     "read_blocks",
@@ -47,6 +55,7 @@ __all__ = [
 ]
 
 _U8 = np.dtype(np.uint8)
+_EMPTY = np.zeros(0, dtype=np.uint8)
 
 
 class LineFormat(NamedTuple):
@@ -132,6 +141,35 @@ def iter_blocks(f: IO[bytes], size: int, limit: int | None = None) -> Iterator[t
         if held > limit:
             pieces, held = [], 0
             skipping = True
+
+
+def kept_lines(
+    block: bytes, first: int, numbers: np.ndarray, i: int, kernel: bool = True
+) -> tuple[Any, int]:
+    """The lines of ``block`` (whole lines numbered from ``first``; the last may lack its
+    newline) whose numbers are among ``numbers[i:]`` (ascending int64), each ending in a
+    newline, and how many.
+
+    With ``kernel`` the lines are gathered by a GIL-free numba kernel into a uint8 array (blocks
+    of one input can be gathered on several threads); without, joined as bytes in Python (no
+    kernel to load or compile, for small inputs).
+    """
+    buf = np.frombuffer(block, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 10)
+    if len(buf) and buf[-1] != 10:
+        ends = np.append(ends, len(buf))
+    stop = i + int(np.searchsorted(numbers[i:], first + len(ends)))
+    if stop == i:
+        return b"", 0
+    if kernel:
+        out = np.empty(len(buf) + 1, dtype=np.uint8)
+        o, n = C._gather_lines(buf, ends, first, numbers, i, out)
+        return out[:o], n
+    k = numbers[i:stop] - first
+    starts = np.zeros(len(ends), dtype=np.int64)
+    starts[1:] = ends[:-1] + 1
+    chunks = [block[a:b] for a, b in zip(starts[k].tolist(), ends[k].tolist(), strict=True)]
+    return b"\n".join(chunks) + b"\n", stop - i
 
 
 def read_blocks(path: str | os.PathLike, size: int) -> Iterator[tuple[int, Any]]:
@@ -305,6 +343,92 @@ def record_block(records: list[Record], bad: list[InputError], bad_at: list[int]
         bad=bad,
         bad_at=bad_at,
         texts=[r.text for r in records],
+    )
+
+
+class ArrowTexts:
+    """Texts held in Arrow string arrays (a Hugging Face dataset's column, a pyarrow table's),
+    read a chunk at a time: iterating gives the values as Python objects; ``chunks`` gives the
+    arrays, for :func:`arrow_utf8` to read as stored."""
+
+    def __init__(self, chunks: Iterable[Any]) -> None:
+        self.chunks = chunks
+
+    def __iter__(self) -> Iterator[Any]:
+        for chunk in self.chunks:
+            yield from chunk.to_pylist()
+
+
+def arrow_utf8(
+    array: Any, binary: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(data, offsets, lengths)`` of a pyarrow string array read as stored: its UTF-8 in one
+    writable uint8 buffer (value ``i`` at ``data[offsets[i]:offsets[i + 1]]``, int64 offsets)
+    and each value's length in code points; None when it holds a null, is empty, is not a
+    string array (with ``binary``, binary arrays too) or is not valid UTF-8."""
+    pa = require("pyarrow", feature="Arrow input")
+    kinds = [pa.types.is_string, pa.types.is_large_string]
+    if binary:
+        kinds += [pa.types.is_binary, pa.types.is_large_binary]
+    if not len(array) or array.null_count or not any(k(array.type) for k in kinds):
+        return None
+    try:
+        text = array.cast(pa.large_string())  # binary: checked to be UTF-8 here
+        text.validate(full=True)
+    except pa.ArrowException:
+        return None
+    pc = require("pyarrow.compute", feature="Arrow input")
+    n = len(text)
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[text.offset : text.offset + n + 1]
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(text.buffers()[2], dtype=np.uint8)[lo:hi].copy() if hi > lo else None
+    lengths = pc.utf8_length(text).to_numpy(zero_copy_only=False).astype(np.int64)
+    return (_EMPTY.copy() if data is None else data), offsets - lo, lengths
+
+
+def arrow_block(path: str | os.PathLike, first: int, texts: Any, ids: Any, column: str) -> DocBlock:
+    """The documents of one batch of the Parquet file ``path``
+    (:func:`~neardup.io.readers.parquet_batches`: rows numbered from ``first``), as
+    :func:`~neardup.io.readers.read_parquet` reads them; bad rows are returned, not raised.
+
+    A text column without nulls whose values are valid UTF-8 is taken as it is stored
+    (:func:`arrow_utf8`: no ``str`` made per row; pyarrow releases the GIL), so batches are read
+    on every thread; any other batch is read row by row in Python, with the Python reader's
+    errors.
+    """
+    source = _name(path)
+    utf8 = arrow_utf8(texts, binary=True)
+    id_values: list[Any] | None = None
+    if utf8 is not None:
+        n = len(texts)
+        if ids is None:
+            id_values = [f"{source}:{row}" for row in range(first, first + n)]
+        else:
+            try:
+                id_values = [check_id(v, source, r) for r, v in enumerate(ids.to_pylist(), first)]
+            except (InputError, ValueError, TypeError, require("pyarrow").ArrowException):
+                id_values = None  # read row by row: the bad ids named, in order
+    if utf8 is None or id_values is None:
+        records: list[Record] = []
+        bad: list[InputError] = []
+        bad_at: list[int] = []
+
+        def on_bad(err: InputError) -> None:
+            bad.append(err)
+            bad_at.append(len(records))
+
+        records.extend(parquet_records(source, first, texts, ids, column, on_bad))
+        return record_block(records, bad, bad_at)
+    data, offsets, lengths = utf8
+    return DocBlock(
+        numbers=np.arange(first, first + len(lengths), dtype=np.int64),
+        ids=id_values,
+        id_hashes=None,
+        lengths=lengths,
+        bad=[],
+        bad_at=[],
+        data=data,
+        offsets=offsets,
     )
 
 

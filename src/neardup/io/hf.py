@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +17,8 @@ import numpy as np
 from neardup import config
 from neardup._optional import require
 from neardup.errors import InputError
+from neardup.io.blocks import ArrowTexts
+from neardup.io.writers import OutputSet
 
 __all__ = [
     "dataset_texts_and_ids",
@@ -54,17 +54,18 @@ def _check_column(name: str | None, ds: Any, column: str) -> None:
         )
 
 
-def _texts(parts: list[tuple[str | None, Any]], column: str) -> Iterator[Any]:
+def _chunks(parts: list[tuple[str | None, Any]], column: str) -> Iterator[Any]:
     for _, ds in parts:
         table_batches = ds.select_columns([column]).with_format("arrow")
         for batch in table_batches.iter(batch_size=config.BATCH_DOCS):
-            yield from batch.column(0).to_pylist()
+            yield from batch.column(0).chunks
 
 
 def dataset_texts_and_ids(
     data: Any, text_field: str, id_field: str | None
 ) -> tuple[Iterator[Any], list[Any] | None]:
-    """Texts (streamed in Arrow batches, never all at once) and ids of a Dataset or DatasetDict.
+    """Texts (:class:`~neardup.io.blocks.ArrowTexts`, streamed in Arrow batches, never all at
+    once) and ids of a Dataset or DatasetDict.
 
     Ids are the ``id_field`` column when every split has it, else None (positions, counted
     across the splits in order).
@@ -77,7 +78,7 @@ def dataset_texts_and_ids(
         ids = []
         for _, ds in parts:
             ids += ds.select_columns([id_field]).with_format("arrow")[id_field].to_pylist()
-    return _texts(parts, text_field), ids
+    return ArrowTexts(_chunks(parts, text_field)), ids
 
 
 def select_rows(data: Any, keep: np.ndarray) -> Any:
@@ -120,16 +121,22 @@ def load_saved_dataset(path: str | os.PathLike) -> Any:
         raise InputError(os.fspath(path), None, f"cannot load the saved dataset: {e}") from None
 
 
-def save_dataset(data: Any, path: str | os.PathLike) -> int:
+def save_dataset(data: Any, path: str | os.PathLike, *, outputs: OutputSet | None = None) -> int:
     """Save ``data`` with ``save_to_disk`` under a temporary name beside ``path``, renamed to
-    ``path`` when complete; an existing non-empty ``path`` is refused. Returns bytes written."""
-    target = os.path.abspath(os.fspath(path))
-    if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
-        raise InputError(os.fspath(path), None, "output exists and is not empty; remove it first")
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", dir=os.path.dirname(target))
+    ``path`` when complete; an existing non-empty ``path`` is refused. Returns bytes written.
+
+    With ``outputs`` (where ``path`` is registered as a directory, see
+    :meth:`OutputSet.directory`) the dataset is staged there and appears when the caller
+    commits, together with the run's other outputs."""
+    if outputs is None:
+        with OutputSet() as own:
+            own.directory(path, "the output dataset")
+            size = save_dataset(data, path, outputs=own)
+            own.commit()
+        return size
     dlog = require("datasets", "hf", "writing a Hugging Face dataset").utils.logging
     was_enabled = dlog.is_progress_bar_enabled()
-    try:
+    with outputs.open_directory(outputs.get(path)) as tmp:
         if was_enabled:  # the command's own --progress policy applies, not datasets' bars
             dlog.disable_progress_bar()
         try:
@@ -137,13 +144,6 @@ def save_dataset(data: Any, path: str | os.PathLike) -> int:
         finally:
             if was_enabled:
                 dlog.enable_progress_bar()
-        size = sum(
+        return sum(
             os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(tmp) for f in names
         )
-        if os.path.isdir(target):
-            os.rmdir(target)  # empty, checked above
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return size

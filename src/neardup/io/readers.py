@@ -35,6 +35,8 @@ __all__ = [
     "jsonl_record",
     "line_record",
     "open_parquet",
+    "parquet_batches",
+    "parquet_records",
     "parse_json_line",
     "read_documents",
     "read_jsonl",
@@ -324,6 +326,20 @@ def read_parquet(
     """Rows of a Parquet file, streamed in record batches; the document is the string column
     ``column``, the id the column ``id_column`` (the default ``"id"`` when the file has it, else
     ``"file:row"``; any other ``id_column`` must exist)."""
+    source = _name(path)
+    for first, texts, ids in parquet_batches(path, column, id_column, batch_size):
+        yield from parquet_records(source, first, texts, ids, column, on_bad)
+
+
+def parquet_batches(
+    path: str | os.PathLike,
+    column: str = "text",
+    id_column: str | None = "id",
+    batch_size: int = 8192,
+) -> Iterator[tuple[int, Any, Any]]:
+    """``(number of the first row (1-based), text column, id column or None)`` of each record
+    batch of a Parquet file, as pyarrow arrays, read as :func:`read_parquet` reads them (the
+    columns checked first; unreadable data an InputError naming the row)."""
     pa = require("pyarrow", feature="Parquet")
     source = _name(path)
     pf = open_parquet(path)
@@ -348,28 +364,44 @@ def read_parquet(
     while True:
         try:
             batch = next(batches, None)
-            if batch is None:
-                break
-            texts = batch.column(0).to_pylist()
-            ids = batch.column(1).to_pylist() if len(cols) == 2 else None
         except (pa.ArrowException, OSError, ValueError, TypeError) as e:
             raise InputError(
                 source, row + 1, f"unreadable Parquet data ({_arrow_message(e)})"
             ) from None
-        for k, text in enumerate(texts):
-            row += 1
-            try:
-                if text is None:
-                    raise InputError(source, row, f"column {column!r} is null in this row")
-                if isinstance(text, bytes):
-                    text = _decode(text, source, row, f"column {column!r} is ")
-                rid = check_id(ids[k], source, row) if ids is not None else f"{source}:{row}"
-            except InputError as e:
-                if on_bad is None:
-                    raise
-                on_bad(e)
-                continue
-            yield Record(source, row, rid, text)
+        if batch is None:
+            return
+        yield row + 1, batch.column(0), (batch.column(1) if len(cols) == 2 else None)
+        row += batch.num_rows
+
+
+def parquet_records(
+    source: str, first: int, texts: Any, ids: Any, column: str, on_bad: OnBad | None = None
+) -> Iterator[Record]:
+    """The :class:`Record` s of one batch of :func:`parquet_batches` (rows numbered from
+    ``first``), each value converted and checked in Python; a bad row raises, or goes to
+    ``on_bad`` and is skipped."""
+    pa = require("pyarrow", feature="Parquet")
+    try:
+        text_values = texts.to_pylist()
+        id_values = ids.to_pylist() if ids is not None else None
+    except (pa.ArrowException, OSError, ValueError, TypeError) as e:
+        raise InputError(source, first, f"unreadable Parquet data ({_arrow_message(e)})") from None
+    for k, text in enumerate(text_values):
+        row = first + k
+        try:
+            if text is None:
+                raise InputError(source, row, f"column {column!r} is null in this row")
+            if isinstance(text, bytes):
+                text = _decode(text, source, row, f"column {column!r} is ")
+            rid = (
+                check_id(id_values[k], source, row) if id_values is not None else f"{source}:{row}"
+            )
+        except InputError as e:
+            if on_bad is None:
+                raise
+            on_bad(e)
+            continue
+        yield Record(source, row, rid, text)
 
 
 def read_documents(

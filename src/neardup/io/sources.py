@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from neardup.errors import InputError
+from neardup.io.blocks import ArrowTexts
 from neardup.io.files import is_url, list_url
 from neardup.io.hf import dataset_texts_and_ids, is_dataset, is_saved_dataset
 from neardup.io.readers import DEFAULT_ID_FIELD, STDIN, detect_format
@@ -135,6 +136,11 @@ def _no_id_column(id_field: str | None, columns: Any) -> None:
         raise ValueError(f"no id column {id_field!r} (columns: {cols}); pass id_field=None")
 
 
+def _arrow_chunks(column: Any) -> list[Any]:
+    """The arrays of a pyarrow Array or ChunkedArray."""
+    return list(column.chunks) if hasattr(column, "chunks") else [column]
+
+
 def texts_and_ids(data: Any, text_field: str, id_field: str | None) -> tuple[Any, list | None]:
     """Texts (an iterable) and ids (or None: positions) of in-memory input.
 
@@ -149,11 +155,12 @@ def texts_and_ids(data: Any, text_field: str, id_field: str | None) -> tuple[Any
                 raise ValueError(
                     f"no column {text_field!r} (columns: {', '.join(data.column_names)})"
                 )
+            texts = ArrowTexts(_arrow_chunks(data.column(text_field)))
             if id_field in data.column_names:
-                return data.column(text_field).to_pylist(), data.column(id_field).to_pylist()
+                return texts, data.column(id_field).to_pylist()
             _no_id_column(id_field, data.column_names)
-            return data.column(text_field).to_pylist(), None
-        return data.to_pylist(), None
+            return texts, None
+        return ArrowTexts(_arrow_chunks(data)), None
     if mod == "pandas":
         if hasattr(data, "columns"):  # DataFrame
             if text_field not in data.columns:

@@ -9,7 +9,9 @@ the candidates come from batch mode, and the stored corpus may also be Parquet f
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -17,6 +19,7 @@ import numpy as np
 from neardup.core.sketch import Sketches
 from neardup.errors import IdError, InputError
 from neardup.index import Index
+from neardup.index.redis import RedisIndex
 from neardup.pipeline.scan import Scan
 
 
@@ -42,10 +45,11 @@ def _parquet_paths(against: Any) -> list[str] | None:
     return None
 
 
-def open_index(against: Any, update: bool) -> Index | ParquetCorpus:
-    """``against`` as an open :class:`Index`: a path is opened for writing when ``update``
-    (taking the writer lock for the whole dedup), else read-only. An ``Index`` is returned as is.
-    Paths ending in ``.parquet`` (files or globs) are a :class:`ParquetCorpus`.
+def open_index(against: Any, update: bool) -> Index | RedisIndex | ParquetCorpus:
+    """``against`` as an open :class:`Index`: a path (or ``redis://`` URL) is opened for
+    writing when ``update``, else read-only. An ``Index`` or ``RedisIndex`` is returned as is.
+    Paths ending in ``.parquet`` (files or globs) are a :class:`ParquetCorpus`. With
+    ``update``, the job holds the index's writers off for its whole run (:func:`hold_writes`).
     """
     paths = _parquet_paths(against)
     if paths is not None:
@@ -54,11 +58,24 @@ def open_index(against: Any, update: bool) -> Index | ParquetCorpus:
                 f"cannot add to Parquet files ({', '.join(paths)}); update needs an index"
             )
         return ParquetCorpus(paths)
-    if isinstance(against, Index):
+    if isinstance(against, (Index, RedisIndex)):
         if update and against.mode != "w":
             raise ValueError(f"index {against.path} is open read-only; update needs mode='w'")
         return against
     return Index.open(against, "w" if update else "r")
+
+
+@contextlib.contextmanager
+def hold_writes(index: Index | RedisIndex) -> Iterator[None]:
+    """No other writer changes ``index`` (open for writing) inside the block, so the ids checked
+    by :func:`check_survivors` are still free when :func:`add_survivors` adds them. A local index
+    holds its writer lock while it is open for writing; a Redis index takes its writers' lease
+    here (renewed while held; raises ``IndexUnavailableError`` if another writer keeps it)."""
+    if isinstance(index, RedisIndex):
+        with index.lock():
+            yield
+    else:
+        yield
 
 
 class IndexCheck(NamedTuple):
@@ -112,7 +129,7 @@ def _check_distance(index: Any, distance: int) -> None:
 
 
 def check_index(
-    index: Index | ParquetCorpus,
+    index: Index | RedisIndex | ParquetCorpus,
     fingerprints: np.ndarray,
     distance: int,
     *,
@@ -180,7 +197,7 @@ def check_index(
     return IndexCheck(found, ids, dist, jac, how, index.path, distance)
 
 
-def _survivor_ids(index: Index, ids: list[Any], kept: np.ndarray) -> tuple[np.ndarray, list[Any]]:
+def _survivor_ids(index: Any, ids: list[Any], kept: np.ndarray) -> tuple[np.ndarray, list[Any]]:
     """Positions of the kept documents and their ids in the form the index takes: as given
     when all are integers and the index takes integers, else as text."""
     pos = np.flatnonzero(kept)
@@ -198,7 +215,7 @@ def _where(scan: Scan | None, i: int) -> tuple[str, int | None]:
 
 
 def check_survivors(
-    index: Index | ParquetCorpus,
+    index: Index | RedisIndex | ParquetCorpus,
     ids: list[Any],
     fingerprints: np.ndarray,
     kept: np.ndarray,
@@ -206,7 +223,8 @@ def check_survivors(
 ) -> None:
     """Raise :class:`InputError` naming the document when :func:`add_survivors` would fail: an
     id of the wrong kind or already in the index. Runs before any output is written."""
-    assert isinstance(index, Index)  # a Parquet corpus is read-only: open_index refuses update
+    # a Parquet corpus is read-only: open_index refuses update
+    assert not isinstance(index, ParquetCorpus)
     pos, sel = _survivor_ids(index, ids, kept)
     try:
         present = index.contains(sel)
@@ -227,7 +245,7 @@ def check_survivors(
 
 
 def add_survivors(
-    index: Index | ParquetCorpus,
+    index: Index | RedisIndex | ParquetCorpus,
     ids: list[Any],
     fingerprints: np.ndarray,
     kept: np.ndarray,
@@ -236,7 +254,7 @@ def add_survivors(
     """Add the kept documents to ``index`` (ids as given when all are integers and the index
     takes integers, else as text), with their ``sketches`` in an index that keeps them (whose
     fingerprints are the sketches' first words); return how many were added."""
-    assert isinstance(index, Index)
+    assert not isinstance(index, ParquetCorpus)
     pos, sel = _survivor_ids(index, ids, kept)
     if sketch_words(index) is not None:
         assert sketches is not None

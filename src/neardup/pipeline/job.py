@@ -34,6 +34,7 @@ from neardup.errors import InputError, holding
 from neardup.io.sources import expand_inputs, is_paths, texts_and_ids
 from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import wait_ahead
+from neardup.pipeline.extra import ExtraOutput
 from neardup.pipeline.result import DedupResult
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
 from neardup.pipeline.spool import ShingleSpool, subset_sets
@@ -174,6 +175,7 @@ def dedup(
     against: Any = None,
     update: bool = False,
     client: Any = None,
+    extra_outputs: Sequence[ExtraOutput] = (),
 ) -> DedupResult:
     """Find near-duplicate documents and choose one survivor per cluster.
 
@@ -252,6 +254,11 @@ def dedup(
     client : distributed.Client, optional
         Run the search on this Dask cluster (same decisions; see :func:`decide` and
         :func:`decide_verified_sets`).
+    extra_outputs : sequence of ExtraOutput
+        Further outputs of the run (:mod:`neardup.pipeline.extra`: the command line's saved
+        dataset and ``--report``), checked with the others before any work, written in order
+        after the kept documents, clusters and drop list (before the JSON summary) and
+        committed with them.
 
     Returns
     -------
@@ -279,6 +286,7 @@ def dedup(
         add_survivors,
         check_index,
         check_survivors,
+        hold_writes,
         open_index,
         sketch_words,
     )
@@ -315,12 +323,16 @@ def dedup(
                 outputs.add_inputs(index.paths)
             else:
                 outputs.protect(index.path)
+                if update:  # the ids checked free stay free until the survivors are added
+                    stack.enter_context(hold_writes(index))
             if sketch_words(index) is not None and not verify:
                 raise ValueError(
                     f"index {index.path} keeps sketches for verified dedup; its fingerprints are "
                     "set fingerprints, which --no-verify does not compute: dedup it verified"
                 )
         register_outputs(outputs, files or [], output, clusters, drop_list, json_summary)
+        for extra in extra_outputs:
+            extra.register(outputs)
         spool = stack.enter_context(ShingleSpool()) if verify else None
 
         t0 = time.perf_counter()
@@ -425,13 +437,16 @@ def dedup(
                 output,
                 (lambda n: progress("write", n)) if progress else None,
                 outputs=outputs,
+                threads=threads,
             )
         if clusters is not None:
             write_clusters(result, clusters, outputs=outputs)
         if drop_list is not None:
             write_drop_list(result, drop_list, outputs=outputs)
+        for extra in extra_outputs:
+            extra.write(result, outputs)
         wrote = output is not None or clusters is not None or drop_list is not None or update
-        if wrote:
+        if wrote or extra_outputs:
             seconds["write"] = time.perf_counter() - t0
         if json_summary is not None:
             write_summary(result.summary(), json_summary, outputs=outputs)

@@ -20,15 +20,18 @@ import numpy as np
 from neardup import config
 from neardup.errors import InputError
 from neardup.io.readers import Record
-from neardup.io.writers import atomic_output
+from neardup.io.writers import OutputSet, atomic_output
 
 __all__ = [
+    "ReportOutput",
     "json_id",
     "read_clusters",
     "report_ids",
     "result_clusters",
+    "result_index_rows",
     "result_texts",
     "sample_clusters",
+    "split_index_rows",
     "summary_from_clusters",
     "texts_from_records",
     "write_report",
@@ -84,6 +87,18 @@ def read_clusters(path: str | os.PathLike) -> list[dict[str, Any]]:
     return rows
 
 
+def split_index_rows(
+    rows: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(clusters within the input, index rows) of a ``--clusters`` file's rows. An index row
+    (``"index": true``, from ``dedup --against``) is an index entry that documents were dropped
+    for: ``kept`` and first member the entry's id, then the dropped documents, their distances
+    (bits) to the entry and, when the index keeps sketches (``"verified": "sketch"``), their
+    Jaccards estimated from the sketches."""
+    clusters = [r for r in rows if not r.get("index")]
+    return clusters, [r for r in rows if r.get("index")]
+
+
 def sample_clusters(clusters: list[dict[str, Any]], n: int, seed: int = 0) -> list[int]:
     """Positions of ``n`` clusters chosen at random (seeded, so a report is reproducible),
     in their order in ``clusters``; all of them when there are ``n`` or fewer."""
@@ -132,6 +147,17 @@ def result_clusters(result: Any) -> list[dict[str, Any]]:
     return out
 
 
+def result_index_rows(result: Any) -> list[dict[str, Any]]:
+    """The index rows of a :class:`~neardup.pipeline.result.DedupResult` (``against=``) as the
+    ``--clusters`` file has them (see :func:`split_index_rows`; ids in :func:`json_id` form)."""
+    out = []
+    for c in result.iter_index_clusters():
+        c["kept"] = json_id(c["kept"])
+        c["members"] = [json_id(m) for m in c["members"]]
+        out.append(c)
+    return out
+
+
 def result_texts(
     result: Any, data: Any, wanted: set[Any], text_field: str = "text", id_field: str | None = "id"
 ) -> dict[Any, str]:
@@ -169,9 +195,11 @@ def write_result_report(
     id_field: str | None = "id",
     settings: Mapping[str, Any] | None = None,
     sample: int | None = None,
+    outputs: OutputSet | None = None,
 ) -> int:
     """Write the HTML report of ``result`` = ``neardup.dedup(data, ...)`` (the same ``data``,
-    ``text_field`` and ``id_field``) to ``path``; returns the bytes written.
+    ``text_field`` and ``id_field``) to ``path``; returns the bytes written. With ``outputs``
+    (where ``path`` is registered) it is staged there, as :func:`write_report`.
 
     Examples
     --------
@@ -181,23 +209,64 @@ def write_result_report(
     clusters = result_clusters(result)
     chosen = sample_clusters(clusters, config.REPORT_SAMPLE if sample is None else sample)
     texts = result_texts(result, data, report_ids(clusters, chosen), text_field, id_field)
-    return write_report(path, result.summary(), clusters, texts, chosen, settings=settings)
+    return write_report(
+        path, result.summary(), clusters, texts, chosen, settings=settings, outputs=outputs,
+        index_rows=result_index_rows(result),
+    )  # fmt: skip
 
 
-def summary_from_clusters(clusters: list[dict[str, Any]], documents: int) -> dict[str, Any]:
+class ReportOutput:
+    """The HTML report of a dedup run as one of its outputs (``neardup dedup --report``):
+    registered with the run's other outputs before any work (:meth:`register`), written
+    after them (:meth:`write`) and committed in the same commit, so a failure while writing
+    it leaves none of them. Arguments as :func:`write_result_report`."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        data: Any,
+        *,
+        text_field: str = "text",
+        id_field: str | None = "id",
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.path = path
+        self.data = data
+        self.text_field = text_field
+        self.id_field = id_field
+        self.settings = settings
+
+    def register(self, outputs: OutputSet) -> None:
+        """Check the report's path (see :meth:`OutputSet.file`)."""
+        outputs.file(self.path, "--report")
+
+    def write(self, result: Any, outputs: OutputSet) -> None:
+        """Stage the report of ``result`` in ``outputs``."""
+        write_result_report(
+            self.path, result, self.data, text_field=self.text_field, id_field=self.id_field,
+            settings=self.settings, outputs=outputs,
+        )  # fmt: skip
+
+
+def summary_from_clusters(
+    clusters: list[dict[str, Any]],
+    documents: int,
+    index_rows: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The counts of a summary from clusters alone (for ``neardup report``): every member but
-    the kept one was dropped."""
+    the kept one was dropped, and every member but the entry of an index row
+    (:func:`split_index_rows`)."""
     members = sum(len(c["members"]) for c in clusters)
     dropped = sum(
         sum(1 for m in c["members"] if json_id(m) != json_id(c["kept"])) for c in clusters
     )
-    return {
-        "documents": documents,
-        "clusters": len(clusters),
-        "dropped": dropped,
-        "kept": documents - dropped,
-        "in_clusters": members,
-    }
+    out: dict[str, Any] = {"documents": documents, "clusters": len(clusters)}
+    if index_rows:
+        seen = sum(len(r["members"]) - 1 for r in index_rows)
+        out["against"] = {"dropped": seen, "verified": index_rows[0].get("verified")}
+        dropped += seen
+    out.update(dropped=dropped, kept=documents - dropped, in_clusters=members)
+    return out
 
 
 def write_report(
@@ -209,6 +278,8 @@ def write_report(
     *,
     settings: Mapping[str, Any] | None = None,
     title: str = "neardup dedup report",
+    outputs: OutputSet | None = None,
+    index_rows: list[dict[str, Any]] | None = None,
 ) -> int:
     """Render the report and write it to ``path`` (appears only when complete).
 
@@ -229,6 +300,13 @@ def write_report(
         Options of the run (distance, keep, inputs, ...), listed in the report.
     title : str
         The page's title.
+    outputs : OutputSet, optional
+        The run's outputs, with ``path`` registered: the report is staged there and appears
+        when the caller commits them. Default: written and committed now.
+    index_rows : list of dict, optional
+        The documents dropped as seen in an index (``--against``), as index rows
+        (:func:`split_index_rows`): listed with the entry each matched, its distance and, when
+        the index keeps sketches, the estimated Jaccard; the search finds them too.
 
     Returns
     -------
@@ -237,8 +315,15 @@ def write_report(
     """
     from neardup.pipeline.report_html import render
 
-    page = render(summary, clusters, texts, sample, settings=settings or {}, title=title)
+    page = render(
+        summary, clusters, texts, sample, settings=settings or {}, title=title,
+        index_rows=index_rows or [],
+    )  # fmt: skip
     data = page.encode("utf-8")
-    with atomic_output(path, "wb") as f:
-        f.write(data)
+    if outputs is None:
+        with atomic_output(path, "wb") as f:
+            f.write(data)
+    else:
+        with outputs.open(outputs.get(path), "wb") as f:
+            f.write(data)
     return len(data)

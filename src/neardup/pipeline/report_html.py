@@ -1,6 +1,7 @@
 """One self-contained HTML page for a dedup run: summary, histograms (matplotlib, inline SVG),
 the largest clusters, side-by-side diffs (:class:`difflib.HtmlDiff`) of kept and dropped text for
-a sample of clusters, and a search over every cluster by id. No external file, script or font."""
+a sample of clusters, the documents dropped as seen in an index (``--against``) with the entry
+each matched, and a search over every cluster by id. No external file, script or font."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import html
 import io
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -73,17 +74,27 @@ _JS = """
       total++;
       if (shown >= 50) continue;
       shown++;
-      var who = String(c.m[hit]) === String(c.k) ? 'kept' : 'dropped, ' + c.d[hit] + ' bits from kept' +
-        (c.j && c.j[hit] != null ? ', Jaccard ' + Number(c.j[hit]).toFixed(3) : '');
-      var link = c.s >= 0 ? ' <a href="#cluster-' + c.s + '">see the texts</a>' : '';
+      var who;
+      if (c.x) {  // an index entry and the documents dropped as seen in it
+        who = hit === 0 ? 'index entry' : 'dropped as seen in the index, ' + c.d[hit] +
+          ' bits from the entry' + (c.j && c.j[hit] != null ? ', estimated Jaccard ' +
+          Number(c.j[hit]).toFixed(3) : '');
+      } else {
+        who = String(c.m[hit]) === String(c.k) ? 'kept' : 'dropped, ' + c.d[hit] +
+          ' bits from kept' + (c.j && c.j[hit] != null ? ', Jaccard ' +
+          Number(c.j[hit]).toFixed(3) : '');
+      }
+      var link = c.s >= 0 ? ' <a href="#cluster-' + c.s + '">see the texts</a>' :
+        (c.x ? ' <a href="#index-matches">in the index</a>' : '');
       rows.push('<tr><td><code>' + esc(c.m[hit]) + '</code></td><td>' + esc(who) +
-        '</td><td><code>' + esc(c.k) + '</code></td><td class="num">' + c.m.length + '</td><td>' +
-        link + '</td></tr>');
+        '</td><td><code>' + esc(c.k) + '</code>' + (c.x ? ' (index)' : '') +
+        '</td><td class="num">' + c.m.length + '</td><td>' + link + '</td></tr>');
     }
     out.innerHTML = total === 0 ? '<p class="note">No cluster member matches.</p>' :
       '<p class="note">' + total + ' cluster' + (total === 1 ? '' : 's') + ' match' +
       (total > shown ? ' (first ' + shown + ' shown)' : '') + '.</p>' +
-      '<table class="grid" id="result-table"><tr><th>id</th><th>decision</th><th>kept id</th>' +
+      '<table class="grid" id="result-table"><tr><th>id</th><th>decision</th><th>kept id or ' +
+      'index entry</th>' +
       '<th>size</th><th></th></tr>' + rows.join('') + '</table>';
   }
   box.addEventListener('input', show);
@@ -216,8 +227,68 @@ def _summary_rows(s: Mapping[str, Any], settings: Mapping[str, Any]) -> list[tup
     sec = s.get("seconds")
     if isinstance(sec, Mapping) and "total" in sec:
         rows.append(("time", f"{float(sec['total']):.2f} s"))
+    against = s.get("against")
+    if isinstance(against, Mapping):
+        where = f" in {_e(against['index'])}" if against.get("index") else ""
+        rows.append(
+            ("dropped as seen in the index", f"{int(against.get('dropped', 0)):,}{where}: "
+             + _e(_how(against, s)))
+        )  # fmt: skip
     rows += [(str(k), _e(v)) for k, v in settings.items()]
     return rows
+
+
+def _how(against: Mapping[str, Any], s: Mapping[str, Any]) -> str:
+    """How documents were matched against the index, in words."""
+    d = against.get("distance")
+    if against.get("verified") == "sketch":
+        at = f" >= {s['threshold']:g}" if s.get("threshold") is not None else ""
+        within = f", candidates within {d} bits" if d is not None else ""
+        return f"Jaccard{at} estimated from the index's sketches{within}"
+    within = f" within {d} bits" if d is not None else ""
+    return f"fingerprints{within}; not Jaccard-verified (the index keeps no sketches)"
+
+
+def _index_section(rows: Sequence[dict[str, Any]], s: Mapping[str, Any]) -> str:
+    """The documents dropped as seen in an index: each with the entry it matched (``--against``;
+    the index holds no texts, so none are shown)."""
+    if not rows:
+        return ""
+    sketch = any(r.get("jaccards") is not None for r in rows)
+    total = sum(len(r["members"]) - 1 for r in rows)
+    body = []
+    for r in rows:
+        js = r.get("jaccards")
+        for k in range(1, len(r["members"])):
+            if len(body) == config.REPORT_INDEX_ROWS:
+                break
+            est = ""
+            if sketch:
+                est = (
+                    f'<td class="num">{float(js[k]):.3f}</td>'
+                    if js and js[k] is not None
+                    else "<td></td>"
+                )
+            body.append(
+                f"<tr><td><code>{_e(r['members'][k])}</code></td><td><code>{_e(r['kept'])}</code>"
+                f'</td><td class="num">{r["distances"][k]}</td>{est}</tr>'
+            )
+    head = "<tr><th>dropped id</th><th>index entry</th><th>bits</th>"
+    head += "<th>estimated Jaccard</th></tr>" if sketch else "</tr>"
+    against = s.get("against") if isinstance(s.get("against"), Mapping) else {}
+    how = _how(against or {"verified": "sketch" if sketch else "fingerprint"}, s)
+    more = (
+        f' <span class="note">First {len(body):,} of {total:,} shown; the search finds them all.</span>'
+        if len(body) < total
+        else ""
+    )
+    return (
+        f'<h2>Dropped as seen in the index</h2>\n<p class="note">{total:,} document'
+        f"{'s'[: total != 1]} matched an entry of the index of earlier documents ({_e(how)}) and "
+        f"{'were' if total != 1 else 'was'} dropped; the index keeps no texts, so each is listed "
+        f"with the entry it matched.{more}</p>\n"
+        f'<table class="grid" id="index-matches">{head}{"".join(body)}</table>'
+    )
 
 
 def _largest(clusters: list[dict[str, Any]], where: dict[int, int]) -> str:
@@ -270,18 +341,22 @@ def render(
     *,
     settings: Mapping[str, Any],
     title: str,
+    index_rows: Sequence[dict[str, Any]] = (),
 ) -> str:
     """The report as one HTML string (see :func:`neardup.pipeline.report.write_report`)."""
     where = {i: k for k, i in enumerate(sample)}
     index = []
-    for i, c in enumerate(clusters[: config.REPORT_MAX_CLUSTERS]):
+    listed = [*clusters, *index_rows][: config.REPORT_MAX_CLUSTERS]
+    for i, c in enumerate(listed):
         row = {"k": json_id(c["kept"]), "m": [json_id(m) for m in c["members"]],
-               "d": c["distances"], "s": where.get(i, -1)}  # fmt: skip
+               "d": c["distances"], "s": where.get(i, -1) if i < len(clusters) else -1}  # fmt: skip
         if c.get("jaccards") is not None:
             row["j"] = c["jaccards"]
+        if i >= len(clusters):
+            row["x"] = 1  # an index entry: "kept" is the entry, the others were dropped for it
         index.append(row)
     index_json = json.dumps(index, ensure_ascii=False).replace("</", "<\\/")
-    cut = len(clusters) - len(index)
+    cut = len(clusters) + len(index_rows) - len(index)
     plots = "".join(f'<div class="plot">{svg}</div>' for svg in _plots(clusters))
     has_jaccard = any(c.get("jaccards") is not None for c in clusters)
     blocks = "".join(_cluster_block(k, clusters[i], texts) for k, i in enumerate(sample))
@@ -303,6 +378,7 @@ each cluster keeps one document and drops the others.</p>
 <h2>Distributions</h2>
 <div class="plots">{plots or '<p class="note">No clusters: nothing was dropped.</p>'}</div>
 {"" if has_jaccard else '<p class="note">Distances are in bits between fingerprints; Jaccard similarities appear when the clusters carry them.</p>'}
+{_index_section(index_rows, summary)}
 <h2>Largest clusters</h2>
 {_largest(clusters, where) if clusters else '<p class="note">None.</p>'}
 <h2>Kept and dropped texts, side by side</h2>

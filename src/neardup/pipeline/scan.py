@@ -15,7 +15,7 @@ import numpy as np
 
 from neardup import config
 from neardup.errors import InputError
-from neardup.io.blocks import IdTable, hash_ids, id_key
+from neardup.io.blocks import ArrowTexts, IdTable, arrow_utf8, hash_ids, id_key
 from neardup.io.files import input_size, open_parquet
 from neardup.io.sources import InputFile, expand_inputs
 from neardup.pipeline.stream import Batch, fingerprint_files
@@ -265,21 +265,32 @@ class _Seen:
         return None
 
 
-def _batch_fingerprinter(fper: Any, threads: int | None, spool: Any) -> Callable[[list], Any]:
-    """``texts -> uint64 fingerprints``; with a spool, also append the texts' shingle keys to it
-    (batches must then be fingerprinted one at a time, in order)."""
-    if spool is None:
-        return lambda texts: fper.fingerprint_many(texts, threads)
-    if not hasattr(fper, "features_many"):
+def _batch_fingerprinter(fper: Any, threads: int | None, spool: Any) -> Callable[[Any], Any]:
+    """``texts -> uint64 fingerprints`` (a list of ``str``, or ``(data, offsets)`` of UTF-8 read
+    in place); with a spool, also append the texts' shingle keys to it (batches must then be
+    fingerprinted one at a time, in order)."""
+    if spool is not None and not hasattr(fper, "features_many"):
         raise TypeError(
             f"{type(fper).__name__} does not emit shingle keys (features_many), which "
             "verification needs; use a neardup.Fingerprinter or verify=False (--no-verify)"
         )
+    utf8 = hasattr(fper, "features_utf8")
 
-    def run(texts: list) -> np.ndarray:
-        feats = fper.features_many(texts, threads)
-        spool.append(feats.offsets, feats.keys)
-        return feats.fingerprints
+    def run(texts: Any) -> np.ndarray:
+        if isinstance(texts, tuple) and not utf8:
+            data, offsets = texts
+            raw = data.tobytes()
+            bounds = offsets.tolist()
+            texts = [raw[a:b].decode("utf-8") for a, b in zip(bounds, bounds[1:])]
+        if isinstance(texts, tuple):
+            f = fper.features_utf8(*texts, threads, keys=spool is not None, validate=False)
+        elif spool is not None:
+            f = fper.features_many(texts, threads)
+        else:
+            return fper.fingerprint_many(texts, threads)
+        if spool is not None:
+            spool.append(f.offsets, f.keys)
+        return f.fingerprints
 
     return run
 
@@ -288,34 +299,56 @@ def fingerprint_texts(
     texts: Iterable[Any], fper: Any, threads: int | None, on_bad: OnBad | None, spool: Any = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Fingerprints, lengths and positions of the valid texts, in batches (with ``spool``, their
-    shingle keys are appended to it too)."""
+    shingle keys are appended to it too). Texts in Arrow arrays (:class:`ArrowTexts`) are read
+    as stored where a chunk holds only valid strings, else value by value."""
     fingerprint_batch = _batch_fingerprinter(fper, threads, spool)
     fps: list[np.ndarray] = []
     lens: list[np.ndarray] = []
-    keep_pos: list[int] = []
+    keep_pos: list[np.ndarray] = []
     batch: list[str] = []
+    where: list[int] = []
     skipped = 0
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            what = "missing (None)" if t is None else f"a {type(t).__name__}"
-            err = InputError("<input>", i, f"text is {what}, expected a string")
-            if on_bad is None:
-                raise ValueError(f"document {i}: text is {what}, expected a string")
-            skipped += 1
-            on_bad(err)
-            continue
-        batch.append(t)
-        keep_pos.append(i)
-        if len(batch) >= config.BATCH_DOCS:
+    i = 0
+
+    def flush() -> None:
+        nonlocal batch, where
+        if batch:
             fps.append(fingerprint_batch(batch))
             lens.append(np.fromiter(map(len, batch), dtype=np.int64, count=len(batch)))
-            batch = []
-    if batch:
-        fps.append(fingerprint_batch(batch))
-        lens.append(np.fromiter(map(len, batch), dtype=np.int64, count=len(batch)))
-    fp = np.concatenate(fps) if fps else np.zeros(0, dtype=np.uint64)
-    ln = np.concatenate(lens) if lens else np.zeros(0, dtype=np.int64)
-    return fp, ln, np.array(keep_pos, dtype=np.int64), skipped
+            keep_pos.append(np.array(where, dtype=np.int64))
+            batch, where = [], []
+
+    chunks = texts.chunks if isinstance(texts, ArrowTexts) else [texts]
+    for chunk in chunks:
+        utf8 = arrow_utf8(chunk) if isinstance(texts, ArrowTexts) else None
+        if utf8 is not None:
+            flush()
+            data, offsets, lengths = utf8
+            fps.append(fingerprint_batch((data, offsets)))
+            lens.append(lengths)
+            keep_pos.append(np.arange(i, i + len(lengths), dtype=np.int64))
+            i += len(lengths)
+            continue
+        for t in chunk.to_pylist() if isinstance(texts, ArrowTexts) else chunk:
+            if not isinstance(t, str):
+                what = "missing (None)" if t is None else f"a {type(t).__name__}"
+                err = InputError("<input>", i, f"text is {what}, expected a string")
+                if on_bad is None:
+                    raise ValueError(f"document {i}: text is {what}, expected a string")
+                skipped += 1
+                on_bad(err)
+            else:
+                batch.append(t)
+                where.append(i)
+                if len(batch) >= config.BATCH_DOCS:
+                    flush()
+            i += 1
+    flush()
+
+    def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+    return cat(fps, np.uint64), cat(lens, np.int64), cat(keep_pos, np.int64), skipped
 
 
 def unique_ids(

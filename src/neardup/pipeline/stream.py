@@ -21,9 +21,23 @@ import numpy as np
 from neardup import config
 from neardup.errors import InputError
 from neardup.fingerprints.batch import threads_for
-from neardup.io.blocks import DocBlock, line_format, parse_block, read_blocks, record_block
+from neardup.io.blocks import (
+    DocBlock,
+    arrow_block,
+    line_format,
+    parse_block,
+    read_blocks,
+    record_block,
+)
 from neardup.io.files import input_size
-from neardup.io.readers import Record, read_jsonl, read_lines, read_parquet, read_text_file
+from neardup.io.readers import (
+    Record,
+    parquet_batches,
+    read_jsonl,
+    read_lines,
+    read_parquet,
+    read_text_file,
+)
 from neardup.io.sources import InputFile
 
 __all__ = [
@@ -60,12 +74,12 @@ def block_bytes(files: list[InputFile], threads: int) -> int:
     return int(max(config.READ_BLOCK_MIN_BYTES, min(config.READ_BLOCK_BYTES, per)))
 
 
-def reads_in_blocks(files: list[InputFile]) -> bool:
-    """Whether :func:`fingerprint_files` reads the JSONL and text-line inputs with the block
-    kernel: when they hold ``READ_KERNEL_FROM`` bytes or more (or come from stdin); smaller
-    ones are read line by line in Python, which saves loading (and, on the first run,
-    compiling) the kernel."""
-    lines = [f for f in files if f.kind in ("jsonl", "lines")]
+def reads_in_blocks(files: list[InputFile], kinds: tuple[str, ...] = ("jsonl", "lines")) -> bool:
+    """Whether :func:`fingerprint_files` reads the inputs of ``kinds`` a block at a time (JSONL
+    and text lines with the block kernel, Parquet text columns as stored): when they hold
+    ``READ_KERNEL_FROM`` bytes or more (or come from stdin); smaller ones are read record by
+    record in Python, which saves loading (and, on the first run, compiling) the kernels."""
+    lines = [f for f in files if f.kind in kinds]
     if not lines:
         return False
     total = _size(lines)
@@ -93,11 +107,17 @@ def _records(f: InputFile, text_field: str, id_field: str | None, on_bad: Any):
 
 
 def _items(
-    files: list[InputFile], text_field: str, id_field: str | None, size: int, kernel: bool
+    files: list[InputFile],
+    text_field: str,
+    id_field: str | None,
+    size: int,
+    kernel: bool,
+    arrow: bool = False,
 ) -> Iterator[tuple[Any, ...]]:
     """What the main thread reads: ``("raw", file index, LineFormat, number, bytes)`` blocks of
-    ``size`` bytes of line files (with ``kernel``), ``("docs", file index array, DocBlock)``
-    groups of records of the other files."""
+    ``size`` bytes of line files (with ``kernel``), ``("arrow", file index, path, first row,
+    texts, ids, column)`` record batches of Parquet files (with ``arrow``), ``("docs", file
+    index array, DocBlock)`` groups of records of the other files."""
     records: list[Record] = []
     where: list[int] = []
     bad: list[InputError] = []
@@ -123,6 +143,13 @@ def _items(
                 yield group()
             for number, data in read_blocks(f.path, size):
                 yield "raw", k, fmt, number, data
+            continue
+        if f.kind == "parquet" and arrow:
+            if records or bad:
+                yield group()
+            rows = max(1, min(config.BATCH_DOCS, size // 1024))
+            for first, texts, ids in parquet_batches(f.path, text_field, id_field, rows):
+                yield "arrow", k, f.path, first, texts, ids, text_field
             continue
         for rec in _records(f, text_field, id_field, on_bad):
             records.append(rec)
@@ -153,6 +180,10 @@ def _work(item: tuple[Any, ...], fper: Any, keys: bool) -> Batch:
     if item[0] == "raw":
         _, k, fmt, number, data = item
         block = parse_block(fmt, number, data)
+        where = np.full(len(block), k, dtype=np.int32)
+    elif item[0] == "arrow":
+        _, k, *batch = item
+        block = arrow_block(*batch)
         where = np.full(len(block), k, dtype=np.int32)
     else:
         _, where, block = item
@@ -198,7 +229,8 @@ def fingerprint_files(
     """
     nthreads = threads_for(threads)
     size = block_bytes(files, nthreads)
-    items = _items(files, text_field, id_field, size, reads_in_blocks(files))
+    arrow = reads_in_blocks(files, ("parquet",))
+    items = _items(files, text_field, id_field, size, reads_in_blocks(files), arrow)
     ahead = nthreads + 1  # blocks in flight: every thread busy, memory bounded
     pending: deque[Future] = deque()
     failed: Exception | None = None

@@ -7,7 +7,9 @@ import itertools
 import json
 import math
 import os
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any
 
 import numpy as np
@@ -15,11 +17,13 @@ import numpy as np
 from neardup import config
 from neardup._optional import require
 from neardup.errors import InputError
-from neardup.io.blocks import iter_blocks
+from neardup.fingerprints.batch import threads_for
+from neardup.io.blocks import iter_blocks, kept_lines
 from neardup.io.files import compression_of, open_input, open_output_stream, open_parquet
 from neardup.io.sources import InputFile
 from neardup.io.writers import Output, OutputSet, atomic_output
 from neardup.pipeline.scan import Scan
+from neardup.pipeline.stream import reads_in_blocks
 
 __all__ = [
     "register_outputs",
@@ -76,6 +80,7 @@ def write_kept(
     progress: Progress | None = None,
     *,
     outputs: OutputSet | None = None,
+    threads: int | None = None,
 ) -> int:
     """Second pass: write the kept records of ``scan``'s inputs, untouched and in input order.
 
@@ -98,6 +103,9 @@ def write_kept(
     outputs : OutputSet, optional
         The run's outputs, with ``output`` registered (:func:`register_outputs`): the output is
         staged there and appears when the caller commits. Default: written and committed now.
+    threads : int, optional
+        Threads that gather the kept lines of large JSONL and line inputs while the calling
+        thread reads and writes (default: ``NEARDUP_THREADS`` or the usable CPU count).
 
     Returns
     -------
@@ -110,7 +118,7 @@ def write_kept(
     if outputs is None:
         with OutputSet([f.path for f in scan.files]) as own:
             register_outputs(own, scan.files, output)
-            n = write_kept(scan, kept, output, progress, outputs=own)
+            n = write_kept(scan, kept, output, progress, outputs=own, threads=threads)
             own.commit()
         return n
     out = outputs.get(output)
@@ -120,7 +128,7 @@ def write_kept(
         return _write_text_dir(scan, per_file, outputs, out, progress)
     if kind == "parquet":
         return _write_parquet(scan, per_file, outputs, out, progress)
-    return _write_lines(scan, per_file, outputs, out, progress)
+    return _write_lines(scan, per_file, outputs, out, progress, threads)
 
 
 def _read_error(e: OSError, path: str) -> OSError:
@@ -133,59 +141,73 @@ def _write_lines(
     outputs: OutputSet,
     out: Output,
     progress: Progress | None,
+    threads: int | None,
 ) -> int:
+    # Large inputs: the main thread reads blocks and writes the kept lines in order while
+    # worker threads gather them (GIL-free); small ones are gathered in Python, which saves
+    # loading (or, on a first run, compiling) the kernel.
+    kernel = reads_in_blocks(scan.files)
+    nthreads = threads_for(threads) if kernel else 0
     written = done = 0
     if progress is not None:
         progress(0)  # reading starts
     with outputs.open(out, "wb") as raw:
-        with open_output_stream(raw, out.path) as w:
+        with (
+            open_output_stream(raw, out.path) as w,
+            ThreadPoolExecutor(nthreads) if nthreads else contextlib.nullcontext() as pool,
+        ):
             for f, numbers in zip(scan.files, per_file, strict=True):
                 if len(numbers) == 0:
                     continue
-                i, m = 0, len(numbers)
+                taken = 0
+                pending: deque[Future] = deque()
+
+                def put(part: tuple[Any, int], done: int = done) -> None:
+                    nonlocal written, taken
+                    w.write(part[0])
+                    written += len(part[0])
+                    taken += part[1]
+                    if progress is not None:
+                        progress(done + taken)
+
                 with _reading(f.path) as r:
-                    blocks = iter_blocks(r, config.READ_BLOCK_BYTES)
-                    while i < m:
-                        try:
-                            first, block = next(blocks, (0, None))
-                        except OSError as e:
-                            raise _read_error(e, f.path) from None
-                        if first == 0:
-                            break
-                        if block is None:  # a line over the size bound: never kept
-                            continue
-                        kept, n = _kept_lines(block, first, numbers, i)
-                        w.write(kept)
-                        written += len(kept)
-                        i += n
-                        if progress is not None:
-                            progress(done + i)
-                if i != m:
+                    try:
+                        for first, block in _blocks(r, f.path):
+                            if block is None:  # a line over the size bound: never kept
+                                continue
+                            i = int(np.searchsorted(numbers, first))
+                            if i == len(numbers):
+                                break
+                            if pool is None:
+                                put(kept_lines(block, first, numbers, i, kernel=False))
+                                continue
+                            pending.append(pool.submit(kept_lines, block, first, numbers, i))
+                            while len(pending) > nthreads:
+                                put(pending.popleft().result())
+                        while pending:
+                            put(pending.popleft().result())
+                    finally:
+                        for fut in pending:
+                            fut.cancel()
+                if taken != len(numbers):
                     raise InputError(f.path, None, "changed while dedup ran; run it again")
-                done += m
-                if progress is not None:
-                    progress(done)
+                done += taken
         if compression_of(out.path) is not None:  # the file's size, not the lines written
             written = raw.tell()
     return written
 
 
-def _kept_lines(block: bytes, first: int, numbers: np.ndarray, i: int) -> tuple[bytes, int]:
-    """The lines of ``block`` (whole lines numbered from ``first``) whose numbers are among
-    ``numbers[i:]`` (ascending), each ending in a newline, and how many."""
-    ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10) + 1
-    if not block.endswith(b"\n"):
-        ends = np.append(ends, len(block))
-    stop = i + int(np.searchsorted(numbers[i:], first + len(ends)))
-    if stop == i:
-        return b"", 0
-    k = numbers[i:stop] - first
-    starts = np.zeros(len(ends), dtype=np.int64)
-    starts[1:] = ends[:-1]
-    out = b"".join([block[a:b] for a, b in zip(starts[k].tolist(), ends[k].tolist(), strict=True)])
-    if not out.endswith(b"\n"):
-        out += b"\n"
-    return out, stop - i
+def _blocks(r: IO[bytes], path: str) -> Iterator[tuple[int, Any]]:
+    """:func:`iter_blocks` of an input; a read error names it."""
+    blocks = iter_blocks(r, config.READ_BLOCK_BYTES)
+    while True:
+        try:
+            item = next(blocks, None)
+        except OSError as e:
+            raise _read_error(e, path) from None
+        if item is None:
+            return
+        yield item
 
 
 def _write_parquet(

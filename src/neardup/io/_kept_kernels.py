@@ -1,0 +1,38 @@
+"""numba kernel of dedup's second pass: the kept lines of a block copied out, GIL-free.
+
+Every function is ``_``-prefixed, takes contiguous arrays and validates nothing.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def _gather_lines(buf, ends, first, numbers, i, out):
+    """Copy the lines of ``buf`` whose numbers are in ``numbers[i:]`` to ``out``, each ending
+    in a newline.
+
+    ``buf`` holds whole lines numbered from ``first``; line ``first + k`` ends at ``ends[k]``
+    (its newline, or the end of ``buf``) and starts after line ``k - 1``'s end. ``numbers`` is
+    ascending int64; ``out`` holds at least ``len(buf) + 1`` bytes.
+
+    Returns ``(bytes written, numbers taken)``.
+    """
+    m = numbers.shape[0]
+    lines = ends.shape[0]
+    j = i
+    o = 0
+    while j < m:
+        k = numbers[j] - first
+        if k >= lines:
+            break
+        s = ends[k - 1] + 1 if k > 0 else 0
+        e = ends[k]
+        for t in range(s, e):  # a loop: a slice copy costs seconds more to compile
+            out[o] = buf[t]
+            o += 1
+        out[o] = 10
+        o += 1
+        j += 1
+    return o, j - i
