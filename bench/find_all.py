@@ -458,7 +458,8 @@ def main(argv: list[str] | None = None) -> int:
 def sweep(kind, n, d, nd, data, ref, one, values) -> list[str]:
     """neardup over single layouts of ``blocks`` outward from the best single layout's estimate
     until 2.5x slower than the best found; against the automatic choice (``nd``)."""
-    from neardup.core.layout import choose_blocks, count_tables
+    from neardup.core.cost import choose_blocks
+    from neardup.core.layout import count_tables
 
     start = choose_blocks(n, d)
     times: dict[int, float] = {}

@@ -58,6 +58,15 @@ def query(corpus, queries, distance: int):
     return qi[order].astype(np.int64), ci[order].astype(np.int64), di[order].astype(np.int64)
 
 
+def index_query(model: dict, queries, distance: int):
+    """(query_index, id, distance) of an index holding ``model`` {int id: fingerprint}, sorted by
+    query, distance, id (what ``Index.query_arrays`` answers)."""
+    ids = np.array(sorted(model), dtype=np.int64)
+    corpus = np.array([model[i] for i in ids.tolist()], dtype=np.uint64)
+    qi, ci, di = query(corpus, queries, distance)
+    return qi, ids[ci] if len(ci) else ci, di
+
+
 # -- verification: exact Jaccard and the no-chaining decision rule ------------------------------
 
 

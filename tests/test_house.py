@@ -11,12 +11,13 @@ import neardup
 
 SRC = Path(neardup.__file__).parent
 
-# each room may import only from rooms at its level or below (config, errors and _optional are
-# the ground floor; core never imports a room above it)
+# each room may import only from rooms at its level or below (config, errors, _optional and the
+# shared numba primitives are the ground floor; core never imports a room above it)
 LEVEL = {
     "config": 0,
     "errors": 0,
     "_optional": 0,
+    "primitives": 0,
     "core": 1,
     "fingerprints": 1,
     "io": 2,

@@ -7,92 +7,45 @@ import json
 import os
 from unittest import mock
 
-import naive
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from indexes import LAYOUTS, Model, apply, check, index_ops
 from strategies import fingerprints
 
 from neardup.index import CorruptIndexError, Index, IndexLockedError, choose_index_blocks
 
 
-def expected(model: dict, queries: np.ndarray, k: int):
-    """(query_index, id, distance) by brute force over the model {id: fingerprint}."""
-    ids = np.array(sorted(model), dtype=np.int64)
-    corpus = np.array([model[i] for i in ids.tolist()], dtype=np.uint64)
-    qi, ci, di = naive.query(corpus, queries, k)
-    return qi, ids[ci] if len(ci) else ci, di
-
-
-def check(ix: Index, model: dict, queries: np.ndarray, k: int) -> None:
-    got = ix.query_arrays(queries, distance=k)
-    qi, ids, di = expected(model, queries, k)
-    np.testing.assert_array_equal(got.query_index, qi)
-    np.testing.assert_array_equal(got.id, ids)
-    np.testing.assert_array_equal(got.distance, di)
-    assert len(ix) == len(model)
-
-
-ops = st.lists(
-    st.one_of(
-        st.tuples(st.just("add"), fingerprints(max_size=40)),
-        st.tuples(st.just("remove"), st.lists(st.integers(0, 200), max_size=15)),
-        st.tuples(st.just("compact")),
-        st.tuples(st.just("reopen")),
-    ),
-    max_size=10,
-)
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    ops=ops,
-    layout=st.sampled_from([(0, 1), (1, 2), (2, 3), (3, 4), (3, 5), (3, 6), (4, 9), (2, 64)]),
+    ops=index_ops(),
+    layout=LAYOUTS,
     max_segments=st.integers(2, 6),
     queries=fingerprints(max_size=30),
 )
 def test_sequences_match_brute_force(tmp_path_factory, ops, layout, max_segments, queries):
     distance, blocks = layout
     path = tmp_path_factory.mktemp("ix") / "index"
-    model: dict[int, int] = {}
-    next_id = 0
+    model = Model()
     with mock.patch("os.fsync"):  # durability is tested by the crash tests; keep this fast
         ix = Index.create(path, distance=distance, blocks=blocks)
         ix.max_segments = max_segments
         try:
             for op in ops:
-                if op[0] == "add":
-                    fps = op[1]
-                    ix.add(fps)
-                    for v in fps.tolist():
-                        model[next_id] = v
-                        next_id += 1
-                elif op[0] == "remove":
-                    n = ix.remove(op[1], missing="ignore")
-                    gone = {i for i in op[1] if i in model}
-                    assert n == len(gone)
-                    for i in gone:
-                        del model[i]
-                elif op[0] == "compact":
-                    ix.compact()
-                    assert len(ix.info()["segments"]) <= 1
-                else:
-                    ix.close()
-                    ix = Index.open(path, "w")
-                    ix.max_segments = max_segments
+                ix = apply(ix, op, model)
                 assert len(ix.info()["segments"]) <= max_segments
-                probe = np.concatenate([queries, np.array(list(model.values())[:5], np.uint64)])
+                probe = np.concatenate([queries, np.array(list(model.fps.values())[:5], np.uint64)])
                 for k in sorted({0, distance}):
-                    check(ix, model, probe, k)
-            for i in list(model)[:3]:
+                    check(ix, model.fps, probe, k)
+            for i in list(model.fps)[:3]:
                 assert i in ix
-            assert next_id not in ix
+            assert model.next_id not in ix
             ix.verify()
         finally:
             ix.close()
         reader = Index.open(path)
-        check(reader, model, queries, distance)
+        check(reader, model.fps, queries, distance)
         reader.close()
 
 

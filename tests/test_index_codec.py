@@ -5,60 +5,25 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import signal
-import subprocess
-import sys
-import time
 import zlib
 from unittest import mock
 
-import naive
 import numpy as np
 import pytest
 from cli import invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from indexes import LAYOUTS, Model, apply, check, index_ops, kill_writers
 from strategies import fingerprints
-from test_index_crash import PLAN, model_after, same
 
 from neardup.index import CorruptIndexError, Index
 from neardup.index.codec import CompressedTable
 
 
-def expected(model: dict, queries: np.ndarray, k: int):
-    ids = np.array(sorted(model), dtype=np.int64)
-    corpus = np.array([model[i] for i in ids.tolist()], dtype=np.uint64)
-    qi, ci, di = naive.query(corpus, queries, k)
-    return qi, ids[ci] if len(ci) else ci, di
-
-
-def check(ix: Index, model: dict, queries: np.ndarray, k: int) -> None:
-    got = ix.query_arrays(queries, distance=k)
-    qi, ids, di = expected(model, queries, k)
-    np.testing.assert_array_equal(got.query_index, qi)
-    np.testing.assert_array_equal(got.id, ids)
-    np.testing.assert_array_equal(got.distance, di)
-    mask = ix.dedup_mask(queries, k)
-    np.testing.assert_array_equal(mask, np.isin(np.arange(len(queries)), qi))
-    assert len(ix) == len(model)
-
-
-ops = st.lists(
-    st.one_of(
-        st.tuples(st.just("add"), fingerprints(max_size=40)),
-        st.tuples(st.just("remove"), st.lists(st.integers(0, 200), max_size=15)),
-        st.tuples(st.just("compact"), st.sampled_from([None, True, False])),
-        st.tuples(st.just("reopen")),
-    ),
-    max_size=10,
-)
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    ops=ops,
-    layout=st.sampled_from([(0, 1), (1, 2), (2, 3), (3, 4), (3, 5), (3, 6), (4, 9), (2, 64)]),
+    ops=index_ops(compact="codec"),
+    layout=LAYOUTS,
     max_segments=st.integers(2, 6),
     queries=fingerprints(max_size=30),
 )
@@ -67,44 +32,27 @@ def test_compressed_sequences_match_brute_force(
 ):
     distance, blocks = layout
     path = tmp_path_factory.mktemp("ix") / "index"
-    model: dict[int, int] = {}
-    next_id = 0
+    model = Model()
     compressed = True
     with mock.patch("os.fsync"):  # durability is tested by the crash test below
         ix = Index.create(path, distance=distance, blocks=blocks, compress=True)
         ix.max_segments = max_segments
         try:
             for op in ops:
-                if op[0] == "add":
-                    ix.add(op[1])
-                    for v in op[1].tolist():
-                        model[next_id] = v
-                        next_id += 1
-                elif op[0] == "remove":
-                    n = ix.remove(op[1], missing="ignore")
-                    gone = {i for i in op[1] if i in model}
-                    assert n == len(gone)
-                    for i in gone:
-                        del model[i]
-                elif op[0] == "compact":
-                    ix.compact(compress=op[1])
+                ix = apply(ix, op, model)
+                if op[0] == "compact":
                     compressed = compressed if op[1] is None else op[1]
-                    assert len(ix.info()["segments"]) <= 1
-                else:
-                    ix.close()
-                    ix = Index.open(path, "w")
-                    ix.max_segments = max_segments
                 assert ix.codec == ("ef" if compressed else None)
                 for seg in ix._segs:
                     assert isinstance(seg.fps, CompressedTable) == compressed
-                probe = np.concatenate([queries, np.array(list(model.values())[:5], np.uint64)])
+                probe = np.concatenate([queries, np.array(list(model.fps.values())[:5], np.uint64)])
                 for k in sorted({0, distance}):
-                    check(ix, model, probe, k)
+                    check(ix, model.fps, probe, k)
             ix.verify()
         finally:
             ix.close()
         with Index.open(path) as reader:
-            check(reader, model, queries, distance)
+            check(reader, model.fps, queries, distance)
 
 
 def corpus(n: int, seed: int) -> np.ndarray:
@@ -213,62 +161,10 @@ def test_newer_format_and_unknown_codec_are_refused(tmp_path):
         Index.open(path)
 
 
-WRITER = r"""
-import sys
-import numpy as np
-from neardup.index import Index
-
-path, start = sys.argv[1], int(sys.argv[2])
-ix = Index.open(path, "w")
-ix.max_segments = 4
-step = start
-print("ready", flush=True)
-while True:
-    kind, fps, ids = plan(step)
-    if kind == "add":
-        ix.add(fps, ids=ids)
-    elif kind == "remove":
-        ix.remove(ids, missing="ignore")
-    else:
-        ix.compact(compress=step % 2 == 0)
-    print(f"committed {step}", flush=True)
-    step += 1
-"""
-
-
 def test_sigkill_during_compressed_writes_reopens_committed_state(tmp_path):
     path = tmp_path / "ix"
     Index.create(path, distance=3, blocks=5, compress=True).close()
-    rnd = random.Random(99)
-    step = 0
-    script = "import numpy as np\n" + PLAN + WRITER
-    # at least 5 kills; on a loaded machine a writer may commit little before each kill, so go
-    # on (waiting longer each time) until some writes have committed
-    for _round in range(30):
-        if _round >= 5 and step > 3:
-            break
-        proc = subprocess.Popen(
-            [sys.executable, "-c", script, str(path), str(step)], stdout=subprocess.PIPE, text=True
-        )
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
-        time.sleep(rnd.uniform(0.05, 0.5) * (1 + _round // 5))
-        os.kill(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        done = [int(line.split()[1]) for line in out.splitlines() if line.startswith("committed")]
-        last = done[-1] + 1 if done else step
-        with Index.open(path) as ix:
-            ix.verify()
-            rng = np.random.default_rng(last)
-            sample = list(model_after(last + 1).values())
-            queries = np.array(
-                rng.choice(sample, min(200, len(sample))) if sample else [], dtype=np.uint64
-            )
-            if same(ix, model_after(last), queries):
-                step = last
-            else:
-                assert same(ix, model_after(last + 1), queries), f"round {_round}: lost state"
-                step = last + 1
+    step = kill_writers(path, 99, alternate=True)
     assert step > 3
 
 

@@ -7,11 +7,11 @@ import threading
 import time
 import uuid
 
-import naive
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from indexes import LAYOUTS, Model, check, index_ops
 from servers import RedisCluster3, RedisNode, needs_redis
 from strategies import fingerprints
 
@@ -50,33 +50,6 @@ def fresh(url: str) -> str:
     return f"{url}?name=t{uuid.uuid4().hex[:12]}"
 
 
-def expected(model: dict, queries: np.ndarray, k: int):
-    ids = np.array(sorted(model), dtype=np.int64)
-    corpus = np.array([model[i] for i in ids.tolist()], dtype=np.uint64)
-    qi, ci, di = naive.query(corpus, queries, k)
-    return qi, ids[ci] if len(ci) else ci, di
-
-
-def check(ix, model: dict, queries: np.ndarray, k: int) -> None:
-    got = ix.query_arrays(queries, distance=k)
-    qi, ids, di = expected(model, queries, k)
-    np.testing.assert_array_equal(got.query_index, qi)
-    np.testing.assert_array_equal(got.id, ids)
-    np.testing.assert_array_equal(got.distance, di)
-    np.testing.assert_array_equal(ix.dedup_mask(queries, k), np.isin(np.arange(len(queries)), qi))
-    assert len(ix) == len(model)
-
-
-ops = st.lists(
-    st.one_of(
-        st.tuples(st.just("add"), fingerprints(max_size=40)),
-        st.tuples(st.just("remove"), st.lists(st.integers(0, 120), max_size=15)),
-        st.tuples(st.just("reopen")),
-    ),
-    max_size=8,
-)
-
-
 def run_sequence(url, tmp_path, ops, layout, bucket_bits, queries):
     """Apply ``ops`` to a Redis index and a local one; both must match brute force."""
     distance, blocks = layout
@@ -84,31 +57,24 @@ def run_sequence(url, tmp_path, ops, layout, bucket_bits, queries):
     bits = min(bucket_bits, shortest)
     rix = RedisIndex.create(fresh(url), distance, blocks, bucket_bits=bits)
     lix = Index.create(tmp_path / uuid.uuid4().hex, distance, blocks)
-    model: dict[int, int] = {}
-    next_id = 0
+    model = Model()
     try:
         for op in ops:
             if op[0] == "add":
-                fps = op[1]
-                ids = list(range(next_id, next_id + len(fps)))
-                rix.add(fps)  # automatic ids, as the local index numbers them
-                lix.add(fps)
-                model.update(zip(ids, (int(v) for v in fps)))
-                next_id += len(fps)
+                rix.add(op[1])  # automatic ids, as the local index numbers them
+                lix.add(op[1])
+                model.add(op[1])
             elif op[0] == "remove":
-                ids = op[1]
-                want = len({i for i in ids if i in model})
-                assert rix.remove(ids, missing="ignore") == want
-                assert lix.remove(ids, missing="ignore") == want
-                for i in ids:
-                    model.pop(i, None)
+                want = model.remove(op[1])
+                assert rix.remove(op[1], missing="ignore") == want
+                assert lix.remove(op[1], missing="ignore") == want
             else:
                 rix.close()
                 rix = RedisIndex.open(rix.path, "w")
             for k in sorted({0, distance}):
-                check(rix, model, queries, k)
-            probe = list(range(next_id + 3))
-            want = [i in model for i in probe]
+                check(rix, model.fps, queries, k)
+            probe = list(range(model.next_id + 3))
+            want = [i in model.fps for i in probe]
             assert rix.contains(probe).tolist() == lix.contains(probe).tolist() == want
         a, b = rix.query_arrays(queries), lix.query_arrays(queries)
         for x, y in zip(a, b):
@@ -119,11 +85,13 @@ def run_sequence(url, tmp_path, ops, layout, bucket_bits, queries):
         lix.close()
 
 
-layouts = st.sampled_from([(0, 1), (1, 2), (2, 3), (3, 4), (3, 5), (3, 6), (4, 9), (2, 64)])
-
-
 @settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(ops=ops, layout=layouts, bucket_bits=st.integers(1, 12), queries=fingerprints(30))
+@given(
+    ops=index_ops(compact=None, max_id=120, max_size=8),
+    layout=LAYOUTS,
+    bucket_bits=st.integers(1, 12),
+    queries=fingerprints(30),
+)
 def test_one_node_matches_brute_force_and_local(
     node, tmp_path_factory, ops, layout, bucket_bits, queries
 ):
@@ -131,7 +99,12 @@ def test_one_node_matches_brute_force_and_local(
 
 
 @settings(max_examples=6, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(ops=ops, layout=layouts, bucket_bits=st.integers(1, 12), queries=fingerprints(30))
+@given(
+    ops=index_ops(compact=None, max_id=120, max_size=8),
+    layout=LAYOUTS,
+    bucket_bits=st.integers(1, 12),
+    queries=fingerprints(30),
+)
 def test_cluster_matches_brute_force_and_local(
     cluster, tmp_path_factory, ops, layout, bucket_bits, queries
 ):

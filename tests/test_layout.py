@@ -1,4 +1,4 @@
-"""Block widths, table order, permutations and the automatic choice of blocks."""
+"""Block widths, table order, permutations, packed specs and schemes."""
 
 from __future__ import annotations
 
@@ -17,14 +17,7 @@ from neardup.core.layout import (
     Scheme,
     TableSpec,
     block_widths,
-    choose_blocks,
-    choose_query_blocks,
-    choose_scheme,
-    estimated_cost,
-    estimated_query_cost,
     pack_tables,
-    scheme_cost,
-    stop_sizes,
 )
 
 CORPUS = "0100101110111011001000101111101110111100001010011101100110110101"
@@ -95,32 +88,6 @@ def test_permutation_masks_and_round_trip(mk, data):
         assert pv >> (64 - table.prefix_bits) == expect
 
 
-@pytest.mark.parametrize("n", [0, 1, 100, 10_000, 1_000_000, 10_000_000, 1_000_000_000])
-@pytest.mark.parametrize("k", [0, 1, 3, 6, 8])
-def test_choose_blocks_is_valid_and_minimal(n, k):
-    m = choose_blocks(n, k)
-    assert k < m <= 64
-    costs = {b: estimated_cost(n, b, k) for b in range(k + 1, min(64, k + 12) + 1)}
-    assert estimated_cost(n, m, k) <= min(costs.values())
-
-
-def test_tiny_inputs_take_one_layout_checked_pair_by_pair():
-    for k in (0, 3, 8, 14):
-        scheme = choose_scheme(100, k)
-        assert len(scheme.parts) == 1
-        part = scheme.parts[0]
-        assert stop_sizes(part)[0, 0] >= 100  # the root is checked pair by pair
-
-
-def test_large_distances_split_the_bits_into_parts():
-    for n, k in [(10**6, 8), (10**6, 12), (10**7, 8), (10**6, 14)]:
-        scheme = choose_scheme(n, k)
-        assert len(scheme.parts) >= 2
-        assert sum(p.threshold + 1 for p in scheme.parts) > k
-        one = Scheme.of(Layout(choose_blocks(n, k), k))
-        assert scheme_cost(n, scheme) < scheme_cost(n, one)
-
-
 @pytest.mark.parametrize(
     "blocks, distance, message",
     [
@@ -177,15 +144,6 @@ def test_pack_tables_of_a_subset_matches_the_layout_rows():
         np.testing.assert_array_equal(
             sub.chk_key[r, : sub.nchk[r]], full.chk_key[t, : full.nchk[t]]
         )
-
-
-@pytest.mark.parametrize("n", [1, 1000, 10**6, 10**9])
-@pytest.mark.parametrize("k", [0, 3, 6])
-def test_query_blocks_minimise_the_query_cost(n, k):
-    m = choose_query_blocks(n, k)
-    assert k < m <= 64
-    costs = [estimated_query_cost(n, b, k) for b in range(k + 1, min(64, k + 10) + 1)]
-    assert estimated_query_cost(n, m, k) <= min(costs)
 
 
 def test_scheme_validation():

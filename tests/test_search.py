@@ -15,7 +15,8 @@ from strategies import fingerprints, layouts
 import neardup
 from neardup import config
 from neardup.core import engine
-from neardup.core.layout import Layout, Part, Scheme, choose_scheme
+from neardup.core.cost import choose_scheme
+from neardup.core.layout import Layout, Part, Scheme
 from neardup.core.search import cluster_groups, find_all_values, pairs_for_tables, sort_pairs
 
 ALL_ONES = 2**64 - 1

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import key_sets
 
 from neardup.core.similarity import set_fingerprints
 from neardup.core.sketch import (
@@ -21,33 +22,6 @@ from neardup.core.sketch import (
 from neardup.core.verify import decide_verified, priority_order
 
 THRESHOLDS = [0.5, 0.75, 0.8, 0.9, 0.95, 1.0]
-
-
-@st.composite
-def key_sets(draw, max_docs: int = 30) -> list[set]:
-    """Sets around a few bases (copies, small edits), empty sets, single keys, unrelated sets,
-    over a small key range plus 0 and 2**32 - 1, and some sets larger than the buckets."""
-    universe = st.one_of(st.integers(0, 80), st.sampled_from([0, 2**32 - 1]))
-    bases = draw(st.lists(st.sets(universe, min_size=1, max_size=40), min_size=1, max_size=3))
-    out: list[set] = []
-    for _ in range(draw(st.integers(0, max_docs))):
-        kind = draw(st.integers(0, 6))
-        if kind == 0:
-            out.append(set())
-        elif kind == 1:
-            out.append({draw(universe)})
-        elif kind == 2:
-            out.append(draw(st.sets(universe, max_size=40)))
-        elif kind == 3:
-            seed = draw(st.integers(0, 2**16))
-            big = np.random.default_rng(seed).choice(2**32, 300, replace=False)
-            out.append(set(big.tolist()))
-        else:
-            s = set(draw(st.sampled_from(bases)))
-            for k in draw(st.lists(universe, max_size=4)):
-                s.discard(k) if draw(st.booleans()) else s.add(k)
-            out.append(s)
-    return out
 
 
 @settings(max_examples=80, deadline=None)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import COPY, EDITED, EMPTY, UNRELATED, key_sets
 
 import neardup
 from neardup.core import similarity, verify
@@ -27,26 +28,17 @@ from neardup.core.verify import (
 THRESHOLDS = [0.5, 0.6, 2 / 3, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0]
 
 
-@st.composite
-def families(draw, max_docs: int = 40) -> list[set]:
+def families(max_docs: int = 40):
     """Sets drawn around a few bases: exact copies, a few keys removed or added, empty sets and
     unrelated sets, over a small key range (many overlaps) plus 0 and 2**32 - 1."""
-    universe = st.one_of(st.integers(0, 60), st.sampled_from([0, 2**32 - 1]))
-    bases = draw(st.lists(st.sets(universe, min_size=1, max_size=30), min_size=1, max_size=4))
-    out: list[set] = []
-    for _ in range(draw(st.integers(0, max_docs))):
-        kind = draw(st.integers(0, 5))
-        if kind == 0:
-            out.append(set())
-        elif kind == 1:
-            out.append(draw(st.sets(universe, max_size=30)))
-        else:
-            s = set(draw(st.sampled_from(bases)))
-            if kind >= 3:
-                for k in draw(st.lists(universe, max_size=3)):
-                    s.discard(k) if draw(st.booleans()) else s.add(k)
-            out.append(s)
-    return out
+    return key_sets(
+        max_docs,
+        universe=60,
+        max_keys=30,
+        max_bases=4,
+        max_edits=3,
+        kinds=(EMPTY, UNRELATED, COPY, EDITED, EDITED, EDITED),
+    )
 
 
 @st.composite

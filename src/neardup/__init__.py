@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 #: public name -> module it comes from
 _EXPORTS = {
     "Layout": "neardup.core.layout",
-    "choose_blocks": "neardup.core.layout",
+    "choose_blocks": "neardup.core.cost",
     "QueryResult": "neardup.core.search",
     "cluster_groups": "neardup.core.search",
     "find_all": "neardup.core.search",
@@ -35,7 +35,8 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
-    from neardup.core.layout import Layout, choose_blocks
+    from neardup.core.cost import choose_blocks
+    from neardup.core.layout import Layout
     from neardup.core.search import (
         QueryResult,
         cluster_groups,

@@ -26,7 +26,7 @@ SMALL_INPUT = 2048
 #: Decimal fingerprint inputs up to this many bytes are parsed in Python (no numba).
 SMALL_PARSE_BYTES = 64 << 10
 
-# The batch cost model (neardup.core.layout) in nanoseconds per operation of the engine's kernels
+# The batch cost model (neardup.core.cost) in nanoseconds per operation of the engine's kernels
 # on one core, measured with bench/find_all.py --calibrate on the 2-core benchmark machine (AMD
 # EPYC with AVX-512): a counting-sort split of a bucket that fits in cache, the first split of the
 # whole input (memory bound), each counter of a split, each tree node visited, each row and each

@@ -10,7 +10,7 @@ each bucket is split by every possible second block, and so on down to ``j`` blo
 pair in a bucket is checked with one XOR and popcount. Only the first split of each first block
 touches the whole input (memory bound, shared by the threads); everything below runs on buckets
 that fit in the CPU caches, and a bucket small enough is checked pair by pair at once instead of
-being split further (the cost model in :mod:`neardup.core.layout` sets the sizes).
+being split further (the cost model in :mod:`neardup.core.cost` sets the sizes).
 
 Ownership is checked on each pair found: its agreeing blocks up to the bucket's last block must
 be exactly the bucket's path, so every pair is reported once, by the same table as the
@@ -37,7 +37,8 @@ import numpy as np
 
 from neardup import config
 from neardup.core import tree_kernels as tk
-from neardup.core.layout import Layout, Part, Scheme, stop_sizes
+from neardup.core.cost import stop_sizes
+from neardup.core.layout import Layout, Part, Scheme
 
 __all__ = ["TreePlan", "tree_plan", "scheme_plans", "pairs", "join_pairs", "memory_budget"]
 

@@ -12,22 +12,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from neardup.primitives import popcount
+
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
-_M1 = np.uint64(0x5555555555555555)
-_M2 = np.uint64(0x3333333333333333)
-_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
-_H01 = np.uint64(0x0101010101010101)
-_S56 = np.uint64(56)
-
-
-@njit(cache=True, nogil=True)
-def _popcount(x):
-    # SWAR popcount; LLVM turns this idiom into the popcnt instruction on the host CPU.
-    x = x - ((x >> _U1) & _M1)
-    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
-    x = (x + (x >> np.uint64(4))) & _M4
-    return (x * _H01) >> _S56
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -130,7 +118,7 @@ def _query_table(table, queries, q_order, spec, t, k):
         j = lo
         while j < n and (table[j] >> sh) == pre:
             x = table[j] ^ v
-            d = _popcount(x)
+            d = popcount(x)
             if d <= kmax and (x & lead_mask) == _U0 and _first_table(x, chk, t, nchk):
                 qi, pos, dist, cnt = _emit_match(qi, pos, dist, cnt, q_order[q], j, np.int64(d))
             j += 1

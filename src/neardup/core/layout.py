@@ -1,4 +1,4 @@
-"""Block layouts, their tables packed for the kernels, and the cost model that picks a layout.
+"""Block layouts, their tables packed for the kernels, and the schemes of a batch search.
 
 The 64 bits are split into ``blocks`` (m) contiguous blocks numbered from the top: block 0 ("A")
 holds the most significant bits. With ``64 = q*m + r`` the first ``r`` blocks are ``q + 1`` bits
@@ -17,6 +17,9 @@ Two coordinate systems, both numbering bit 0 as the least significant:
     (leading blocks in the top ``prefix_bits`` bits). Sorted tables and permuted queries are
     XORed as keys, so the probe's masks (``TableSpec.lead_key``, ``TableSpec.chk_key``) are in
     key bits. ``Layout.apply`` maps fingerprint bits to key bits and ``Layout.reverse`` back.
+
+The cost model that chooses among layouts and schemes is :mod:`neardup.core.cost`; its public
+names (``choose_blocks``, ``choose_scheme``, ...) can still be imported from here.
 """
 
 from __future__ import annotations
@@ -25,14 +28,13 @@ import functools
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from neardup import config
 from neardup.config import MAX_TABLES
 from neardup.core import kernels
 from neardup.core.tables import TableSpec, pack_tables
-from neardup.core.tree_kernels import DIGIT, MIN_DIGIT
 
 BITS = 64
 _FULL = (1 << 64) - 1
@@ -286,240 +288,11 @@ class Scheme:
         )
 
 
-# -- the cost model ------------------------------------------------------------------------------
-# Batch search (neardup.core.engine) walks the tables of each part as a tree of counting-sort
-# splits; its cost is estimated in nanoseconds from constants measured on the engine's kernels
-# (config.GROUP_NS, SPLIT_NS, SPLIT_MEM_NS, COUNTER_NS, NODE_NS, ROW_NS, PAIR_NS; see config). For
-# uniform fingerprints a node of R members splits into 2**w buckets of R / 2**w; the pairs of a
-# bucket follow the Poisson expectation R**2 / 2, which the formulas extend to R < 2. Queries
-# against a stored index use PROBE_COST, in candidate checks (binary search + call).
+def __getattr__(name: str) -> Any:
+    # the cost model's public names, looked up when first asked for here (it imports this module)
+    if not name.startswith("_"):
+        from neardup.core import cost
 
-
-def prefix_classes(blocks: int, distance: int) -> list[tuple[int, int]]:
-    """``(tables, prefix_bits)`` for each prefix width occurring among the layout's tables.
-
-    With ``64 = q*m + r`` a table whose ``m - k`` leading blocks include ``i`` of the ``r`` wide
-    blocks has a prefix of ``(m - k) * q + i`` bits; ``C(r, i) * C(m - r, m - k - i)`` tables do.
-    """
-    q, r = divmod(BITS, blocks)
-    j = blocks - distance
-    return [
-        (math.comb(r, i) * math.comb(blocks - r, j - i), j * q + i)
-        for i in range(max(0, j - (blocks - r)), min(r, j) + 1)
-    ]
-
-
-_GRID = 2  # grid points per doubling of the node size
-_LOW, _HIGH = -24, 44  # log2 node sizes on the grid
-_LG = np.arange(_LOW * _GRID, _HIGH * _GRID + 1) / _GRID
-
-
-def _brute(r: np.ndarray) -> np.ndarray:
-    # a bucket of Poisson(r) members is visited when it holds a pair (probability 1-e^-r(1+r))
-    visit = -np.expm1(-r) - r * np.exp(-r)
-    return visit * config.NODE_NS + r * config.ROW_NS + r * r * (0.5 * config.PAIR_NS)
-
-
-_CONSTANTS = ("GROUP_NS", "SPLIT_NS", "SPLIT_MEM_NS", "COUNTER_NS", "NODE_NS", "ROW_NS", "PAIR_NS")
-
-
-def _constants() -> tuple[float, ...]:
-    # part of every cache key below, so that changing a constant in config takes effect
-    return tuple(getattr(config, name) for name in _CONSTANTS)
-
-
-def _tree_model(part: Part) -> tuple[np.ndarray, np.ndarray]:
-    return _tree_model_for(part, _constants())
-
-
-@functools.lru_cache(maxsize=1024)
-def _tree_model_for(part: Part, constants: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Expected cost (ns) of the part's search over the log2-size grid of the input, and
-    ``stop[i, p]``: the largest branch node (depth ``i``, next block ``>= p``) that the kernels
-    check pair by pair rather than split."""
-    m, j = part.blocks, part.blocks - part.threshold
-    widths, lows = part.widths, part.lows
-    r = np.exp2(_LG)
-    brute = _brute(r)
-    split = np.where(r * 12.0 > 1 << 21, config.SPLIT_MEM_NS, config.SPLIT_NS)
-    stop = np.full((j + 2, m + 1), -1, dtype=np.int64)
-    nodes: dict[tuple[int, int], np.ndarray] = {}
-
-    def block(i: int, c: int) -> np.ndarray:
-        # split a node of depth i by block c (digit by digit); children are depth i+1 after c
-        cost = np.zeros_like(r)
-        bits = 0
-        while bits < widths[c]:
-            d = min(DIGIT, widths[c] - bits)
-            counters = 1 << min(max(d, MIN_DIGIT), lows[c] + widths[c] - bits)
-            parts = np.minimum(np.exp2(bits), np.maximum(r, 1.0))
-            cost += r * split + parts * (counters * config.COUNTER_NS + config.NODE_NS)
-            bits += d
-        if i == 0:  # a first block: its own pass over the input, started from Python
-            cost += config.GROUP_NS
-        shift = widths[c] * _GRID
-        below = np.concatenate(
-            (_brute(np.exp2(_LG[:shift] - widths[c])), node(i + 1, c + 1)[:-shift])
-        )
-        return cost + np.exp2(widths[c]) * below
-
-    def node(i: int, p: int) -> np.ndarray:
-        if (i, p) not in nodes:
-            if i == j:
-                nodes[(i, p)] = brute
-            else:
-                split_cost = sum(block(i, c) for c in range(p, m - j + i + 1))
-                # checked pair by pair up to the first size where splitting wins
-                wins = np.flatnonzero((brute > split_cost) & (r >= 2))
-                stop[i, p] = max(1, int(r[wins[0] - 1])) if len(wins) else 1 << 62
-                nodes[(i, p)] = np.minimum(brute, split_cost)
-        return nodes[(i, p)]
-
-    return node(0, 0), stop
-
-
-def stop_sizes(part: Part) -> np.ndarray:
-    """``stop[i, p]`` of the part's tree model (int64, ``(blocks - threshold + 2, blocks + 1)``)."""
-    return _tree_model(part)[1]
-
-
-def part_cost(n: int, part: Part) -> float:
-    """Estimated time in nanoseconds (one thread) to search one part of ``n`` uniform
-    fingerprints: one memory-bound split of the input per first block, splits in cache below,
-    pairs checked in small buckets."""
-    if n < 2:
-        return 0.0
-    cost = _tree_model(part)[0]
-    x = min(max((math.log2(n) - _LOW) * _GRID, 0.0), len(_LG) - 1.001)
-    i = int(x)
-    return float(cost[i] + (cost[i + 1] - cost[i]) * (x - i))
-
-
-def scheme_cost(n: int, scheme: Scheme) -> float:
-    """Estimated time in nanoseconds (one thread) of a batch search with ``scheme``."""
-    return sum(part_cost(n, p) for p in scheme.parts)
-
-
-def estimated_cost(n: int, blocks: int, distance: int) -> float:
-    """Estimated time in nanoseconds (one thread) of a batch search with that :class:`Layout`."""
-    if not 0 <= distance < blocks <= BITS:
-        raise ValueError(f"no layout of {blocks} blocks for distance {distance}")
-    return part_cost(n, Part(0, BITS, blocks, distance))
-
-
-def _best_part(
-    size: int, low: int, width: int, threshold: int, patience: int = 3
-) -> tuple[float, Part]:
-    return _best_part_for(size, low, width, threshold, patience, _constants())
-
-
-@functools.lru_cache(maxsize=4096)
-def _best_part_for(
-    size: int, low: int, width: int, threshold: int, patience: int, constants: tuple[float, ...]
-) -> tuple[float, Part]:
-    # blocks from threshold + 1 up, until the cost has risen ``patience`` times in a row
-    best: tuple[float, Part] | None = None
-    worse = 0
-    for m in range(threshold + 1, width + 1):
-        if math.comb(m, threshold) > MAX_TABLES:
-            break
-        p = Part(low, width, m, threshold)
-        c = part_cost(size, p)
-        if best is None or c < best[0]:
-            best, worse = (c, p), 0
-        elif (worse := worse + 1) >= patience:
-            break
-    assert best is not None
-    return best
-
-
-def choose_scheme(n: int, distance: int) -> Scheme:
-    """The scheme with the least :func:`scheme_cost` for ``n`` fingerprints.
-
-    Candidates: one part of all 64 bits (the layout of :func:`choose_blocks`); two parts of
-    24-40 bits whose thresholds sum to ``distance - 1``, split about in proportion to their
-    widths; from distance 8 three parts of 21-22 bits with thresholds summing to
-    ``distance - 2``, split about evenly. Each part takes its own best number of blocks.
-    """
-    validate(distance + 1, distance)
-    size = max(2, int(2 ** (round(math.log2(max(n, 2)) * 4) / 4)))  # a coarse grid, cached
-    k = distance
-    one = _best_part(size, 0, BITS, k, patience=6)
-    cands = [(one[0], (one[1],))]
-    if one[0] >= 0.999 * float(_brute(np.array([float(size)]))[0]):  # tiny: all pairs at once
-        return Scheme(k, cands[0][1])
-    for w1 in (32, 28, 36, 24, 40) if k >= 2 else ():
-        near = round((k - 1) * w1 / BITS)
-        for t1 in range(max(0, near - 1), min(k - 1, near + 1) + 1):
-            a = _best_part(size, BITS - w1, w1, t1)
-            b = _best_part(size, 0, BITS - w1, k - 1 - t1)
-            cands.append((a[0] + b[0], (a[1], b[1])))
-    if k >= 8:
-        q, r = divmod(k - 2, 3)
-        for ts in {(q + (r > 0), q + (r > 1), q), (q + 1, q - 1 + r, q), (q, q + r, q)}:
-            ps = [
-                _best_part(size, lo, w, t) for (lo, w), t in zip(((43, 21), (21, 22), (0, 21)), ts)
-            ]
-            cands.append((sum(c for c, _ in ps), tuple(p for _, p in ps)))
-    best = min(cands, key=lambda c: c[0])
-    # several parts only when clearly cheaper: the model's error between one part and several
-    # was measured up to 1.4x at distance 3 (one part faster than estimated, two slower)
-    if best[0] > config.SCHEME_MARGIN * cands[0][0]:
-        best = cands[0]
-    return Scheme(k, best[1])
-
-
-def _cheapest(cost, n: int, distance: int, max_tables: int) -> int:
-    validate(distance + 1, distance)
-    best, best_cost = distance + 1, math.inf
-    worse = 0
-    for m in range(distance + 1, BITS + 1):
-        if count_tables(m, distance) > max_tables:
-            break
-        c = cost(n, m, distance)
-        if c < best_cost:
-            best, best_cost, worse = m, c, 0
-        elif (worse := worse + 1) >= 6:  # past the optimum costs grow (a few bumps aside)
-            break
-    return best
-
-
-def estimated_query_cost(n: int, blocks: int, distance: int) -> float:
-    """Estimated work of one query against ``n`` sorted fingerprints, in candidate-check units.
-
-    A query probes every table (``config.PROBE_COST`` each) and checks about ``n / 2**p``
-    candidates per table, ``p`` being the table's leading bits.
-    """
-    return sum(
-        tables * (config.PROBE_COST + n / 2.0**p) for tables, p in prefix_classes(blocks, distance)
-    )
-
-
-def join_scheme(queries: int, n: int, layout: Layout, distance: int) -> Scheme | None:
-    """The scheme for searching ``queries`` fingerprints together with ``n`` stored ones when
-    that is estimated cheaper than probing the ``layout``'s sorted tables once per query
-    (``config.PROBE_NS`` per unit of :func:`estimated_query_cost`), else None."""
-    if queries < config.JOIN_FROM or n < 2:
-        return None
-    scheme = choose_scheme(n + queries, distance)
-    probe = queries * estimated_query_cost(n, layout.blocks, layout.distance) * config.PROBE_NS
-    return scheme if scheme_cost(n + queries, scheme) < probe else None
-
-
-def choose_blocks(n: int, distance: int) -> int:
-    """The number of blocks with the least :func:`estimated_cost` for ``n`` fingerprints.
-
-    Tries every ``blocks`` from ``distance + 1`` up to 64 whose table count stays within
-    ``MAX_TABLES``. Small inputs get few, wide blocks (few tables); large inputs get enough blocks
-    that the leading blocks of a table span about ``log2(n)`` bits or more.
-    """
-    return _cheapest(estimated_cost, n, distance, MAX_TABLES)
-
-
-def choose_query_blocks(n: int, distance: int) -> int:
-    """Blocks minimising :func:`estimated_query_cost` for ``n`` indexed fingerprints.
-
-    More blocks mean longer prefixes (fewer candidates) but more tables (``C(blocks, distance)``,
-    each 8 bytes per fingerprint), at most ``config.MAX_INDEX_TABLES``.
-    """
-    return _cheapest(estimated_query_cost, n, distance, min(MAX_TABLES, config.MAX_INDEX_TABLES))
+        if name in cost.__all__:
+            return getattr(cost, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

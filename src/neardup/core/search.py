@@ -17,7 +17,8 @@ from neardup import config
 from neardup.config import DEFAULT_DISTANCE, default_threads
 from neardup.core import engine, kernels
 from neardup.core.bits import as_fingerprints
-from neardup.core.layout import Layout, Scheme, TableSpec, choose_blocks, choose_scheme
+from neardup.core.cost import choose_blocks, choose_scheme
+from neardup.core.layout import Layout, Scheme, TableSpec
 
 __all__ = [
     "find_all",
@@ -47,7 +48,7 @@ _EMPTY_PAIRS = np.empty((0, 2), dtype=np.int64)
 
 def resolve_layout(n: int, distance: int, blocks: int | None) -> Layout:
     """The single-part layout for ``n`` fingerprints: ``blocks`` if given, else
-    :func:`~neardup.core.layout.choose_blocks` (the layout of stored tables and of Dask shards)."""
+    :func:`~neardup.core.cost.choose_blocks` (the layout of stored tables and of Dask shards)."""
     if blocks is None:
         Layout(distance + 1, distance)  # validates distance with a clear message
         blocks = choose_blocks(n, distance)
@@ -56,7 +57,7 @@ def resolve_layout(n: int, distance: int, blocks: int | None) -> Layout:
 
 def resolve_scheme(n: int, distance: int, blocks: int | None) -> Scheme:
     """The batch-search scheme for ``n`` fingerprints: the layout of ``blocks`` blocks if given,
-    else :func:`~neardup.core.layout.choose_scheme` (one part or several)."""
+    else :func:`~neardup.core.cost.choose_scheme` (one part or several)."""
     if blocks is not None:
         return Scheme.of(Layout(blocks, distance))
     Layout(distance + 1, distance)  # validates distance with a clear message
@@ -118,7 +119,7 @@ def find_all(
     blocks : int, optional
         Search with the single layout of this many blocks (``distance < blocks <= 64``).
         ``None`` lets the cost model pick the scheme with the least estimated work for the input
-        size (:func:`neardup.core.layout.choose_scheme`), possibly several parts of the bits.
+        size (:func:`neardup.core.cost.choose_scheme`), possibly several parts of the bits.
     threads : int, optional
         Worker threads. Default: ``NEARDUP_THREADS`` or all usable CPUs.
     memory : int or str, optional

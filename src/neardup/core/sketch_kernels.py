@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from neardup.core.kernels import _popcount
-from neardup.core.verify_kernels import _fmix64
+from neardup.primitives import fmix64, popcount
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 #: Mixes a key's first hash into the independent hash that places it among the extra buckets.
@@ -59,7 +58,7 @@ def _sketch_words(offsets, keys, out, lo, hi):
             continue
         full[:] = False
         for p in range(a, e):
-            g = _fmix64(_fmix64(np.uint64(keys[p]) + _GOLDEN) ^ _SEED)
+            g = fmix64(fmix64(np.uint64(keys[p]) + _GOLDEN) ^ _SEED)
             b = _bucket(g, nb)
             if not full[b] or g < best[b]:
                 best[b] = g
@@ -71,10 +70,10 @@ def _sketch_words(offsets, keys, out, lo, hi):
             while not full[src]:
                 tries += 1
                 if tries <= _TRIES:
-                    src = _bucket(_fmix64(salt * _STEP + np.uint64(tries)), nb)
+                    src = _bucket(fmix64(salt * _STEP + np.uint64(tries)), nb)
                 else:
                     src = (src + 1) % nb
-            bit = _fmix64(best[src] ^ (salt * _SALT)) & _ONE
+            bit = fmix64(best[src] ^ (salt * _SALT)) & _ONE
             out[d, 1 + b // 64] |= bit << np.uint64(b % 64)
 
 
@@ -88,5 +87,5 @@ def _differing_bits(qs, cs, qi, ci, first, out, lo, hi):
         y = ci[k]
         c = 0
         for w in range(first, words):
-            c += np.int64(_popcount(qs[x, w] ^ cs[y, w]))
+            c += np.int64(popcount(qs[x, w] ^ cs[y, w]))
         out[k] = c

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from neardup.core.kernels import _popcount
+from neardup.primitives import popcount
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
@@ -52,11 +52,11 @@ def _owned(x, need, chk):
     # its first part within threshold and the bucket's path is its first agreeing blocks: every
     # block in ``need`` (blocks before the path's last block that are not on it) differs.
     # chk = [part mask, part threshold, P, P earlier part masks, their P thresholds, block masks]
-    if _popcount(x & chk[0]) > chk[1]:
+    if popcount(x & chk[0]) > chk[1]:
         return False
     npri = np.int64(chk[2])
     for q in range(npri):
-        if _popcount(x & chk[3 + q]) <= chk[3 + npri + q]:
+        if popcount(x & chk[3 + q]) <= chk[3 + npri + q]:
             return False
     base = 3 + 2 * npri
     b = 0
@@ -95,17 +95,17 @@ def _next_hit(F, lo, mid, hi, a, join, k1):
             h3 = _U0
             for c in range(mid if join else a + 4, hi):
                 x = F[c]
-                h0 += (_popcount(f0 ^ x) - k1) >> _S63
-                h1 += (_popcount(f1 ^ x) - k1) >> _S63
-                h2 += (_popcount(f2 ^ x) - k1) >> _S63
-                h3 += (_popcount(f3 ^ x) - k1) >> _S63
+                h0 += (popcount(f0 ^ x) - k1) >> _S63
+                h1 += (popcount(f1 ^ x) - k1) >> _S63
+                h2 += (popcount(f2 ^ x) - k1) >> _S63
+                h3 += (popcount(f3 ^ x) - k1) >> _S63
             if not join:  # the six pairs among the four rows
-                h0 += (_popcount(f0 ^ f1) - k1) >> _S63
-                h0 += (_popcount(f0 ^ f2) - k1) >> _S63
-                h0 += (_popcount(f0 ^ f3) - k1) >> _S63
-                h1 += (_popcount(f1 ^ f2) - k1) >> _S63
-                h1 += (_popcount(f1 ^ f3) - k1) >> _S63
-                h2 += (_popcount(f2 ^ f3) - k1) >> _S63
+                h0 += (popcount(f0 ^ f1) - k1) >> _S63
+                h0 += (popcount(f0 ^ f2) - k1) >> _S63
+                h0 += (popcount(f0 ^ f3) - k1) >> _S63
+                h1 += (popcount(f1 ^ f2) - k1) >> _S63
+                h1 += (popcount(f1 ^ f3) - k1) >> _S63
+                h2 += (popcount(f2 ^ f3) - k1) >> _S63
             if (h0 | h1 | h2 | h3) != _U0:
                 cap = np.uint64(0xFFFF)
                 return (
@@ -123,7 +123,7 @@ def _next_hit(F, lo, mid, hi, a, join, k1):
             f0 = F[a]
             h = _U0
             for c in range(mid if join else a + 1, hi):
-                h += (_popcount(f0 ^ F[c]) - k1) >> _S63
+                h += (popcount(f0 ^ F[c]) - k1) >> _S63
             if h != _U0:
                 return a, 1, min(h, np.uint64(0xFFFF))
             a += 1
@@ -148,12 +148,12 @@ def _emit_rows(F, R, mid, hi, a, rows, hits, join, kk, need, chk, imask, out, cn
             e = min(c + 16, hi)
             t = _U0
             for q in range(c, e):
-                t += (_popcount(fa ^ F[q]) - k1) >> _S63
+                t += (popcount(fa ^ F[q]) - k1) >> _S63
             if t != _U0:
                 left -= min(t, left)
                 for q in range(c, e):
                     x = fa ^ F[q]
-                    if _popcount(x) <= kk and _owned(x, need, chk):
+                    if popcount(x) <= kk and _owned(x, need, chk):
                         iq = np.int64(R[q] & imask)
                         if join or ia < iq:
                             out[cnt, 0] = ia

@@ -13,22 +13,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from neardup.primitives import fmix64
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _C1 = np.uint64(0xFF51AFD7ED558CCD)
-_C2 = np.uint64(0xC4CEB9FE1A85EC53)
-_S33 = np.uint64(33)
 _S27 = np.uint64(27)
 _S37 = np.uint64(37)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _fmix64(h):
-    h ^= h >> _S33
-    h *= _C1
-    h ^= h >> _S33
-    h *= _C2
-    h ^= h >> _S33
-    return h
 
 
 @njit(cache=True, nogil=True)
@@ -41,7 +31,7 @@ def _set_hashes(offsets, keys, out, lo, hi):
         for p in range(a, b):
             h = (h ^ np.uint64(keys[p])) * _C1
             h = (h << _S27) | (h >> _S37)
-        out[d] = _fmix64(h)
+        out[d] = fmix64(h)
 
 
 @njit(cache=True, nogil=True)
@@ -182,7 +172,7 @@ def _set_simhash(offsets, keys, out, lo, hi):
         for b in range(64):  # (a loop: slice assignment costs a second of compiling)
             tally[b] = 0
         for p in range(offsets[d], offsets[d + 1]):
-            h = _fmix64(np.uint64(keys[p]) + _GOLDEN)
+            h = fmix64(np.uint64(keys[p]) + _GOLDEN)
             for b in range(64):
                 tally[b] += np.int64((h >> np.uint64(b)) & np.uint64(1)) * 2 - 1
         v = np.uint64(0)
@@ -222,7 +212,7 @@ def _set_minhash(offsets, keys, out, lo, hi):
             continue
         rank[:] = _ALL
         for p in range(a, e):
-            h = _fmix64(np.uint64(keys[p]) + _GOLDEN)
+            h = fmix64(np.uint64(keys[p]) + _GOLDEN)
             b = np.int64(h >> _S58)
             r = h & _LOW58
             if r < rank[b]:
@@ -235,10 +225,10 @@ def _set_minhash(offsets, keys, out, lo, hi):
             while rank[src] == _ALL:
                 tries += 1
                 if tries <= _TRIES:
-                    src = np.int64(_fmix64(np.uint64(b) * _STEP + np.uint64(tries)) >> _S58)
+                    src = np.int64(fmix64(np.uint64(b) * _STEP + np.uint64(tries)) >> _S58)
                 else:
                     src = (src + 1) & 63
-            bit = _fmix64(arg[src] ^ (np.uint64(b) * _SALT)) & _ONE
+            bit = fmix64(arg[src] ^ (np.uint64(b) * _SALT)) & _ONE
             v |= bit << np.uint64(b)
         out[d] = v
 

@@ -20,10 +20,7 @@ _M32 = np.uint64(0xFFFFFFFF)
 _DEADBEEF = np.uint64(0xDEADBEEF)
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
-_FMIX_C1 = np.uint64(0xFF51AFD7ED558CCD)
-_FMIX_C2 = np.uint64(0xC4CEB9FE1A85EC53)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_S33 = np.uint64(33)
 _S32 = np.uint64(32)
 _S8 = np.uint64(8)
 _S16 = np.uint64(16)
@@ -68,17 +65,6 @@ def _rotl64(x, k):
     if k64 == _U0:
         return x
     return (x << k64) | (x >> (_S64 - k64))
-
-
-@njit(cache=True, nogil=True)
-def _fmix64(h):
-    """MurmurHash3's 64-bit finalizer: every output bit depends on every input bit."""
-    h ^= h >> _S33
-    h *= _FMIX_C1
-    h ^= h >> _S33
-    h *= _FMIX_C2
-    h ^= h >> _S33
-    return h
 
 
 @njit(cache=True, nogil=True)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from neardup.primitives import put_utf8
+
 # props bits (see unicode_tables.py)
 FOLD_MASK = (1 << 21) - 1
 FOLD_MULTI = 1 << 21
@@ -94,34 +96,11 @@ def _decode_at(src, i, end):
 
 
 @njit(cache=True, nogil=True)
-def _put_utf8(out, o, cp):
-    """Write code point ``cp`` as UTF-8 at ``out[o]`` (surrogates as 3 bytes, as
-    ``surrogatepass``); returns the next position."""
-    if cp < 0x80:
-        out[o] = cp
-        return o + 1
-    if cp < 0x800:
-        out[o] = 0xC0 | (cp >> 6)
-        out[o + 1] = 0x80 | (cp & 0x3F)
-        return o + 2
-    if cp < 0x10000:
-        out[o] = 0xE0 | (cp >> 12)
-        out[o + 1] = 0x80 | ((cp >> 6) & 0x3F)
-        out[o + 2] = 0x80 | (cp & 0x3F)
-        return o + 3
-    out[o] = 0xF0 | (cp >> 18)
-    out[o + 1] = 0x80 | ((cp >> 12) & 0x3F)
-    out[o + 2] = 0x80 | ((cp >> 6) & 0x3F)
-    out[o + 3] = 0x80 | (cp & 0x3F)
-    return o + 4
-
-
-@njit(cache=True, nogil=True)
 def _emit_multi(out, o, p, fold_seq, fold_off):
     """Write the case folding of several code points of ``props`` entry ``p`` as UTF-8."""
     k = p & FOLD_MASK
     for t in range(fold_off[k], fold_off[k + 1]):
-        o = _put_utf8(out, o, np.int64(fold_seq[t]))
+        o = put_utf8(out, o, np.int64(fold_seq[t]))
     return o
 
 
@@ -132,11 +111,11 @@ def _emit(out, o, cp, fold, props, fold_seq, fold_off):
     Inlined by hand in the byte loop of ``_normalize_into``: a call with arrays there costs
     reference counting on every character."""
     if not fold:
-        return _put_utf8(out, o, cp)
+        return put_utf8(out, o, cp)
     p = props[cp]
     if p & FOLD_MULTI:
         return _emit_multi(out, o, p, fold_seq, fold_off)
-    return _put_utf8(out, o, np.int64(p & FOLD_MASK))
+    return put_utf8(out, o, np.int64(p & FOLD_MASK))
 
 
 @njit(cache=True, nogil=True)
@@ -314,11 +293,11 @@ def _normalize_into(buf, start, end, mode, tables, out, work):
             if o + 12 + end - i > cap:
                 return -1
             if not fold:
-                o = _put_utf8(out, o, cp)
+                o = put_utf8(out, o, cp)
             elif p & FOLD_MULTI:
                 o = _emit_multi(out, o, p, fold_seq, fold_off)  # rare: a call here is fine
             else:
-                o = _put_utf8(out, o, np.int64(p & FOLD_MASK))
+                o = put_utf8(out, o, np.int64(p & FOLD_MASK))
             i += ln
             continue
         # from the last boundary to the next one: the full algorithm

@@ -35,7 +35,6 @@ from neardup.fingerprints._kernels import (
     TOK_UNICODE,
     WEIGHT_COUNT,
     WEIGHT_UNIQUE,
-    _fmix64,
     _fnv1a64,
     _fnv1a64_lower,
     _jenkins64,
@@ -55,6 +54,7 @@ from neardup.fingerprints._normalize import (
     _narrow_ascii,
     _normalize_doc,
 )
+from neardup.primitives import fmix64
 
 # how a document's text is held (ChunkData.kind)
 KIND_UTF8 = 0  # UTF-8 in buf8, not known to be ASCII (bytes input, or str with lone surrogates)
@@ -297,7 +297,7 @@ def _make_chunk_kernel(tokens, hash_code, collapse, normalize, keys, utf8, utf16
                     h = toks[s]
                     for q in range(1, width):
                         h = h * _GOLDEN + toks[s + q]
-                    feats[m] = _fmix64(h)
+                    feats[m] = fmix64(h)
                     m += 1
             if keys:
                 found, nk = _append_keys(feats, m, scratch, tmp, counts, found, nk)

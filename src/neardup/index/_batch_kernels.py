@@ -10,23 +10,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from neardup.primitives import popcount
+
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
-_M1 = np.uint64(0x5555555555555555)
-_M2 = np.uint64(0x3333333333333333)
-_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
-_H01 = np.uint64(0x0101010101010101)
 
 # one table's spec, a row of a uint64 matrix (see batch.pack_specs)
 S_SHIFT, S_LEAD, S_NCHK, S_NSEG, S_MOVES = 0, 1, 2, 3, 4
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _popcount(x):
-    x = x - ((x >> _U1) & _M1)
-    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
-    x = (x + (x >> np.uint64(4))) & _M4
-    return (x * _H01) >> np.uint64(56)
 
 
 @njit(cache=True, nogil=True)
@@ -121,7 +111,7 @@ def _probe(fps, vals, rows, dirs, specs, dbits, k, i_start, out_b, out_i, out_d)
                     if (e >> sh) != pre:
                         continue
                     x = e ^ pv
-                    d = _popcount(x)
+                    d = popcount(x)
                     if d > kmax or (x & specs[t, S_LEAD]) != _U0:
                         continue
                     c0 = S_MOVES + 3 * nseg

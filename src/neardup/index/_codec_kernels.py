@@ -16,12 +16,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from neardup.primitives import popcount
+
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
-_M1 = np.uint64(0x5555555555555555)
-_M2 = np.uint64(0x3333333333333333)
-_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
-_H01 = np.uint64(0x0101010101010101)
 
 MAGIC = 0x4E44454631000001  # "NDEF1" + version 1
 HEADER = 16
@@ -32,17 +30,9 @@ H_FIRST, H_LAST = 14, 15
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _popcount(x):
-    x = x - ((x >> _U1) & _M1)
-    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
-    x = (x + (x >> np.uint64(4))) & _M4
-    return (x * _H01) >> np.uint64(56)
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _ctz(x):
     # trailing zeros of a non-zero word: the bits below its lowest set bit
-    return np.int64(_popcount((x & (~x + _U1)) - _U1))
+    return np.int64(popcount((x & (~x + _U1)) - _U1))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -136,7 +126,7 @@ def _bucket_start(words, hb):
     while z > 0 and p < end:
         off = p & 63
         w = ~words[uoff + (p >> 6)] >> np.uint64(off)
-        c = np.int64(_popcount(w))
+        c = np.int64(popcount(w))
         if z <= c:
             for _ in range(z - 1):
                 w &= w - _U1
@@ -320,7 +310,7 @@ def _probe_rows(table, fps, spec, queries, q_order, k, q_start, qi, rows, dist):
             if (e >> sh) != pre:
                 break
             x = e ^ v
-            d = _popcount(x)
+            d = popcount(x)
             if d <= kmax and (x & lead_mask) == _U0 and _first_of(x, spec):
                 if identity:
                     if cnt == cap:
@@ -361,7 +351,7 @@ def _check(words):
     uw = np.int64(words[H_UWORDS])
     ones = 0
     for w in range(uw):
-        ones += np.int64(_popcount(words[uoff + w]))
+        ones += np.int64(popcount(words[uoff + w]))
     if ones != n:
         return 1
     if n == 0:

@@ -24,10 +24,11 @@ import numpy as np
 
 from neardup.config import DEFAULT_DISTANCE, default_threads
 from neardup.core.bits import as_fingerprints
+from neardup.core.cost import choose_query_blocks as choose_index_blocks
 from neardup.core.layout import Layout
-from neardup.core.layout import choose_query_blocks as choose_index_blocks
 from neardup.index import _batch_kernels as bk
 from neardup.index import _kernels
+from neardup.index.base import check_query_distance
 from neardup.index.codec import load_table
 from neardup.index.index import Index, IndexMatches
 from neardup.index.storage import load_array
@@ -140,16 +141,13 @@ class BatchTables:
             Each pair once, grouped by stored position (ascending).
         """
         fp = as_fingerprints(fingerprints, "fingerprints")
-        k = self.distance if distance is None else distance
-        if (
-            isinstance(k, bool)
-            or not isinstance(k, (int, np.integer))
-            or not 0 <= k <= self.distance
-        ):
-            raise ValueError(
-                f"distance must be an integer between 0 and the batch tables' distance "
-                f"{self.distance} (got {distance!r}); build the tables with a larger distance"
-            )
+        k = check_query_distance(
+            distance,
+            self.distance,
+            name="distance",
+            of="the batch tables' distance",
+            fix="build the tables with a larger distance",
+        )
         if self.n == 0 or len(fp) == 0:
             e = np.empty(0, dtype=np.int64)
             return e, e.copy(), e.copy()

@@ -50,7 +50,8 @@ class VerifiedMatches(NamedTuple):
 
 class IndexMatching:
     """Mixin of :class:`neardup.index.Index`: its queries (all matches, the nearest, those
-    decided by sketches) over the probe of :meth:`Index._probe`."""
+    decided by sketches) over the probe of :class:`neardup.index.probe.IndexProbe`; the list and
+    mask forms are :class:`neardup.index.base.IndexBase`'s."""
 
     def query_arrays(
         self,
@@ -81,31 +82,6 @@ class IndexMatching:
         keys, values = self._ids_of(si, rows)
         order = np.lexsort((keys, d, qi))
         return IndexMatches(qi[order], values[order], d[order])
-
-    def query(
-        self, fingerprints: Sequence[int] | np.ndarray, distance: int | None = None
-    ) -> list[list[tuple[Any, int]]]:
-        """For each query fingerprint, the list of ``(id, distance)`` within ``distance`` bits,
-        nearest first (see :meth:`query_arrays` for the order and the parameters)."""
-        q = as_fingerprints(fingerprints, "fingerprints")
-        m = self.query_arrays(q, distance)
-        bounds = np.searchsorted(m.query_index, np.arange(len(q) + 1)).tolist()
-        ids = m.id.tolist()
-        dist = m.distance.tolist()
-        return [
-            list(zip(ids[a:b], dist[a:b], strict=True))
-            for a, b in zip(bounds[:-1], bounds[1:], strict=True)
-        ]
-
-    def dedup_mask(
-        self, fingerprints: Sequence[int] | np.ndarray, distance: int | None = None
-    ) -> np.ndarray:
-        """Boolean array, True where a fingerprint is within ``distance`` bits of an indexed one."""
-        q = as_fingerprints(fingerprints, "fingerprints")
-        qi, _, _, _ = self._probe(q, distance, None)
-        mask = np.zeros(len(q), dtype=bool)
-        mask[qi] = True
-        return mask
 
     def nearest_arrays(
         self,

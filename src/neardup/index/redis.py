@@ -36,7 +36,8 @@ from neardup._optional import require
 from neardup.config import DEFAULT_DISTANCE
 from neardup.core.bits import as_fingerprints
 from neardup.core.layout import Layout
-from neardup.index.index import IndexMatches
+from neardup.index.base import IndexBase
+from neardup.index.matches import IndexMatches
 from neardup.index.redis_store import (
     _GOLDEN,
     FORMAT_VERSION,
@@ -55,7 +56,7 @@ from neardup.index.storage import CorruptIndexError
 __all__ = ["RedisIndex", "IndexUnavailableError", "choose_redis_layout", "is_redis_url"]
 
 
-class RedisIndex(RedisWriter):
+class RedisIndex(RedisWriter, IndexBase):
     """:class:`neardup.Index` over Redis: the same API and the same answers.
 
     Open one with ``neardup.Index.open("redis://host:6379/0?name=crawl")`` (or
@@ -177,22 +178,7 @@ class RedisIndex(RedisWriter):
         with contextlib.suppress(Exception):
             self._client.close()
 
-    def __enter__(self) -> RedisIndex:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # ------------------------------------------------------------------ properties
-    @property
-    def distance(self) -> int:
-        """Largest query distance (bits, inclusive)."""
-        return self.layout.distance
-
-    @property
-    def blocks(self) -> int:
-        return self.layout.blocks
-
     @property
     def id_type(self) -> str | None:
         """``"int64"``, ``"str"`` or ``None`` before the first add."""
@@ -327,20 +313,12 @@ class RedisIndex(RedisWriter):
 
     # ------------------------------------------------------------------ queries
     def _probe(
-        self, fingerprints: Any, distance: int | None
+        self, fingerprints: Any, distance: int | None, threads: int | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Any]]:
-        """(query index, id key, distance, raw entry per match) of confirmed matches."""
+        """(query index, id key, distance, raw entry per match) of confirmed matches (one
+        pipeline per round trip: ``threads`` is not used)."""
         q = as_fingerprints(fingerprints, "fingerprints")
-        k = self.distance if distance is None else distance
-        if (
-            isinstance(k, bool)
-            or not isinstance(k, (int, np.integer))
-            or not 0 <= k <= self.distance
-        ):
-            raise ValueError(
-                f"query distance must be an integer between 0 and the index's distance "
-                f"{self.distance} (got {distance!r}); create the index with a larger distance"
-            )
+        k = self._query_distance(distance)
         e = np.empty(0, dtype=np.int64)
         if len(q) == 0:
             return e, e.copy(), e.copy(), []
@@ -392,26 +370,6 @@ class RedisIndex(RedisWriter):
         else:
             ids = key[order]
         return IndexMatches(qi[order], ids, d[order])
-
-    def query(
-        self, fingerprints: Sequence[int] | np.ndarray, distance: int | None = None
-    ) -> list[list[tuple[Any, int]]]:
-        """As :meth:`neardup.Index.query`: per query, ``(id, distance)`` nearest first."""
-        q = as_fingerprints(fingerprints, "fingerprints")
-        m = self.query_arrays(q, distance)
-        bounds = np.searchsorted(m.query_index, np.arange(len(q) + 1)).tolist()
-        ids, dist = m.id.tolist(), m.distance.tolist()
-        return [list(zip(ids[a:b], dist[a:b], strict=True)) for a, b in zip(bounds, bounds[1:])]
-
-    def dedup_mask(
-        self, fingerprints: Sequence[int] | np.ndarray, distance: int | None = None
-    ) -> np.ndarray:
-        """Boolean array, True where a fingerprint is within ``distance`` bits of an indexed one."""
-        q = as_fingerprints(fingerprints, "fingerprints")
-        qi = self._probe(q, distance)[0]
-        mask = np.zeros(len(q), dtype=bool)
-        mask[qi] = True
-        return mask
 
     def verify(self) -> None:
         """Check that every entry has its record in the bucket of every table.

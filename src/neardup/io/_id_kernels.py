@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from neardup.primitives import fmix64
+
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 _TAG_INT = np.uint64(0x9E3779B97F4A7C15)
@@ -24,7 +26,7 @@ def _hash_strings(buf, ends):
         h = _FNV_OFFSET
         for t in range(a, ends[j] - 1):
             h = (h ^ np.uint64(buf[t])) * _FNV_PRIME
-        out[j] = _fmix(h)
+        out[j] = fmix64(h)
         a = ends[j]
     return out
 
@@ -34,18 +36,8 @@ def _hash_ints(values):
     """64-bit hash of each int64 (apart from the strings' hashes by a tag)."""
     out = np.empty(values.shape[0], dtype=np.uint64)
     for j in range(values.shape[0]):
-        out[j] = _fmix(np.uint64(values[j]) ^ _TAG_INT)
+        out[j] = fmix64(np.uint64(values[j]) ^ _TAG_INT)
     return out
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _fmix(h):
-    h ^= h >> np.uint64(33)
-    h *= np.uint64(0xFF51AFD7ED558CCD)
-    h ^= h >> np.uint64(33)
-    h *= np.uint64(0xC4CEB9FE1A85EC53)
-    h ^= h >> np.uint64(33)
-    return h
 
 
 @njit(cache=True, nogil=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from neardup.primitives import put_utf8
+
 
 @njit(cache=True, nogil=True)
 def _is_ws(c):
@@ -87,27 +89,6 @@ def _hex4(buf, i, e):
 
 
 @njit(cache=True, nogil=True)
-def _put_utf8(out, o, cp):
-    if cp < 0x80:
-        out[o] = cp
-        return o + 1
-    if cp < 0x800:
-        out[o] = 0xC0 | (cp >> 6)
-        out[o + 1] = 0x80 | (cp & 0x3F)
-        return o + 2
-    if cp < 0x10000:
-        out[o] = 0xE0 | (cp >> 12)
-        out[o + 1] = 0x80 | ((cp >> 6) & 0x3F)
-        out[o + 2] = 0x80 | (cp & 0x3F)
-        return o + 3
-    out[o] = 0xF0 | (cp >> 18)
-    out[o + 1] = 0x80 | ((cp >> 12) & 0x3F)
-    out[o + 2] = 0x80 | ((cp >> 6) & 0x3F)
-    out[o + 3] = 0x80 | (cp & 0x3F)
-    return o + 4
-
-
-@njit(cache=True, nogil=True)
 def _string(buf, i, e, out, o, copy):
     """The JSON string whose opening quote is ``buf[i]``: returns ``(end, o, flags)``, ``end``
     just after the closing quote or -1 where ``json`` would fail (or, with ``copy``, the string
@@ -140,7 +121,7 @@ def _string(buf, i, e, out, o, copy):
                 if copy:
                     if 0xD800 <= cp <= 0xDFFF:
                         return -1, o, flags  # a lone surrogate: not UTF-8
-                    o = _put_utf8(out, o, cp)
+                    o = put_utf8(out, o, cp)
                     if cp == 10:
                         flags |= 2
                 continue

@@ -27,17 +27,12 @@ from typing import IO
 
 from neardup.errors import InputError
 from neardup.io.files import is_url
+from neardup.io.filesystem import _fsync_dir, _inside, _same_file, _stat, _umask
 from neardup.io.formats import STDIO, display_name
 
 __all__ = ["Output", "OutputSet", "atomic_directory", "atomic_output"]
 
 _COPY_CHUNK = 1 << 20
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 @dataclass(eq=False)
@@ -60,30 +55,6 @@ class Output:
     def name(self) -> str:
         """The output's name in messages."""
         return display_name(self.path, output=True)
-
-
-def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
-def _stat(path: str) -> os.stat_result | None:
-    try:
-        return os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-
-
-def _inside(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
-
-
-def _fsync_dir(path: str) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 class OutputSet:

@@ -1,0 +1,69 @@
+"""numba primitives that the kernels of several packages share: the population count of a
+uint64, MurmurHash3's 64-bit finalizer and the UTF-8 encoding of one code point.
+
+Both are ``@njit(cache=True, nogil=True)`` functions of scalars (and an output array) that
+validate nothing; a kernel that calls one gets it compiled into its own machine code (LLVM
+inlines it), so calling it costs no more than repeating its lines.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["fmix64", "popcount", "put_utf8"]
+
+_C1 = np.uint64(0xFF51AFD7ED558CCD)
+_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+_U1 = np.uint64(1)
+_M1 = np.uint64(0x5555555555555555)
+_M2 = np.uint64(0x3333333333333333)
+_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
+_H01 = np.uint64(0x0101010101010101)
+_S56 = np.uint64(56)
+
+
+@njit(cache=True, nogil=True)
+def popcount(x):
+    """Number of set bits of the uint64 ``x`` (a uint64)."""
+    # SWAR popcount; LLVM turns this idiom into the popcnt instruction on the host CPU.
+    x = x - ((x >> _U1) & _M1)
+    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
+    x = (x + (x >> np.uint64(4))) & _M4
+    return (x * _H01) >> _S56
+
+
+@njit(cache=True, nogil=True)
+def fmix64(h):
+    """MurmurHash3's 64-bit finalizer of the uint64 ``h``: every output bit depends on every
+    input bit (a bijection of uint64)."""
+    h ^= h >> _S33
+    h *= _C1
+    h ^= h >> _S33
+    h *= _C2
+    h ^= h >> _S33
+    return h
+
+
+@njit(cache=True, nogil=True)
+def put_utf8(out, o, cp):
+    """Write code point ``cp`` as UTF-8 at ``out[o]`` (1 to 4 bytes; surrogates as 3 bytes, as
+    ``surrogatepass`` encodes them); returns the next position. ``out`` must have room."""
+    if cp < 0x80:
+        out[o] = cp
+        return o + 1
+    if cp < 0x800:
+        out[o] = 0xC0 | (cp >> 6)
+        out[o + 1] = 0x80 | (cp & 0x3F)
+        return o + 2
+    if cp < 0x10000:
+        out[o] = 0xE0 | (cp >> 12)
+        out[o + 1] = 0x80 | ((cp >> 6) & 0x3F)
+        out[o + 2] = 0x80 | (cp & 0x3F)
+        return o + 3
+    out[o] = 0xF0 | (cp >> 18)
+    out[o + 1] = 0x80 | ((cp >> 12) & 0x3F)
+    out[o + 2] = 0x80 | ((cp >> 6) & 0x3F)
+    out[o + 3] = 0x80 | (cp & 0x3F)
+    return o + 4
