@@ -290,7 +290,7 @@ def _parquet_table(draw):
 def test_parquet_batches_read_as_the_python_reader(tmp_path_factory, table, block, threads, keys):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    from neardup.io import blocks
+    from neardup.io import arrow as blocks
 
     kind, texts, ids = table
     columns = {"text": pa.array(texts, type=getattr(pa, kind)())}
@@ -358,7 +358,7 @@ class _Spool:
 )
 def test_arrow_texts_fingerprint_as_their_python_values(chunks, large, keys, threads):
     pa = pytest.importorskip("pyarrow")
-    from neardup.io.blocks import ArrowTexts
+    from neardup.io.arrow import ArrowTexts
     from neardup.pipeline import scan as scan_module
     from neardup.pipeline.scan import fingerprint_texts
 

@@ -17,7 +17,7 @@ import numpy as np
 from neardup import config
 from neardup._optional import require
 from neardup.errors import InputError
-from neardup.io.blocks import ArrowTexts
+from neardup.io.arrow import ArrowTexts
 from neardup.io.writers import OutputSet
 
 __all__ = [

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from neardup.errors import InputError
-from neardup.io.blocks import ArrowTexts
+from neardup.io.arrow import ArrowTexts
 from neardup.io.files import is_url, list_url
 from neardup.io.hf import dataset_texts_and_ids, is_dataset, is_saved_dataset
 from neardup.io.readers import DEFAULT_ID_FIELD, STDIN, detect_format

@@ -15,7 +15,8 @@ import numpy as np
 
 from neardup import config
 from neardup.errors import InputError
-from neardup.io.blocks import ArrowTexts, IdTable, arrow_utf8, hash_ids, id_key
+from neardup.io.arrow import ArrowTexts, arrow_utf8
+from neardup.io.blocks import IdTable, hash_ids, id_key
 from neardup.io.files import input_size, open_parquet
 from neardup.io.sources import InputFile, expand_inputs
 from neardup.pipeline.stream import Batch, fingerprint_files

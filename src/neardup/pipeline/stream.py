@@ -21,9 +21,9 @@ import numpy as np
 from neardup import config
 from neardup.errors import InputError
 from neardup.fingerprints.batch import threads_for
+from neardup.io.arrow import arrow_block
 from neardup.io.blocks import (
     DocBlock,
-    arrow_block,
     line_format,
     parse_block,
     read_blocks,
