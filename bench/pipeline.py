@@ -15,7 +15,7 @@ how far the machine itself let threads scale meanwhile (other processes share it
 ``--baseline /tmp/base/src``). ``--escaped`` writes the corpus with every non-ASCII character as a
 ``\\uXXXX`` escape (``json.dumps`` with its default ``ensure_ascii=True``, as many dumps are).
 ``--parquet`` runs the commands on the same documents as a Parquet file (``id``, ``text``;
-row groups as pyarrow writes them).
+row groups as pyarrow writes them, or of ``--row-group-rows N`` rows).
 
 Last, the share of ``neardup fingerprint``'s per-document CPU time (beyond its run on the first
 2,000 documents, which pays the one-time costs) spent outside the GIL-free read and fingerprint
@@ -67,17 +67,17 @@ def corpus(workdir: str, docs: int, escaped: bool) -> str:
     return path
 
 
-def as_parquet(path: str) -> str:
-    """The JSONL file ``path`` as a Parquet file beside it."""
+def as_parquet(path: str, rows: int | None = None) -> str:
+    """The JSONL file ``path`` as a Parquet file beside it (row groups of ``rows`` rows)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    dest = path.removesuffix(".jsonl") + ".parquet"
+    dest = path.removesuffix(".jsonl") + (f"-rg{rows}" if rows else "") + ".parquet"
     if not os.path.exists(dest):
         with open(path, encoding="utf-8") as f:
             docs = [json.loads(line) for line in f]
         table = pa.table({"id": [d["id"] for d in docs], "text": [d["text"] for d in docs]})
-        pq.write_table(table, dest + ".tmp")
+        pq.write_table(table, dest + ".tmp", row_group_size=rows)
         os.replace(dest + ".tmp", dest)
     return dest
 
@@ -288,6 +288,7 @@ def main() -> None:
     ap.add_argument("--baseline", default=None, help="another checkout's src directory (A/B)")
     ap.add_argument("--escaped", action="store_true", help="non-ASCII text as \\u escapes")
     ap.add_argument("--parquet", action="store_true", help="the corpus as a Parquet file")
+    ap.add_argument("--row-group-rows", type=int, default=None, help="Parquet row group size")
     ap.add_argument("--breakdown", action="store_true", help="where the main thread's time goes")
     ap.add_argument("--workdir", default=None, help="where the corpus is kept (default tmp)")
     ap.add_argument("--profile-child", default=None, help=argparse.SUPPRESS)
@@ -319,7 +320,7 @@ def main() -> None:
         f.seek(0)
         h.writelines(itertools.islice(f, 2000))
     if args.parquet:
-        path, one_doc = as_parquet(path), as_parquet(one_doc)
+        path, one_doc = as_parquet(path, args.row_group_rows), as_parquet(one_doc)
     for src in versions.values():  # compile / load the cached kernels of each version
         for command in commands:
             run_once(src, command, one_doc, 1)

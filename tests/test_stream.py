@@ -286,8 +286,11 @@ def _parquet_table(draw):
     block=st.integers(1024, 20_000),
     threads=st.integers(1, 3),
     keys=st.booleans(),
+    group_rows=st.sampled_from([None, 1, 4, 11]),
 )
-def test_parquet_batches_read_as_the_python_reader(tmp_path_factory, table, block, threads, keys):
+def test_parquet_batches_read_as_the_python_reader(
+    tmp_path_factory, table, block, threads, keys, group_rows
+):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
     from neardup.io import arrow as blocks
@@ -297,7 +300,7 @@ def test_parquet_batches_read_as_the_python_reader(tmp_path_factory, table, bloc
     if ids is not None:
         columns["id"] = pa.array(ids)
     path = str(tmp_path_factory.mktemp("pq") / "in.parquet")
-    pq.write_table(pa.table(columns), path)
+    pq.write_table(pa.table(columns), path, row_group_size=group_rows)
     config.READ_BLOCK_BYTES = config.READ_BLOCK_MIN_BYTES = block  # batches of block // 1024 rows
     slow_rows = []
     real = blocks.parquet_records
