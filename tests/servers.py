@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -21,6 +22,12 @@ needs_redis = pytest.mark.skipif(
     REDIS_SERVER is None or REDIS_CLI is None,
     reason="redis-server is not installed (apt-get install redis-server)",
 )
+
+
+def fresh_name(url: str, prefix: str) -> str:
+    """``url`` naming a new index of its own (``?name=`` a random name starting with
+    ``prefix``), so tests on one server never meet each other's keys."""
+    return f"{url}?name={prefix}{uuid.uuid4().hex[:12]}"
 
 
 def free_port(cluster: bool = False) -> int:

@@ -5,38 +5,26 @@ the Python API."""
 from __future__ import annotations
 
 import json
-import uuid
 
 import numpy as np
 import pytest
 from cli import invoke
-from servers import RedisNode, needs_redis
+from servers import fresh_name, needs_redis
 
 import neardup
 from neardup import config
 from neardup.index import Index
 from neardup.index.redis import IndexUnavailableError, RedisIndex
 
-pytestmark = [needs_redis, pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")]
-
-
-@pytest.fixture(scope="module")
-def node(tmp_path_factory):
-    n = RedisNode(tmp_path_factory.mktemp("redis"))
-    yield n
-    n.stop()
-
-
-@pytest.fixture(autouse=True)
-def few_shards():
-    """len() sums one HLEN per id shard: fewer shards keep these small indexes quick."""
-    config.REDIS_ENTRY_SHARDS = 16
-    yield
-    config._reset()
+pytestmark = [
+    needs_redis,
+    pytest.mark.usefixtures("few_redis_shards"),
+    pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning"),
+]
 
 
 def fresh(url: str) -> str:
-    return f"{url}?name=d{uuid.uuid4().hex[:12]}"
+    return fresh_name(url, "d")
 
 
 def texts(n: int, seed: int) -> list[str]:

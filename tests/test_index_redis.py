@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from indexes import LAYOUTS, Model, check, index_ops
-from servers import RedisCluster3, RedisNode, needs_redis
+from servers import RedisCluster3, fresh_name, needs_redis
 from strategies import fingerprints
 
 from neardup import config
@@ -21,14 +21,7 @@ from neardup.errors import IdError
 from neardup.index import CorruptIndexError, Index
 from neardup.index.redis import IndexUnavailableError, RedisIndex, choose_redis_layout
 
-pytestmark = needs_redis
-
-
-@pytest.fixture(scope="module")
-def node(tmp_path_factory):
-    n = RedisNode(tmp_path_factory.mktemp("redis"))
-    yield n
-    n.stop()
+pytestmark = [needs_redis, pytest.mark.usefixtures("few_redis_shards")]
 
 
 @pytest.fixture(scope="module")
@@ -38,16 +31,8 @@ def cluster(tmp_path_factory):
     c.stop()
 
 
-@pytest.fixture(autouse=True)
-def few_shards():
-    """len() sums one HLEN per id shard: fewer shards keep these small indexes quick."""
-    config.REDIS_ENTRY_SHARDS = 16
-    yield
-    config._reset()
-
-
 def fresh(url: str) -> str:
-    return f"{url}?name=t{uuid.uuid4().hex[:12]}"
+    return fresh_name(url, "t")
 
 
 def run_sequence(url, tmp_path, ops, layout, bucket_bits, queries):
