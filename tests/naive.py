@@ -480,6 +480,32 @@ def first_table(a: int, b: int, blocks: int, distance: int) -> int:
     return -1
 
 
+def text_families(
+    n: int,
+    seed: int,
+    vocab: int = 300,
+    words: tuple[int, int] = (15, 80),
+    members: tuple[int, int] = (1, 5),
+    edits: tuple[int, int] = (0, 4),
+    wordless: float = 0.1,
+) -> list[str]:
+    """``n`` texts in families: a base of ``words`` (low, high) words from a ``vocab``-word
+    vocabulary and ``members`` members each with ``edits`` words replaced (some exact copies);
+    after a family, a text without words with probability ``wordless``."""
+    rng = np.random.default_rng(seed)
+    out: list[str] = []
+    while len(out) < n:
+        base = [f"w{k}" for k in rng.integers(0, vocab, int(rng.integers(*words)))]
+        for _ in range(int(rng.integers(*members))):
+            text = list(base)
+            for p in rng.integers(0, len(text), int(rng.integers(*edits))):
+                text[p] = f"x{rng.integers(0, 10**6)}"
+            out.append(" ".join(text))
+        if wordless and rng.random() < wordless:
+            out.append("... !!")
+    return out[:n]
+
+
 def families(n: int, seed: int, identical: float = 0.5, hot: int = 12, flips: int = 3):
     """``n`` fingerprints in a few families: each a random centre, members equal to it (share
     ``identical``) or with up to ``flips`` of the family's ``hot`` bits flipped."""

@@ -25,18 +25,7 @@ WORDS = 8
 def texts(n: int, seed: int) -> list[str]:
     """``n`` texts in families: a base of 15-80 words from a 300-word vocabulary and members
     with a few words replaced, some exact copies, some without words."""
-    rng = np.random.default_rng(seed)
-    out: list[str] = []
-    while len(out) < n:
-        base = [f"w{k}" for k in rng.integers(0, 300, int(rng.integers(15, 80)))]
-        for _ in range(int(rng.integers(1, 5))):
-            words = list(base)
-            for p in rng.integers(0, len(words), int(rng.integers(0, 4))):
-                words[p] = f"x{rng.integers(0, 10**6)}"
-            out.append(" ".join(words))
-        if rng.random() < 0.1:
-            out.append("... !!")
-    return out[:n]
+    return naive.text_families(n, seed)
 
 
 def table(docs: list[str], prefix: str):

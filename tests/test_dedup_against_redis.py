@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import naive
 import numpy as np
 import pytest
 from cli import invoke
@@ -29,16 +30,7 @@ def fresh(url: str) -> str:
 
 def texts(n: int, seed: int) -> list[str]:
     """``n`` texts in families of near-duplicates (a few words replaced) and exact copies."""
-    rng = np.random.default_rng(seed)
-    out: list[str] = []
-    while len(out) < n:
-        base = [f"w{k}" for k in rng.integers(0, 400, int(rng.integers(20, 60)))]
-        for _ in range(int(rng.integers(1, 4))):
-            words = list(base)
-            for p in rng.integers(0, len(words), int(rng.integers(0, 3))):
-                words[p] = f"x{rng.integers(0, 10**6)}"
-            out.append(" ".join(words))
-    return out[:n]
+    return naive.text_families(n, seed, 400, (20, 60), (1, 4), (0, 3), wordless=0)
 
 
 def dumps(tmp_path, int_ids: bool):
