@@ -232,6 +232,20 @@ def gil_child(argv: list[str]) -> None:
     print(json.dumps({"cpu": time.process_time() - c0, "kernels": spent[0]}))
 
 
+def child(mode: str, argv: list[str], env: dict[str, str], what: str) -> dict:
+    """The JSON object that this script run as ``mode`` (``--gil-child``, ``--profile-child``)
+    on a ``neardup`` command line prints last."""
+    proc = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), mode, json.dumps(argv)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"{what} failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def gil_share(src: str, path: str, head: str) -> float:
     """Share of the per-document CPU time of ``neardup fingerprint`` (beyond its run on the
     first documents, which pays the one-time costs: imports, loading kernels and tables) spent
@@ -241,15 +255,7 @@ def gil_share(src: str, path: str, head: str) -> float:
     for p in (path, head):
         with tempfile.TemporaryDirectory(prefix="neardup-bench-") as out:
             _, argv = argv_for("fingerprint", p, out, 1)
-            proc = subprocess.run(
-                [sys.executable, os.path.abspath(__file__), "--gil-child", json.dumps(argv)],
-                env=env,
-                capture_output=True,
-                text=True,
-            )
-        if proc.returncode != 0:
-            raise SystemExit(f"measuring the GIL share failed:\n{proc.stderr}")
-        res.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            res.append(child("--gil-child", argv, env, "measuring the GIL share"))
     work = res[0]["cpu"] - res[1]["cpu"]
     return (work - (res[0]["kernels"] - res[1]["kernels"])) / work
 
@@ -262,15 +268,7 @@ def breakdown(src: str, command: str, path: str) -> None:
             subprocess.run(
                 [sys.executable, "-m", "neardup", *setup], env=env, check=True, capture_output=True
             )
-        proc = subprocess.run(
-            [sys.executable, os.path.abspath(__file__), "--profile-child", json.dumps(timed)],
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-    if proc.returncode != 0:
-        raise SystemExit(f"profiling {command} failed:\n{proc.stderr}")
-    res = json.loads(proc.stdout.strip().splitlines()[-1])
+        res = child("--profile-child", timed, env, f"profiling {command}")
     total = sum(res["counts"].values()) or 1
     top = sorted(res["counts"].items(), key=lambda kv: -kv[1])[:8]
     parts = ", ".join(f"{name} {n / total:.0%}" for name, n in top)
