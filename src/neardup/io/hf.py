@@ -64,7 +64,7 @@ def _chunks(parts: list[tuple[str | None, Any]], column: str) -> Iterator[Any]:
 def dataset_texts_and_ids(
     data: Any, text_field: str, id_field: str | None
 ) -> tuple[Iterator[Any], list[Any] | None]:
-    """Texts (:class:`~neardup.io.blocks.ArrowTexts`, streamed in Arrow batches, never all at
+    """Texts (:class:`~neardup.io.arrow.ArrowTexts`, streamed in Arrow batches, never all at
     once) and ids of a Dataset or DatasetDict.
 
     Ids are the ``id_field`` column when every split has it, else None (positions, counted

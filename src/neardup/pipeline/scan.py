@@ -19,7 +19,7 @@ from neardup.io.arrow import ArrowTexts, arrow_utf8
 from neardup.io.blocks import IdTable, hash_ids, id_key
 from neardup.io.files import input_size, open_parquet
 from neardup.io.sources import InputFile, expand_inputs
-from neardup.pipeline.stream import Batch, fingerprint_files
+from neardup.pipeline.stream import Batch, concat, fingerprint_files
 
 __all__ = ["Scan", "fingerprint_texts", "scan_files", "unique_ids"]
 
@@ -142,16 +142,13 @@ def scan_files(
             if progress is not None:
                 progress(len(seen.ids))
 
-    def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-
     return Scan(
         files=files,
         ids=seen.ids,
-        source=cat(seen.src_parts, np.int32),
-        record=cat(seen.rec_parts, np.int64),
-        lengths=cat(seen.len_parts, np.int64),
-        fingerprints=cat(seen.fp_parts, np.uint64),
+        source=concat(seen.src_parts, np.int32),
+        record=concat(seen.rec_parts, np.int64),
+        lengths=concat(seen.len_parts, np.int64),
+        fingerprints=concat(seen.fp_parts, np.uint64),
         skipped=skipped,
         bytes_in=sum(input_size(f.path) for f in files),
     )
@@ -268,21 +265,15 @@ class _Seen:
 
 def _batch_fingerprinter(fper: Any, threads: int | None, spool: Any) -> Callable[[Any], Any]:
     """``texts -> uint64 fingerprints`` (a list of ``str``, or ``(data, offsets)`` of UTF-8 read
-    in place); with a spool, also append the texts' shingle keys to it (batches must then be
+    in place, for a fingerprinter with ``features_utf8``); with a spool, also append the texts' shingle keys to it (batches must then be
     fingerprinted one at a time, in order)."""
     if spool is not None and not hasattr(fper, "features_many"):
         raise TypeError(
             f"{type(fper).__name__} does not emit shingle keys (features_many), which "
             "verification needs; use a neardup.Fingerprinter or verify=False (--no-verify)"
         )
-    utf8 = hasattr(fper, "features_utf8")
 
     def run(texts: Any) -> np.ndarray:
-        if isinstance(texts, tuple) and not utf8:
-            data, offsets = texts
-            raw = data.tobytes()
-            bounds = offsets.tolist()
-            texts = [raw[a:b].decode("utf-8") for a, b in zip(bounds, bounds[1:])]
         if isinstance(texts, tuple):
             f = fper.features_utf8(*texts, threads, keys=spool is not None, validate=False)
         elif spool is not None:
@@ -319,9 +310,10 @@ def fingerprint_texts(
             keep_pos.append(np.array(where, dtype=np.int64))
             batch, where = [], []
 
-    chunks = texts.chunks if isinstance(texts, ArrowTexts) else [texts]
-    for chunk in chunks:
-        utf8 = arrow_utf8(chunk) if isinstance(texts, ArrowTexts) else None
+    arrow = isinstance(texts, ArrowTexts)
+    as_stored = arrow and hasattr(fper, "features_utf8")  # else each value as a str
+    for chunk in texts.chunks if arrow else [texts]:
+        utf8 = arrow_utf8(chunk) if as_stored else None
         if utf8 is not None:
             flush()
             data, offsets, lengths = utf8
@@ -330,7 +322,7 @@ def fingerprint_texts(
             keep_pos.append(np.arange(i, i + len(lengths), dtype=np.int64))
             i += len(lengths)
             continue
-        for t in chunk.to_pylist() if isinstance(texts, ArrowTexts) else chunk:
+        for t in chunk.to_pylist() if arrow else chunk:
             if not isinstance(t, str):
                 what = "missing (None)" if t is None else f"a {type(t).__name__}"
                 err = InputError("<input>", i, f"text is {what}, expected a string")
@@ -346,10 +338,7 @@ def fingerprint_texts(
             i += 1
     flush()
 
-    def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-
-    return cat(fps, np.uint64), cat(lens, np.int64), cat(keep_pos, np.int64), skipped
+    return concat(fps, np.uint64), concat(lens, np.int64), concat(keep_pos, np.int64), skipped
 
 
 def unique_ids(

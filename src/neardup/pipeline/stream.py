@@ -44,6 +44,7 @@ __all__ = [
     "Batch",
     "Fingerprinted",
     "block_bytes",
+    "concat",
     "fingerprint_all",
     "fingerprint_files",
     "reads_in_blocks",
@@ -315,7 +316,11 @@ def fingerprint_all(
             if progress is not None:
                 progress(len(ids))
 
-    def cat(p: list[np.ndarray], dtype: Any) -> np.ndarray:
-        return np.concatenate(p) if p else np.zeros(0, dtype=dtype)
+    return Fingerprinted(
+        ids, concat(parts, np.uint64), concat(where, np.int32), concat(numbers, np.int64)
+    )
 
-    return Fingerprinted(ids, cat(parts, np.uint64), cat(where, np.int32), cat(numbers, np.int64))
+
+def concat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    """``parts`` end to end, or an empty array of ``dtype`` when there are none."""
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
