@@ -422,3 +422,27 @@ def test_text_files_read_in_input_order(tmp_path, threads):
     assert scan.lengths.tolist() == [len(t) for t in want]
     with pytest.raises(InputError, match="d3.txt:1: not valid UTF-8"):
         scan_files(paths, fmt="text", fingerprinter=FP, threads=threads)
+
+
+@pytest.mark.parametrize("kernel", [False, True])
+def test_an_input_cut_short_before_the_second_pass_is_named_and_nothing_is_written(
+    tmp_path, kernel
+):
+    from neardup.pipeline.write import write_kept
+
+    config.READ_KERNEL_FROM = 0 if kernel else 1 << 40
+    config.READ_BLOCK_BYTES = config.READ_BLOCK_MIN_BYTES = 300
+    src = tmp_path / "in.jsonl"
+    lines = [json.dumps({"id": i, "text": f"document {i} " * 5}) for i in range(60)]
+    src.write_text("\n".join(lines) + "\n")
+    scan = scan_files([str(src)], fingerprinter=FP, threads=2)
+    src.write_text("\n".join(lines[:40]) + "\n")  # changed after the first pass
+    out = tmp_path / "kept.jsonl"
+    with pytest.raises(InputError, match="in.jsonl: changed while dedup ran; run it again"):
+        write_kept(scan, np.ones(60, dtype=bool), str(out), threads=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+    # unchanged, it writes every kept line as it was read
+    src.write_text("\n".join(lines) + "\n")
+    keep = np.arange(60) % 3 != 0
+    write_kept(scan, keep, str(out), threads=2)
+    assert out.read_text().splitlines() == [ln for ln, k in zip(lines, keep) if k]

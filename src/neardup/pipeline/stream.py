@@ -10,6 +10,7 @@ place (``Fingerprinter.features_utf8``), so reading, JSON parsing and fingerprin
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -47,6 +48,7 @@ __all__ = [
     "concat",
     "fingerprint_all",
     "fingerprint_files",
+    "in_order",
     "reads_in_blocks",
 ]
 
@@ -177,7 +179,7 @@ def _fingerprint(block: DocBlock, fper: Any, keys: bool) -> tuple[Any, Any, Any]
     return np.asarray(fper.fingerprint_many(texts, 1), dtype=np.uint64), None, None
 
 
-def _work(item: tuple[Any, ...], fper: Any, keys: bool) -> Batch:
+def _work(item: tuple[Any, ...], *, fper: Any, keys: bool) -> Batch:
     if item[0] == "raw":
         _, k, fmt, number, data = item
         block = parse_block(fmt, number, data)
@@ -232,29 +234,50 @@ def fingerprint_files(
     size = block_bytes(files, nthreads)
     arrow = reads_in_blocks(files, ("parquet",))
     items = _items(files, text_field, id_field, size, reads_in_blocks(files), arrow)
-    ahead = nthreads + 1  # blocks in flight: every thread busy, memory bounded
+    # blocks in flight: every thread busy, memory bounded
+    with ThreadPoolExecutor(max_workers=nthreads) as pool:
+        work = functools.partial(_work, fper=fingerprinter, keys=keys)
+        yield from in_order(pool, work, items, nthreads + 1, on_read)
+
+
+def in_order(
+    pool: ThreadPoolExecutor | None,
+    work: Callable[[Any], Any],
+    items: Iterator[Any],
+    ahead: int,
+    on_submit: Callable[[], None] | None = None,
+) -> Iterator[Any]:
+    """``work(item)`` of every item, computed on ``pool``'s threads (``None``: on this thread,
+    one at a time) and given in the items' order, at most ``ahead`` submitted and not yet given.
+
+    An error raised while taking the next item is raised after the results of the items before
+    it. Closing the generator cancels the work not started and closes ``items``.
+    """
     pending: deque[Future] = deque()
     failed: Exception | None = None
-    with ThreadPoolExecutor(max_workers=nthreads) as pool:
-        try:
-            while True:
-                try:
-                    item = next(items, None)
-                except Exception as e:  # the blocks read before it come first
-                    failed = e
-                    break
-                if item is None:
-                    break
-                pending.append(pool.submit(_work, item, fingerprinter, keys))
-                if on_read is not None:
-                    on_read()
-                while len(pending) > ahead:
-                    yield pending.popleft().result()
-            while pending:
+    try:
+        while True:
+            try:
+                item = next(items, None)
+            except Exception as e:  # the items taken before it come first
+                failed = e
+                break
+            if item is None:
+                break
+            if pool is None:
+                yield work(item)
+                continue
+            pending.append(pool.submit(work, item))
+            if on_submit is not None:
+                on_submit()
+            while len(pending) > ahead:
                 yield pending.popleft().result()
-        finally:
-            for fut in pending:
-                fut.cancel()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for fut in pending:
+            fut.cancel()
+        if hasattr(items, "close"):
             items.close()
     if failed is not None:
         raise failed

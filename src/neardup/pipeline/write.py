@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import math
 import os
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 import numpy as np
@@ -23,7 +23,7 @@ from neardup.io.files import compression_of, open_input, open_output_stream, ope
 from neardup.io.sources import InputFile
 from neardup.io.writers import Output, OutputSet, atomic_output
 from neardup.pipeline.scan import Scan
-from neardup.pipeline.stream import reads_in_blocks
+from neardup.pipeline.stream import in_order, reads_in_blocks
 
 __all__ = [
     "register_outputs",
@@ -160,35 +160,16 @@ def _write_lines(
                 if len(numbers) == 0:
                     continue
                 taken = 0
-                pending: deque[Future] = deque()
-
-                def put(part: tuple[Any, int], done: int = done) -> None:
-                    nonlocal written, taken
-                    w.write(part[0])
-                    written += len(part[0])
-                    taken += part[1]
-                    if progress is not None:
-                        progress(done + taken)
-
+                gather = functools.partial(_gather, numbers=numbers, kernel=kernel)
                 with _reading(f.path) as r:
-                    try:
-                        for first, block in _blocks(r, f.path):
-                            if block is None:  # a line over the size bound: never kept
-                                continue
-                            i = int(np.searchsorted(numbers, first))
-                            if i == len(numbers):
-                                break
-                            if pool is None:
-                                put(kept_lines(block, first, numbers, i, kernel=False))
-                                continue
-                            pending.append(pool.submit(kept_lines, block, first, numbers, i))
-                            while len(pending) > nthreads:
-                                put(pending.popleft().result())
-                        while pending:
-                            put(pending.popleft().result())
-                    finally:
-                        for fut in pending:
-                            fut.cancel()
+                    items = _kept_blocks(r, f.path, numbers)
+                    with contextlib.closing(in_order(pool, gather, items, nthreads)) as parts:
+                        for data, n in parts:
+                            w.write(data)
+                            written += len(data)
+                            taken += n
+                            if progress is not None:
+                                progress(done + taken)
                 if taken != len(numbers):
                     raise InputError(f.path, None, "changed while dedup ran; run it again")
                 done += taken
@@ -197,8 +178,10 @@ def _write_lines(
     return written
 
 
-def _blocks(r: IO[bytes], path: str) -> Iterator[tuple[int, Any]]:
-    """:func:`iter_blocks` of an input; a read error names it."""
+def _kept_blocks(r: IO[bytes], path: str, numbers: np.ndarray) -> Iterator[tuple[int, bytes, int]]:
+    """``(first line, block, index in numbers of its first kept line)`` of the blocks of an
+    input that may hold kept lines, until every kept line is reached; a read error names the
+    input."""
     blocks = iter_blocks(r, config.READ_BLOCK_BYTES)
     while True:
         try:
@@ -207,7 +190,18 @@ def _blocks(r: IO[bytes], path: str) -> Iterator[tuple[int, Any]]:
             raise _read_error(e, path) from None
         if item is None:
             return
-        yield item
+        first, block = item
+        if block is None:  # a line over the size bound: never kept
+            continue
+        i = int(np.searchsorted(numbers, first))
+        if i == len(numbers):
+            return
+        yield first, block, i
+
+
+def _gather(item: tuple[int, bytes, int], numbers: np.ndarray, kernel: bool) -> tuple[Any, int]:
+    first, block, i = item
+    return kept_lines(block, first, numbers, i, kernel=kernel)
 
 
 def _write_parquet(
