@@ -31,6 +31,7 @@ from neardup.errors import InputError
 
 __all__ = [
     "COMPRESSIONS",
+    "tree_size",
     "ByteMeter",
     "compression_of",
     "input_size",
@@ -257,6 +258,11 @@ def open_parquet(path: str | os.PathLike) -> Any:
     except (pa.ArrowException, OSError, ValueError, TypeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise InputError(shown, None, f"not a readable Parquet file ({first})") from None
+
+
+def tree_size(path: str | os.PathLike) -> int:
+    """Bytes in every file below the local directory ``path``."""
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(path) for f in names)
 
 
 def input_size(path: str | os.PathLike) -> int:

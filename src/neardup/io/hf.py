@@ -18,6 +18,7 @@ from neardup import config
 from neardup._optional import require
 from neardup.errors import InputError
 from neardup.io.arrow import ArrowTexts
+from neardup.io.files import tree_size
 from neardup.io.writers import OutputSet
 
 __all__ = [
@@ -144,6 +145,4 @@ def save_dataset(data: Any, path: str | os.PathLike, *, outputs: OutputSet | Non
         finally:
             if was_enabled:
                 dlog.enable_progress_bar()
-        return sum(
-            os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(tmp) for f in names
-        )
+        return tree_size(tmp)

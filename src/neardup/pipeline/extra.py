@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any, Protocol
 
+from neardup.io.files import tree_size
 from neardup.io.hf import save_dataset
 from neardup.io.writers import OutputSet
 
@@ -23,10 +24,6 @@ class ExtraOutput(Protocol):
     def write(self, result: Any, outputs: OutputSet) -> None:
         """Stage it in ``outputs`` from the run's :class:`~neardup.pipeline.result.DedupResult`
         (called before the JSON summary is written, so it may set ``bytes_in``/``bytes_out``)."""
-
-
-def _tree_size(path: str) -> int:
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(path) for f in names)
 
 
 class DatasetOutput:
@@ -49,5 +46,5 @@ class DatasetOutput:
     def write(self, result: Any, outputs: OutputSet) -> None:
         """Stage the kept rows in ``outputs``; set the result's byte counts."""
         if self.source is not None:
-            result.bytes_in = _tree_size(self.source)
+            result.bytes_in = tree_size(self.source)
         result.bytes_out = save_dataset(result.filter(self.dataset), self.path, outputs=outputs)
