@@ -293,8 +293,8 @@ def test_long_bulk_add_keeps_its_lease(node):
             w.start()
             ix.add(fps)
             elapsed = time.monotonic() - start
-        done.set()
-        w.join()
+            done.set()  # watched while the lock is held: released after, the key goes
+            w.join()
         assert elapsed > config.REDIS_LOCK_LEASE_S  # long enough to need renewing
         assert len(set(seen)) == 1 and seen[0] is not None
         assert len(ix) == len(fps)
