@@ -1,0 +1,56 @@
+"""The optional GPU engine behind ``device="cuda"``: the same answers as the CPU engine.
+
+``pip install "neardup[gpu]"`` installs CuPy and numba-cuda. Nothing here imports either until
+a search asks for a GPU; :func:`use_gpu` turns a ``device`` argument into a yes or no (or the
+one-line :class:`DeviceUnavailable`), and :func:`find_all_pairs` runs the search.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neardup.core.layout import Layout
+from neardup.gpu.runtime import DeviceUnavailable, load, usable
+
+__all__ = ["DEVICES", "DeviceUnavailable", "use_gpu", "check_device", "find_all_pairs"]
+
+#: the values ``device`` takes
+DEVICES = ("cpu", "cuda", "auto")
+
+
+def check_device(device: str) -> str:
+    """``device`` if it is one of :data:`DEVICES`, else ``ValueError`` naming them."""
+    if device not in DEVICES:
+        raise ValueError(f'device must be "cpu", "cuda" or "auto" (got {device!r})')
+    return device
+
+
+def use_gpu(device: str) -> bool:
+    """Whether a search with ``device`` runs on the GPU.
+
+    ``"cpu"``: never. ``"cuda"``: always, or :class:`DeviceUnavailable` (one line naming what is
+    missing and ``pip install "neardup[gpu]"``). ``"auto"``: when a real GPU is usable (never the
+    simulator), else silently the CPU.
+    """
+    check_device(device)
+    if device == "cpu":
+        return False
+    if device == "auto":
+        return usable()
+    load()
+    return True
+
+
+def find_all_pairs(
+    fp: np.ndarray, layout: Layout, *, corpus_size: int = 0, memory: int | str | None = None
+) -> np.ndarray:
+    """Sorted pairs ``(i, j)``, ``i < j``, of positions of ``fp`` within ``layout.distance``
+    bits, each once, found on the GPU (:func:`neardup.gpu.engine.pairs`).
+
+    With ``corpus_size`` > 0, only pairs of a corpus position (below it) and a query position
+    (at or above it). ``memory``: GPU bytes a pass may use (inputs that do not fit run in
+    passes, about 80 bytes per fingerprint of a pass plus 16 per pair it finds).
+    """
+    from neardup.gpu import engine
+
+    return engine.pairs(fp, layout, nc=corpus_size, memory=memory)

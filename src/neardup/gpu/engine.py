@@ -1,0 +1,145 @@
+"""The GPU engine: the CPU engine's permuted tables, sorted and scanned on a GPU, in passes.
+
+For each table of the :class:`~neardup.core.layout.Layout` the fingerprints become the table's
+keys (:func:`neardup.gpu.kernels._permute`), are sorted (``xp.argsort``) and scanned run by run
+(:mod:`neardup.gpu.kernels`); a pair is kept by the first table whose leading blocks it agrees on
+(``TableSpec.chk_key``), so every pair within the distance is found once. Array work is written
+against one namespace, ``xp``: CuPy on a GPU, NumPy under numba's CUDA simulator.
+
+Inputs larger than the memory budget run in passes: a table's fingerprints are split by the top
+bits of their key (a prefix shard never splits a run, since a run shares the whole prefix), and
+shards are grouped into passes of at most ``budget // BYTES_PER_FINGERPRINT`` fingerprints; each
+pass's pairs go to host memory and are merged and sorted at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from neardup.core.engine import memory_budget
+from neardup.core.layout import Layout
+from neardup.core.search import sort_pairs
+from neardup.core.tables import TableSpec
+from neardup.gpu import kernels
+from neardup.gpu.runtime import Runtime, free_memory, load
+
+__all__ = ["BYTES_PER_FINGERPRINT", "BYTES_PER_PAIR", "pairs", "budget"]
+
+#: GPU bytes per fingerprint of a pass: fingerprint, position, key, sort order and its scratch,
+#: sorted key and position, count and offset (8 bytes each, some freed before the next).
+BYTES_PER_FINGERPRINT = 80
+#: GPU bytes per pair a pass finds (two int64 positions) until it is copied to host memory.
+BYTES_PER_PAIR = 16
+#: the most shard bits of a key used to cut a table into passes (a 65,536-bin histogram)
+SHARD_BITS = 16
+
+_EMPTY = np.empty((0, 2), dtype=np.int64)
+
+
+def budget(rt: Runtime, memory: int | str | None) -> int:
+    """Bytes a pass may use: ``memory`` (bytes or ``"8G"``), else 80% of the GPU's free memory
+    (under the simulator, the CPU engine's default budget)."""
+    if memory is not None:
+        return memory_budget(memory)
+    free = free_memory(rt)
+    return memory_budget(None) if free is None else int(free * 0.8)
+
+
+def _grid(rt: Runtime, n: int) -> tuple[int, int]:
+    # the simulator runs every thread of a block as a Python thread: keep blocks small there
+    tpb = 16 if rt.simulated else 256
+    return (n + tpb - 1) // tpb, tpb
+
+
+def _row(rt: Runtime, a: np.ndarray, t: int) -> object:
+    return rt.xp.asarray(np.ascontiguousarray(a[t]))
+
+
+def _scan(rt: Runtime, fp, pos, spec: TableSpec, t: int, k: int, nc: int) -> tuple:
+    """``(first, second)`` device arrays: the pairs of ``pos`` table ``t`` owns within ``k``."""
+    xp = rt.xp
+    n = int(fp.shape[0])
+    grid = _grid(rt, n)
+    keys = xp.empty(n, dtype=xp.uint64)
+    nseg = int(spec.nseg[t])
+    segs = [_row(rt, a, t) for a in (spec.seg_src, spec.seg_mask, spec.seg_dst)]
+    kernels._permute[grid](fp, *segs, nseg, keys)
+    order = xp.argsort(keys)
+    keys = keys[order]
+    pos = pos[order]
+    del order
+    sh = np.uint64(64 - int(spec.pbits[t]))
+    chk, nchk = _row(rt, spec.chk_key, t), int(spec.nchk[t])
+    counts = xp.empty(n, dtype=xp.int64)
+    kernels._count[grid](keys, pos, sh, k, chk, nchk, nc, counts)
+    offsets = xp.cumsum(counts)
+    total = int(offsets[-1])
+    offsets -= counts
+    del counts
+    first = xp.empty(total, dtype=xp.int64)
+    second = xp.empty(total, dtype=xp.int64)
+    if total:
+        kernels._write[grid](keys, pos, sh, k, chk, nchk, nc, offsets, first, second)
+    return first, second
+
+
+def _passes(fp: np.ndarray, layout: Layout, t: int, capacity: int) -> Iterator[np.ndarray]:
+    """Positions of each pass of table ``t``: prefix shards grouped up to ``capacity``."""
+    sbits = min(int(layout.spec.pbits[t]), SHARD_BITS)
+    top = (layout.apply(fp, t) >> np.uint64(64 - sbits)).astype(np.intp)
+    cum = np.cumsum(np.bincount(top, minlength=1 << sbits))
+    lo, done = 0, 0
+    while lo < len(cum):
+        # the bins up to `capacity` more fingerprints; one bin larger than that is a pass alone
+        hi = max(int(np.searchsorted(cum, done + capacity, side="right")), lo + 1)
+        if cum[hi - 1] > done:
+            yield np.flatnonzero((top >= lo) & (top < hi))
+        done, lo = int(cum[hi - 1]), hi
+
+
+def _to_host(rt: Runtime, a) -> np.ndarray:
+    return a if rt.simulated else a.get()
+
+
+def _sorted_on_device(rt: Runtime, parts: list[tuple], n: int) -> np.ndarray:
+    xp = rt.xp
+    first = xp.concatenate([p[0] for p in parts])
+    second = xp.concatenate([p[1] for p in parts])
+    if len(first) == 0:
+        return _EMPTY.copy()
+    key = xp.sort(first.astype(xp.uint64) * np.uint64(n) + second.astype(xp.uint64))
+    out = np.empty((len(key), 2), dtype=np.int64)
+    out[:, 0] = _to_host(rt, (key // np.uint64(n)).astype(xp.int64))
+    out[:, 1] = _to_host(rt, (key % np.uint64(n)).astype(xp.int64))
+    return out
+
+
+def pairs(
+    fp: np.ndarray, layout: Layout, *, nc: int = 0, memory: int | str | None = None
+) -> np.ndarray:
+    """Pairs ``(i, j)``, ``i < j``, of positions in ``fp`` within ``layout.distance`` bits, each
+    once, sorted by ``i`` then ``j`` (the CPU engine's order).
+
+    With ``nc > 0`` only pairs of a position below ``nc`` and one at or above it are found (a
+    query of ``fp[nc:]`` against the corpus ``fp[:nc]``). ``memory`` bounds the GPU bytes of a
+    pass (:func:`budget`); inputs that do not fit run in passes.
+    """
+    n = len(fp)
+    if n < 2:
+        return _EMPTY.copy()
+    rt = load()
+    xp = rt.xp
+    spec, k = layout.spec, layout.distance
+    capacity = max(2, budget(rt, memory) // BYTES_PER_FINGERPRINT)
+    if n <= capacity:
+        fp_d, pos_d = xp.asarray(fp), xp.arange(n, dtype=xp.int64)
+        parts = [_scan(rt, fp_d, pos_d, spec, t, k, nc) for t in range(layout.n_tables)]
+        return _sorted_on_device(rt, parts, n)
+    host: list[np.ndarray] = []
+    for t in range(layout.n_tables):
+        for sel in _passes(fp, layout, t, capacity):
+            first, second = _scan(rt, xp.asarray(fp[sel]), xp.asarray(sel), spec, t, k, nc)
+            host.append(np.stack([_to_host(rt, first), _to_host(rt, second)], axis=1))
+    return sort_pairs(np.concatenate(host) if host else _EMPTY, n)
