@@ -20,6 +20,7 @@ LEVEL = {
     "primitives": 0,
     "core": 1,
     "fingerprints": 1,
+    "gpu": 1,
     "io": 2,
     "index": 2,
     "distributed": 3,

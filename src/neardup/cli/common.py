@@ -155,6 +155,15 @@ blocks_option = click.option(
     "automatically for the input size.",
 )
 
+device_option = click.option(
+    "--device",
+    type=click.Choice(["cpu", "cuda", "auto"]),
+    default="cpu",
+    show_default=True,
+    help='Where the search runs: the CPU, a CUDA GPU (pip install "neardup[gpu]"; the same '
+    "answers), or auto (the GPU when one is usable, else the CPU).",
+)
+
 
 def distance_option(default: int = DEFAULT_DISTANCE):
     """``--distance/-d``: the largest number of differing bits that matches."""

@@ -17,6 +17,7 @@ from neardup.cli.common import (
     Reporter,
     blocks_option,
     dask_options,
+    device_option,
     distance_option,
     output_option,
     quiet_option,
@@ -77,10 +78,16 @@ def _search(
     workers: int | None,
     clusters: bool,
     rep: Reporter,
+    device: str = "cpu",
 ) -> tuple[int, np.ndarray]:
-    """(n, pairs) or (n, labels), on the cluster when asked, else on this machine."""
+    """(n, pairs) or (n, labels), on the cluster when asked, else on this machine (on its GPU
+    with ``device``)."""
     if scheduler is not None and workers is not None:
         raise click.UsageError("use either --scheduler or --workers, not both")
+    if device != "cpu" and (scheduler is not None or workers is not None):
+        raise click.UsageError(
+            "--device runs the search on this machine: leave out --scheduler/--workers"
+        )
     from neardup.io.sources import InputPath, expand_inputs
 
     # directories and globs name their files, as for every command
@@ -92,7 +99,8 @@ def _search(
 
         fp = _read_local(inputs, column)
         rep.say(f"read {len(fp)} fingerprints in {rep.lap():.2f}s")
-        out = find_clusters(fp, distance, blocks) if clusters else find_all(fp, distance, blocks)
+        search = find_clusters if clusters else find_all
+        out = search(fp, distance, blocks, device=device)
         return len(fp), out
 
     import neardup.distributed as nd
@@ -125,6 +133,7 @@ def _search(
 
 def _options(f):
     f = quiet_option(f)
+    f = device_option(f)
     f = dask_options(f)
     f = click.option(
         "--column",
@@ -149,6 +158,7 @@ def find_all_cmd(
     column: str,
     scheduler: str | None,
     workers: int | None,
+    device: str,
     quiet: bool,
 ) -> None:
     """Write every pair of positions within DISTANCE bits as a JSON row [i, j], i < j, sorted.
@@ -158,7 +168,7 @@ def find_all_cmd(
     rep = Reporter("neardup find-all", quiet)
     with OutputSet(_input_files(inputs)) as outs, holding(_HOLDING.format("pairs"), _FIX):
         out = outs.file(output)
-        _, pairs = _search(inputs, column, distance, blocks, scheduler, workers, False, rep)
+        _, pairs = _search(inputs, column, distance, blocks, scheduler, workers, False, rep, device)
         data = format_json_rows(
             pairs.reshape(-1).astype(np.uint64), np.arange(0, 2 * len(pairs) + 1, 2)
         )
@@ -178,6 +188,7 @@ def clusters_cmd(
     column: str,
     scheduler: str | None,
     workers: int | None,
+    device: str,
     quiet: bool,
 ) -> None:
     """Write each cluster of two or more positions as a JSON row [i, j, ...], ascending.
@@ -188,7 +199,7 @@ def clusters_cmd(
     rep = Reporter("neardup clusters", quiet)
     with OutputSet(_input_files(inputs)) as outs, holding(_HOLDING.format("cluster labels"), _FIX):
         out = outs.file(output)
-        _, labels = _search(inputs, column, distance, blocks, scheduler, workers, True, rep)
+        _, labels = _search(inputs, column, distance, blocks, scheduler, workers, True, rep, device)
         groups = cluster_groups(labels, min_size=2)
         flat = np.concatenate(groups) if groups else np.empty(0, dtype=np.int64)
         ptr = np.zeros(len(groups) + 1, dtype=np.int64)

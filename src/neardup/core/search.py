@@ -64,6 +64,19 @@ def resolve_scheme(n: int, distance: int, blocks: int | None) -> Scheme:
     return choose_scheme(n, distance)
 
 
+def _gpu(device: str):
+    """The GPU engine's module when ``device`` runs the search there, else None (the CPU).
+
+    ``neardup.gpu`` imports nothing optional at import; it loads CuPy and numba-cuda only when
+    a GPU is asked for, and raises a one-line ``DeviceUnavailable`` when ``"cuda"`` cannot run.
+    """
+    if device == "cpu":
+        return None
+    from neardup import gpu
+
+    return gpu if gpu.use_gpu(device) else None
+
+
 def _threads(n: int, threads: int | None) -> int:
     if n < config.THREADS_FROM:
         return 1
@@ -106,6 +119,7 @@ def find_all(
     *,
     threads: int | None = None,
     memory: int | str | None = None,
+    device: str = "cpu",
 ) -> np.ndarray:
     """Every pair of positions whose fingerprints differ in at most ``distance`` bits.
 
@@ -125,7 +139,11 @@ def find_all(
     memory : int or str, optional
         Bytes (or ``"8G"``) the search's partition buffers may use; with more room, more first
         blocks are searched at once (12 bytes per fingerprint each). Default: ``NEARDUP_MEMORY``
-        or half the available memory.
+        or half the available memory. On a GPU: the GPU bytes a pass may use (default 80% of
+        the free GPU memory); inputs that do not fit run in passes.
+    device : {"cpu", "cuda", "auto"}
+        Where the search runs: the CPU engine (default), a CUDA GPU (``pip install
+        "neardup[gpu]"``; the same answers), or the GPU when one is usable, else the CPU.
 
     Returns
     -------
@@ -145,8 +163,11 @@ def find_all(
     fp = as_fingerprints(fingerprints)
     scheme = resolve_scheme(len(fp), distance, blocks)
     n = len(fp)
+    gpu = _gpu(device)
     if n < 2:
         return _EMPTY_PAIRS.copy()
+    if gpu is not None:
+        return gpu.find_all_pairs(fp, resolve_layout(n, distance, blocks), memory=memory)
     pairs = engine.pairs(fp, scheme, threads=_threads(n, threads), memory=memory)
     return sort_pairs(pairs, n)
 
@@ -197,13 +218,14 @@ def find_clusters(
     *,
     threads: int | None = None,
     memory: int | str | None = None,
+    device: str = "cpu",
 ) -> np.ndarray:
     """Connected components of the match graph (``popcount(a ^ b) <= distance``).
 
     A member of a cluster matches at least one other member, so two members may be further apart
     than ``distance`` (A~B~C with A and C far apart is one cluster). Identical values are one
     cluster and are searched once: a value repeated 100,000 times costs one search entry, not
-    5 billion pairs. ``threads`` and ``memory`` are as in :func:`find_all`.
+    5 billion pairs. ``threads``, ``memory`` and ``device`` are as in :func:`find_all`.
 
     Returns
     -------
@@ -215,7 +237,7 @@ def find_clusters(
     # identical values are always one cluster: search the distinct values only, which also
     # keeps runs of one repeated value from producing a quadratic number of pairs
     uniq, inverse = np.unique(fp, return_inverse=True)
-    pairs = find_all(uniq, distance, blocks, threads=threads, memory=memory)
+    pairs = find_all(uniq, distance, blocks, threads=threads, memory=memory, device=device)
     ulabels = clusters_from_pairs(len(uniq), pairs)
     # relabel by the first input position in each cluster
     comp = ulabels[inverse.reshape(-1)]
@@ -356,13 +378,15 @@ def query(
     *,
     threads: int | None = None,
     memory: int | str | None = None,
+    device: str = "cpu",
 ) -> QueryResult:
     """For each query fingerprint, the corpus positions within ``distance`` bits.
 
     Queries and corpus are searched together by the batch engine (the same schemes and threads
     as :func:`find_all`, only pairs of a query and a corpus member are checked); for many
     small batches against one corpus, :class:`PermutedTables` or :class:`neardup.Index` keep
-    sorted tables instead. Each (query, corpus position) match is reported once.
+    sorted tables instead. Each (query, corpus position) match is reported once. ``device``
+    (and ``memory`` on a GPU) as in :func:`find_all`.
 
     Returns
     -------
@@ -380,8 +404,16 @@ def query(
     q = as_fingerprints(queries, "queries")
     n = len(c) + len(q)
     scheme = resolve_scheme(n, distance, blocks)
-    pairs = engine.join_pairs(q, c, scheme, threads=_threads(n, threads), memory=memory)
-    qi, ci = pairs[:, 0], pairs[:, 1]
+    gpu = _gpu(device)
+    if gpu is not None:
+        both = np.concatenate([c, q])
+        found = gpu.find_all_pairs(
+            both, resolve_layout(n, distance, blocks), corpus_size=len(c), memory=memory
+        )
+        qi, ci = found[:, 1] - len(c), found[:, 0]
+    else:
+        pairs = engine.join_pairs(q, c, scheme, threads=_threads(n, threads), memory=memory)
+        qi, ci = pairs[:, 0], pairs[:, 1]
     di = np.bitwise_count(q[qi] ^ c[ci]).astype(np.int64)
     order = np.lexsort((ci, di, qi))
     return QueryResult(qi[order], ci[order], di[order])

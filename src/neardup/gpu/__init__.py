@@ -10,9 +10,23 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.core.layout import Layout
-from neardup.gpu.runtime import DeviceUnavailable, load, usable
+from neardup.gpu.runtime import (
+    BYTES_PER_FINGERPRINT,
+    BYTES_PER_PAIR,
+    DeviceUnavailable,
+    load,
+    usable,
+)
 
-__all__ = ["DEVICES", "DeviceUnavailable", "use_gpu", "check_device", "find_all_pairs"]
+__all__ = [
+    "BYTES_PER_FINGERPRINT",
+    "BYTES_PER_PAIR",
+    "DEVICES",
+    "DeviceUnavailable",
+    "use_gpu",
+    "check_device",
+    "find_all_pairs",
+]
 
 #: the values ``device`` takes
 DEVICES = ("cpu", "cuda", "auto")
@@ -42,15 +56,20 @@ def use_gpu(device: str) -> bool:
 
 
 def find_all_pairs(
-    fp: np.ndarray, layout: Layout, *, corpus_size: int = 0, memory: int | str | None = None
+    fp: np.ndarray,
+    layout: Layout,
+    *,
+    corpus_size: int | None = None,
+    memory: int | str | None = None,
 ) -> np.ndarray:
     """Sorted pairs ``(i, j)``, ``i < j``, of positions of ``fp`` within ``layout.distance``
     bits, each once, found on the GPU (:func:`neardup.gpu.engine.pairs`).
 
-    With ``corpus_size`` > 0, only pairs of a corpus position (below it) and a query position
+    With ``corpus_size`` given, only pairs of a corpus position (below it) and a query position
     (at or above it). ``memory``: GPU bytes a pass may use (inputs that do not fit run in
     passes, about 80 bytes per fingerprint of a pass plus 16 per pair it finds).
     """
     from neardup.gpu import engine
 
-    return engine.pairs(fp, layout, nc=corpus_size, memory=memory)
+    nc = -1 if corpus_size is None else int(corpus_size)
+    return engine.pairs(fp, layout, nc=nc, memory=memory)

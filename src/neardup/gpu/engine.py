@@ -23,15 +23,10 @@ from neardup.core.layout import Layout
 from neardup.core.search import sort_pairs
 from neardup.core.tables import TableSpec
 from neardup.gpu import kernels
-from neardup.gpu.runtime import Runtime, free_memory, load
+from neardup.gpu.runtime import BYTES_PER_FINGERPRINT, Runtime, free_memory, load
 
-__all__ = ["BYTES_PER_FINGERPRINT", "BYTES_PER_PAIR", "pairs", "budget"]
+__all__ = ["pairs", "passes", "budget"]
 
-#: GPU bytes per fingerprint of a pass: fingerprint, position, key, sort order and its scratch,
-#: sorted key and position, count and offset (8 bytes each, some freed before the next).
-BYTES_PER_FINGERPRINT = 80
-#: GPU bytes per pair a pass finds (two int64 positions) until it is copied to host memory.
-BYTES_PER_PAIR = 16
 #: the most shard bits of a key used to cut a table into passes (a 65,536-bin histogram)
 SHARD_BITS = 16
 
@@ -85,8 +80,13 @@ def _scan(rt: Runtime, fp, pos, spec: TableSpec, t: int, k: int, nc: int) -> tup
     return first, second
 
 
-def _passes(fp: np.ndarray, layout: Layout, t: int, capacity: int) -> Iterator[np.ndarray]:
-    """Positions of each pass of table ``t``: prefix shards grouped up to ``capacity``."""
+def passes(fp: np.ndarray, layout: Layout, t: int, capacity: int) -> Iterator[np.ndarray]:
+    """Positions (ascending) of each pass of table ``t``, together every position once.
+
+    The top (at most :data:`SHARD_BITS`) bits of the table's keys cut the input into prefix
+    shards; consecutive shards are grouped into passes of at most ``capacity`` fingerprints, and
+    a shard larger than that (many copies of one prefix, which cannot be split) is a pass alone.
+    """
     sbits = min(int(layout.spec.pbits[t]), SHARD_BITS)
     top = (layout.apply(fp, t) >> np.uint64(64 - sbits)).astype(np.intp)
     cum = np.cumsum(np.bincount(top, minlength=1 << sbits))
@@ -117,12 +117,12 @@ def _sorted_on_device(rt: Runtime, parts: list[tuple], n: int) -> np.ndarray:
 
 
 def pairs(
-    fp: np.ndarray, layout: Layout, *, nc: int = 0, memory: int | str | None = None
+    fp: np.ndarray, layout: Layout, *, nc: int = -1, memory: int | str | None = None
 ) -> np.ndarray:
     """Pairs ``(i, j)``, ``i < j``, of positions in ``fp`` within ``layout.distance`` bits, each
     once, sorted by ``i`` then ``j`` (the CPU engine's order).
 
-    With ``nc > 0`` only pairs of a position below ``nc`` and one at or above it are found (a
+    With ``nc >= 0`` only pairs of a position below ``nc`` and one at or above it are found (a
     query of ``fp[nc:]`` against the corpus ``fp[:nc]``). ``memory`` bounds the GPU bytes of a
     pass (:func:`budget`); inputs that do not fit run in passes.
     """
@@ -139,7 +139,7 @@ def pairs(
         return _sorted_on_device(rt, parts, n)
     host: list[np.ndarray] = []
     for t in range(layout.n_tables):
-        for sel in _passes(fp, layout, t, capacity):
+        for sel in passes(fp, layout, t, capacity):
             first, second = _scan(rt, xp.asarray(fp[sel]), xp.asarray(sel), spec, t, k, nc)
             host.append(np.stack([_to_host(rt, first), _to_host(rt, second)], axis=1))
     return sort_pairs(np.concatenate(host) if host else _EMPTY, n)

@@ -5,7 +5,7 @@ prefixes (the top ``64 - sh`` bits, the table's leading blocks). Thread ``i`` sc
 its run, ``j > i``, and keeps the pairs within ``k`` bits that this table is the first to own
 (no check block agrees, :mod:`neardup.core.layout`'s rule). :func:`_count` counts them, an
 exclusive prefix sum of the counts gives each thread its place, and :func:`_write` writes them,
-so the output needs no atomics and is the same on every run. With ``nc > 0`` (a join) only
+so the output needs no atomics and is the same on every run. With ``nc >= 0`` (a join) only
 pairs of a position below ``nc`` (the corpus) and one at or above it (a query) count.
 Under numba's CUDA simulator these run as Python on the CPU (small inputs only).
 """
@@ -30,7 +30,7 @@ def _owned(x, chk, nchk):
 def _keep(x, k, chk, nchk, nc, a, b):
     if cuda.popc(x) > k or not _owned(x, chk, nchk):
         return False
-    return nc == 0 or (a < nc) != (b < nc)
+    return nc < 0 or (a < nc) != (b < nc)
 
 
 @cuda.jit

@@ -15,7 +15,21 @@ import numpy as np
 
 from neardup._optional import MissingDependency
 
-__all__ = ["DeviceUnavailable", "Runtime", "load", "usable", "free_memory"]
+__all__ = [
+    "BYTES_PER_FINGERPRINT",
+    "BYTES_PER_PAIR",
+    "DeviceUnavailable",
+    "Runtime",
+    "load",
+    "usable",
+    "free_memory",
+]
+
+#: GPU bytes per fingerprint of a pass: fingerprint, position, key, sort order and its scratch,
+#: sorted key and position, count and offset (8 bytes each, some freed before the next).
+BYTES_PER_FINGERPRINT = 80
+#: GPU bytes per pair a pass finds (two int64 positions) until it is copied to host memory.
+BYTES_PER_PAIR = 16
 
 _FIX = 'pip install "neardup[gpu]"'
 

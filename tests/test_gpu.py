@@ -1,0 +1,212 @@
+"""The GPU engine (``device="cuda"``) against brute force and the CPU engine.
+
+Without a GPU (and in CI) these run under numba's CUDA simulator, which this module switches on
+for its own process before ``numba.cuda`` is first imported: it changes nothing for the CPU
+engine's numba kernels (only ``numba.cuda`` reads the setting). On a machine with a CUDA GPU and
+CuPy, ``pytest -m gpu`` runs the same tests on the GPU. The simulator runs kernels as Python:
+inputs and table counts stay small.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import subprocess
+import sys
+
+import naive
+import numba.core.config as numba_config
+import numpy as np
+import pytest
+from cli import invoke
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import fingerprints
+
+
+def _real_gpu() -> bool:
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("cupy") is None:
+        return False
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+REAL_GPU = _real_gpu()
+if not REAL_GPU:
+    if "numba.cuda" in sys.modules and not numba_config.ENABLE_CUDASIM:
+        pytest.skip(
+            "numba.cuda was imported before the simulator could be set", allow_module_level=True
+        )
+    numba_config.ENABLE_CUDASIM = 1
+
+import neardup  # noqa: E402
+from neardup.core.layout import Layout  # noqa: E402
+from neardup.gpu import BYTES_PER_FINGERPRINT, engine, find_all_pairs, runtime  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+SMALL = settings(max_examples=20)
+EDGES = [0, 2**64 - 1, 1, 2**63, 2**64 - 2]
+
+
+@st.composite
+def layouts(draw) -> tuple[int, int | None]:
+    """(distance, blocks) with few tables (the simulator is slow): automatic, distance + 1,
+    a few blocks more, 64 blocks at distance 0, and large distances."""
+    kind = draw(st.sampled_from(["auto", "tight", "more", "64", "large"]))
+    if kind == "64":
+        return 0, 64
+    if kind == "large":
+        d = draw(st.integers(6, 40))
+        return d, d + 1
+    d = draw(st.integers(0, 5))
+    if kind == "auto":
+        return d, None
+    if kind == "tight":
+        return d, d + 1
+    return d, draw(st.integers(d + 1, min(d + 3, 7)))
+
+
+@SMALL
+@given(fingerprints(max_size=40), layouts())
+def test_find_all_matches_brute_force_and_cpu(fp, layout):
+    distance, blocks = layout
+    got = neardup.find_all(fp, distance, blocks, device="cuda")
+    np.testing.assert_array_equal(got, naive.find_all(fp, distance))
+    np.testing.assert_array_equal(got, neardup.find_all(fp, distance, blocks))
+    assert got.dtype == np.int64 and got.shape[1] == 2
+
+
+@SMALL
+@given(fingerprints(max_size=30), fingerprints(max_size=12), st.integers(0, 6))
+def test_query_matches_brute_force_and_cpu(corpus, queries, distance):
+    got = neardup.query(corpus, queries, distance, device="cuda")
+    cpu = neardup.query(corpus, queries, distance)
+    for a, b, c in zip(got, naive.query(corpus, queries, distance), cpu):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+
+
+@SMALL
+@given(fingerprints(max_size=40), st.integers(0, 6))
+def test_find_clusters_matches_brute_force(fp, distance):
+    got = neardup.find_clusters(fp, distance, device="cuda")
+    np.testing.assert_array_equal(got, naive.find_clusters(fp, distance))
+
+
+@SMALL
+@given(fingerprints(max_size=40), st.integers(0, 4), st.integers(2, 12))
+def test_passes_under_a_tiny_memory_budget(fp, distance, per_pass):
+    # a budget of a few fingerprints forces many prefix-shard passes per table
+    memory = per_pass * BYTES_PER_FINGERPRINT
+    got = neardup.find_all(fp, distance, device="cuda", memory=memory)
+    np.testing.assert_array_equal(got, naive.find_all(fp, distance))
+
+
+def _rows(pairs: np.ndarray) -> list[tuple[int, int]]:
+    return [tuple(p) for p in pairs.tolist()]
+
+
+@pytest.mark.parametrize(
+    "fp, distance, blocks",
+    [
+        ([], 3, None),
+        ([7], 3, None),
+        ([5, 5], 0, 1),
+        ([0, 2**64 - 1, 0, 2**64 - 1], 0, None),
+        ([0, 2**64 - 1], 63, 64),
+        ([0, 1, 3, 7, 15], 2, 3),
+        ([2**64 - 1] * 6 + [2**64 - 2] * 3, 1, 2),
+        (EDGES * 3, 1, 64),
+    ],
+)
+def test_edge_cases(fp, distance, blocks):
+    fp = np.array(fp, dtype=np.uint64)
+    got = neardup.find_all(fp, distance, blocks, device="cuda")
+    assert _rows(got) == _rows(naive.find_all(fp, distance))
+    assert _rows(got) == _rows(neardup.find_all(fp, distance, blocks))
+
+
+def test_families_of_identical_values_across_passes():
+    # one prefix shared by more fingerprints than a pass holds: that shard is a pass alone
+    rng = np.random.default_rng(7)
+    fam = rng.integers(0, 2**63, 4, dtype=np.uint64)
+    fp = np.concatenate(
+        [np.repeat(fam, 6), fam ^ np.uint64(3), rng.integers(0, 2**63, 8, dtype=np.uint64)]
+    )
+    rng.shuffle(fp)
+    want = naive.find_all(fp, 2)
+    for memory in (None, 3 * BYTES_PER_FINGERPRINT):
+        got = find_all_pairs(fp, Layout(3, 2), memory=memory)
+        np.testing.assert_array_equal(got, want)
+    assert len(want) >= 4 * 15  # the repeats alone pair up: the test cannot pass on no pairs
+
+
+@SMALL
+@given(fingerprints(max_size=60), st.integers(1, 8), st.integers(0, 3))
+def test_passes_cover_every_position_once(fp, capacity, distance):
+    layout = Layout(distance + 1, distance)
+    for t in range(layout.n_tables):
+        parts = list(engine.passes(fp, layout, t, capacity))
+        assert sorted(np.concatenate(parts).tolist() if parts else []) == list(range(len(fp)))
+        top = layout.apply(fp, t) >> np.uint64(64 - min(int(layout.spec.pbits[t]), 16))
+        for sel in parts:
+            # over capacity only when the pass is one prefix shard, which cannot be split
+            assert len(sel) <= capacity or len(np.unique(top[sel])) == 1
+            assert len(sel) > 0
+        if len(fp) > 2 * capacity and len(np.unique(top)) == len(fp):
+            assert len(parts) > 1
+
+
+def test_the_gpu_engine_runs_where_expected():
+    assert runtime.load().simulated is not REAL_GPU
+
+
+def test_device_is_checked():
+    with pytest.raises(ValueError, match='device must be "cpu", "cuda" or "auto"'):
+        neardup.find_all([1, 2], 1, device="gpu")
+
+
+def test_auto_never_picks_the_simulator():
+    from neardup.gpu.runtime import usable
+
+    assert usable() is REAL_GPU
+    fp = np.array([1, 3, 2**40], dtype=np.uint64)
+    assert _rows(neardup.find_all(fp, 1, device="auto")) == [(0, 1)]
+
+
+@pytest.mark.parametrize("command", ["find-all", "clusters"])
+def test_cli_device(tmp_path, command):
+    src = tmp_path / "fp.txt"
+    src.write_text("11\n9\n1099511627776\n11\n")
+    outs = []
+    for device in ("cpu", "cuda"):
+        out = tmp_path / f"{device}.jsonl"
+        r = invoke(
+            "neardup", command, str(src), "-o", str(out), "-d", "1", "--device", device, "-q"
+        )
+        assert r.returncode == 0, r.stderr
+        outs.append(out.read_text())
+    assert outs[0] == outs[1] and outs[0].strip()
+
+
+@pytest.mark.skipif(REAL_GPU, reason="checks the message where there is no GPU")
+def test_no_gpu_is_one_line_and_auto_falls_back(tmp_path):
+    """Without the simulator and without CuPy/a GPU: "cuda" is one line, "auto" is the CPU."""
+    src = tmp_path / "fp.txt"
+    src.write_text("11\n9\n")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    run = [sys.executable, "-m", "neardup", "find-all", str(src), "-d", "1", "-q"]
+    r = subprocess.run([*run, "--device", "cuda"], env=env, capture_output=True, text=True)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('neardup: error: device "cuda" needs ')
+    assert lines[0].endswith('pip install "neardup[gpu]"')
+    r = subprocess.run([*run, "--device", "auto"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[0, 1]"
