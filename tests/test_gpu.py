@@ -210,3 +210,34 @@ def test_no_gpu_is_one_line_and_auto_falls_back(tmp_path):
     r = subprocess.run([*run, "--device", "auto"], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[0, 1]"
+
+
+DOCS = [
+    "the quick brown fox jumps over the lazy dog near the river bank today",
+    "the quick brown fox jumps over the lazy dog near the river bank today!",
+    "a completely different sentence about gardening and tomatoes in july",
+    "The quick brown fox jumps over the lazy dog near the river bank, today",
+    "a completely different sentence about gardening and tomatoes in july.",
+    "nothing like the others at all",
+]
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_dedup_device(verify):
+    cpu = neardup.dedup(DOCS, verify=verify)
+    gpu = neardup.dedup(DOCS, verify=verify, device="cuda")
+    np.testing.assert_array_equal(gpu.kept, cpu.kept)
+    np.testing.assert_array_equal(gpu.labels, cpu.labels)
+    assert not cpu.kept.all()  # near-duplicates were found: the comparison means something
+
+
+def test_cli_dedup_device(tmp_path):
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(f'{{"id": {i}, "text": "{t}"}}\n' for i, t in enumerate(DOCS)))
+    outs = []
+    for device in ("cpu", "cuda"):
+        out = tmp_path / f"{device}.jsonl"
+        r = invoke("neardup", "dedup", str(src), "-o", str(out), "--device", device, "-q")
+        assert r.returncode == 0, r.stderr
+        outs.append(out.read_text())
+    assert outs[0] == outs[1] and 0 < outs[0].count("\n") < len(DOCS)

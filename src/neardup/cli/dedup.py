@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from neardup._optional import require
-from neardup.cli.common import dask_options
+from neardup.cli.common import dask_options, device_option
 from neardup.cli.fingerprint import (
     fingerprint_options,
     input_options,
@@ -165,6 +165,7 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     "'fingerprint' and 'id'; not verified).",
 )
 @click.option("--update", is_flag=True, help="With --against: add the kept documents to the index.")
+@device_option
 @dask_options
 def dedup(
     inputs: tuple[str, ...],
@@ -191,6 +192,7 @@ def dedup(
     json_summary: str | None,
     against: str | None,
     update: bool,
+    device: str,
     scheduler: str | None,
     workers: int | None,
 ) -> None:
@@ -334,6 +336,7 @@ def dedup(
             update=update,
             client=client,
             extra_outputs=extras,
+            device=device,
         )
 
     summary = result.summary()

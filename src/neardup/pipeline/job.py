@@ -20,6 +20,7 @@ from neardup.core.decide import (
     from_kept_for,
 )
 from neardup.core.decide import decide as decide_on_arrays
+from neardup.core.search import find_all, find_clusters
 from neardup.core.similarity import check_threshold
 from neardup.core.sketch import set_sketches
 from neardup.core.verify import (
@@ -68,6 +69,18 @@ def _ignore(err: InputError) -> None:
     return None
 
 
+def _on_gpu(device: str, client: Any) -> bool:
+    """Whether the search runs on this machine's GPU (``device`` as in :func:`neardup.find_all`;
+    with a Dask ``client`` the cluster searches, and asking for "cuda" too is an error)."""
+    from neardup.gpu import check_device, use_gpu
+
+    if client is not None:
+        if check_device(device) == "cuda":
+            raise ValueError('device="cuda" searches on this machine: leave out the Dask client')
+        return False
+    return use_gpu(device)
+
+
 def decide(
     fingerprints: Sequence[int] | np.ndarray,
     lengths: Sequence[int] | np.ndarray | None = None,
@@ -78,12 +91,14 @@ def decide(
     threads: int | None = None,
     already_seen: np.ndarray | None = None,
     client: Any = None,
+    device: str = "cpu",
 ) -> Decisions:
     """Clusters, survivors and distances for ``n`` fingerprints.
 
     As :func:`neardup.core.decide.decide`, and with ``client`` (a ``distributed.Client``) the
     search runs on that Dask cluster (:func:`neardup.distributed.find_clusters`, the same
-    clusters); that needs ``pip install "neardup[dask]"``.
+    clusters); that needs ``pip install "neardup[dask]"``. ``device`` runs the search on a GPU
+    as in :func:`neardup.find_clusters` (the same clusters).
 
     Examples
     --------
@@ -92,7 +107,9 @@ def decide(
     ([0, 0, 2], [True, False, True], [0, 1, 0])
     """
     labels = None
-    if client is not None:
+    if _on_gpu(device, client):
+        labels = find_clusters(as_fingerprints(fingerprints), distance, blocks, device="cuda")
+    elif client is not None:
         from neardup.distributed import find_clusters as find_clusters_on_dask
 
         labels = find_clusters_on_dask(as_fingerprints(fingerprints), distance, blocks, client)
@@ -119,11 +136,13 @@ def decide_verified_sets(
     threads: int | None = None,
     client: Any = None,
     exclude: np.ndarray | None = None,
+    device: str = "cpu",
 ) -> VerifiedDecisions:
     """:func:`neardup.core.verify.decide_verified` over the set fingerprints of ``sets``; with
     ``client`` the candidate pairs are found on that Dask cluster
     (:func:`neardup.distributed.find_all`, the same pairs, so the same decisions). Documents
-    where ``exclude`` is True (decided against an index) take no part.
+    where ``exclude`` is True (decided against an index) take no part. ``device`` finds the
+    candidate pairs on a GPU as in :func:`neardup.find_all` (the same pairs).
 
     Examples
     --------
@@ -135,10 +154,13 @@ def decide_verified_sets(
     d = distance_for_threshold(threshold) if distance is None else int(distance)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the job reports documents without shingles
-        if client is not None:
-            from neardup.distributed import find_all as find_all_on_dask
+        if _on_gpu(device, client) or client is not None:
+            if client is None:
+                pairs = find_all(fp, d, blocks, device="cuda")
+            else:
+                from neardup.distributed import find_all as find_all_on_dask
 
-            pairs = find_all_on_dask(fp, d, blocks, client)
+                pairs = find_all_on_dask(fp, d, blocks, client)
             return decide_verified(
                 sets, fp, threshold, pairs=pairs, keep=keep, lengths=lengths, threads=threads,
                 exclude=exclude,
@@ -176,6 +198,7 @@ def dedup(
     update: bool = False,
     client: Any = None,
     extra_outputs: Sequence[ExtraOutput] = (),
+    device: str = "cpu",
 ) -> DedupResult:
     """Find near-duplicate documents and choose one survivor per cluster.
 
@@ -259,6 +282,9 @@ def dedup(
         dataset and ``--report``), checked with the others before any work, written in order
         after the kept documents, clusters and drop list (before the JSON summary) and
         committed with them.
+    device : {"cpu", "cuda", "auto"}
+        Where the candidate search (verified) or the clustering search (``verify=False``) runs,
+        as in :func:`neardup.find_all`: the same pairs, so the same decisions.
 
     Returns
     -------
@@ -400,13 +426,14 @@ def dedup(
                     threads=threads,
                     already_seen=already_seen,
                     client=client,
+                    device=device,
                 )
             else:
                 if sets is None:
                     sets = spool.sets()
                 verified = decide_verified_sets(
                     sets, lens, threshold, keep=keep, distance=distance, blocks=blocks,
-                    threads=threads, client=client, exclude=exclude,
+                    threads=threads, client=client, exclude=exclude, device=device,
                 )  # fmt: skip
                 decisions = from_kept_for(verified.kept_for, fps, already_seen)
                 temp_bytes = spool.nbytes
