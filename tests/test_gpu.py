@@ -241,3 +241,18 @@ def test_cli_dedup_device(tmp_path):
         assert r.returncode == 0, r.stderr
         outs.append(out.read_text())
     assert outs[0] == outs[1] and 0 < outs[0].count("\n") < len(DOCS)
+
+
+def test_bench_smoke():
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run(
+        [sys.executable, os.path.join(bench, "gpu.py"), "--smoke", "--threads", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| 200 |")]
+    assert len(rows) == 2 and all(row.rstrip().endswith("| yes |") for row in rows), r.stdout
+    assert "simulator" in r.stdout

@@ -1,0 +1,89 @@
+"""The GPU engine beside the CPU engine, same inputs, one run: the table of the GPU docs page.
+
+Each row is N fingerprints of ``bench/fpdata.uniform`` (90% random, 10% planted clusters) at one
+distance; the GPU column is ``neardup.find_all(fp, d, device="cuda")`` (host to GPU, the search
+in passes if it does not fit, pairs back in host memory, sorted), the CPU column
+``neardup.find_all(fp, d)`` with ``--threads`` threads in the same process. Both answers are
+compared (``same``). The GPU kernels are compiled on a small input before the first row.
+
+``--smoke`` runs a tiny table under numba's CUDA simulator (no GPU needed): it checks that the
+script and the engine run and agree; its GPU times are the simulator's, not a GPU's.
+
+Usage::
+
+    python bench/gpu.py                                   # the issue's rows (needs a GPU)
+    python bench/gpu.py --rows 1e7:3,1e7:6,1e7:8 --threads 16
+    python bench/gpu.py --rows 1e9:3 --no-cpu --memory 60G
+    python bench/gpu.py --smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+ROWS = "1e7:3,1e7:6,1e7:8,1e8:3,1e8:6,1e9:3,1e9:6"
+SMOKE_ROWS = "200:3,200:6"
+
+
+def _rows(text: str) -> list[tuple[int, int]]:
+    out = []
+    for item in text.split(","):
+        n, d = item.split(":")
+        out.append((int(float(n)), int(d)))
+    return out
+
+
+def _timed(fn, *args, **kwargs):
+    t0 = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t0
+
+
+def _device_name(simulated: bool) -> str:
+    if simulated:
+        return "numba CUDA simulator (not a GPU)"
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    return props["name"].decode()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", default=None, help=f"N:distance,... (default {ROWS})")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="CPU engine threads")
+    ap.add_argument("--memory", default=None, help="GPU bytes a pass may use (e.g. 60G)")
+    ap.add_argument("--no-cpu", action="store_true", help="GPU column only (large N)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--smoke", action="store_true", help="tiny rows under the CUDA simulator")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before numba.cuda is first imported
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import numpy as np
+    from fpdata import uniform
+
+    import neardup
+    from neardup.gpu import runtime
+
+    rt = runtime.load()
+    rows = _rows(args.rows or (SMOKE_ROWS if args.smoke else ROWS))
+    neardup.find_all(uniform(64, 0), 3, device="cuda")  # compile the kernels
+    print(f"GPU: {_device_name(rt.simulated)}; CPU engine: {args.threads} threads")
+    print("| N | distance | pairs | GPU | CPU engine | same |")
+    print("|---|---|---|---|---|---|")
+    for n, d in rows:
+        fp = uniform(n, args.seed)
+        got, t_gpu = _timed(neardup.find_all, fp, d, device="cuda", memory=args.memory)
+        cpu, same = "", ""
+        if not args.no_cpu:
+            want, t_cpu = _timed(neardup.find_all, fp, d, threads=args.threads)
+            cpu, same = f"{t_cpu:.3f} s", "yes" if np.array_equal(got, want) else "NO"
+        print(f"| {n:,} | {d} | {len(got):,} | {t_gpu:.3f} s | {cpu} | {same} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
