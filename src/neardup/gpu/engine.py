@@ -27,6 +27,9 @@ from neardup.gpu.runtime import BYTES_PER_FINGERPRINT, Runtime, free_memory, loa
 
 __all__ = ["pairs", "passes", "budget"]
 
+#: GPU bytes per pair held and sorted on the GPU: the pair, its sort key, the sort's scratch and
+#: the sorted pair
+SORT_BYTES_PER_PAIR = 64
 #: the most shard bits of a key used to cut a table into passes (a 65,536-bin histogram)
 SHARD_BITS = 16
 
@@ -116,6 +119,10 @@ def _sorted_on_device(rt: Runtime, parts: list[tuple], n: int) -> np.ndarray:
     return out
 
 
+def _host_pairs(rt: Runtime, part: tuple) -> np.ndarray:
+    return np.stack([_to_host(rt, part[0]), _to_host(rt, part[1])], axis=1)
+
+
 def pairs(
     fp: np.ndarray, layout: Layout, *, nc: int = -1, memory: int | str | None = None
 ) -> np.ndarray:
@@ -124,7 +131,10 @@ def pairs(
 
     With ``nc >= 0`` only pairs of a position below ``nc`` and one at or above it are found (a
     query of ``fp[nc:]`` against the corpus ``fp[:nc]``). ``memory`` bounds the GPU bytes of a
-    pass (:func:`budget`); inputs that do not fit run in passes.
+    pass (:func:`budget`); inputs that do not fit run in passes. Pairs stay on the GPU, to be
+    sorted there, while they and their sort fit beside the fingerprints (about
+    ``SORT_BYTES_PER_PAIR`` each); past that, and after every pass of a split input, they are
+    copied to host memory and sorted there.
     """
     n = len(fp)
     if n < 2:
@@ -132,14 +142,22 @@ def pairs(
     rt = load()
     xp = rt.xp
     spec, k = layout.spec, layout.distance
-    capacity = max(2, budget(rt, memory) // BYTES_PER_FINGERPRINT)
-    if n <= capacity:
+    room = budget(rt, memory)
+    capacity = max(2, room // BYTES_PER_FINGERPRINT)
+    whole = n <= capacity
+    spare = room - n * BYTES_PER_FINGERPRINT if whole else 0
+    if whole:
         fp_d, pos_d = xp.asarray(fp), xp.arange(n, dtype=xp.int64)
-        parts = [_scan(rt, fp_d, pos_d, spec, t, k, nc) for t in range(layout.n_tables)]
-        return _sorted_on_device(rt, parts, n)
+    held: list[tuple] = []  # pairs on the GPU
     host: list[np.ndarray] = []
     for t in range(layout.n_tables):
-        for sel in passes(fp, layout, t, capacity):
-            first, second = _scan(rt, xp.asarray(fp[sel]), xp.asarray(sel), spec, t, k, nc)
-            host.append(np.stack([_to_host(rt, first), _to_host(rt, second)], axis=1))
-    return sort_pairs(np.concatenate(host) if host else _EMPTY, n)
+        for sel in [None] if whole else passes(fp, layout, t, capacity):
+            on = (fp_d, pos_d) if sel is None else (xp.asarray(fp[sel]), xp.asarray(sel))
+            held.append(_scan(rt, *on, spec, t, k, nc))
+            if sum(len(f) for f, _ in held) * SORT_BYTES_PER_PAIR > spare:
+                host += [_host_pairs(rt, p) for p in held]
+                held = []
+    if not host:
+        return _sorted_on_device(rt, held, n)
+    host += [_host_pairs(rt, p) for p in held]
+    return sort_pairs(np.concatenate(host), n)
