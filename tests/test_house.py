@@ -12,7 +12,8 @@ import neardup
 SRC = Path(neardup.__file__).parent
 
 # each room may import only from rooms at its level or below (config, errors, _optional and the
-# shared numba primitives are the ground floor; core never imports a room above it)
+# shared numba primitives are the ground floor; core never imports a room above it; the
+# optional GPU engine sits beside core: it uses core, and core's device= reaches it when asked)
 LEVEL = {
     "config": 0,
     "errors": 0,
