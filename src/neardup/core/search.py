@@ -154,6 +154,9 @@ def find_all(
     ------
     ValueError
         For fingerprints outside ``[0, 2**64)`` or an invalid ``distance``/``blocks``/``memory``.
+    neardup.gpu.DeviceUnavailable
+        (An ``ImportError``.) For ``device="cuda"`` where CuPy, numba-cuda or a CUDA GPU is
+        missing: one line naming it and ``pip install "neardup[gpu]"``.
 
     Examples
     --------
