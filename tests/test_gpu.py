@@ -261,3 +261,17 @@ def test_bench_smoke():
     rows = [line for line in r.stdout.splitlines() if line.startswith("| 200 |")]
     assert len(rows) == 2 and all(row.rstrip().endswith("| yes |") for row in rows), r.stdout
     assert "simulator" in r.stdout
+
+
+def test_the_cpu_path_never_imports_gpu_libraries():
+    code = (
+        "import sys, neardup\n"
+        "from neardup.pipeline.job import decide\n"
+        "neardup.find_all([1, 3], 1); neardup.find_clusters([1, 3], 1)\n"
+        "neardup.query([1], [3], 1); decide([1, 3], distance=1)\n"
+        "bad = [m for m in ('numba.cuda', 'cupy', 'neardup.gpu') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

@@ -72,6 +72,8 @@ def _ignore(err: InputError) -> None:
 def _on_gpu(device: str, client: Any) -> bool:
     """Whether the search runs on this machine's GPU (``device`` as in :func:`neardup.find_all`;
     with a Dask ``client`` the cluster searches, and asking for "cuda" too is an error)."""
+    if device == "cpu":
+        return False
     from neardup.gpu import check_device, use_gpu
 
     if client is not None:
