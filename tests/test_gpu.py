@@ -79,6 +79,8 @@ def test_find_all_matches_brute_force_and_cpu(fp, layout):
     np.testing.assert_array_equal(got, naive.find_all(fp, distance))
     np.testing.assert_array_equal(got, neardup.find_all(fp, distance, blocks))
     assert got.dtype == np.int64 and got.shape[1] == 2
+    values = neardup.find_all_values(fp, distance, blocks, device="cuda")
+    np.testing.assert_array_equal(values, naive.find_all_values(fp, distance))
 
 
 @SMALL

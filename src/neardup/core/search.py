@@ -182,14 +182,15 @@ def find_all_values(
     *,
     threads: int | None = None,
     memory: int | str | None = None,
+    device: str = "cpu",
 ) -> np.ndarray:
     """Set form used by ``simhash-find-all``: distinct values, pairs of values ``a < b``.
 
     Repeated input values collapse to one before the search. Returns uint64 ``(p, 2)`` sorted
-    by ``a`` then ``b``.
+    by ``a`` then ``b``. ``threads``, ``memory`` and ``device`` are as in :func:`find_all`.
     """
     uniq = np.unique(as_fingerprints(fingerprints))
-    pairs = find_all(uniq, distance, blocks, threads=threads, memory=memory)
+    pairs = find_all(uniq, distance, blocks, threads=threads, memory=memory, device=device)
     return uniq[pairs] if len(pairs) else np.empty((0, 2), dtype=np.uint64)
 
 
