@@ -28,11 +28,17 @@ from strategies import fingerprints
 def _real_gpu() -> bool:
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("cupy") is None:
         return False
+    # the driver itself, asked without numba (importing numba.cuda would fix the mode)
     try:
-        ctypes.CDLL("libcuda.so.1")
+        driver = ctypes.CDLL("libcuda.so.1")
     except OSError:
         return False
-    return True
+    count = ctypes.c_int(0)
+    return (
+        driver.cuInit(0) == 0
+        and driver.cuDeviceGetCount(ctypes.byref(count)) == 0
+        and count.value > 0
+    )
 
 
 REAL_GPU = _real_gpu()
