@@ -161,7 +161,7 @@ class Service:
                 raise RuntimeError(self.proc.stdout.read().decode())
             return httpx.get(self.url + "/health", timeout=1).status_code in (200, 503)
 
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a loaded CI machine starts workers slowly
         while True:
             try:
                 if up():

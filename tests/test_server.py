@@ -32,7 +32,7 @@ def local(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("serve") / "ix")
     with Index.create(path, distance=3) as ix:
         ix.add(CORPUS, ids=np.arange(len(CORPUS)))
-    s = Service(path, "--workers", "2", "--token", TOKEN)
+    s = Service(path, "--workers", "2", env={"NEARDUP_TOKEN": TOKEN})
     yield s
     s.stop()
 
@@ -307,7 +307,7 @@ def test_replicas_over_a_redis_cluster(tmp_path):
     url = cluster.url + "?name=web"
     try:
         RedisIndex.create(url, distance=3, expected_size=1000).close()
-        a, b = Service(url, "--token", TOKEN), Service(url, "--token", TOKEN)
+        a, b = Service(url, env={"NEARDUP_TOKEN": TOKEN}), Service(url, env={"NEARDUP_TOKEN": TOKEN})
         try:
             with client(a) as ca, client(b) as cb:
                 fps = [str(v) for v in CORPUS[3:503].tolist()]
