@@ -234,7 +234,11 @@ class LocalBackend(_Backend):
     def __init__(self, path: str) -> None:
         self.path = path
         self._manifest = os.path.join(path, MANIFEST)
-        self._held = self._hold()
+        try:
+            self._held = self._hold()
+        except OSError:
+            Index.open(path, "r").close()  # raises the index's own one-line error
+            raise
         self._reader = Index.open(path, "r")
         self._swap = threading.Lock()
         self._write = threading.Lock()
