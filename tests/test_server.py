@@ -678,7 +678,10 @@ def test_slow_clients_are_cut_off_and_health_answers(fresh):
             assert c.get("/health").status_code == 200
         time.sleep(2.5)
         for s in socks:
-            assert s.recv(10) == b""  # closed by the server
+            try:
+                assert s.recv(10) == b""  # closed by the server
+            except ConnectionResetError:  # closed by the server, our bytes unread
+                pass
     finally:
         for s in socks:
             s.close()
