@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -783,3 +784,42 @@ def test_full_disk_is_a_503_naming_storage(small_disk):
             assert len(ix) == 20_100
     finally:
         s.stop()
+
+
+@needs_redis
+def test_redis_password_never_shown_and_unix_urls(tmp_path):
+    """A password in the Redis URL appears nowhere (CLI, start-up, /stats, 503s); unix://
+    URLs work; ``index compact`` of a Redis index is one line."""
+    short = tempfile.mkdtemp(prefix="nd", dir="/tmp")  # a socket path must be short
+    sock = os.path.join(short, "r.sock")
+    node = RedisNode(
+        tmp_path / "r",
+        extra=("--requirepass", "hunter2", "--unixsocket", sock, "--unixsocketperm", "700"),
+        password="hunter2",
+    )
+    s = None
+    try:
+        url = f"redis://:hunter2@127.0.0.1:{node.port}/0?name=cred"
+        r = invoke("neardup", "index", "create", url, "--distance", "3", text=True)
+        assert r.returncode == 0 and "hunter2" not in r.stderr and ":***@" in r.stderr, r.stderr
+        r = invoke("neardup", "index", "compact", url, text=True)
+        assert r.returncode == 0 and "nothing to compact" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "hunter2" not in r.stderr
+        unix = f"unix://{sock}?name=cred&password=hunter2"
+        with RedisIndex.open(unix, "w") as ix:
+            ix.add([1, 2], ids=[1, 2])
+        s = Service(unix, env={"NEARDUP_TOKEN": TOKEN})
+        with client(s) as c:
+            st = c.get("/stats")
+            assert st.status_code == 200 and st.json()["entries"] == 2
+            assert "hunter2" not in st.text and "path" not in st.json()
+            node.kill()
+            for r in (c.post("/add", json={"fingerprints": [3], "ids": [3]}), c.get("/stats")):
+                assert r.status_code == 503 and "hunter2" not in r.text, r.text
+        out = s.stop()
+        assert "hunter2" not in out and "password=***" in out
+    finally:
+        if s is not None:
+            s.stop()
+        node.stop()
+        shutil.rmtree(short, ignore_errors=True)
