@@ -271,31 +271,40 @@ def _handlers(app: Any) -> None:
         return _failure(exc)
 
 
+def _batch_of(
+    req: Any, backend: Any, fingerprinter: Any, need_sketches: bool = False
+) -> tuple[Batch, list[str] | None]:
+    """A request's :class:`Batch` and, for texts, their fingerprints as strings; texts to an
+    index with sketches get their sketches, which a write there needs."""
+    words = backend.sketch_words
+    b = to_fingerprints(req, fingerprinter, words)
+    if need_sketches and words is not None and b.sketches is None:
+        raise BadRequest(
+            "this index keeps a MinHash sketch of each document's shingles (created with "
+            "--threshold): send 'texts', not 'fingerprints'",
+            400,
+        )
+    if getattr(req, "threshold", None) is not None and b.sketches is None:
+        raise BadRequest(
+            "'threshold' needs 'texts' and an index with sketches (`neardup index create "
+            "--threshold`)",
+            400,
+        )
+    return b, ([str(v) for v in b.fingerprints.tolist()] if b.from_texts else None)
+
+
 def _routes(app: Any, backend: Any, fingerprinter: Any, metrics: Metrics) -> None:
     """The endpoints (their docstrings are the descriptions shown at /docs)."""
+    _read_routes(app, backend, fingerprinter, metrics)
+    _write_routes(app, backend, fingerprinter)
+
+
+def _read_routes(app: Any, backend: Any, fingerprinter: Any, metrics: Metrics) -> None:
     from starlette.concurrency import run_in_threadpool
     from starlette.responses import Response
 
-    def batch_of(req: Any, need_sketches: bool = False) -> tuple[Batch, list[str] | None]:
-        words = backend.sketch_words
-        b = to_fingerprints(req, fingerprinter, words)
-        if need_sketches and words is not None and b.sketches is None:
-            raise BadRequest(
-                "this index keeps a MinHash sketch of each document's shingles (created with "
-                "--threshold): send 'texts', not 'fingerprints'",
-                400,
-            )
-        threshold = getattr(req, "threshold", None)
-        if threshold is not None and b.sketches is None:
-            raise BadRequest(
-                "'threshold' needs 'texts' and an index with sketches (`neardup index create "
-                "--threshold`)",
-                400,
-            )
-        return b, ([str(v) for v in b.fingerprints.tolist()] if b.from_texts else None)
-
     def answer(req: QueryRequest) -> Any:
-        b, shown = batch_of(req)
+        b, shown = _batch_of(req, backend, fingerprinter)
         m, gen = backend.query(b.fingerprints, req.distance, b.sketches, req.threshold)
         return _query_response(m, len(b.fingerprints), shown, gen)
 
@@ -307,39 +316,6 @@ def _routes(app: Any, backend: Any, fingerprinter: Any, metrics: Metrics) -> Non
         if small and backend.kind == "local":
             return answer(req)  # microseconds: cheaper than a hop to the thread pool
         return await run_in_threadpool(answer, req)
-
-    @app.post("/add", response_model=AddResponse, tags=["write"])
-    def add(req: WriteRequest) -> Any:
-        """Store fingerprints (or texts) with their ids, durably. An id already stored with the
-        same fingerprint is skipped (counted in ``already``), so a retried call is safe; an id
-        stored with another fingerprint is refused (400)."""
-        b, _ = batch_of(req, need_sketches=True)
-        ids = to_ids(req.ids, len(b.fingerprints))
-        added, already, gen = backend.add(b.fingerprints, ids, b.sketches)
-        return _json({"added": added, "already": already, "generation": gen})
-
-    @app.post("/remove", response_model=RemoveResponse, tags=["write"])
-    def remove(req: RemoveRequest) -> Any:
-        """Remove entries by id, durably."""
-        removed, gen = backend.remove(to_ids(req.ids), req.missing)
-        return _json({"removed": removed, "generation": gen})
-
-    @app.post("/dedup", response_model=DedupResponse, tags=["write"])
-    def dedup(req: DedupRequest) -> Any:
-        """Which items are new, and store the new ones, in one write.
-
-        An item is new when nothing indexed is within ``distance`` bits and no earlier new item
-        of the same request is (first survivor; a duplicate's ``matches`` name what it
-        duplicates). On an index with sketches a match must also reach ``threshold`` (default
-        0.8), estimated from the sketches. Items already stored under their own id (a retried
-        call) are not stored again and get the same answer."""
-        b, shown = batch_of(req, need_sketches=True)
-        q, ids = b.fingerprints, to_ids(req.ids, len(b.fingerprints))
-        threshold = None
-        if b.sketches is not None:
-            threshold = DEFAULT_DEDUP_THRESHOLD if req.threshold is None else req.threshold
-        o, gen = backend.dedup(q, ids, req.distance, b.sketches, threshold)
-        return _json(_dedup_body(o, len(q), ids, shown, gen))
 
     @app.get("/stats", tags=["read"])
     def stats() -> Any:
@@ -363,6 +339,41 @@ def _routes(app: Any, backend: Any, fingerprinter: Any, metrics: Metrics) -> Non
         """Prometheus metrics: requests, latency, errors, index entries and generation."""
         body, media = metrics.render()
         return Response(body, media_type=media)
+
+
+def _write_routes(app: Any, backend: Any, fingerprinter: Any) -> None:
+    @app.post("/add", response_model=AddResponse, tags=["write"])
+    def add(req: WriteRequest) -> Any:
+        """Store fingerprints (or texts) with their ids, durably. An id already stored with the
+        same fingerprint is skipped (counted in ``already``), so a retried call is safe; an id
+        stored with another fingerprint is refused (400)."""
+        b, _ = _batch_of(req, backend, fingerprinter, need_sketches=True)
+        ids = to_ids(req.ids, len(b.fingerprints))
+        added, already, gen = backend.add(b.fingerprints, ids, b.sketches)
+        return _json({"added": added, "already": already, "generation": gen})
+
+    @app.post("/remove", response_model=RemoveResponse, tags=["write"])
+    def remove(req: RemoveRequest) -> Any:
+        """Remove entries by id, durably."""
+        removed, gen = backend.remove(to_ids(req.ids), req.missing)
+        return _json({"removed": removed, "generation": gen})
+
+    @app.post("/dedup", response_model=DedupResponse, tags=["write"])
+    def dedup(req: DedupRequest) -> Any:
+        """Which items are new, and store the new ones, in one write.
+
+        An item is new when nothing indexed is within ``distance`` bits and no earlier new item
+        of the same request is (first survivor; a duplicate's ``matches`` name what it
+        duplicates). On an index with sketches a match must also reach ``threshold`` (default
+        0.8), estimated from the sketches. Items already stored under their own id (a retried
+        call) are not stored again and get the same answer."""
+        b, shown = _batch_of(req, backend, fingerprinter, need_sketches=True)
+        q, ids = b.fingerprints, to_ids(req.ids, len(b.fingerprints))
+        threshold = None
+        if b.sketches is not None:
+            threshold = DEFAULT_DEDUP_THRESHOLD if req.threshold is None else req.threshold
+        o, gen = backend.dedup(q, ids, req.distance, b.sketches, threshold)
+        return _json(_dedup_body(o, len(q), ids, shown, gen))
 
 
 def _dedup_body(o: Any, n: int, ids: np.ndarray, shown: list[str] | None, gen: int) -> dict:

@@ -48,22 +48,29 @@ def error_response(status: int, message: str, headers: dict[str, str] | None = N
 def json_depth_over(body: bytes, limit: int) -> bool:
     """Whether the JSON text ``body`` nests arrays and objects deeper than ``limit``.
 
-    Brackets are counted in one vectorised pass; only when that count (an upper bound, since
-    brackets inside strings count too) is over the limit is the text parsed to be sure.
+    Brackets are counted in vectorised passes over 1 MiB at a time; only when that count (an
+    upper bound, since brackets inside strings count too) is over the limit is the text parsed
+    to be sure.
     """
     b = np.frombuffer(body, dtype=np.uint8)
-    if len(b) == 0:
+    opens = np.count_nonzero(b == 91) + np.count_nonzero(b == 123)
+    if opens <= limit:
         return False
-    step = (b == 91).astype(np.int32) + (b == 123) - (b == 93) - (b == 125)
-    if int(np.cumsum(step).max()) <= limit:
+    depth, deepest = 0, 0
+    for lo in range(0, len(b), 1 << 20):
+        part = b[lo : lo + (1 << 20)]
+        step = (part == 91).astype(np.int32) + (part == 123) - (part == 93) - (part == 125)
+        run = np.cumsum(step) + depth
+        deepest, depth = max(deepest, int(run.max())), int(run[-1])
+    if deepest <= limit:
         return False
     try:
-        json.loads(body)
+        value = json.loads(body)
     except RecursionError:
         return True
     except ValueError:
         return False  # malformed: the route says so
-    return _depth(json.loads(body)) > limit
+    return _depth(value) > limit
 
 
 def _depth(v: Any) -> int:
