@@ -504,6 +504,18 @@ def test_docs_work_offline(local):
             r = c.get(u)
             assert r.status_code == 200 and len(r.content) > 100, u
         assert c.get("/redoc").status_code == 200
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        return
+    # a real browser that can reach no other host renders every endpoint
+    out = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=15000",
+         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+         "--dump-dom", f"{local.url}/docs"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    for path in ("/query", "/add", "/remove", "/dedup", "/stats", "/health", "/metrics"):
+        assert f'data-path="{path}"' in out.stdout, (path, out.stderr[-500:])
 
 
 def test_missing_server_extra_is_one_line(tmp_path):
