@@ -14,10 +14,17 @@ app that answers a constant, taking turns with each service's single queries (fo
 the latency this machine gives any HTTP round trip at the same moments (on a shared machine its
 p99 is scheduling delay, not work).
 
+``--load`` instead holds a local index under load (``--workers`` processes, default 2): p50/p99
+of single queries from 8 concurrent clients, batch throughput, the same while a writer adds
+1,000 fingerprints/s (``/add`` of 100 every 0.1 s), then a ``kill -9`` of every server process
+mid-load; after a restart every acknowledged write must be answered (checked against a model
+of the acknowledged ids) and the index must verify.
+
 Usage::
 
     python bench/serve.py                                  # N = 10M, distance 3, all backends
     python bench/serve.py --backends redis --sweep 12,14,16,18   # bucket bits on Redis
+    python bench/serve.py --load --n 1e6 --seconds 10      # held load and a kill -9
 """
 
 from __future__ import annotations
@@ -27,9 +34,11 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -103,11 +112,14 @@ def in_process(ix, singles, batches):
 class Client:
     """One keep-alive HTTP/1.1 connection (``http.client``) posting JSON."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, token: str | None = None) -> None:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        self.headers = {"Content-Type": "application/json"}
+        if token is not None:
+            self.headers["Authorization"] = f"Bearer {token}"
 
     def post(self, path: str, body: bytes) -> bytes:
-        self.conn.request("POST", path, body, {"Content-Type": "application/json"})
+        self.conn.request("POST", path, body, self.headers)
         r = self.conn.getresponse()
         data = r.read()
         assert r.status == 200, data[:300]
@@ -212,6 +224,167 @@ def sweep(args, corpus, singles, batches, tmp):
         node.stop()
 
 
+TOKEN = "bench-token"
+
+
+def query_clients(port, singles, batches, seconds, clients=8):
+    """``clients`` threads, each on its own keep-alive connection, for ``seconds``: the first
+    ``clients - 1`` send single queries, the last batches. Returns (single request seconds,
+    batch queries/s)."""
+    times, batched, stop = [], [0, 0.0], time.perf_counter() + seconds
+    bodies = [json.dumps({"fingerprints": [int(q)]}).encode() for q in singles]
+    big = [json.dumps({"fingerprints": b.tolist()}).encode() for b in batches]
+    errors = []
+
+    def single(i):
+        c, mine = Client(port), []
+        try:
+            while time.perf_counter() < stop:
+                t = time.perf_counter()
+                c.post("/query", bodies[i % len(bodies)])
+                mine.append(time.perf_counter() - t)
+                i += clients
+        except Exception as e:  # a failed request fails the run
+            errors.append(e)
+        times.extend(mine)
+
+    def batch():
+        c, t0, j = Client(port), time.perf_counter(), 0
+        try:
+            while time.perf_counter() < stop:
+                c.post("/query", big[j % len(big)])
+                batched[0] += len(batches[j % len(big)])
+                j += 1
+        except Exception as e:
+            errors.append(e)
+        batched[1] = time.perf_counter() - t0
+
+    threads = [threading.Thread(target=single, args=(i,)) for i in range(clients - 1)]
+    threads.append(threading.Thread(target=batch))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return times, batched[0] / max(batched[1], 1e-9)
+
+
+class Writer(threading.Thread):
+    """Adds ``rate`` random fingerprints/s under ids from ``start``: every 0.1 s (or as soon as
+    the last ``/add`` is answered, if that took longer) one ``/add`` of what the rate owes
+    since the start. ``acked`` maps each acknowledged id to its fingerprint (the model)."""
+
+    def __init__(self, port, rate, start, rng):
+        super().__init__(daemon=True)
+        self.port, self.rate, self.next_id, self.rng = port, rate, start, rng
+        self.acked, self.latency, self.failed, self.sent = {}, [], 0, 0
+        self.halt = threading.Event()
+
+    def run(self):
+        c, t0 = Client(self.port, TOKEN), time.perf_counter()
+        while not self.halt.is_set():
+            t = time.perf_counter()
+            step = int(min(10_000, max(1, self.rate * (t - t0) - self.sent)))
+            fps = self.rng.integers(0, 2**64, step, dtype=np.uint64).tolist()
+            ids = list(range(self.next_id, self.next_id + step))
+            body = json.dumps({"fingerprints": fps, "ids": ids}).encode()
+            try:
+                c.post("/add", body)
+            except Exception:  # not acknowledged (the server was killed): not in the model
+                self.failed += 1
+                c = Client(self.port, TOKEN)
+                time.sleep(0.05)
+                continue
+            self.latency.append(time.perf_counter() - t)
+            self.acked.update(zip(ids, fps))
+            self.next_id += step
+            self.sent += step
+            time.sleep(max(0.0, 0.1 - (time.perf_counter() - t)))
+
+
+def kill_all(proc):
+    """SIGKILL the server and its workers at once (no shutdown of any kind)."""
+    procs = [psutil.Process(proc.pid)] + psutil.Process(proc.pid).children(recursive=True)
+    for p in procs:
+        p.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def check_model(port, acked):
+    """Every acknowledged id is answered at distance 0 for its fingerprint: (checked, lost)."""
+    c, items, lost = Client(port), sorted(acked.items()), 0
+    for a in range(0, len(items), 5000):
+        part = items[a : a + 5000]
+        body = json.dumps({"fingerprints": [fp for _, fp in part], "distance": 0}).encode()
+        res = json.loads(c.post("/query", body))["results"]
+        for (i, _), r in zip(part, res):
+            lost += i not in {m["id"] for m in r["matches"]}
+    return len(items), lost
+
+
+def load_test(args) -> None:
+    """The ``--load`` run (see the module's docstring)."""
+    n, k, secs = int(args.n), args.distance, args.seconds
+    rng = np.random.default_rng(0)
+    corpus = rng.integers(0, 2**64, n, dtype=np.uint64)
+    singles = make_queries(corpus, args.singles, k, rng)
+    batches = [make_queries(corpus, args.batch, k, rng) for _ in range(args.batches)]
+    tmp = tempfile.mkdtemp(prefix="neardup-serve-load-")
+    loc = os.path.join(tmp, "ix")
+    try:
+        with Index.create(loc, distance=k, expected_size=n) as ix:
+            ix.add(corpus)
+        workers = ["--workers", str(args.workers)]
+        s = Service(loc, *workers, env={"NEARDUP_TOKEN": TOKEN})
+        try:
+            query_clients(s.port, singles[:200], batches[:1], 2)  # warm up every worker
+            times, rate = query_clients(s.port, singles, batches, secs)
+            report("8 clients, reads only", times, rate)
+            w = Writer(s.port, 1000, 10**12, rng)
+            w.start()
+            times, rate = query_clients(s.port, singles, batches, secs)
+            report("8 clients + writer 1,000 fp/s", times, rate, w)
+            killer = threading.Timer(secs / 2, kill_all, args=(s.proc,))
+            killer.start()
+            try:
+                query_clients(s.port, singles, batches, secs)
+            except Exception:
+                pass  # the clients' requests fail once the server is gone
+            killer.join()
+            w.halt.set()
+            w.join()
+        finally:
+            s.stop()
+        s = Service(loc, *workers, env={"NEARDUP_TOKEN": TOKEN})
+        try:
+            checked, lost = check_model(s.port, w.acked)
+        finally:
+            s.stop()
+        with Index.open(loc) as ix:
+            ix.verify()
+            size = len(ix)
+        print(f"kill -9 of {args.workers + 1} server processes mid-load: {checked:,} acknowledged "
+              f"writes checked, {lost} lost; {w.failed} writes unacknowledged; index verified, "
+              f"{size:,} entries")  # fmt: skip
+        assert lost == 0, "an acknowledged write was lost"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"N = {n:,}, distance {k}, {args.workers} workers, {secs:g} s per phase; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")  # fmt: skip
+
+
+def report(what, times, rate, writer=None):
+    p50, p99 = pct(times)
+    line = (f"{what}: single queries p50 {p50:.2f} ms, p99 {p99:.2f} ms "
+            f"({len(times):,} requests); batch {rate:,.0f} queries/s")  # fmt: skip
+    if writer is not None and writer.latency:
+        w50, w99 = pct(writer.latency)
+        line += (f"; writer {len(writer.acked):,} fp acknowledged in {len(writer.latency):,} "
+                 f"/add calls, p50 {w50:.1f} ms, p99 {w99:.1f} ms")  # fmt: skip
+    print(line, flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -222,13 +395,20 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=10_000)
     ap.add_argument("--batches", type=int, default=10)
     ap.add_argument("--backends", default="local,redis,cluster")
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=None, help="default: 1 (2 with --load)")
+    ap.add_argument("--load", action="store_true", help="held load and a kill -9 (local index)")
+    ap.add_argument("--seconds", type=float, default=20.0, help="--load: seconds per phase")
     ap.add_argument(
         "--sweep",
         metavar="BITS,...",
         help="Redis, one node: bulk load, memory and query speed for these bucket bits",
     )
     args = ap.parse_args()
+    if args.load:
+        args.workers = 2 if args.workers is None else args.workers
+        load_test(args)
+        return
+    args.workers = 1 if args.workers is None else args.workers
     n, k = int(args.n), args.distance
     rng = np.random.default_rng(0)
     corpus = rng.integers(0, 2**64, n, dtype=np.uint64)

@@ -64,7 +64,16 @@ def wait_for(check, timeout: float = 20.0, what: str = "a server") -> None:
 class RedisNode:
     """One redis-server on a free port, persisting to ``directory`` (AOF, fsync every write)."""
 
-    def __init__(self, directory, cluster: bool = False, port: int | None = None) -> None:
+    def __init__(
+        self,
+        directory,
+        cluster: bool = False,
+        port: int | None = None,
+        extra: tuple[str, ...] = (),
+        password: str | None = None,
+    ) -> None:
+        self.extra = tuple(extra)
+        self.password = password
         self.dir = str(directory)
         os.makedirs(self.dir, exist_ok=True)
         self.port = port or free_port(cluster)
@@ -84,6 +93,7 @@ class RedisNode:
             "--daemonize", "no",
             "--logfile", os.path.join(self.dir, "redis.log"),
         ]  # fmt: skip
+        args += list(self.extra)
         if self.cluster:
             args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
             args += ["--cluster-node-timeout", "2000"]
@@ -91,8 +101,12 @@ class RedisNode:
         wait_for(lambda: self.cli("ping") == "PONG", what=f"redis-server on {self.port}")
 
     def cli(self, *args: str) -> str:
+        auth = ["-a", self.password, "--no-auth-warning"] if self.password else []
         out = subprocess.run(
-            [REDIS_CLI, "-p", str(self.port), *args], capture_output=True, text=True, timeout=10
+            [REDIS_CLI, "-p", str(self.port), *auth, *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
         return out.stdout.strip()
 
@@ -161,7 +175,7 @@ class Service:
                 raise RuntimeError(self.proc.stdout.read().decode())
             return httpx.get(self.url + "/health", timeout=1).status_code in (200, 503)
 
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a loaded CI machine starts workers slowly
         while True:
             try:
                 if up():

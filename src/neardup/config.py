@@ -180,9 +180,21 @@ SERVE_MAX_BODY = 64 << 20
 #: loop itself (tens of microseconds) instead of hopping to the thread pool.
 SERVE_INLINE = 64
 
-#: ``neardup serve``, local index: a worker rereads the index's manifest at most this often
-#: (seconds), so every worker answers from a commit at most this old (plus one request).
-SERVE_REFRESH_S = 0.1
+#: ``neardup serve``: deepest nesting of arrays and objects in a request's JSON (a deeper one
+#: gets a 400; the requests themselves nest two levels).
+SERVE_MAX_JSON_DEPTH = 32
+
+#: ``neardup serve``: longest error message in characters (values a request sent are shown
+#: cut, never echoed whole).
+SERVE_ERROR_CHARS = 300
+
+#: ``neardup serve``: seconds a connection may take to send a request's headers, and the idle
+#: time after which a kept-alive connection is closed.
+SERVE_HEADER_TIMEOUT_S = 10.0
+
+#: ``neardup serve``: most open connections per worker; past it new ones get a 503 (``/health``
+#: still answers).
+SERVE_MAX_CONNECTIONS = 1000
 
 #: Seconds a write waits for the index's single writer (another process's write) before it
 #: fails with 503.

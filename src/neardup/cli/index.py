@@ -212,7 +212,7 @@ def create_cmd(
         if ix.sketch_words is not None:
             sketches = f", sketches of {ix.sketch_words} words for verified dedup"
         click.echo(
-            f"{PROG}: created {path}: distance {ix.distance}, blocks {ix.blocks}, "
+            f"{PROG}: created {ix.path}: distance {ix.distance}, blocks {ix.blocks}, "
             f"{ix.layout.n_tables} tables{', compressed' if compress else ''}{sketches}",
             err=True,
         )
@@ -238,7 +238,7 @@ def add_cmd(path: str, inputs: tuple[str, ...], quiet: bool, **kw: Any) -> None:
         )
         if ids is None and ix.id_type == "str":
             raise click.UsageError(
-                f"index {path} has string ids and --fingerprints inputs carry none; "
+                f"index {ix.path} has string ids and --fingerprints inputs carry none; "
                 "add documents (their ids are used)"
             )
         try:
@@ -251,10 +251,10 @@ def add_cmd(path: str, inputs: tuple[str, ...], quiet: bool, **kw: Any) -> None:
             also = ""
             if e.first is not None and e.first < len(where):
                 also = f" (first at {where[e.first][0]}:{where[e.first][1]})"
-            raise InputError(source, line, f"index {path}: {e.reason}{also}") from None
+            raise InputError(source, line, f"index {ix.path}: {e.reason}{also}") from None
         if not quiet:
             click.echo(
-                f"{PROG}: added {plural(len(fps), 'fingerprint')} to {path}; it holds "
+                f"{PROG}: added {plural(len(fps), 'fingerprint')} to {ix.path}; it holds "
                 f"{plural(len(ix), 'entry', 'entries')}",
                 err=True,
             )
@@ -394,7 +394,7 @@ def remove_cmd(
             raise ValueError(f"{e.args[0]} (use --ignore-missing to skip such ids)") from None
         if not quiet:
             click.echo(
-                f"{PROG}: removed {plural(n, 'entry', 'entries')} from {path}; it holds "
+                f"{PROG}: removed {plural(n, 'entry', 'entries')} from {ix.path}; it holds "
                 f"{plural(len(ix), 'entry', 'entries')}",
                 err=True,
             )
@@ -434,10 +434,19 @@ def compact_cmd(path: str, compress: bool | None) -> None:
     from neardup.index import Index
 
     with Index.open(path, "w") as ix:
+        if "segments" not in ix.info():
+            if compress is not None:
+                raise click.UsageError(f"{ix.path}: a Redis index has no tables to compress")
+            click.echo(
+                f"{PROG}: {ix.path}: a Redis index keeps no runs to merge (each remove rewrites "
+                "its buckets); nothing to compact",
+                err=True,
+            )
+            return
         before = len(ix.info()["segments"])
         ix.compact(compress=compress)
         click.echo(
-            f"{PROG}: compacted {path}: {plural(before, 'run')} merged into "
+            f"{PROG}: compacted {ix.path}: {plural(before, 'run')} merged into "
             f"{plural(len(ix.info()['segments']), 'run')}, {plural(len(ix), 'entry', 'entries')}"
             f"{'' if compress is None else (', compressed' if compress else ', plain tables')}",
             err=True,

@@ -47,6 +47,7 @@ from neardup.index.redis_store import (
     choose_redis_layout,
     connect,
     is_redis_url,
+    shown_url,
     split_url,
 )
 from neardup.index.redis_writer import RedisWriter
@@ -75,7 +76,7 @@ class RedisIndex(RedisWriter, IndexBase):
     def __init__(self, url: str, mode: str = "r") -> None:
         if mode not in ("r", "w"):
             raise ValueError(f"mode must be 'r' or 'w' (got {mode!r})")
-        self.path = url
+        self.path = shown_url(url)  # shown in messages and info(): no password
         self.mode = mode
         self._url, self.name = split_url(url)
         self._redis = require("redis", "server", "the Redis index backend")
@@ -132,10 +133,12 @@ class RedisIndex(RedisWriter, IndexBase):
                 "generation": 0,
             }
             if not client.hsetnx(f"{name}:meta", "magic", MAGIC):
-                raise FileExistsError(f"{url}: an index named {name!r} already exists there")
+                raise FileExistsError(
+                    f"{shown_url(url)}: an index named {name!r} already exists there"
+                )
             client.hset(f"{name}:meta", mapping=meta)
         except cls._errors() as e:
-            raise IndexUnavailableError(f"{url}: Redis is unavailable ({e})") from None
+            raise IndexUnavailableError(f"{shown_url(url)}: Redis is unavailable ({e})") from None
         finally:
             client.close()
         return cls(url, "w")

@@ -20,6 +20,7 @@ __all__ = [
     "choose_redis_layout",
     "connect",
     "is_redis_url",
+    "shown_url",
     "split_url",
 ]
 
@@ -102,15 +103,40 @@ def choose_redis_layout(n: int, distance: int) -> tuple[int, int]:
     return best
 
 
+def shown_url(url: str) -> str:
+    """``url`` as it may be shown (messages, ``/stats``): a password in it replaced by
+    ``***``, and ``password=`` query values too."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        auth, host = netloc.rsplit("@", 1)
+        user = auth.split(":", 1)[0] if ":" in auth else ""
+        netloc = f"{user}:***@{host}" if ":" in auth else f"***@{host}"
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(k == "password" for k, _ in query):
+        query = [(k, "***" if k == "password" else v) for k, v in query]
+    return _unsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="*")))
+
+
+def _unsplit(parts: Any) -> str:
+    """``urlunsplit`` that keeps the ``//`` of a URL without a host (``unix:///run/r.sock``)."""
+    if parts.netloc:
+        return urlunsplit(parts)
+    out = f"{parts.scheme}://{parts.path}"
+    return out + (f"?{parts.query}" if parts.query else "")
+
+
 def split_url(url: str) -> tuple[str, str]:
     """(URL for redis-py, index name from ``?name=``)."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
     name = next((v for k, v in query if k == "name"), "neardup")
     if not name or any(c in name for c in "{}: "):
-        raise ValueError(f"{url}: index name {name!r} must be non-empty without '{{}}: '")
+        raise ValueError(
+            f"{shown_url(url)}: index name {name!r} must be non-empty without '{{}}: '"
+        )
     rest = urlencode([(k, v) for k, v in query if k != "name"])
-    return urlunsplit(parts._replace(query=rest)), name
+    return _unsplit(parts._replace(query=rest)), name
 
 
 def connect(url: str) -> Any:
@@ -125,7 +151,7 @@ def connect(url: str) -> Any:
         cluster = int(client.info("cluster").get("cluster_enabled", 0)) == 1
     except redis.exceptions.RedisError as e:
         client.close()
-        raise IndexUnavailableError(f"{url}: Redis is unavailable ({e})") from None
+        raise IndexUnavailableError(f"{shown_url(url)}: Redis is unavailable ({e})") from None
     if not cluster:
         return client
     client.close()
@@ -134,4 +160,6 @@ def connect(url: str) -> Any:
     try:
         return RedisCluster.from_url(url, **kw)
     except redis.exceptions.RedisError as e:
-        raise IndexUnavailableError(f"{url}: Redis Cluster is unavailable ({e})") from None
+        raise IndexUnavailableError(
+            f"{shown_url(url)}: Redis Cluster is unavailable ({e})"
+        ) from None

@@ -278,4 +278,7 @@ def segment_files(seg: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def show_id(v: Any) -> str:
-    return repr(v.item() if isinstance(v, np.generic) else v)
+    """An id as messages show it: its repr, cut after 60 characters (a message never holds a
+    caller's value without bound)."""
+    r = repr(v.item() if isinstance(v, np.generic) else v)
+    return r if len(r) <= 64 else f"{r[:60]}...{r[0]} ({len(r) - 2:,} characters)"

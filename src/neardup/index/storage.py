@@ -411,8 +411,12 @@ class WriterLock:
                 f"index {directory} is open for writing by another process (pid {pid}); "
                 f"close it there or open this one with mode='r'"
             ) from None
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:  # a full disk: let go of the lock, or this process keeps it for good
+            self.release()
+            raise
 
     def release(self) -> None:
         if self.fd >= 0:

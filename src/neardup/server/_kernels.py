@@ -7,25 +7,37 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def _first_survivors(pi, pj, seen):
-    """First-survivor dedup of a batch: item j is new unless ``seen[j]`` or an earlier new item
-    i < j is within distance (pairs ``(pi[p], pj[p])``, i < j, sorted by j then i).
+def _grouped_survivors(group, rep, offsets, to, self_link, seen):
+    """First-survivor dedup of a batch over groups of identical items: item j is new unless
+    ``seen[j]`` or an earlier new item i < j matches it; ``by[j]`` is the smallest such i,
+    else -1. A drop is always justified by a kept item itself, never through a chain.
 
-    Returns (new, by): ``by[j]`` is the smallest new i that drops j, else -1. A drop is always
-    justified by a kept item itself, never through a chain of dropped ones.
+    Item j's group is ``group[j]``; the groups it matches are ``to[offsets[g]:offsets[g + 1]]``
+    and, where ``self_link[g]``, its own. ``rep[g]`` is the group's first item not seen (-1 if
+    none): every later item of a self-linked group is dropped by it or by what drops it, so the
+    reps are the only new items of self-linked groups and the only candidates for ``by``. The
+    work is one pass over the items, each scanning its group's links (groups that do not link
+    themselves, empty sketches, link no other group either).
     """
     n = seen.shape[0]
-    new = np.empty(n, dtype=np.bool_)
+    new = np.zeros(n, dtype=np.bool_)
     by = np.full(n, -1, dtype=np.int64)
     for j in range(n):
-        new[j] = not seen[j]
-    for p in range(pi.shape[0]):
-        i = pi[p]
-        j = pj[p]
-        # every pair ending at i comes before this one, so new[i] is final here
-        if new[j] and new[i]:
-            new[j] = False
-            by[j] = i
+        if seen[j]:
+            continue
+        g = group[j]
+        best = -1
+        r = rep[g]
+        if self_link[g] and 0 <= r < j and new[r]:
+            best = r
+        for p in range(offsets[g], offsets[g + 1]):
+            r = rep[to[p]]
+            if 0 <= r < j and new[r] and (best < 0 or r < best):
+                best = r
+        if best >= 0:
+            by[j] = best
+        else:
+            new[j] = True
     return new, by
 
 

@@ -9,8 +9,8 @@ type; its traceback goes to the server log.
 
 from __future__ import annotations
 
+import errno
 import gc
-import hmac
 import json
 import logging
 import os
@@ -20,13 +20,17 @@ import numpy as np
 
 from neardup import config
 from neardup._optional import require
+from neardup.core.decide import DEFAULT_DEDUP_THRESHOLD
 from neardup.index.redis import IndexUnavailableError
 from neardup.index.storage import CorruptIndexError
 from neardup.server import _kernels
 from neardup.server.backends import open_backend
+from neardup.server.guard import Access, Guard, access_log, error_response
+from neardup.server.metrics import Metrics
 from neardup.server.schemas import (
     AddResponse,
     BadRequest,
+    Batch,
     DedupRequest,
     DedupResponse,
     QueryRequest,
@@ -38,13 +42,15 @@ from neardup.server.schemas import (
     to_ids,
 )
 
-__all__ = ["create_app", "app_from_env", "CONFIG_ENV"]
+__all__ = ["create_app", "app_from_env", "CONFIG_ENV", "READ_TOKEN_ENV", "WRITE_TOKEN_ENV"]
 
 #: Environment variable carrying the service's settings (JSON) to uvicorn's worker processes.
 CONFIG_ENV = "NEARDUP_SERVE_CONFIG"
+#: Environment variables with the tokens (never on a command line, where ``ps`` shows them).
+WRITE_TOKEN_ENV = "NEARDUP_TOKEN"
+READ_TOKEN_ENV = "NEARDUP_READ_TOKEN"
 
 log = logging.getLogger("neardup.serve")
-_WRITE_PATHS = ("/add", "/remove", "/dedup")
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Any:
@@ -55,18 +61,23 @@ def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -
 
 
 def _error(status: int, message: str, **headers: str) -> Any:
-    return _json({"error": " ".join(str(message).split())}, status, headers or None)
+    return error_response(status, message, headers or None)
 
 
 def _matches(m: Any, n: int) -> list[list[dict[str, Any]]]:
-    """Per query, its matches as JSON objects (``jaccard`` stays null: no sketches yet)."""
+    """Per query, its matches as JSON objects (``jaccard``: the estimate of a verified match,
+    else null)."""
     bounds = np.searchsorted(m.query_index, np.arange(n + 1)).tolist()
     ids = m.id.tolist()
     dist = m.distance.tolist()
+    jac = [round(j, 6) for j in m.jaccard.tolist()] if hasattr(m, "jaccard") else [None] * len(ids)
     return [
-        [{"id": i, "distance": d, "jaccard": None} for i, d in zip(ids[a:b], dist[a:b])]
+        [{"id": i, "distance": d, "jaccard": j} for i, d, j in zip(ids[a:b], dist[a:b], jac[a:b])]
         for a, b in zip(bounds[:-1], bounds[1:])
     ]
+
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 def _failure(exc: BaseException) -> Any:
@@ -78,6 +89,14 @@ def _failure(exc: BaseException) -> Any:
     if isinstance(exc, CorruptIndexError):
         log.error("index error: %s", exc)
         return _error(503, str(exc))
+    if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+        log.error("storage full: %s", exc)
+        return _error(
+            503,
+            f"the index's storage is full ({os.strerror(exc.errno)}); nothing was "
+            "acknowledged: free space, then retry",
+            **{"Retry-After": "10"},
+        )
     if isinstance(exc, ValueError):
         return _error(400, str(exc))
     if isinstance(exc, KeyError):
@@ -110,7 +129,7 @@ def _plain_query(body: bytes) -> tuple[np.ndarray, int | None] | None:
 def _results_body(m: Any, n: int) -> bytes:
     """The JSON text of ``[{"matches": [...]}, ...]`` for ``n`` queries (integer ids: written
     by a numba kernel, about 30x faster than building and dumping the objects)."""
-    if m.id.dtype.kind == "i":
+    if m.id.dtype.kind == "i" and not hasattr(m, "jaccard"):
         bounds = np.searchsorted(m.query_index, np.arange(n + 1)).astype(np.int64)
         ids = np.ascontiguousarray(m.id, dtype=np.int64)
         dist = np.ascontiguousarray(m.distance, dtype=np.int64)
@@ -129,84 +148,12 @@ def _query_response(m: Any, n: int, shown: list[str] | None, generation: int) ->
     return Response(b"".join(parts), media_type="application/json")
 
 
-class _Guard:
-    """Pure ASGI middleware: body size limit and the write token, checked before parsing, and
-    the fast lane for small plain ``/query`` requests.
-
-    The fast lane answers ``POST /query`` bodies accepted by :func:`_plain_query` without
-    FastAPI's routing and validation (about half the CPU time of a single-fingerprint query);
-    the answer is the same JSON. Any other body is passed on unchanged to the FastAPI route.
-    """
-
-    def __init__(self, app: Any, token: str | None, query: Any = None) -> None:
-        self.app = app
-        self.token = None if token is None else f"Bearer {token}".encode()
-        self.query = query
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope["headers"])
-            size = headers.get(b"content-length")
-            refusal = None
-            if size is not None and (not size.isdigit() or int(size) > config.SERVE_MAX_BODY):
-                refusal = _error(413, f"request body over {config.SERVE_MAX_BODY} bytes; split it")
-            elif (
-                self.token is not None
-                and scope["method"] == "POST"
-                and scope["path"] in _WRITE_PATHS
-                and not hmac.compare_digest(headers.get(b"authorization", b""), self.token)
-            ):
-                refusal = _error(401, "writes need the header 'Authorization: Bearer <token>'")
-            elif self.query is not None and scope["method"] == "POST" and scope["path"] == "/query":
-                body, receive = await _read_body(receive)
-                if body is _GONE:  # the client went away: nobody to answer
-                    return
-                plain = _plain_query(body) if body is not None else None
-                if plain is not None:
-                    refusal = await self.query(*plain)
-                elif body is None:
-                    refusal = _error(
-                        413, f"request body over {config.SERVE_MAX_BODY} bytes; split it"
-                    )
-            if refusal is not None:
-                await refusal(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-_GONE = object()  # the body of a request whose client disconnected
-
-
-async def _read_body(receive: Any) -> tuple[Any, Any]:
-    """(the whole request body, None past ``config.SERVE_MAX_BODY`` or ``_GONE``; a
-    ``receive`` that replays it to the next application)."""
-    chunks, size, more = [], 0, True
-    while more:
-        message = await receive()
-        if message["type"] != "http.request":
-            return _GONE, receive
-        chunks.append(message.get("body", b""))
-        size += len(chunks[-1])
-        more = message.get("more_body", False)
-        if size > config.SERVE_MAX_BODY:
-            return None, receive
-    body = b"".join(chunks)
-    sent = False
-
-    async def replay() -> Any:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return body, replay
-
-
 def create_app(
     index: str,
     *,
     token: str | None = None,
+    read_token: str | None = None,
+    hosts: list[str] | None = None,
     preset: str = "default",
     window: int | None = None,
 ) -> Any:
@@ -217,23 +164,28 @@ def create_app(
     index : str
         Index directory or ``redis://host:port/db?name=NAME``.
     token : str, optional
-        When set, ``/add``, ``/remove`` and ``/dedup`` need ``Authorization: Bearer TOKEN``.
+        The write token: when set, ``/add``, ``/remove`` and ``/dedup`` need
+        ``Authorization: Bearer TOKEN``.
+    read_token : str, optional
+        When set, ``/query``, ``/stats`` and ``/metrics`` need ``Authorization: Bearer`` with
+        it (or with the write token); ``/health`` and the docs stay open.
+    hosts : list of str, optional
+        The ``Host`` header values served (host names without port); None serves any.
     preset, window :
         The :class:`neardup.Fingerprinter` applied to ``texts``; use the settings the index's
         fingerprints were made with.
     """
-    fastapi = require("fastapi", "server", "neardup serve")
-    from fastapi.exceptions import RequestValidationError
-    from starlette.concurrency import run_in_threadpool
-    from starlette.exceptions import HTTPException
+    require("fastapi", "server", "neardup serve")
+    FastAPIOffline = require("fastapi_offline", "server", "neardup serve").FastAPIOffline
 
     from neardup.fingerprints import Fingerprinter
 
+    access = Access(token, read_token, None if hosts is None else frozenset(hosts))
     backend = open_backend(index)
     e = np.empty(0, dtype=np.int64)
     _kernels._results_json(np.zeros(1, np.int64), e, e)  # compiled or loaded now, not mid-request
     fingerprinter = Fingerprinter(preset, **({} if window is None else {"window": window}))
-    app = fastapi.FastAPI(
+    app = FastAPIOffline(
         title="neardup",
         summary="Near-duplicate lookups over 64-bit simhash fingerprints",
         description=(
@@ -242,21 +194,50 @@ def create_app(
             f"at most {config.SERVE_MAX_BATCH} items. Writes are durable before the response."
         ),
         version="1",
+        swagger_ui_parameters={"validatorUrl": None},
     )
+    metrics = Metrics(lambda: _index_state(backend))
+    app.add_middleware(
+        Guard, access=access, fast_query=_fast_lane(backend), observe=metrics.observe
+    )
+    _handlers(app)
+    _routes(app, backend, fingerprinter, metrics)
+    return app
 
-    def plain_answer(q: np.ndarray, distance: int | None) -> Any:
+
+def _index_state(backend: Any) -> tuple[int, int]:
+    ix = backend.reader()
+    return len(ix), ix.generation
+
+
+def _fast_lane(backend: Any) -> Any:
+    """The fast lane: a small plain ``/query`` body answered without FastAPI's routing and
+    validation (about half the CPU time of a one-fingerprint query), the same JSON; None for
+    any other body (the route answers it)."""
+    from starlette.concurrency import run_in_threadpool
+
+    def answer(q: np.ndarray, distance: int | None) -> Any:
         try:
             m, gen = backend.query(q, distance)
         except Exception as e:
             return _failure(e)
         return _query_response(m, len(q), None, gen)
 
-    async def fast_query(q: np.ndarray, distance: int | None) -> Any:
+    async def fast(body: bytes) -> Any:
+        plain = _plain_query(body)
+        if plain is None:
+            return None
         if backend.kind == "local":
-            return plain_answer(q, distance)  # microseconds: cheaper than a thread hop
-        return await run_in_threadpool(plain_answer, q, distance)
+            return answer(*plain)  # microseconds: cheaper than a thread hop
+        return await run_in_threadpool(answer, *plain)
 
-    app.add_middleware(_Guard, token=token, query=fast_query)
+    return fast
+
+
+def _handlers(app: Any) -> None:
+    """One-line JSON errors for everything FastAPI or an endpoint raises."""
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Any, exc: RequestValidationError) -> Any:
@@ -278,39 +259,97 @@ def create_app(
     async def http_error(request: Any, exc: HTTPException) -> Any:
         return _error(exc.status_code, exc.detail)
 
+    # each class named: a handler for Exception alone would answer, then re-raise (traceback)
     @app.exception_handler(BadRequest)
     @app.exception_handler(IndexUnavailableError)
     @app.exception_handler(CorruptIndexError)
     @app.exception_handler(ValueError)
     @app.exception_handler(KeyError)
+    @app.exception_handler(OSError)
     @app.exception_handler(Exception)
     async def failed(request: Any, exc: Exception) -> Any:
         return _failure(exc)
 
-    def fps_of(req: Any) -> tuple[np.ndarray, list[str] | None]:
-        q, from_texts = to_fingerprints(req, fingerprinter)
-        return q, ([str(v) for v in q.tolist()] if from_texts else None)
+
+def _batch_of(
+    req: Any, backend: Any, fingerprinter: Any, need_sketches: bool = False
+) -> tuple[Batch, list[str] | None]:
+    """A request's :class:`Batch` and, for texts, their fingerprints as strings; texts to an
+    index with sketches get their sketches, which a write there needs."""
+    words = backend.sketch_words
+    b = to_fingerprints(req, fingerprinter, words)
+    if need_sketches and words is not None and b.sketches is None:
+        raise BadRequest(
+            "this index keeps a MinHash sketch of each document's shingles (created with "
+            "--threshold): send 'texts', not 'fingerprints'",
+            400,
+        )
+    if getattr(req, "threshold", None) is not None and b.sketches is None:
+        raise BadRequest(
+            "'threshold' needs 'texts' and an index with sketches (`neardup index create "
+            "--threshold`)",
+            400,
+        )
+    return b, ([str(v) for v in b.fingerprints.tolist()] if b.from_texts else None)
+
+
+def _routes(app: Any, backend: Any, fingerprinter: Any, metrics: Metrics) -> None:
+    """The endpoints (their docstrings are the descriptions shown at /docs)."""
+    _read_routes(app, backend, fingerprinter, metrics)
+    _write_routes(app, backend, fingerprinter)
+
+
+def _read_routes(app: Any, backend: Any, fingerprinter: Any, metrics: Metrics) -> None:
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import Response
 
     def answer(req: QueryRequest) -> Any:
-        q, shown = fps_of(req)
-        m, gen = backend.query(q, req.distance)
-        return _query_response(m, len(q), shown, gen)
+        b, shown = _batch_of(req, backend, fingerprinter)
+        m, gen = backend.query(b.fingerprints, req.distance, b.sketches, req.threshold)
+        return _query_response(m, len(b.fingerprints), shown, gen)
 
     @app.post("/query", response_model=QueryResponse, tags=["read"])
     async def query(req: QueryRequest) -> Any:
-        """Every indexed id within ``distance`` bits of each fingerprint or text, nearest first."""
+        """Every indexed id within ``distance`` bits of each fingerprint or text, nearest first
+        (with ``threshold``: best estimated Jaccard first)."""
         small = req.fingerprints is not None and len(req.fingerprints) <= config.SERVE_INLINE
         if small and backend.kind == "local":
             return answer(req)  # microseconds: cheaper than a hop to the thread pool
         return await run_in_threadpool(answer, req)
 
+    @app.get("/stats", tags=["read"])
+    def stats() -> Any:
+        """Layout, entries, generation and limits of the index (no paths, no credentials)."""
+        full = backend.stats()
+        info = {k: v for k, v in full.items() if k not in ("path", "segments")}
+        info.update(
+            segments=len(full.get("segments", ())),
+            max_batch=config.SERVE_MAX_BATCH,
+            max_body_bytes=config.SERVE_MAX_BODY,
+        )
+        return _json(info)
+
+    @app.get("/health", tags=["read"])
+    def health() -> Any:
+        """200 when the index answers, 503 when its storage is unavailable."""
+        return _json(backend.health())
+
+    @app.get("/metrics", tags=["read"])
+    def metrics_text() -> Any:
+        """Prometheus metrics: requests, latency, errors, index entries and generation."""
+        body, media = metrics.render()
+        return Response(body, media_type=media)
+
+
+def _write_routes(app: Any, backend: Any, fingerprinter: Any) -> None:
     @app.post("/add", response_model=AddResponse, tags=["write"])
     def add(req: WriteRequest) -> Any:
         """Store fingerprints (or texts) with their ids, durably. An id already stored with the
         same fingerprint is skipped (counted in ``already``), so a retried call is safe; an id
         stored with another fingerprint is refused (400)."""
-        q, _ = fps_of(req)
-        added, already, gen = backend.add(q, to_ids(req.ids, len(q)))
+        b, _ = _batch_of(req, backend, fingerprinter, need_sketches=True)
+        ids = to_ids(req.ids, len(b.fingerprints))
+        added, already, gen = backend.add(b.fingerprints, ids, b.sketches)
         return _json({"added": added, "already": already, "generation": gen})
 
     @app.post("/remove", response_model=RemoveResponse, tags=["write"])
@@ -325,50 +364,54 @@ def create_app(
 
         An item is new when nothing indexed is within ``distance`` bits and no earlier new item
         of the same request is (first survivor; a duplicate's ``matches`` name what it
-        duplicates). Items already stored under their own id (a retried call) are not stored
-        again and get the same answer."""
-        q, shown = fps_of(req)
-        o, gen = backend.dedup(q, to_ids(req.ids, len(q)), req.distance)
-        per = _matches(o.matches, len(q))
-        ids = to_ids(req.ids).tolist()
-        for j in np.flatnonzero(o.by >= 0).tolist():
-            i = int(o.by[j])
-            per[j].append(
-                {"id": ids[i], "distance": int(o.by_distance[j]), "jaccard": None, "in_batch": True}
-            )
-        results = [{"new": bool(v), "matches": r} for v, r in zip(o.new.tolist(), per)]
-        out: dict[str, Any] = {"results": results, "added": o.added}
-        if shown is not None:
-            out["fingerprints"] = shown
-        out["generation"] = gen
-        return _json(out)
+        duplicates). On an index with sketches a match must also reach ``threshold`` (default
+        0.8), estimated from the sketches. Items already stored under their own id (a retried
+        call) are not stored again and get the same answer."""
+        b, shown = _batch_of(req, backend, fingerprinter, need_sketches=True)
+        q, ids = b.fingerprints, to_ids(req.ids, len(b.fingerprints))
+        threshold = None
+        if b.sketches is not None:
+            threshold = DEFAULT_DEDUP_THRESHOLD if req.threshold is None else req.threshold
+        o, gen = backend.dedup(q, ids, req.distance, b.sketches, threshold)
+        return _json(_dedup_body(o, len(q), ids, shown, gen))
 
-    @app.get("/stats", tags=["read"])
-    def stats() -> Any:
-        """Layout, entries, generation and limits of the index."""
-        info = backend.stats()
-        info.update(
-            max_batch=config.SERVE_MAX_BATCH,
-            max_body_bytes=config.SERVE_MAX_BODY,
-            refresh_ms=int(config.SERVE_REFRESH_S * 1000),
-            pid=os.getpid(),
+
+def _dedup_body(o: Any, n: int, ids: np.ndarray, shown: list[str] | None, gen: int) -> dict:
+    """The ``/dedup`` answer: per item ``new`` and its matches (an earlier item of the batch
+    marked ``in_batch``), ``added``, the texts' fingerprints if any, and the generation."""
+    per = _matches(o.matches, n)
+    idl = ids.tolist()
+    for j in np.flatnonzero(o.by >= 0).tolist():
+        i = int(o.by[j])
+        per[j].append(
+            {"id": idl[i], "distance": int(o.by_distance[j]), "jaccard": None, "in_batch": True}
         )
-        return _json(info)
-
-    @app.get("/health", tags=["read"])
-    def health() -> Any:
-        """200 when the index answers, 503 when its storage is unavailable."""
-        return _json(backend.health())
-
-    return app
+    results = [{"new": bool(v), "matches": r} for v, r in zip(o.new.tolist(), per)]
+    out: dict[str, Any] = {"results": results, "added": o.added}
+    if shown is not None:
+        out["fingerprints"] = shown
+    out["generation"] = gen
+    return out
 
 
 def app_from_env() -> Any:
     """The app configured by ``NEARDUP_SERVE_CONFIG`` (what uvicorn's workers import)."""
+    from neardup.server.protocol import LIMITS
+
     settings = json.loads(os.environ[CONFIG_ENV])
+    for k in LIMITS:
+        LIMITS[k] = settings.get(k, LIMITS[k])
+    if settings.get("access_log"):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        access_log.addHandler(handler)
+        access_log.setLevel(logging.INFO)
+        access_log.propagate = False
     app = create_app(
         settings["index"],
-        token=settings.get("token"),
+        token=os.environ.get(WRITE_TOKEN_ENV) or None,
+        read_token=os.environ.get(READ_TOKEN_ENV) or None,
+        hosts=settings.get("hosts"),
         preset=settings.get("preset", "default"),
         window=settings.get("window"),
     )

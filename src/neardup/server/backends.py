@@ -1,9 +1,9 @@
 """What the service does with an index: reads from a shared view, writes through one writer.
 
 :class:`LocalBackend` serves an index directory. Every worker process memory-maps the committed
-segments read-only (the page cache is shared) and, at most every ``config.SERVE_REFRESH_S``
-seconds, rereads the manifest and switches to a newer commit, so any commit is answered by every
-worker within that delay. A write opens the index for writing (its ``flock`` makes the writers of
+segments read-only (the page cache is shared) and, before each request, switches to a newer
+commit if there is one (:class:`LocalBackend`), so an acknowledged write is answered by every
+worker from the next request on. A write opens the index for writing (its ``flock`` makes the writers of
 all workers and of other programs take turns), commits durably (fsync) and closes it before the
 response. :class:`RedisBackend` serves an index on Redis: reads are live, writes take the
 index's lease in Redis, so any number of replicas can serve one index.
@@ -12,6 +12,7 @@ index's lease in Redis, so any number of replicas can serve one index.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -22,9 +23,12 @@ import numpy as np
 from neardup import config
 from neardup.core.bits import popcount
 from neardup.core.search import find_all
+from neardup.core.similarity import check_threshold, distance_for_threshold
+from neardup.core.sketch import Sketches, sketch_decide
 from neardup.index import Index, IndexLockedError
+from neardup.index.base import check_query_distance
 from neardup.index.redis import IndexUnavailableError, RedisIndex, is_redis_url
-from neardup.index.storage import read_manifest
+from neardup.index.storage import MANIFEST
 from neardup.server import _kernels
 
 __all__ = ["LocalBackend", "RedisBackend", "DedupOutcome", "open_backend", "WriterBusyError"]
@@ -53,11 +57,27 @@ class _Backend:
     def writer(self) -> contextlib.AbstractContextManager[Any]:
         raise NotImplementedError
 
-    def query(self, q: np.ndarray, distance: int | None) -> tuple[Any, int]:
+    @property
+    def sketch_words(self) -> int | None:
+        """Words of the MinHash sketch the index keeps per entry (None: fingerprints only)."""
+        return getattr(self.reader(), "sketch_words", None)
+
+    def query(
+        self,
+        q: np.ndarray,
+        distance: int | None,
+        sketches: Sketches | None = None,
+        threshold: float | None = None,
+    ) -> tuple[Any, int]:
+        """(matches, generation); with ``threshold`` the matches verified by the sketches."""
         ix = self.reader()
+        if threshold is not None:
+            return ix.verified_query(sketches, threshold, distance), ix.generation
         return ix.query_arrays(q, distance), ix.generation
 
-    def add(self, q: np.ndarray, ids: np.ndarray) -> tuple[int, int, int]:
+    def add(
+        self, q: np.ndarray, ids: np.ndarray, sketches: Sketches | None = None
+    ) -> tuple[int, int, int]:
         """(added, already stored, generation). Items whose id is stored with the same
         fingerprint are skipped, so a call retried after a failure gives the same state."""
         with self.writer() as w:
@@ -67,7 +87,7 @@ class _Backend:
             fresh[m.query_index[own]] = False
             n = int(fresh.sum())
             if n:
-                w.add(q[fresh], ids[fresh])
+                _store(w, q, ids, sketches, fresh)
             return n, len(q) - n, w.generation
 
     def remove(self, ids: np.ndarray, missing: str) -> tuple[int, int]:
@@ -75,34 +95,46 @@ class _Backend:
             return w.remove(ids, missing=missing), w.generation
 
     def dedup(
-        self, q: np.ndarray, ids: np.ndarray, distance: int | None
+        self,
+        q: np.ndarray,
+        ids: np.ndarray,
+        distance: int | None,
+        sketches: Sketches | None = None,
+        threshold: float | None = None,
     ) -> tuple[DedupOutcome, int]:
         """Which items are new (first survivor: nothing indexed within ``distance`` and no
-        earlier new item of the batch within it), and store the new ones, as one write."""
+        earlier new item of the batch within it), and store the new ones, as one write.
+
+        With ``threshold`` (an index with sketches) a match, in the index or in the batch, is
+        also verified by the sketches' estimated Jaccard. The batch's own links are found
+        before the writer is taken, over its distinct items only, so the work is linear in
+        repeated items and the lock is held for the index's part alone."""
         n = len(q)
+        reader = self.reader()
+        k = reader.distance if distance is None else int(distance)
+        if threshold is not None and distance is None:
+            k = distance_for_threshold(check_threshold(threshold))
+        check_query_distance(k, reader.distance)
+        links = batch_links(q, k, sketches, threshold)
         with self.writer() as w:
-            m = w.query_arrays(q, distance)
+            if threshold is not None:
+                m = w.verified_query(sketches, threshold, k)
+            else:
+                m = w.query_arrays(q, k)
             own = _own(m, ids)
             stored = np.zeros(n, dtype=bool)
             stored[m.query_index[own]] = True
             m = type(m)(*(a[~own] for a in m))
             seen = np.zeros(n, dtype=bool)
             seen[m.query_index] = True
-            k = w.distance if distance is None else int(distance)
-            pairs = find_all(q, k) if n > 1 else np.empty((0, 2), np.int64)
-            order = np.lexsort((pairs[:, 0], pairs[:, 1]))
-            new, by = _kernels._first_survivors(
-                np.ascontiguousarray(pairs[order, 0]),
-                np.ascontiguousarray(pairs[order, 1]),
-                seen,
-            )
+            new, by = links.survivors(seen)
             by_d = np.full(n, -1, dtype=np.int64)
             hit = by >= 0
             by_d[hit] = popcount(q[hit] ^ q[by[hit]]).astype(np.int64)
             todo = new & ~stored
             added = int(todo.sum())
             if added:
-                w.add(q[todo], ids[todo])
+                _store(w, q, ids, sketches, todo)
             return DedupOutcome(new, m, by, by_d, added), w.generation
 
     def stats(self) -> dict[str, Any]:
@@ -113,6 +145,14 @@ class _Backend:
     def health(self) -> dict[str, Any]:
         ix = self.reader()
         return {"status": "ok", "backend": self.kind, "generation": ix.generation}
+
+
+def _store(w: Any, q: np.ndarray, ids: np.ndarray, sketches: Sketches | None, keep: Any) -> None:
+    """Add the items ``keep`` (a boolean mask) with their sketches where the index keeps them."""
+    if sketches is None:
+        w.add(q[keep], ids[keep])
+    else:
+        w.add(None, ids[keep], sketches=sketches.take(np.flatnonzero(keep)))
 
 
 def _own(m: Any, ids: np.ndarray) -> np.ndarray:
@@ -128,30 +168,101 @@ def _own(m: Any, ids: np.ndarray) -> np.ndarray:
     return np.asarray(mine == m.id, dtype=bool)
 
 
+class BatchLinks(NamedTuple):
+    """Which items of a batch match each other, over its groups of identical items.
+
+    ``group[j]`` is item j's group (equal fingerprints, or equal sketches and sizes);
+    ``linked`` (CSR ``offsets``/``to``) the other groups within distance (and verified);
+    ``self_link[g]`` whether the items of group g match each other (not for empty sets).
+    """
+
+    group: np.ndarray
+    offsets: np.ndarray
+    to: np.ndarray
+    self_link: np.ndarray
+
+    def survivors(self, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(new, by): first-survivor dedup given which items match the index (``seen``)."""
+        n_groups = len(self.self_link)
+        rep = np.full(n_groups, -1, dtype=np.int64)
+        free = np.flatnonzero(~seen)
+        g, first = np.unique(self.group[free], return_index=True)
+        rep[g] = free[first]
+        return _kernels._grouped_survivors(
+            self.group, rep, self.offsets, self.to, self.self_link, seen
+        )
+
+
+def batch_links(
+    q: np.ndarray, k: int, sketches: Sketches | None = None, threshold: float | None = None
+) -> BatchLinks:
+    """The :class:`BatchLinks` of a batch: pairs searched among its distinct items only."""
+    if threshold is None or sketches is None:
+        keys, group = np.unique(q, return_inverse=True)
+        fps, self_link = keys, np.ones(len(keys), dtype=bool)
+        rows = None
+    else:
+        table = np.column_stack([sketches.words, sketches.sizes.astype(np.uint64)])
+        keys, group = np.unique(table, axis=0, return_inverse=True)
+        fps, self_link = keys[:, 0].copy(), keys[:, -1] > 0
+        rows = Sketches(np.ascontiguousarray(keys[:, :-1]), keys[:, -1].astype(np.uint32))
+    group = np.asarray(group, dtype=np.int64).reshape(-1)
+    pairs = find_all(fps, k) if len(fps) > 1 else np.empty((0, 2), np.int64)
+    if rows is not None and len(pairs):
+        ok, _ = sketch_decide(rows, rows, pairs[:, 0], pairs[:, 1], check_threshold(threshold))
+        pairs = pairs[ok]
+    a = np.concatenate([pairs[:, 0], pairs[:, 1]])
+    b = np.concatenate([pairs[:, 1], pairs[:, 0]])
+    order = np.argsort(a, kind="stable")
+    offsets = np.zeros(len(fps) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(a, minlength=len(fps)), out=offsets[1:])
+    return BatchLinks(group, offsets, np.ascontiguousarray(b[order], dtype=np.int64), self_link)
+
+
 class LocalBackend(_Backend):
-    """An index directory: shared read-only maps, one writer at a time across processes."""
+    """An index directory: shared read-only maps, one writer at a time across processes.
+
+    Before each request a worker compares the inode of the index's ``MANIFEST`` with that of
+    the manifest it opened, which it keeps open so that the inode cannot be reused (one
+    ``stat``, about a microsecond). A commit renames a new file over ``MANIFEST``, so a
+    different inode means a newer commit, which the worker opens before answering: a write
+    acknowledged by any worker is seen by the next request on every worker (read-your-writes).
+    """
 
     kind = "local"
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._gen = read_manifest(path)["generation"]
+        self._manifest = os.path.join(path, MANIFEST)
+        try:
+            self._held = self._hold()
+        except OSError:
+            Index.open(path, "r").close()  # raises the index's own one-line error
+            raise
         self._reader = Index.open(path, "r")
-        self._checked = time.monotonic()
         self._swap = threading.Lock()
         self._write = threading.Lock()
 
+    def _hold(self) -> tuple[int, int]:
+        """(file descriptor, inode) of the current ``MANIFEST``, opened before the index is."""
+        fd = os.open(self._manifest, os.O_RDONLY)
+        return fd, os.fstat(fd).st_ino
+
     def reader(self) -> Index:
-        now = time.monotonic()
-        if now - self._checked >= config.SERVE_REFRESH_S:
+        if os.stat(self._manifest).st_ino != self._held[1]:
             with self._swap:
-                if now - self._checked >= config.SERVE_REFRESH_S:
-                    gen = read_manifest(self.path)["generation"]
-                    if gen != self._gen:
-                        # a new object, so queries running on the old snapshot finish on it
+                if os.stat(self._manifest).st_ino != self._held[1]:
+                    # held before opening: a commit in between only makes the next request
+                    # open again. A new object, so queries running on the old snapshot
+                    # finish on it.
+                    held = self._hold()
+                    try:
                         self._reader = Index.open(self.path, "r")
-                        self._gen = self._reader.generation
-                    self._checked = time.monotonic()
+                    except BaseException:
+                        os.close(held[0])
+                        raise
+                    old, self._held = self._held, held
+                    os.close(old[0])
         return self._reader
 
     @contextlib.contextmanager
@@ -172,7 +283,6 @@ class LocalBackend(_Backend):
                 yield w
             finally:
                 w.close()
-                self._checked = -1e9  # this worker answers from its own write at once
 
 
 class RedisBackend(_Backend):

@@ -8,15 +8,17 @@ decimal digits; both must be in ``[0, 2**64)``. Ids are all integers (int64) or 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from neardup import config
+from neardup.core.sketch import Sketches, set_sketches
 
 __all__ = [
     "BadRequest",
+    "Batch",
     "Fingerprints",
     "QueryRequest",
     "WriteRequest",
@@ -59,10 +61,17 @@ class Fingerprints(BaseModel):
     )
 
 
+_THRESHOLD = (
+    "index with sketches (`neardup index create --threshold`), texts only: a match must also "
+    "reach this Jaccard, estimated from the sketches (then `jaccard` carries the estimate)"
+)
+
+
 class QueryRequest(Fingerprints):
     distance: StrictInt | None = Field(
         None, description="bits (inclusive); at most the index's distance, which is the default"
     )
+    threshold: float | None = Field(None, gt=0, le=1, description=_THRESHOLD)
 
 
 class WriteRequest(Fingerprints):
@@ -72,6 +81,9 @@ class WriteRequest(Fingerprints):
 class DedupRequest(WriteRequest):
     distance: StrictInt | None = Field(
         None, description="bits (inclusive); at most the index's distance, which is the default"
+    )
+    threshold: float | None = Field(
+        None, gt=0, le=1, description=_THRESHOLD + "; default 0.8 (as `neardup dedup`)"
     )
 
 
@@ -149,21 +161,40 @@ def _parse_one(v: object, i: int) -> int:
     return v
 
 
-def to_fingerprints(req: Fingerprints, fingerprinter: object) -> tuple[np.ndarray, bool]:
-    """(uint64 fingerprints, whether they came from texts) of a request."""
+class Batch(NamedTuple):
+    """A request's items: uint64 fingerprints, whether they came from texts, and, for texts
+    sent to an index with sketches, the texts' MinHash sketches (whose first words are the
+    fingerprints)."""
+
+    fingerprints: np.ndarray
+    from_texts: bool
+    sketches: Sketches | None
+
+
+def to_fingerprints(
+    req: Fingerprints, fingerprinter: Any, sketch_words: int | None = None
+) -> Batch:
+    """The :class:`Batch` of a request; with ``sketch_words`` (an index with sketches) texts
+    get the sketches of their shingle sets and the sets' fingerprints, as ``neardup index``
+    gives them."""
     if (req.fingerprints is None) == (req.texts is None):
         raise BadRequest("give exactly one of 'fingerprints' and 'texts'")
     if req.texts is not None:
         _check_size(len(req.texts), "texts")
-        return fingerprinter.fingerprint_many(req.texts), True  # type: ignore[attr-defined]
+        if sketch_words is None:
+            return Batch(fingerprinter.fingerprint_many(req.texts), True, None)
+        f = fingerprinter.features_many(req.texts)
+        sk = set_sketches((f.offsets, f.keys), sketch_words)
+        return Batch(sk.fingerprints, True, sk)
     values = req.fingerprints
     _check_size(len(values), "fingerprints")
     if not any(type(v) is str for v in values):
         try:
-            return np.fromiter(values, dtype=np.uint64, count=len(values)), False
+            return Batch(np.fromiter(values, dtype=np.uint64, count=len(values)), False, None)
         except OverflowError:
             pass
-    return np.array([_parse_one(v, i) for i, v in enumerate(values)], dtype=np.uint64), False
+    fps = np.array([_parse_one(v, i) for i, v in enumerate(values)], dtype=np.uint64)
+    return Batch(fps, False, None)
 
 
 def to_ids(ids: list, n: int | None = None) -> np.ndarray:
