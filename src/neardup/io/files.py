@@ -28,6 +28,7 @@ from typing import IO, Any
 
 from neardup._optional import MissingDependency, require
 from neardup.errors import InputError
+from neardup.io.decompress import Decompressed
 
 __all__ = [
     "COMPRESSIONS",
@@ -187,7 +188,9 @@ def open_input(path: str | os.PathLike, *, decompress: bool = True) -> Iterator[
     Raises
     ------
     InputError
-        A compressed file that is corrupt or truncated (named), or a URL that names no file.
+        A compressed file that is damaged or cut short, in any of its concatenated streams
+        (named, with the compressed byte offset; raised by reads), or a URL that names no
+        file.
     MissingDependency
         ``.zst`` without ``zstandard``, or a URL without fsspec or its backend.
     """
@@ -201,32 +204,14 @@ def open_input(path: str | os.PathLike, *, decompress: bool = True) -> Iterator[
             raw = _Counted(raw, meter)
         kind = compression_of(p) if decompress else None
         stream: IO[bytes]
-        if kind == "gzip":
-            stream = gzip.GzipFile(fileobj=raw, mode="rb")
-        elif kind == "bz2":
-            stream = bz2.BZ2File(raw, "rb")
-        elif kind == "xz":
-            stream = lzma.LZMAFile(raw, "rb")
-        elif kind == "zstd":
-            zstd = require("zstandard", "zstd", "reading .zst files")
-            reader = zstd.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-            stream = io.BufferedReader(reader, _BUFFER)
+        if kind is not None:
+            stream = io.BufferedReader(Decompressed(raw, kind, p), _BUFFER)
         elif hasattr(raw, "readinto"):
             stream = io.BufferedReader(raw, _BUFFER)  # type: ignore[arg-type]
         else:
             stream = raw
         stack.callback(stream.close)
-        try:
-            yield stream
-        except (EOFError, lzma.LZMAError, OSError) as e:
-            # a system error (errno set: a broken pipe, a full disk) is not the file's fault
-            if kind is None or (isinstance(e, OSError) and e.errno is not None):
-                raise
-            raise InputError(p, None, f"cannot decompress ({kind}): {e}") from None
-        except Exception as e:
-            if kind == "zstd" and type(e).__name__ == "ZstdError":
-                raise InputError(p, None, f"cannot decompress (zstd): {e}") from None
-            raise
+        yield stream
 
 
 def open_parquet(path: str | os.PathLike) -> Any:
