@@ -100,3 +100,23 @@ def test_the_whole_concatenation_is_deduplicated(tmp_path):
     assert r.returncode == 0, r.stderr
     ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
     assert ids == list(range(600))
+
+
+@pytest.mark.parametrize("suffix", sorted(COMPRESS))
+def test_a_text_file_over_the_record_size_names_its_uncompressed_size(
+    tmp_path, monkeypatch, suffix
+):
+    """It named the compressed size ("the file is 0 bytes, more than 268435456")."""
+    from neardup import config
+    from neardup.io.readers import read_text_file
+
+    monkeypatch.setattr(config, "MAX_RECORD_BYTES", 64)
+    path = _write(tmp_path / f"page.txt{suffix}", COMPRESS[suffix](b"word " * 2000))
+    with pytest.raises(InputError, match="the file is 10000 bytes uncompressed, more than the 64"):
+        list(read_text_file(path))
+    out = tmp_path / "kept"
+    r = invoke("neardup", "dedup", path, "-o", str(out), "-q", text=True)
+    assert r.returncode == 2 and "10000 bytes uncompressed" in r.stderr, r.stderr
+    plain = _write(tmp_path / "page.txt", b"word " * 20)
+    with pytest.raises(InputError, match="the file is 100 bytes, more than the 64"):
+        list(read_text_file(plain))
