@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import random
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 
+import pytest
 from cli import script
 
 from neardup import compiled
@@ -66,3 +72,98 @@ def test_first_run_says_so_once(tmp_path):
     assert first.stdout == second.stdout == b"[5, 7]\n"
     assert b"compiling kernels for this machine (first run only, ~2 s)" in first.stderr
     assert b"compiling" not in second.stderr
+
+
+# -- a poisoned cache: entries swapped, cut short, or left by first runs killed while compiling --
+
+#: fingerprints of these documents in a child process, with the cache in NUMBA_CACHE_DIR;
+#: ASCII and non-ASCII documents compile two variants of the fingerprint kernel
+_FINGERPRINTS = """
+import json, sys
+from neardup import Fingerprinter
+fp = Fingerprinter()
+print(json.dumps([[int(x) for x in fp.fingerprint_many(b)] for b in json.load(sys.stdin)]))
+"""
+_ASCII = ["x y z", "hello world"]
+_MIXED = ["café", "a b " * 50_000, "x y z"]
+
+
+def _fingerprints(cache, *batches) -> subprocess.Popen:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+    with tempfile.TemporaryFile() as f:  # (too long for an argument)
+        f.write(json.dumps(batches).encode())
+        f.seek(0)
+        return subprocess.Popen(
+            [sys.executable, "-c", _FINGERPRINTS],
+            env=env,
+            stdin=f,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+
+def _run(cache, *batches) -> list[list[int]]:
+    p = _fingerprints(cache, *batches)
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err.decode()
+    return json.loads(out)
+
+
+def _expected(*batches) -> list[list[int]]:
+    from neardup import Fingerprinter
+
+    return [[int(x) for x in Fingerprinter().fingerprint_many(docs)] for docs in batches]
+
+
+def test_swapped_or_cut_cache_entries_are_compiled_again(tmp_path):
+    """numba loads whatever data file its index names: a file written over by another process
+    compiling the same kernel, or left by a run killed between its two writes, gave another
+    variant's code (the fingerprint of "café" was 0, or a 'descr is NULL' RuntimeError)."""
+    cache = tmp_path / "cache"
+    _run(cache, _ASCII, ["é"])  # both variants of the fingerprint kernel, in one child
+    entries = sorted(cache.glob("*/*_fingerprint_chunk*.nbc"))
+    assert len(entries) == 2
+    first, second = (p.read_bytes() for p in entries)
+    entries[0].write_bytes(second)  # each entry holds the other's code
+    entries[1].write_bytes(first)
+    assert _run(cache, _MIXED, _ASCII) == _expected(_MIXED, _ASCII)
+    for p in sorted(cache.glob("*/*_fingerprint_chunk*.nbc")):
+        p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])  # half-written
+    assert _run(cache, _MIXED) == _expected(_MIXED)
+
+
+@pytest.mark.scale
+def test_first_runs_killed_while_compiling_leave_a_usable_cache(tmp_path):
+    """First runs SIGKILLed at random points while they compile (two at once, as a dedup and
+    its compile-ahead child, or two users, do), then a run to the end: right fingerprints."""
+    rng = random.Random(25)
+    want = _expected(_ASCII, _MIXED)
+    for trial in range(2):
+        cache = tmp_path / f"cache{trial}"
+        for _ in range(3):
+            runs = [_fingerprints(cache, _MIXED, _ASCII), _fingerprints(cache, _ASCII, _MIXED)]
+            time.sleep(rng.uniform(1.0, 6.0))
+            for p in runs:
+                p.send_signal(signal.SIGKILL)
+                p.communicate()
+        assert _run(cache, _ASCII, _MIXED) == want
+
+
+def test_every_cached_kernel_uses_the_checked_cache():
+    import importlib
+    import pkgutil
+
+    import numba
+
+    import neardup
+
+    seen = 0
+    for m in pkgutil.walk_packages(neardup.__path__, "neardup."):
+        path = importlib.util.find_spec(m.name).origin
+        if not path.endswith(".py") or "cache=True" not in open(path, encoding="utf-8").read():
+            continue
+        for name, obj in vars(importlib.import_module(m.name)).items():
+            if isinstance(obj, numba.core.registry.CPUDispatcher) and obj.__module__ == m.name:
+                assert type(obj._cache).__name__ == "CheckedFunctionCache", f"{m.name}.{name}"
+                seen += 1
+    assert seen > 100

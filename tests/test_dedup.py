@@ -205,7 +205,7 @@ def test_dedup_verified_keeps_documents_without_shingles():
 
 
 def _shingle_files(directory) -> list[str]:
-    return [p for p in os.listdir(directory) if p.startswith("neardup-shingles-")]
+    return [p for p in os.listdir(directory) if p.startswith(".neardup-shingles.neardup-")]
 
 
 def test_dedup_temporary_file_removed_after_success_and_error(tmp_path, monkeypatch):

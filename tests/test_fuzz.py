@@ -14,6 +14,7 @@ import math
 import os
 import shutil
 import tempfile
+from typing import Any
 
 import numpy as np
 import pytest
@@ -235,6 +236,63 @@ def test_text_inputs(scratch, files, lines, skip_bad, fingerprint):
         args += (["--lines"] if lines else []) + (["--skip-bad"] if skip_bad else []) + ["-q"]
         inputs = tuple(os.path.join(pages, n) for n in os.listdir(pages))
         check_command(d, "neardup", *args, inputs=inputs)
+
+
+# ------------------------------------------------------------------ compressed streams
+def _compressors() -> dict[str, Any]:
+    import bz2
+    import gzip
+    import lzma
+
+    out: dict[str, Any] = {
+        ".gz": lambda b: gzip.compress(b, mtime=0),
+        ".bz2": bz2.compress,
+        ".xz": lzma.compress,
+    }
+    try:
+        import zstandard
+    except ImportError:
+        return out
+    out[".zst"] = zstandard.ZstdCompressor(write_checksum=True).compress
+    return out
+
+
+@FUZZ
+@given(
+    parts=st.lists(st.integers(0, 4), min_size=1, max_size=3),
+    suffix=st.sampled_from(sorted(_compressors())),
+    damage=st.sampled_from(["cut", "flip", "garbage", "nul", "none"]),
+    boundary=st.integers(0, 3),
+    shift=st.integers(-3, 3),
+)
+def test_compressed_streams_damaged_at_a_boundary(scratch, parts, suffix, damage, boundary, shift):
+    """Concatenated streams, cut short, damaged, padded or followed by garbage near a stream
+    boundary: either every document of the whole streams read is fingerprinted (a cut exactly
+    at a boundary, NUL padding, a byte no check covers), or exit status 2 in one line."""
+    compress = _compressors()[suffix]
+    streams, counts = [], [0]
+    for k, n in enumerate(parts):
+        docs = [json.dumps({"id": f"{k}-{i}", "text": f"part {k} doc {i}"}) for i in range(n)]
+        streams.append(compress("".join(d + "\n" for d in docs).encode()))
+        counts.append(counts[-1] + n)
+    data = b"".join(streams)
+    at = min(max(sum(map(len, streams[: boundary % (len(streams) + 1)])) + shift, 0), len(data))
+    if damage == "cut":
+        data = data[:at]
+    elif damage == "flip" and at < len(data):
+        data = data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
+    elif damage in ("garbage", "nul"):
+        data = data[:at] + (b"\xfe\x01garbage" if damage == "garbage" else b"\0" * 4) + data[at:]
+    with tempfile.TemporaryDirectory(dir=scratch) as d:
+        f = os.path.join(d, "in.jsonl" + suffix)
+        with open(f, "wb") as fh:
+            fh.write(data)
+        out = os.path.join(d, "o.txt")
+        if check_command(d, "neardup", "fingerprint", f, "-o", out, "-q", inputs=(f,)) != 0:
+            return
+        with open(out) as fh:
+            got = len(fh.read().split())
+        assert got in counts if damage == "cut" else got == counts[-1], (got, counts)
 
 
 # ------------------------------------------------------------------ Parquet schemas

@@ -99,7 +99,7 @@ def test_sigterm_mid_run_removes_the_shingle_spool_and_writes_nothing(tmp_path):
     )  # fmt: skip
 
     def spooling() -> bool:  # the first pass is under way: shingle keys on temporary disk
-        return any(p.stat().st_size > 0 for p in tmp.glob("neardup-shingles-*"))
+        return any(p.stat().st_size > 0 for p in tmp.glob(".neardup-shingles.neardup-*"))
 
     try:
         _wait_for(spooling, 300, proc)

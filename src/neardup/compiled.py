@@ -7,18 +7,35 @@ none of these is writable (a read-only install and a read-only home), :func:`use
 points ``NUMBA_CACHE_DIR`` at a per-user directory under the system's temporary directory, so the
 compile happens once rather than on every run.
 
-This module imports neither numba nor the kernels: it looks for numba's index files (``*.nbi``).
+Every kernel is made with :func:`njit` (numba's, with a checked cache): each data file holds its
+entry's key and the source stamp, is named by that key, and is written before the index names it,
+so an entry left half-written, or written over by another process compiling the same kernel at
+the same time, or by a run killed while compiling, is never loaded: it is compiled again and
+replaced. numba's own cache can hand one kernel variant another's code in these cases.
+
+This module imports neither numba nor the kernels until :func:`njit` is called; the notice looks
+for numba's index files (``*.nbi``).
 """
 
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
 import os
 import sys
 import tempfile
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["GROUPS", "cache_dir_for", "compile_notice", "is_compiled", "use_writable_cache"]
+__all__ = [
+    "GROUPS",
+    "cache_dir_for",
+    "compile_notice",
+    "is_compiled",
+    "njit",
+    "use_writable_cache",
+]
 
 _ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -116,3 +133,82 @@ def compile_notice(groups: list[str], alongside: list[str] = ()) -> str | None:
     if not missing and not beside:
         return None
     return f"compiling kernels for this machine (first run only, ~{max(missing, beside)} s)"
+
+
+# -- numba's cache, checked ------------------------------------------------------------------------
+
+#: what the checked index files are marked with beside numba's version (numba's own index files,
+#: unchecked, are not read, and numba does not read these)
+_FORMAT = "neardup-checked-1"
+
+
+@functools.cache
+def _checked_cache() -> type:
+    """A numba ``FunctionCache`` whose entries are checked on load (built on first use, so that
+    this module does not import numba)."""
+    from numba.core.caching import FunctionCache, IndexDataCacheFile
+
+    class CheckedCacheFile(IndexDataCacheFile):
+        """Data files that carry their key and source stamp, named by the key, and written
+        before the index; anything that does not read back whole and matching is a miss."""
+
+        def __init__(self, cache_path: str, filename_base: str, source_stamp: Any) -> None:
+            super().__init__(cache_path, filename_base, source_stamp)
+            self._version = f"{self._version}+{_FORMAT}"
+            self._base = filename_base
+
+        def _name_for(self, key: Any) -> str:
+            return f"{self._base}.{hashlib.sha256(repr(key).encode()).hexdigest()[:20]}.nbc"
+
+        def save(self, key: Any, data: Any) -> None:
+            name = self._name_for(key)
+            self._save_data(name, (key, self._source_stamp, data))
+            try:
+                overloads = self._load_index()
+            except Exception:  # a damaged index: start it again
+                overloads = {}
+            if overloads.get(key) != name:
+                overloads[key] = name
+                self._save_index(overloads)
+
+        def load(self, key: Any) -> Any:
+            try:
+                name = self._load_index().get(key)
+                if name is None:
+                    return None
+                saved_key, stamp, data = self._load_data(name)
+            except Exception:  # damaged, cut short or of another format: compile again
+                return None
+            return data if saved_key == key and stamp == self._source_stamp else None
+
+    class CheckedFunctionCache(FunctionCache):
+        def __init__(self, py_func: Callable) -> None:
+            super().__init__(py_func)
+            self._cache_file = CheckedCacheFile(
+                self._cache_path, self._impl.filename_base, self._impl.locator.get_source_stamp()
+            )
+
+        def _load_overload(self, sig: Any, target_context: Any) -> Any:
+            try:
+                return super()._load_overload(sig, target_context)
+            except Exception:  # an entry that cannot be rebuilt: compile again
+                return None
+
+    return CheckedFunctionCache
+
+
+def njit(*args: Any, **options: Any) -> Any:
+    """``numba.njit`` (same arguments, bare or called), whose on-disk cache (``cache=True``) is
+    checked: an entry that is damaged, cut short or another kernel's is compiled again, never
+    loaded. Every neardup kernel is made with it."""
+    import numba
+
+    def checked(dispatcher: Any) -> Any:
+        if options.get("cache"):
+            dispatcher._cache = _checked_cache()(dispatcher.py_func)
+        return dispatcher
+
+    if args and callable(args[0]):
+        return checked(numba.njit(*args, **options))
+    decorate = numba.njit(*args, **options)
+    return lambda func: checked(decorate(func))

@@ -227,6 +227,15 @@ REDIS_LOCK_LEASE_S = 60.0
 #: Redis index: socket connect and read timeout in seconds.
 REDIS_TIMEOUT_S = 5.0
 
+#: Remote inputs (fsspec URLs): seconds a connection may take to open, or a read may wait for
+#: its next bytes, before the read is retried (``--remote-timeout``; http(s) and s3).
+REMOTE_TIMEOUT_S = 60.0
+
+#: Remote inputs: retries of a read that failed for a transient reason (a connection dropped or
+#: refused, a timeout), from where it stopped, after REMOTE_BACKOFF_S, then twice as long each.
+REMOTE_RETRIES = 3
+REMOTE_BACKOFF_S = 1.0
+
 #: Largest record read (bytes): a JSONL or text line, or a whole text file. A larger one is a
 #: bad record (reported, skippable with ``--skip-bad``) rather than a reason to run out of memory.
 MAX_RECORD_BYTES = 256 << 20

@@ -9,7 +9,8 @@ inlines it), so calling it costs no more than repeating its lines.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from neardup.compiled import njit
 
 __all__ = ["fmix64", "popcount", "put_utf8"]
 

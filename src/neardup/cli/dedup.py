@@ -166,6 +166,14 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
 )
 @click.option("--update", is_flag=True, help="With --against: add the kept documents to the index.")
 @device_option
+@click.option(
+    "--temp-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Where a verified dedup spools its shingle keys (4 bytes per distinct shingle; "
+    "default: TMPDIR, else the system temporary directory).",
+)
 @dask_options
 def dedup(
     inputs: tuple[str, ...],
@@ -193,6 +201,7 @@ def dedup(
     against: str | None,
     update: bool,
     device: str,
+    temp_dir: str | None,
     scheduler: str | None,
     workers: int | None,
 ) -> None:
@@ -207,8 +216,8 @@ def dedup(
     Verified (default): documents in --keep order; one is dropped only when the exact Jaccard
     of its shingle set with an already kept document's is >= --threshold, never through a
     chain of drops. Candidates are documents whose set fingerprints differ in at most
-    --distance bits. Shingle keys are spooled to a temporary file in TMPDIR (4 bytes per
-    distinct shingle), removed at the end. Documents without shingles are always kept.
+    --distance bits. Shingle keys are spooled to a temporary file in --temp-dir or TMPDIR (4
+    bytes per distinct shingle), removed at the end. Documents without shingles are always kept.
     Against an index with sketches (`neardup index create --threshold`), a document is dropped
     when its Jaccard estimated from the sketches with an entry is >= --threshold, and takes no
     part in the decisions within the input; against any other index, documents within
@@ -337,6 +346,7 @@ def dedup(
             client=client,
             extra_outputs=extras,
             device=device,
+            temp_dir=temp_dir,
         )
 
     summary = result.summary()

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from neardup import config
 from neardup._optional import require
 from neardup.cli.common import output_option
 from neardup.cli.progress import Progress, progress_option
@@ -98,10 +99,27 @@ def input_options(func: Callable) -> Callable:
             show_default=True,
             help="JSONL field / Parquet column holding the document id (else file:line).",
         ),
+        click.option(
+            "--remote-timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=config.REMOTE_TIMEOUT_S,
+            show_default=True,
+            metavar="SECONDS",
+            expose_value=False,
+            callback=_set_remote_timeout,
+            help="Remote inputs (https://, s3://, ...): seconds to wait for a connection or for "
+            f"the next bytes before a read is retried ({config.REMOTE_RETRIES} retries, with "
+            "backoff, from where it stopped).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
     return func
+
+
+def _set_remote_timeout(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    config.REMOTE_TIMEOUT_S = value
+    return value
 
 
 def check_preset(preset: str) -> None:

@@ -34,6 +34,9 @@ cli.add_command(serve)
 from neardup.cli.report import report  # noqa: E402
 
 cli.add_command(report)
+from neardup.cli.clean import clean  # noqa: E402
+
+cli.add_command(clean)
 add_version(cli, "neardup")
 
 

@@ -10,8 +10,8 @@ table row ``t``; masks named ``*_fp`` are in fingerprint bits, ``*_key`` in key 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from neardup.compiled import njit
 from neardup.primitives import popcount
 
 _U0 = np.uint64(0)

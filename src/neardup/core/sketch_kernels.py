@@ -9,8 +9,8 @@ uint32); sketches are uint64 arrays of shape (n, K), bit 0 the least significant
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from neardup.compiled import njit
 from neardup.primitives import fmix64, popcount
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

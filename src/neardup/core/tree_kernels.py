@@ -15,8 +15,8 @@ members; a row's side is bit ``tp.fs`` of ``I``.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from neardup.compiled import njit
 from neardup.primitives import popcount
 
 _U0 = np.uint64(0)

@@ -11,8 +11,8 @@ exits (size bound, merge stopped once the intersection cannot reach ``t``) never
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from neardup.compiled import njit
 from neardup.primitives import fmix64
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -12,7 +12,8 @@ feature bit ``i`` sets fingerprint bit ``63 - i`` (the order of the C++ original
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from neardup.compiled import njit
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)

@@ -17,8 +17,8 @@ by combining class), canonical composition (CPython's loop, Hangul included), th
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from neardup.compiled import njit
 from neardup.primitives import put_utf8
 
 # props bits (see unicode_tables.py)

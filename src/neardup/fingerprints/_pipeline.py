@@ -23,8 +23,8 @@ import threading
 from typing import Any, NamedTuple
 
 import numpy as np
-from numba import njit
 
+from neardup.compiled import njit
 from neardup.fingerprints._kernels import (
     _GOLDEN,
     _S32,

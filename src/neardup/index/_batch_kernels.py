@@ -8,8 +8,8 @@ uint64 arithmetic is kept in uint64 explicitly.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from neardup.compiled import njit
 from neardup.primitives import popcount
 
 _U0 = np.uint64(0)

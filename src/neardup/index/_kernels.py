@@ -6,7 +6,8 @@ Every function is ``_``-prefixed, takes contiguous arrays and scalars and valida
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from neardup.compiled import njit
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)

@@ -8,8 +8,8 @@ Every function is ``_``-prefixed, takes contiguous arrays and validates nothing;
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from neardup.compiled import njit
 from neardup.primitives import put_utf8
 
 

@@ -5,7 +5,7 @@ Every function is ``_``-prefixed, takes contiguous arrays and validates nothing.
 
 from __future__ import annotations
 
-from numba import njit
+from neardup.compiled import njit
 
 
 @njit(cache=True, nogil=True)

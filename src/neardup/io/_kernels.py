@@ -6,7 +6,8 @@ Every function is ``_``-prefixed, takes contiguous arrays and validates nothing.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from neardup.compiled import njit
 
 _U0 = np.uint64(0)
 

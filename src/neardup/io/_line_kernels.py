@@ -15,8 +15,8 @@ Numba's on-disk cache of these kernels is keyed by this file alone: after editin
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from neardup.compiled import njit
 from neardup.io._json_kernels import _copy_utf8, _number, _skip_value, _string, _ws
 
 LINE_OK = 0  # a document: its text (and id) written to the output buffers

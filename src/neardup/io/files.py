@@ -9,7 +9,8 @@ Remote filesystems need ``fsspec`` (``pip install "neardup[remote]"``) and the b
 the protocol (``s3fs``, ``gcsfs``, ``huggingface_hub``, ``aiohttp`` for http); a missing one is a
 one-line error naming the package. Credentials and endpoints come from the backend's usual
 configuration (environment variables such as ``AWS_PROFILE``, or fsspec's ``FSSPEC_S3_ENDPOINT_URL``
-style variables).
+style variables). Remote reads time out, are retried and fail in one line naming the URL
+(:mod:`neardup.io.remote`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from typing import IO, Any
 
 from neardup._optional import MissingDependency, require
 from neardup.errors import InputError
+from neardup.io.decompress import Decompressed
+from neardup.io.remote import Resuming, remote_errors, remote_options
 
 __all__ = [
     "COMPRESSIONS",
@@ -145,8 +148,9 @@ def url_filesystem(url: str) -> tuple[Any, str]:
     """
     scheme = _scheme(url)
     fsspec = require("fsspec", "remote", f"reading {scheme}:// paths")
+    options = remote_options(scheme, fsspec.config.conf.get(scheme, {}))
     try:
-        return fsspec.core.url_to_fs(url)
+        return fsspec.core.url_to_fs(url, **options)
     except ImportError as e:
         raise MissingDependency(_backend_hint(scheme, e)) from None
     except ValueError as e:
@@ -170,13 +174,26 @@ def _backend_hint(scheme: str, err: ImportError) -> str:
 
 
 def _open_raw(path: str) -> IO[bytes]:
-    if is_url(path):
-        fs, p = url_filesystem(path)
+    if not is_url(path):
+        return open(path, "rb", buffering=0)  # noqa: SIM115 - closed by open_input
+    fs, p = url_filesystem(path)
+
+    def open_at(offset: int) -> IO[bytes]:
         try:
-            return fs.open(p, "rb")
+            f = fs.open(p, "rb")
         except FileNotFoundError:
             raise InputError(path, None, "no such file") from None
-    return open(path, "rb", buffering=0)  # noqa: SIM115 - closed by open_input
+        if offset and not f.seekable():
+            f.close()
+            raise InputError(
+                path, None, f"the connection dropped at byte {offset}, and the server cannot "
+                "resume there (no range requests); try again, or copy the file first",
+            )  # fmt: skip
+        if offset:
+            f.seek(offset)
+        return f
+
+    return Resuming(open_at, path)
 
 
 @contextlib.contextmanager
@@ -187,7 +204,9 @@ def open_input(path: str | os.PathLike, *, decompress: bool = True) -> Iterator[
     Raises
     ------
     InputError
-        A compressed file that is corrupt or truncated (named), or a URL that names no file.
+        A compressed file that is damaged or cut short, in any of its concatenated streams
+        (named, with the compressed byte offset; raised by reads), or a URL that names no
+        file.
     MissingDependency
         ``.zst`` without ``zstandard``, or a URL without fsspec or its backend.
     """
@@ -201,32 +220,14 @@ def open_input(path: str | os.PathLike, *, decompress: bool = True) -> Iterator[
             raw = _Counted(raw, meter)
         kind = compression_of(p) if decompress else None
         stream: IO[bytes]
-        if kind == "gzip":
-            stream = gzip.GzipFile(fileobj=raw, mode="rb")
-        elif kind == "bz2":
-            stream = bz2.BZ2File(raw, "rb")
-        elif kind == "xz":
-            stream = lzma.LZMAFile(raw, "rb")
-        elif kind == "zstd":
-            zstd = require("zstandard", "zstd", "reading .zst files")
-            reader = zstd.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-            stream = io.BufferedReader(reader, _BUFFER)
+        if kind is not None:
+            stream = io.BufferedReader(Decompressed(raw, kind, p), _BUFFER)
         elif hasattr(raw, "readinto"):
             stream = io.BufferedReader(raw, _BUFFER)  # type: ignore[arg-type]
         else:
             stream = raw
         stack.callback(stream.close)
-        try:
-            yield stream
-        except (EOFError, lzma.LZMAError, OSError) as e:
-            # a system error (errno set: a broken pipe, a full disk) is not the file's fault
-            if kind is None or (isinstance(e, OSError) and e.errno is not None):
-                raise
-            raise InputError(p, None, f"cannot decompress ({kind}): {e}") from None
-        except Exception as e:
-            if kind == "zstd" and type(e).__name__ == "ZstdError":
-                raise InputError(p, None, f"cannot decompress (zstd): {e}") from None
-            raise
+        yield stream
 
 
 def open_parquet(path: str | os.PathLike) -> Any:
@@ -248,9 +249,10 @@ def open_parquet(path: str | os.PathLike) -> Any:
         if not is_url(p):
             return pq.ParquetFile(p)
         fs, q = url_filesystem(p)
-        if not fs.exists(q):
-            raise InputError(p, None, "no such file")
-        return pq.ParquetFile(q, filesystem=fs)
+        with remote_errors(p):
+            if not fs.exists(q):
+                raise InputError(p, None, "no such file")
+            return pq.ParquetFile(q, filesystem=fs)
     except (InputError, MissingDependency):
         raise
     except FileNotFoundError:
@@ -270,7 +272,8 @@ def input_size(path: str | os.PathLike) -> int:
     p = os.fspath(path)
     if is_url(p):
         fs, q = url_filesystem(p)
-        return int(fs.size(q) or 0)
+        with remote_errors(p):
+            return int(fs.size(q) or 0)
     return os.path.getsize(p)
 
 
@@ -280,6 +283,11 @@ def list_url(url: str) -> list[tuple[str, str]]:
     A file is itself; a directory is walked (sorted, dot-files skipped); a pattern with
     ``*?[`` is globbed. Raises :class:`InputError` when nothing is there.
     """
+    with remote_errors(url):
+        return _list_url(url)
+
+
+def _list_url(url: str) -> list[tuple[str, str]]:
     fs, p = url_filesystem(url)
     proto = url.split("://", 1)[0]
 

@@ -23,7 +23,7 @@ import numpy as np
 from neardup import config
 from neardup._optional import require
 from neardup.errors import InputError
-from neardup.io.files import open_input, open_parquet, strip_compression
+from neardup.io.files import compression_of, is_url, open_input, open_parquet, strip_compression
 
 __all__ = [
     "DEFAULT_ID_FIELD",
@@ -107,9 +107,9 @@ def _decode(data: bytes, source: str, number: int, what: str = "") -> str:
         ) from None
 
 
-def _too_big(source: str, number: int, size: int | None, what: str) -> InputError:
+def _too_big(source: str, number: int, size: int | None, what: str, note: str = "") -> InputError:
     limit = config.MAX_RECORD_BYTES
-    got = f"{size} bytes" if size is not None else f"over {limit} bytes"
+    got = f"{size} bytes{note}" if size is not None else f"over {limit} bytes"
     return InputError(
         source,
         number,
@@ -141,16 +141,31 @@ def iter_lines(f: IO[bytes], limit: int | None = None) -> Iterator[tuple[int, by
             yield number, line
 
 
+def _rest_size(f: IO[bytes], done: int) -> int:
+    """``done`` plus the bytes left in ``f``, read through (decompressed: the size a record
+    has; a compressed file's stored size says nothing of it)."""
+    buf = bytearray(_SKIP_CHUNK)
+    while n := f.readinto(buf):
+        done += n
+    return done
+
+
 def read_text_file(path: str | os.PathLike, on_bad: OnBad | None = None) -> Iterator[Record]:
     """The whole file as one document (id = the file name); a decoding error names its line."""
     source = _name(path)
     limit = config.MAX_RECORD_BYTES
     with _open_binary(path) as f:
         data = f.read(limit + 1)
+        packed = compression_of(path) is not None
+        if len(data) <= limit:
+            size = len(data)
+        elif packed or is_url(path) or str(path) == STDIN:
+            size = _rest_size(f, len(data))
+        else:
+            size = os.path.getsize(path)
     try:
         if len(data) > limit:
-            size = None if str(path) == STDIN else os.path.getsize(path)
-            raise _too_big(source, 1, size, "the file")
+            raise _too_big(source, 1, size, "the file", " uncompressed" if packed else "")
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1

@@ -4,7 +4,8 @@ An :class:`OutputSet` holds the outputs of one run (a command's main output and 
 outputs). Each path is checked when it is registered, before any work starts: it must not be an
 input, another output of the run, or inside a protected directory (an index), and its directory
 must exist and be writable; symlinks and ``./`` are resolved first. Each output is written to a
-temporary file beside its target; :meth:`OutputSet.commit` renames them all into place at the end
+temporary file beside its target (named as :mod:`neardup.io.leftovers` says, so that a run killed
+outright leaves files a later run recognises and removes); :meth:`OutputSet.commit` renames them all into place at the end
 (an existing file keeps its permissions), and any error or interrupt before that removes every
 temporary file, leaving the previous files untouched. Standard output (``-``) and existing
 devices or pipes are written last, at commit, from a spool file. Messages name the paths as the
@@ -29,6 +30,7 @@ from neardup.errors import InputError
 from neardup.io.files import is_url
 from neardup.io.filesystem import _fsync_dir, _inside, _same_file, _stat, _umask
 from neardup.io.formats import STDIO, display_name
+from neardup.io.leftovers import TEMP_SUFFIX, remove_leftovers, temp_prefix
 
 __all__ = ["Output", "OutputSet", "atomic_directory", "atomic_output"]
 
@@ -245,20 +247,15 @@ class OutputSet:
 
     def _new_temp(self, out: Output) -> None:
         assert out.target is not None
+        where = os.path.dirname(out.target)
+        remove_leftovers(where)  # what killed runs staged here before
+        prefix = temp_prefix(os.path.basename(out.target))
         try:
             if out.kind == "directory":
-                out.tmp = tempfile.mkdtemp(
-                    prefix=f".{os.path.basename(out.target)}.",
-                    suffix=".tmp",
-                    dir=os.path.dirname(out.target),
-                )
+                out.tmp = tempfile.mkdtemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=where)
                 os.chmod(out.tmp, out.mode)
                 return
-            fd, out.tmp = tempfile.mkstemp(
-                prefix=f".{os.path.basename(out.target)}.",
-                suffix=".tmp",
-                dir=os.path.dirname(out.target),
-            )
+            fd, out.tmp = tempfile.mkstemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=where)
             os.close(fd)
             os.chmod(out.tmp, out.mode)
             if out.owner is not None and out.owner != (os.geteuid(), os.getegid()):

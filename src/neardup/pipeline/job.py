@@ -201,6 +201,7 @@ def dedup(
     client: Any = None,
     extra_outputs: Sequence[ExtraOutput] = (),
     device: str = "cpu",
+    temp_dir: str | os.PathLike | None = None,
 ) -> DedupResult:
     """Find near-duplicate documents and choose one survivor per cluster.
 
@@ -222,7 +223,7 @@ def dedup(
         :func:`neardup.core.verify.distance_for_threshold`, 10 bits at 0.8, 6 at 0.9).
         Documents in keep-priority order; a drop is never chained through a dropped document;
         documents without shingles are always kept. Shingle keys are spooled to a temporary
-        file (4 bytes per distinct shingle, in ``TMPDIR``), removed when the job ends.
+        file (4 bytes per distinct shingle, in ``temp_dir``), removed when the job ends.
     verify : bool, default True
         False: fingerprint-only decisions, faster and without temporary disk: clusters are
         connected components of fingerprints within ``distance`` bits (default 6), so two
@@ -287,6 +288,9 @@ def dedup(
     device : {"cpu", "cuda", "auto"}
         Where the candidate search (verified) or the clustering search (``verify=False``) runs,
         as in :func:`neardup.find_all`: the same pairs, so the same decisions.
+    temp_dir : path, optional
+        Where the verified dedup spools its shingle keys (default: the system temporary
+        directory, ``TMPDIR``). A directory that fills up is named in the error.
 
     Returns
     -------
@@ -361,7 +365,7 @@ def dedup(
         register_outputs(outputs, files or [], output, clusters, drop_list, json_summary)
         for extra in extra_outputs:
             extra.register(outputs)
-        spool = stack.enter_context(ShingleSpool()) if verify else None
+        spool = stack.enter_context(ShingleSpool(temp_dir)) if verify else None
 
         t0 = time.perf_counter()
         sets: ShingleSets | None = None

@@ -2,10 +2,13 @@
 
 Keys (uint32, 4 bytes per distinct shingle) go to disk batch by batch; only the offsets (int64,
 8 bytes per document) stay in memory. The decision reads the keys back through ``np.memmap``.
+The file is named as :mod:`neardup.io.leftovers` says: a spool left by a run killed outright is
+removed by the next spool made in the same directory (or by ``neardup clean``).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from typing import Any
@@ -13,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from neardup.core.similarity import ShingleSets
+from neardup.io.leftovers import TEMP_SUFFIX, remove_leftovers, temp_prefix
 
 __all__ = ["ShingleSpool", "subset_sets"]
 
@@ -22,7 +26,8 @@ class ShingleSpool:
 
     The file is created in ``directory`` (default: the system temporary directory, ``TMPDIR``)
     and removed by :meth:`close`; use the spool as a context manager so that it is removed on
-    success, on error and on Ctrl-C alike.
+    success, on error and on Ctrl-C alike. A directory that cannot hold it (full, missing,
+    read-only) is an ``OSError`` naming the directory and how to choose another.
 
     Examples
     --------
@@ -35,11 +40,19 @@ class ShingleSpool:
     """
 
     def __init__(self, directory: str | os.PathLike | None = None) -> None:
-        fd, self.path = tempfile.mkstemp(prefix="neardup-shingles-", suffix=".u32", dir=directory)
-        self._file: Any = os.fdopen(fd, "wb")
+        self.directory = os.fspath(directory) if directory is not None else tempfile.gettempdir()
+        self._file: Any = None
         self._offsets: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
         self._total = 0
         self._keys: np.ndarray | None = None
+        remove_leftovers(self.directory)  # spools of runs killed outright
+        try:
+            fd, self.path = tempfile.mkstemp(
+                prefix=temp_prefix("neardup-shingles"), suffix=TEMP_SUFFIX, dir=self.directory
+            )
+        except OSError as e:
+            raise self._cannot_write(e) from None
+        self._file = os.fdopen(fd, "wb")
 
     @property
     def nbytes(self) -> int:
@@ -50,7 +63,10 @@ class ShingleSpool:
         """Add a batch: ``offsets`` int64[m + 1] from 0, ``keys`` uint32[offsets[-1]]."""
         if self._file is None:
             raise ValueError("the spool was already read or closed")
-        np.ascontiguousarray(keys, dtype=np.uint32).tofile(self._file)
+        try:
+            np.ascontiguousarray(keys, dtype=np.uint32).tofile(self._file)
+        except OSError as e:
+            raise self._cannot_write(e) from None
         self._offsets.append(np.asarray(offsets[1:], dtype=np.int64) + self._total)
         self._total += int(offsets[-1])
 
@@ -58,7 +74,10 @@ class ShingleSpool:
         """All documents' keys so far as :class:`ShingleSets`, the keys memory-mapped (read-only);
         no more batches can be appended."""
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError as e:
+                raise self._cannot_write(e) from None
             self._file = None
             if self._total:
                 self._keys = np.memmap(self.path, dtype=np.uint32, mode="r", shape=(self._total,))
@@ -69,10 +88,26 @@ class ShingleSpool:
             raise ValueError("the spool was closed")
         return ShingleSets(self._offsets[0], self._keys)
 
+    def _cannot_write(self, e: OSError) -> OSError:
+        """``e`` as one line naming the directory, what it holds and how to choose another."""
+        # numpy reports a short write without an errno ("N requested and M written")
+        full = e.errno in (errno.ENOSPC, errno.EDQUOT) or e.errno is None
+        why = "is full" if full else f"cannot hold it ({e.strerror or e})"
+        return OSError(
+            e.errno or errno.ENOSPC,
+            f"the temporary directory {why}: a verified dedup spools 4 bytes per distinct "
+            f"shingle there ({self.nbytes} written so far); make room, or choose a directory "
+            "with room with --temp-dir (temp_dir= in Python) or TMPDIR, or use --no-verify",
+            self.directory,
+        )
+
     def close(self) -> None:
         """Remove the temporary file (idempotent)."""
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError:  # a full disk: the file goes anyway
+                pass
             self._file = None
         self._keys = None
         try:

@@ -1,0 +1,151 @@
+"""Temporary files of a run: a full spool disk is one line naming the directory and how to choose
+another (--temp-dir); what a run killed outright (SIGKILL) staged or spooled is recognised and
+removed by a later run or by `neardup clean`, and nothing else ever is."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from cli import invoke
+
+from neardup.io.leftovers import find_leftovers, temp_prefix
+from neardup.pipeline.spool import ShingleSpool
+
+
+def _corpus(path, n: int = 1500) -> str:
+    rng = np.random.default_rng(12)
+    words = [f"w{i}" for i in range(5000)]
+    with open(path, "w") as f:
+        for i in range(n):
+            text = " ".join(rng.choice(words, 80).tolist())
+            f.write(json.dumps({"id": i, "text": text}) + "\n")
+    return str(path)
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    """A 64 KiB tmpfs (root only): a real full disk."""
+    where = tmp_path / "tiny"
+    where.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)],
+                       capture_output=True)  # fmt: skip
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    try:
+        yield str(where)
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+def test_a_full_spool_disk_names_the_directory_and_temp_dir(tmp_path, tiny_tmpfs):
+    """It was `neardup: error: 390702 requested and 249856 written`."""
+    src = _corpus(tmp_path / "c.jsonl")
+    out = tmp_path / "kept.jsonl"
+    r = invoke("neardup", "dedup", src, "-o", str(out), "-q", "--temp-dir", tiny_tmpfs, text=True)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert r.stderr.startswith(f"neardup: error: {tiny_tmpfs}: the temporary directory is full")
+    assert "--temp-dir" in r.stderr and "TMPDIR" in r.stderr
+    assert not out.exists() and os.listdir(tiny_tmpfs) == []
+    # the same run with room: done
+    room = tmp_path / "room"
+    room.mkdir()
+    r = invoke("neardup", "dedup", src, "-o", str(out), "-q", "--temp-dir", str(room), text=True)
+    assert r.returncode == 0, r.stderr
+    assert out.exists() and os.listdir(room) == []
+
+
+def test_a_spool_write_that_fails_names_the_directory(tmp_path):
+    with ShingleSpool(tmp_path) as spool:
+        spool.append(np.array([0, 2]), np.array([1, 2], dtype=np.uint32))
+        spool._file.close()
+        spool._file = open("/dev/full", "wb")  # every write: ENOSPC, from the kernel
+        with pytest.raises(OSError, match="temporary directory is full") as e:
+            spool.append(np.array([0, 1 << 16]), np.zeros(1 << 16, dtype=np.uint32))
+        assert e.value.filename == str(tmp_path) and "--temp-dir" in str(e.value)
+    missing = tmp_path / "missing"
+    with pytest.raises(OSError, match="cannot hold it") as e:
+        ShingleSpool(missing)
+    assert e.value.filename == str(missing)
+
+
+# -- leftovers of runs killed outright ---------------------------------------------------------
+
+_KILLED_DEDUP = """
+import sys, time, neardup
+import neardup.pipeline.job as job
+where, src, out, spool = sys.argv[1:]
+name = "decide_verified_sets" if where == "spool" else "write_clusters"
+def stop(*a, **k):  # killed here: the shingle spool, or a staged output, exists
+    print("stopped", flush=True)
+    time.sleep(600)
+setattr(job, name, stop)
+neardup.dedup(src, output=out + "/kept.jsonl", clusters=out + "/clusters.jsonl", temp_dir=spool)
+"""
+
+
+def _killed_runs(src, out_dir, spool_dir) -> set[int]:
+    """Two dedups SIGKILLed, one while its shingles are spooled, one while it stages its
+    outputs: their pids."""
+    pids = set()
+    for where in ("write", "spool"):  # (a spool removes the spools of killed runs)
+        p = subprocess.Popen(
+            [sys.executable, "-c", _KILLED_DEDUP, where, src, str(out_dir), str(spool_dir)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        line = p.stdout.readline()
+        p.send_signal(signal.SIGKILL)
+        _, err = p.communicate()
+        assert line == b"stopped\n", err.decode()
+        pids.add(p.pid)
+    return pids
+
+
+def test_a_later_run_removes_what_a_killed_run_left_and_nothing_else(tmp_path):
+    src = _corpus(tmp_path / "c.jsonl", 200)
+    out_dir, spool_dir = tmp_path / "out", tmp_path / "spool"
+    out_dir.mkdir()
+    spool_dir.mkdir()
+    # files a user named, some close to the pattern: never touched
+    mine = [".kept.jsonl.tmp", ".x.neardup-abc-1-zz.tmp", "kept.jsonl.neardup-1-2.tmp",
+            temp_prefix("alive") + "abc.tmp", ".y.neardup-000000-999999999-ab.tmp"]  # fmt: skip
+    for name in mine:
+        (out_dir / name).write_text("mine")
+    pids = _killed_runs(src, out_dir, spool_dir)
+    left = find_leftovers(out_dir) + find_leftovers(spool_dir)
+    assert {x.name for x in left} == {"kept.jsonl", "neardup-shingles"}, left
+    assert {x.pid for x in left} == pids
+    assert all(x.size > 0 for x in left)
+    # a later run in the same directories removes them, and only them
+    r = invoke("neardup", "dedup", src, "-o", str(out_dir / "kept.jsonl"), "-q",
+               "--temp-dir", str(spool_dir), text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(out_dir)) == sorted([*mine, "kept.jsonl"])
+    assert os.listdir(spool_dir) == []
+
+
+def test_neardup_clean_lists_and_removes_leftovers(tmp_path):
+    src = _corpus(tmp_path / "c.jsonl", 200)
+    out_dir, spool_dir = tmp_path / "out", tmp_path / "spool"
+    out_dir.mkdir()
+    spool_dir.mkdir()
+    (out_dir / "notes.txt").write_text("mine")
+    pids = _killed_runs(src, out_dir, spool_dir)
+    before = sorted(os.listdir(out_dir))
+    r = invoke("neardup", "clean", "--dry-run", str(out_dir), str(spool_dir), text=True)
+    assert r.returncode == 0, r.stderr
+    assert all(f"left by process {pid}" in r.stdout for pid in pids), r.stdout
+    assert r.stdout.count("\n") == 2
+    assert sorted(os.listdir(out_dir)) == before
+    r = invoke("neardup", "clean", str(out_dir), str(spool_dir), text=True)
+    assert r.returncode == 0, r.stderr
+    assert "removed" in r.stdout
+    assert os.listdir(out_dir) == ["notes.txt"] and os.listdir(spool_dir) == []
+    r = invoke("neardup", "clean", str(out_dir), text=True)
+    assert r.returncode == 0 and "nothing to remove" in r.stdout
