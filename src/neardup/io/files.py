@@ -37,6 +37,7 @@ __all__ = [
     "input_size",
     "is_url",
     "list_url",
+    "local_path",
     "metered",
     "open_input",
     "open_parquet",
@@ -55,6 +56,33 @@ _BUFFER = 1 << 20
 def is_url(path: str | os.PathLike) -> bool:
     """True for ``scheme://...`` paths (read through fsspec); ``file://`` counts too."""
     return bool(_URL.match(os.fspath(path))) if isinstance(path, (str, os.PathLike)) else False
+
+
+#: fsspec protocols that name files of this machine (``file:///data/x.jsonl``).
+_LOCAL_SCHEMES = frozenset({"file", "local"})
+
+
+def local_path(path: str | os.PathLike) -> str | None:
+    """The file of this machine that ``path`` names: ``path`` itself when it is not a URL, the
+    path of a ``file://`` (or ``local://``) URL as fsspec reads it, None for any other URL.
+
+    The output checks resolve inputs through this, so that an input named as a URL is still
+    never overwritten.
+
+    Examples
+    --------
+    >>> local_path("file:///data/x.jsonl"), local_path("s3://bucket/x.jsonl")
+    ('/data/x.jsonl', None)
+    """
+    p = os.fspath(path)
+    if not is_url(p):
+        return p
+    if _scheme(p) not in _LOCAL_SCHEMES:
+        return None
+    try:
+        return url_filesystem(p)[1]
+    except MissingDependency:  # read the same way fsspec would: the rest, from the cwd
+        return os.path.abspath(p.split("://", 1)[1])
 
 
 def compression_of(path: str | os.PathLike) -> str | None:

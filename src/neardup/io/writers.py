@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from neardup.errors import InputError
-from neardup.io.files import is_url
+from neardup.io.files import local_path
 from neardup.io.filesystem import _fsync_dir, _inside, _same_file, _stat, _umask
 from neardup.io.formats import STDIO, display_name
 
@@ -55,6 +55,21 @@ class Output:
     def name(self) -> str:
         """The output's name in messages."""
         return display_name(self.path, output=True)
+
+
+def _enclosing_index(target: str) -> str | None:
+    """The neardup index directory that holds ``target`` (resolved), at any depth, or None:
+    an index's files are its own, written only through it."""
+    from neardup.index.storage import is_index_directory
+
+    d = os.path.dirname(target)
+    while True:
+        if is_index_directory(d):
+            return d
+        up = os.path.dirname(d)
+        if up == d:
+            return None
+        d = up
 
 
 class OutputSet:
@@ -94,19 +109,22 @@ class OutputSet:
 
     # ------------------------------------------------------------------ registration
     def add_inputs(self, paths: Iterable[str | os.PathLike]) -> None:
-        """Record files or directories the run reads (``-``, stdin, is ignored)."""
+        """Record files or directories the run reads (``-``, stdin, is ignored; a ``file://``
+        URL is the file it names, other URLs are never local outputs)."""
         for raw in paths:
             p = os.fspath(raw)
-            if p != STDIO and not is_url(p):  # a URL is never a local output
-                real = os.path.realpath(p)
+            local = local_path(p) if p != STDIO else None
+            if local is not None:
+                real = os.path.realpath(local)
                 self._inputs.append((p, real, _stat(real)))
         self._recheck()
 
     def protect(self, directory: str | os.PathLike) -> None:
         """Refuse outputs inside ``directory`` (an index: its files belong to it)."""
-        if is_url(directory):
+        local = local_path(directory)
+        if local is None:
             return
-        self._protected.append((os.fspath(directory), os.path.realpath(directory)))
+        self._protected.append((os.fspath(directory), os.path.realpath(local)))
         self._recheck()
 
     def _recheck(self) -> None:
@@ -200,6 +218,13 @@ class OutputSet:
                 raise InputError(
                     out.path, None, f"{out.what} is inside the index {given}; write it elsewhere"
                 )
+        index = _enclosing_index(target)
+        if index is not None:
+            raise InputError(
+                out.path,
+                None,
+                f"{out.what} is inside the neardup index {index}; write it elsewhere",
+            )
         for o in self._outputs:
             if o.target is None:
                 continue
