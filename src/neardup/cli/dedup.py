@@ -60,9 +60,11 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
                 f"within {against['distance']} bits; not Jaccard-verified (the index keeps no "
                 "sketches)"
             )
+        own = against.get("already_in_index", 0)
         lines.append(
             f"against index    {plural(against['dropped'], 'document')} dropped as seen in "
             f"{against['index']}: {how}"
+            + (f"; {own} already in it as themselves (same id and fingerprint)" if own else "")
         )
     if "bytes_in" in s:
         lines.append(

@@ -377,11 +377,13 @@ def dedup(
                 d = distance_for_threshold(threshold) if distance is None else int(distance)
                 checked = check_index(
                     index, fps, d, sketches=sketches, threshold=threshold, client=client,
-                    threads=threads,
+                    threads=threads, ids=ids,
                 )  # fmt: skip
                 exclude = checked.found  # decided here: no part in the batch's decisions
             else:
-                checked = check_index(index, fps, fp_distance, client=client, threads=threads)
+                checked = check_index(
+                    index, fps, fp_distance, client=client, threads=threads, ids=ids
+                )
             seen = checked.found
             already_seen = seen if already_seen is None else seen | np.asarray(already_seen, bool)
             seconds["against"] = time.perf_counter() - t0
@@ -426,8 +428,10 @@ def dedup(
             log(f"{n} document{'s'[: n != 1]} fingerprinted, {c} cluster{'s'[: c != 1]} found")
         if scan is not None:
             result.bytes_in = scan.bytes_in
-        if index is not None and update:
-            check_survivors(index, ids, fps, decisions.kept, scan)
+        if index is not None and update:  # those the index holds as themselves stay as they are
+            assert checked is not None
+            new = decisions.kept if checked.own is None else decisions.kept & ~checked.own
+            check_survivors(index, ids, fps, new, scan)
         t0 = time.perf_counter()
         if output is not None:
             assert scan is not None
@@ -453,7 +457,7 @@ def dedup(
         outputs.commit()
         # the index learns the survivors only once their outputs exist
         if index is not None and update:
-            added = add_survivors(index, ids, fps, decisions.kept, sketches)
+            added = add_survivors(index, ids, fps, new, sketches)
             seconds["write"] = time.perf_counter() - t0
             if log is not None:
                 log(f"added {added} document{'s'[: added != 1]} to {index.path}")
