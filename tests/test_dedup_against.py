@@ -3,7 +3,9 @@ from the index's contents, the update it makes, and the command line (in process
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 
 import naive
 import numpy as np
@@ -368,3 +370,52 @@ def test_a_retry_after_a_partial_update_finishes_it(tmp_path, request, kind):
     got = _dedup_update(src, out, ix)
     assert got["files"] == want["files"] and got["entries"] == want["entries"]
     assert got["summary"]["against"]["already_in_index"] == len(half)
+
+
+def _outputs(out) -> list[str]:
+    """The argument list of a run's outputs, all in directory ``out``."""
+    return ["-o", str(out / "kept.jsonl"), "--clusters", str(out / "c.jsonl"), "--drop-list",
+            str(out / "drop.txt"), "--json-summary", str(out / "s.json")]  # fmt: skip
+
+
+def _files(out) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.name != "s.json"}
+
+
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+def test_a_failed_index_update_changes_no_output(tmp_path, monkeypatch):
+    import neardup.index.writer as writer
+
+    src = tmp_path / "d.jsonl"
+    jsonl(src, [{"id": f"a{i}", "text": t} for i, t in enumerate(texts(30, 5))])
+    out, clean = tmp_path / "out", tmp_path / "clean"
+    out.mkdir()
+    clean.mkdir()
+    Index.create(tmp_path / "ix0", distance=10).close()
+    assert run("dedup", str(src), *_outputs(clean), "--against", str(tmp_path / "ix0"),
+               "--update").returncode == 0  # fmt: skip
+    (out / "kept.jsonl").write_text("OLD\n")
+    (out / "drop.txt").write_text("OLD\n")
+    before = _files(out)
+    ix = str(tmp_path / "ix")
+    Index.create(ix, distance=10).close()
+
+    def full_disk(directory, body):
+        raise OSError(errno.ENOSPC, "No space left on device", os.path.join(directory, "MANIFEST"))
+
+    monkeypatch.setattr(writer, "write_manifest", full_disk)
+    r = run("dedup", str(src), *_outputs(out), "--against", ix, "--update", "-q")
+    lines = [ln for ln in r.stderr.splitlines() if "compiling kernels" not in ln]
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0] == (
+        f"neardup: error: {ix}: index not updated: {ix}/MANIFEST: No space left on device; "
+        "no output was changed; run the same command again"
+    )
+    assert _files(out) == before  # the outputs put back, none added, no temporary file left
+    with Index.open(ix) as opened:
+        assert len(opened) == 0 and opened.generation == 0
+    monkeypatch.undo()  # the disk has room again: the same command finishes the run
+    assert run("dedup", str(src), *_outputs(out), "--against", ix, "--update").returncode == 0
+    assert _files(out) == _files(clean)
+    with Index.open(ix) as opened, Index.open(tmp_path / "ix0") as want:
+        assert len(opened) == len(want) > 0

@@ -21,7 +21,7 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
@@ -30,9 +30,29 @@ from neardup.io.files import local_path
 from neardup.io.filesystem import _fsync_dir, _inside, _same_file, _stat, _umask
 from neardup.io.formats import STDIO, display_name
 
-__all__ = ["Output", "OutputSet", "atomic_directory", "atomic_output"]
+__all__ = ["Output", "OutputSet", "RolledBack", "atomic_directory", "atomic_output"]
 
 _COPY_CHUNK = 1 << 20
+
+
+class RolledBack(ValueError):
+    """A change committed with the outputs (:meth:`OutputSet.commit` ``then``) failed, so the
+    outputs were put back: ``cause`` is its error, ``outputs`` the files it concerned and
+    ``left`` those that could not be put back (now holding this run's output)."""
+
+    def __init__(self, cause: Exception, outputs: list[Output], left: list[Output]) -> None:
+        self.cause = cause
+        self.outputs = outputs
+        self.left = left
+        if left:
+            state = f"{', '.join(o.name for o in left)} already written (could not be put back)"
+            rest = [o.name for o in outputs if o not in left]
+            if rest:
+                state += f"; {', '.join(rest)} left as they were"
+        else:
+            state = "no output was changed"
+        self.state = state
+        super().__init__(f"{cause}; {state}")
 
 
 @dataclass(eq=False)
@@ -386,11 +406,16 @@ class OutputSet:
                 return None  # no hard links here: commit without a way back for this file
         return None
 
-    def commit(self) -> None:
+    def commit(self, then: Callable[[], object] | None = None) -> None:
         """Move every staged output into place, then write stdout; nothing is left staged.
 
         Files replace their targets one after another once all are complete; if a rename
         fails, those already renamed are put back and the error names the output.
+
+        ``then`` is a further change that belongs with the outputs (the survivors added to an
+        index): it runs once every file is in place, before stdout is written. If it raises,
+        the files are put back as they were and :class:`RolledBack` says so (naming any that
+        could not be put back); an interrupt (Ctrl-C, SIGTERM) puts them back too.
         """
         self._check_usable()
         for o in self._outputs:
@@ -417,6 +442,8 @@ class OutputSet:
             raise
         for d in {os.path.dirname(o.target) for o, _ in done if o.target}:
             _fsync_dir(d)
+        if then is not None:
+            self._then(then, done)
         for _, backup in done:
             if backup is not None:
                 with contextlib.suppress(OSError):
@@ -428,18 +455,38 @@ class OutputSet:
         finally:
             self.abort()
 
-    def _roll_back(self, done: list[tuple[Output, str | None]]) -> None:
+    def _then(self, then: Callable[[], object], done: list[tuple[Output, str | None]]) -> None:
+        """Run ``then`` with the files in place; put them back if it fails."""
+        try:
+            then()
+        except Exception as e:
+            left = self._roll_back(done)
+            self.abort()
+            raise RolledBack(e, [o for o, _ in done], left) from e
+        except BaseException:
+            self._roll_back(done)
+            self.abort()
+            raise
+
+    def _roll_back(self, done: list[tuple[Output, str | None]]) -> list[Output]:
+        """Put back what the outputs in ``done`` replaced; return those it could not."""
+        left = []
         for o, backup in reversed(done):
             assert o.target is not None
-            with contextlib.suppress(OSError):
+            try:
                 if backup is not None:
                     os.replace(backup, o.target)
                 elif o.kind == "directory":
                     shutil.rmtree(o.target)
                     if o.existed:
                         os.mkdir(o.target, o.mode)
+                elif o.existed:  # no hard link to put back: what it replaced is gone
+                    left.append(o)
                 else:
                     os.unlink(o.target)
+            except OSError:
+                left.append(o)
+        return left[::-1]
 
     def _copy_out(self, out: Output) -> None:
         assert out.spool is not None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,6 +20,7 @@ from neardup.core.sketch import Sketches
 from neardup.errors import IdError, InputError
 from neardup.index import Index
 from neardup.index.redis import RedisIndex
+from neardup.io.writers import OutputSet, RolledBack
 from neardup.pipeline.scan import Scan
 
 
@@ -316,6 +317,29 @@ def check_survivors(
             f"id {sel[k]!r} is already in index {index.path} and this document is not near it; "
             "ids must be unique in the index (choose another --id-field or remove the old one)",
         )
+
+
+def commit_with_update(outputs: OutputSet, index: Any, add: Callable[[], object]) -> None:
+    """Commit the run's ``outputs`` and ``add`` the survivors to ``index`` together: the index
+    is updated once every output is in place, and if that fails the outputs are put back, so
+    both change or neither does. The error (exit status 2) says the state of each: the index
+    not updated (a Redis index: perhaps in part), the outputs as they were or those that could
+    not be put back, and that the same command finishes the run (``--update`` keeps and does
+    not add again the documents the index already holds)."""
+    try:
+        outputs.commit(then=add)
+    except RolledBack as e:
+        cause = e.cause
+        reason = str(cause)
+        if isinstance(cause, OSError) and cause.strerror:
+            reason = f"{cause.filename}: {cause.strerror}" if cause.filename else cause.strerror
+        partly = " (or only in part)" if isinstance(index, RedisIndex) else ""
+        fix = "run the same command again"
+        if partly or e.left:
+            fix += " to finish (a rerun does not add a document the index already holds)"
+        raise InputError(
+            str(index.path), None, f"index not updated{partly}: {reason}; {e.state}; {fix}"
+        ) from None
 
 
 def add_survivors(

@@ -286,6 +286,7 @@ def dedup(
         add_survivors,
         check_index,
         check_survivors,
+        commit_with_update,
         hold_writes,
         open_index,
         sketch_words,
@@ -454,13 +455,16 @@ def dedup(
             seconds["write"] = time.perf_counter() - t0
         if json_summary is not None:
             write_summary(result.summary(), json_summary, outputs=outputs)
-        outputs.commit()
-        # the index learns the survivors only once their outputs exist
-        if index is not None and update:
-            added = add_survivors(index, ids, fps, new, sketches)
+        if index is None or not update:
+            outputs.commit()
+        else:  # the index learns the survivors once their outputs exist, or neither changes
+            added: list[int] = []
+            commit_with_update(
+                outputs, index, lambda: added.append(add_survivors(index, ids, fps, new, sketches))
+            )
             seconds["write"] = time.perf_counter() - t0
             if log is not None:
-                log(f"added {added} document{'s'[: added != 1]} to {index.path}")
+                log(f"added {added[0]} document{'s'[: added[0] != 1]} to {index.path}")
     return result
 
 
