@@ -34,6 +34,9 @@ __all__ = [
     "tree_size",
     "ByteMeter",
     "compression_of",
+    "changed_error",
+    "check_unchanged",
+    "file_stamp",
     "input_size",
     "is_url",
     "list_url",
@@ -300,6 +303,50 @@ def input_size(path: str | os.PathLike) -> int:
         fs, q = url_filesystem(p)
         return int(fs.size(q) or 0)
     return os.path.getsize(p)
+
+
+#: What a remote filesystem's ``info()`` may report that changes when a file is rewritten.
+_CHANGE_KEYS = ("size", "mtime", "LastModified", "last_modified", "ETag", "etag", "created")
+
+
+def file_stamp(path: str | os.PathLike) -> tuple:
+    """What changes when the file at ``path`` is written to: device, inode, size,
+    modification and status-change times (ns) of a local file, which a write always changes
+    and no user can set back (the status-change time); the size, modification time and ETag a
+    remote filesystem reports for a URL (whatever of those it has).
+
+    A run that reads its inputs twice takes a stamp when it first opens them and compares it
+    with :func:`check_unchanged` before and after reading them again.
+    """
+    p = os.fspath(path)
+    if is_url(p):
+        fs, q = url_filesystem(p)
+        info = fs.info(q)
+        return tuple((k, str(info[k])) for k in _CHANGE_KEYS if k in info)
+    st = os.stat(p)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def check_unchanged(path: str | os.PathLike, stamp: tuple, what: str = "dedup") -> None:
+    """Raise :class:`InputError` naming ``path`` when its :func:`file_stamp` is no longer
+    ``stamp``: the file was rewritten, cut or replaced since then (or is gone)."""
+    p = os.fspath(path)
+    try:
+        now = file_stamp(p)
+    except (OSError, InputError):
+        now = None
+    if now != stamp:
+        raise changed_error(p, what)
+
+
+def changed_error(path: str, what: str = "dedup") -> InputError:
+    """The error for an input found changed between the passes of a run that reads it twice."""
+    return InputError(
+        path,
+        None,
+        f"changed while {what} ran (it reads its inputs twice); nothing was written: run it "
+        "again once nothing writes to the file",
+    )
 
 
 def list_url(url: str) -> list[tuple[str, str]]:
