@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 from cli import invoke
@@ -122,3 +124,72 @@ def test_unchanged_inputs_read_twice_are_accepted(tmp_path):
         InputPath(str(src)), output=str(tmp_path / "k.jsonl"), progress=lambda s, n: _jsonl(other)
     )
     assert len((tmp_path / "k.jsonl").read_text().splitlines()) == int(r.kept.sum()) > 0
+
+
+def _neardup(*args: str, tmp, stdin: bytes | None = None, shell: str | None = None):
+    """The real command in a child process (its own stdin, file descriptors and TMPDIR)."""
+    env = dict(os.environ, TMPDIR=str(tmp))
+    if shell is not None:
+        argv = ["bash", "-c", shell]
+    else:
+        argv = [sys.executable, "-m", "neardup", *args]
+    return subprocess.run(argv, input=stdin, capture_output=True, env=env, timeout=300)
+
+
+def _kept_ids(path) -> list[str]:
+    return [json.loads(x)["id"] for x in path.read_text().splitlines()]
+
+
+def test_pipes_fifos_and_process_substitution_are_read_once_and_spooled(tmp_path):
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, [*ROWS, dict(ROWS[0], id="copy")])
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r = _neardup("dedup", str(src), "-o", str(tmp_path / "want.jsonl"), "-q", tmp=tmp)
+    assert r.returncode == 0, r.stderr
+    want = _kept_ids(tmp_path / "want.jsonl")
+    assert "copy" not in want and len(want) == len(ROWS)
+    # stdin as /dev/stdin (a pipe)
+    out, summary = tmp_path / "k1.jsonl", tmp_path / "s1.json"
+    r = _neardup("dedup", "/dev/stdin", "--format", "jsonl", "-o", str(out), "--json-summary",
+                 str(summary), "-q", tmp=tmp, stdin=src.read_bytes())  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert _kept_ids(out) == want
+    assert json.loads(summary.read_text())["temp_bytes"] > src.stat().st_size  # counted
+    # <(cmd): /dev/fd/N
+    out = tmp_path / "k2.jsonl"
+    cmd = f"{sys.executable} -m neardup dedup <(cat {src}) --format jsonl -o {out} -q"
+    r = _neardup(tmp=tmp, shell=cmd)
+    assert r.returncode == 0, r.stderr
+    assert _kept_ids(out) == want
+    # a FIFO, written once by another process
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    out = tmp_path / "k3.jsonl"
+    cmd = f"cat {src} > {fifo} & {sys.executable} -m neardup dedup {fifo} -o {out} -q; wait"
+    r = _neardup(tmp=tmp, shell=cmd)
+    assert r.returncode == 0, r.stderr
+    assert _kept_ids(out) == want
+    assert os.listdir(tmp) == []  # every temporary copy removed
+
+
+def test_stdin_as_text_and_parquet_keeps_its_content(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    text = b"one document read from a pipe, not an empty file\n"
+    r = _neardup("dedup", "/dev/stdin", "-o", str(tmp_path / "out"), "-q", tmp=tmp, stdin=text)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out" / "stdin").read_bytes() == text
+    pytest.importorskip("pyarrow")
+    _write_parquet(tmp_path / "in.parquet", [*ROWS, dict(ROWS[1], id="copy")])
+    out = tmp_path / "k.parquet"
+    r = _neardup("dedup", "/dev/stdin", "--format", "parquet", "-o", str(out), "-q", tmp=tmp,
+                 stdin=(tmp_path / "in.parquet").read_bytes())  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(out).column("id").to_pylist() == [r["id"] for r in ROWS]
+    assert os.listdir(tmp) == []
+    # '-' says how to pass stdin
+    r = _neardup("dedup", "-", "-o", str(tmp_path / "x.jsonl"), tmp=tmp)
+    assert r.returncode == 2 and b"name it /dev/stdin" in r.stderr

@@ -22,7 +22,10 @@ import io
 import lzma
 import os
 import re
+import shutil
+import stat
 import sys
+import tempfile
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -45,6 +48,7 @@ __all__ = [
     "open_input",
     "open_parquet",
     "open_output_stream",
+    "spooled",
     "strip_compression",
     "url_filesystem",
 ]
@@ -200,7 +204,86 @@ def _backend_hint(scheme: str, err: ImportError) -> str:
     )
 
 
+#: Special files (pipes, FIFOs, ``/dev/stdin``, ``<(cmd)``) read once by :func:`spooled`, as
+#: named -> their temporary copy; every reader here reads the copy while it exists.
+_SPOOLED: dict[str, str] = {}
+
+
+def _local(path: str) -> str:
+    return _SPOOLED.get(path, path)
+
+
+class Spooled:
+    """The special files :func:`spooled` copied: ``paths`` (as named) and ``nbytes`` in all."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.nbytes = 0
+
+
+def _special_kind(path: str) -> str | None:
+    """``"pipe"`` for a FIFO or socket, ``"device"`` for a character device (a terminal,
+    ``/dev/stdin``), ``"block device"``, or None for a regular file, a directory or a URL."""
+    if is_url(path):
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        return "pipe"
+    if stat.S_ISCHR(mode):
+        return "device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    return None
+
+
+@contextlib.contextmanager
+def spooled(
+    paths: Iterator[str] | list[str], directory: str | os.PathLike | None = None
+) -> Iterator[Spooled]:
+    """Read each special file among ``paths`` (a pipe or FIFO, ``/dev/stdin``, ``<(cmd)``'s
+    ``/dev/fd/N``, a terminal) once, into a temporary file in ``directory`` (default ``TMPDIR``),
+    for a run that reads its inputs twice: inside the block, :func:`open_input`,
+    :func:`open_parquet`, :func:`input_size` and :func:`file_stamp` read the copy under the
+    name given; the copies are removed when the block ends. Regular files, directories and
+    URLs are left as they are.
+
+    Raises
+    ------
+    InputError
+        For a block device (naming it), or a read error of a special file.
+    """
+    done = Spooled()
+    try:
+        for p in dict.fromkeys(os.fspath(q) for q in paths):
+            kind = _special_kind(p)
+            if kind is None or p in _SPOOLED:
+                continue
+            if kind == "block device":
+                raise InputError(p, None, "is a block device, not a file of documents")
+            fd, tmp = tempfile.mkstemp(prefix="neardup-input-", suffix=".tmp", dir=directory)
+            _SPOOLED[p] = tmp
+            done.paths.append(p)
+            with os.fdopen(fd, "wb") as w:
+                try:
+                    with open(p, "rb") as r:
+                        shutil.copyfileobj(r, w, _BUFFER)
+                except OSError as e:
+                    if e.filename is None or os.fspath(e.filename) == p:
+                        raise InputError(p, None, f"cannot read it ({e.strerror or e})") from None
+                    raise
+                done.nbytes += w.tell()
+        yield done
+    finally:
+        for p in done.paths:
+            with contextlib.suppress(OSError):
+                os.unlink(_SPOOLED.pop(p))
+
+
 def _open_raw(path: str) -> IO[bytes]:
+    path = _local(path)
     if is_url(path):
         fs, p = url_filesystem(path)
         try:
@@ -277,7 +360,7 @@ def open_parquet(path: str | os.PathLike) -> Any:
         if p == "-":
             return pq.ParquetFile(io.BytesIO(sys.stdin.buffer.read()))
         if not is_url(p):
-            return pq.ParquetFile(p)
+            return pq.ParquetFile(_local(p))
         fs, q = url_filesystem(p)
         if not fs.exists(q):
             raise InputError(p, None, "no such file")
@@ -302,7 +385,7 @@ def input_size(path: str | os.PathLike) -> int:
     if is_url(p):
         fs, q = url_filesystem(p)
         return int(fs.size(q) or 0)
-    return os.path.getsize(p)
+    return os.path.getsize(_local(p))
 
 
 #: What a remote filesystem's ``info()`` may report that changes when a file is rewritten.
@@ -323,7 +406,7 @@ def file_stamp(path: str | os.PathLike) -> tuple:
         fs, q = url_filesystem(p)
         info = fs.info(q)
         return tuple((k, str(info[k])) for k in _CHANGE_KEYS if k in info)
-    st = os.stat(p)
+    st = os.stat(_local(p))
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 

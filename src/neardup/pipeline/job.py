@@ -31,6 +31,7 @@ from neardup.core.verify import (
     set_fingerprints,
 )
 from neardup.errors import InputError, holding
+from neardup.io.files import spooled
 from neardup.io.sources import expand_inputs, is_paths, texts_and_ids
 from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import wait_ahead
@@ -334,6 +335,8 @@ def dedup(
         register_outputs(outputs, files or [], output, clusters, drop_list, json_summary)
         for extra in extra_outputs:
             extra.register(outputs)
+        # pipes, FIFOs and /dev/stdin are read once, into temporary files read twice
+        piped = stack.enter_context(spooled([f.path for f in files or []]))
         spool = stack.enter_context(ShingleSpool()) if verify else None
 
         t0 = time.perf_counter()
@@ -422,7 +425,8 @@ def dedup(
         result.against = checked
         if verified is not None:
             assert spool is not None
-            result.verified, result.threshold, result.temp_bytes = verified, threshold, temp_bytes
+            result.verified, result.threshold = verified, threshold
+            result.temp_bytes = temp_bytes + piped.nbytes
             _report_no_shingles(verified, log)
         if log is not None:
             n, c = len(result), result.n_clusters
