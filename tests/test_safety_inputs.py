@@ -82,8 +82,9 @@ def test_an_input_changed_between_the_passes_stops_the_run(tmp_path, monkeypatch
     assert sorted(os.listdir(tmp_path)) == [src.name]  # nothing written, no temporary file
 
 
+@pytest.mark.parametrize("stage", ["read", "write"])
 @pytest.mark.parametrize("kind", ["jsonl", "parquet"])
-def test_an_input_changed_during_the_second_pass_stops_the_run(tmp_path, kind):
+def test_an_input_changed_during_a_pass_stops_the_run(tmp_path, kind, stage):
     if kind == "parquet":
         pytest.importorskip("pyarrow")
         a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
@@ -102,8 +103,8 @@ def test_an_input_changed_during_the_second_pass_stops_the_run(tmp_path, kind):
         def change() -> None:
             _rewrite_jsonl(src)
 
-    def progress(stage: str, n: int) -> None:
-        if stage == "write" and not changed:
+    def progress(now: str, n: int) -> None:
+        if now == stage and not changed and (n or stage == "read"):
             changed.append(True)
             change()
 

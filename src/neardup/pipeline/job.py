@@ -250,8 +250,12 @@ def dedup(
         ``client`` this check runs in batch mode on the cluster, and ``against`` may also be
         Parquet files (paths or globs ending in ``.parquet``, columns ``fingerprint`` and ``id``).
     update : bool
-        With ``against``: add the kept documents to the index (after the outputs are committed;
-        their ids are checked against the index before anything is written).
+        With ``against``: add the kept documents to the index, once the outputs are in place;
+        if that fails the outputs are put back (their ids are checked against the index before
+        anything is written). A document the index already holds as itself (same id, same
+        fingerprint) is kept and not added again, and the index's entries of this input take
+        no part in the check against it: a rerun on the same data writes the same outputs and
+        changes nothing, and a rerun after a partial update completes it.
     client : distributed.Client, optional
         Run the search on this Dask cluster (same decisions; see :func:`decide` and
         :func:`decide_verified_sets`).
