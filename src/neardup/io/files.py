@@ -22,7 +22,6 @@ import io
 import lzma
 import os
 import re
-import shutil
 import stat
 import sys
 import tempfile
@@ -239,6 +238,31 @@ def _special_kind(path: str) -> str | None:
     return None
 
 
+def _copy_special(path: str, w: IO[bytes], tmp: str) -> int:
+    """Copy the special file ``path`` to ``w`` (the file ``tmp``); return the bytes copied. A
+    read error names ``path``, a write error the temporary file and where it is."""
+    n = 0
+    try:
+        r = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as e:
+        raise InputError(path, None, f"cannot read it ({e.strerror or e})") from None
+    with r:
+        while True:
+            try:
+                chunk = r.read(_BUFFER)
+            except OSError as e:
+                raise InputError(path, None, f"cannot read it ({e.strerror or e})") from None
+            if not chunk:
+                return n
+            try:
+                w.write(chunk)
+            except OSError as e:
+                raise OSError(
+                    e.errno, f"{e.strerror or e} (a copy of {path}, in TMPDIR)", tmp
+                ) from None
+            n += len(chunk)
+
+
 @contextlib.contextmanager
 def spooled(
     paths: Iterator[str] | list[str], directory: str | os.PathLike | None = None
@@ -267,14 +291,7 @@ def spooled(
             _SPOOLED[p] = tmp
             done.paths.append(p)
             with os.fdopen(fd, "wb") as w:
-                try:
-                    with open(p, "rb") as r:
-                        shutil.copyfileobj(r, w, _BUFFER)
-                except OSError as e:
-                    if e.filename is None or os.fspath(e.filename) == p:
-                        raise InputError(p, None, f"cannot read it ({e.strerror or e})") from None
-                    raise
-                done.nbytes += w.tell()
+                done.nbytes += _copy_special(p, w, tmp)
         yield done
     finally:
         for p in done.paths:
