@@ -347,6 +347,7 @@ def dedup(
         sets: ShingleSets | None = None
         scan: Scan | None = None
         pos: np.ndarray | None = None
+        given_ids = None
         if files is not None:
             with holding(_HOLDING_SCAN, _FIX_SCAN):
                 scan = scan_files(
@@ -374,6 +375,8 @@ def dedup(
                     sets = subset_sets(spool.sets(), np.isin(read_pos, pos))
         seconds["read+fingerprint"] = time.perf_counter() - t0
         checked = sketches = exclude = None
+        # ids that name documents (not positions in a list): an entry with one is that document
+        named_ids = ids if files is not None or given_ids is not None else None
         if index is not None:
             t0 = time.perf_counter()
             words = sketch_words(index)
@@ -385,12 +388,12 @@ def dedup(
                 d = distance_for_threshold(threshold) if distance is None else int(distance)
                 checked = check_index(
                     index, fps, d, sketches=sketches, threshold=threshold, client=client,
-                    threads=threads, ids=ids,
+                    threads=threads, ids=named_ids,
                 )  # fmt: skip
                 exclude = checked.found  # decided here: no part in the batch's decisions
             else:
                 checked = check_index(
-                    index, fps, fp_distance, client=client, threads=threads, ids=ids
+                    index, fps, fp_distance, client=client, threads=threads, ids=named_ids
                 )
             seen = checked.found
             already_seen = seen if already_seen is None else seen | np.asarray(already_seen, bool)
