@@ -230,3 +230,33 @@ def test_an_unwritable_directory_is_refused_up_front(tmp_path):
             outs.file(d / "o.txt")
     finally:
         os.chmod(d, 0o755)
+
+
+def test_outputs_that_cannot_be_put_back_are_named(tmp_path, monkeypatch):
+    (tmp_path / "a.txt").write_text("OLD A")
+    (tmp_path / "b.txt").write_text("OLD B")
+    real_replace = os.replace
+
+    def replace(src, dst):  # putting a.txt back fails (its backup is a hard link ".a.txt.*")
+        if os.path.basename(src).startswith(".a.txt.") and src.endswith(".old.tmp"):
+            raise OSError(errno.EIO, "Input/output error", src)
+        return real_replace(src, dst)
+
+    def index_full():
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writers.os, "replace", replace)
+    with OutputSet() as outs:
+        a, b, c = (outs.file(tmp_path / n) for n in ("a.txt", "b.txt", "c.txt"))
+        for o in (a, b, c):
+            with outs.open(o, "w") as f:
+                f.write("NEW")
+        with pytest.raises(writers.RolledBack) as e:
+            outs.commit(then=index_full)
+    assert [o.path for o in e.value.left] == [str(tmp_path / "a.txt")]
+    assert str(e.value).endswith(
+        f"; {tmp_path / 'a.txt'} already written (could not be put back); "
+        f"{tmp_path / 'b.txt'}, {tmp_path / 'c.txt'} left as they were"
+    )
+    assert (tmp_path / "a.txt").read_text() == "NEW" and (tmp_path / "b.txt").read_text() == "OLD B"
+    assert not (tmp_path / "c.txt").exists()
