@@ -3,7 +3,9 @@ from the index's contents, the update it makes, and the command line (in process
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 
 import naive
 import numpy as np
@@ -11,13 +13,16 @@ import pytest
 from cli import invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from servers import RedisNode, needs_redis
+from servers import REDIS_CLI, REDIS_SERVER, RedisNode, fresh_name, needs_redis
 
 import neardup
 from neardup import Fingerprinter
 from neardup.core.similarity import distance_for_threshold
 from neardup.core.verify import priority_order
 from neardup.index import Index
+from neardup.io.sources import InputPath
+
+REDIS = REDIS_SERVER is not None and REDIS_CLI is not None
 
 WORDS = 8
 
@@ -125,7 +130,8 @@ def test_summary_clusters_and_index_matches(tmp_path):
     assert a.found[:5][r1.kept[10:]].all()  # the documents added from the first dump
     s = r.summary()
     assert s["against"] == {"index": str(tmp_path / "ix"), "dropped": a.n_found,
-                            "verified": "sketch", "distance": 10}  # fmt: skip
+                            "already_in_index": 0, "verified": "sketch",
+                            "distance": 10}  # fmt: skip
     t = r.index_matches
     assert t.column("index").to_pylist() == np.flatnonzero(a.found).tolist()
     assert t.column("verified").to_pylist() == ["sketch"] * a.n_found
@@ -273,3 +279,143 @@ def test_redis_index_keeps_fingerprint_checks(tmp_path):
         assert r.against.distance.tolist() == want.against.distance.tolist()
     finally:
         node.stop()
+
+
+def _index(kind: str, tmp_path, request) -> str:
+    """A new empty index: local, local with sketches, or on a real Redis server."""
+    if kind == "redis":
+        if not REDIS:
+            pytest.skip("redis-server is not installed")
+        url = fresh_name(request.getfixturevalue("node").url, "retry")
+        Index.create(url, distance=10).close()
+        return url
+    path = str(tmp_path / "ix")
+    if kind == "sketch":
+        Index.create(path, threshold=0.8, sketch_words=WORDS).close()
+    else:
+        Index.create(path, distance=10).close()
+    return path
+
+
+def _dedup_update(src, out, ix: str, *extra: str) -> dict:
+    """``neardup dedup SRC --against IX --update``: what it wrote and the index's size after."""
+    files = {n: out / n for n in ("kept.jsonl", "drop.txt", "c.jsonl", "s.json")}
+    r = run("dedup", str(src), "-o", str(files["kept.jsonl"]), "--drop-list",
+            str(files["drop.txt"]), "--clusters", str(files["c.jsonl"]), "--json-summary",
+            str(files["s.json"]), "--against", ix, "--update", *extra)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    got = {n: p.read_text() for n, p in files.items() if n != "s.json"}
+    summary = json.loads(files["s.json"].read_text())
+    with Index.open(ix) as opened:
+        return {"files": got, "summary": summary, "entries": len(opened), "stderr": r.stderr}
+
+
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+@pytest.mark.parametrize(
+    "kind, extra",
+    [
+        ("plain", ()),
+        ("plain", ("--no-verify",)),
+        ("sketch", ()),
+        ("redis", ()),
+        ("redis", ("--no-verify",)),
+    ],  # fmt: skip
+)
+def test_update_rerun_on_the_same_dump_changes_nothing(tmp_path, request, kind, extra):
+    docs = texts(40, 9)
+    d1, d2 = tmp_path / "d1.jsonl", tmp_path / "d2.jsonl"
+    jsonl(d1, [{"id": f"a{i}", "text": t} for i, t in enumerate(docs[:28])])
+    jsonl(d2, [{"id": f"b{i}", "text": t} for i, t in enumerate(docs[20:])])
+    ix = _index(kind, tmp_path, request)
+    runs = []
+    for src in (d1, d1, d2, d2, d1):
+        out = tmp_path / f"run{len(runs)}"
+        out.mkdir()
+        runs.append(_dedup_update(src, out, ix, *extra))
+    first, again = runs[0], runs[1]
+    kept = [json.loads(x)["id"] for x in first["files"]["kept.jsonl"].splitlines()]
+    assert 0 < len(kept) < 28 and first["entries"] == len(kept)
+    # a retry writes the same outputs and adds nothing: every kept document is in the index
+    # as itself (same id, same fingerprint), not a near-duplicate of itself
+    assert again["files"] == first["files"] and again["entries"] == first["entries"]
+    assert again["summary"]["against"]["already_in_index"] == len(kept)
+    assert again["summary"]["against"]["dropped"] == first["summary"]["against"]["dropped"] == 0
+    assert f"{len(kept)} already in it as themselves" in again["stderr"]
+    # the second dump meets the first in the index; its retry and the first dump's are unchanged
+    assert runs[2]["summary"]["against"]["dropped"] > 0 and runs[2]["entries"] > len(kept)
+    assert runs[3]["files"] == runs[2]["files"] and runs[3]["entries"] == runs[2]["entries"]
+    assert runs[4]["files"] == first["files"] and runs[4]["entries"] == runs[2]["entries"]
+
+
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+@pytest.mark.parametrize("kind", ["plain", "sketch"])
+def test_a_retry_after_a_partial_update_finishes_it(tmp_path, request, kind):
+    # what an interrupted run leaves (its outputs written, some survivors added or none),
+    # then the same command again: the outputs of one clean run, every survivor added once
+    docs = texts(40, 12)
+    src = tmp_path / "d.jsonl"
+    jsonl(src, [{"id": f"a{i}", "text": t} for i, t in enumerate(docs)])
+    clean, out = tmp_path / "clean", tmp_path / "retry"
+    clean.mkdir()
+    out.mkdir()
+    want = _dedup_update(src, clean, _index(kind, clean, request))
+    ix = _index(kind, out, request)
+    r = neardup.dedup(InputPath(str(src)), against=ix)  # the survivors and their fingerprints
+    assert r.kept.sum() == want["entries"]
+    half = np.flatnonzero(r.kept)[::2]
+    with Index.open(ix, "w") as w:
+        neardup.dedup(InputPath(str(src)), against=w, update=True)  # every survivor, then
+        w.remove([r.ids[i] for i in np.flatnonzero(r.kept)[1::2]])  # all but half of them
+        assert len(w) == len(half)
+    got = _dedup_update(src, out, ix)
+    assert got["files"] == want["files"] and got["entries"] == want["entries"]
+    assert got["summary"]["against"]["already_in_index"] == len(half)
+
+
+def _outputs(out) -> list[str]:
+    """The argument list of a run's outputs, all in directory ``out``."""
+    return ["-o", str(out / "kept.jsonl"), "--clusters", str(out / "c.jsonl"), "--drop-list",
+            str(out / "drop.txt"), "--json-summary", str(out / "s.json")]  # fmt: skip
+
+
+def _files(out) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.name != "s.json"}
+
+
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+def test_a_failed_index_update_changes_no_output(tmp_path, monkeypatch):
+    import neardup.index.writer as writer
+
+    src = tmp_path / "d.jsonl"
+    jsonl(src, [{"id": f"a{i}", "text": t} for i, t in enumerate(texts(30, 5))])
+    out, clean = tmp_path / "out", tmp_path / "clean"
+    out.mkdir()
+    clean.mkdir()
+    Index.create(tmp_path / "ix0", distance=10).close()
+    assert run("dedup", str(src), *_outputs(clean), "--against", str(tmp_path / "ix0"),
+               "--update").returncode == 0  # fmt: skip
+    (out / "kept.jsonl").write_text("OLD\n")
+    (out / "drop.txt").write_text("OLD\n")
+    before = _files(out)
+    ix = str(tmp_path / "ix")
+    Index.create(ix, distance=10).close()
+
+    def full_disk(directory, body):
+        raise OSError(errno.ENOSPC, "No space left on device", os.path.join(directory, "MANIFEST"))
+
+    monkeypatch.setattr(writer, "write_manifest", full_disk)
+    r = run("dedup", str(src), *_outputs(out), "--against", ix, "--update", "-q")
+    lines = [ln for ln in r.stderr.splitlines() if "compiling kernels" not in ln]
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0] == (
+        f"neardup: error: {ix}: index not updated: {ix}/MANIFEST: No space left on device; "
+        "no output was changed; run the same command again"
+    )
+    assert _files(out) == before  # the outputs put back, none added, no temporary file left
+    with Index.open(ix) as opened:
+        assert len(opened) == 0 and opened.generation == 0
+    monkeypatch.undo()  # the disk has room again: the same command finishes the run
+    assert run("dedup", str(src), *_outputs(out), "--against", ix, "--update").returncode == 0
+    assert _files(out) == _files(clean)
+    with Index.open(ix) as opened, Index.open(tmp_path / "ix0") as want:
+        assert len(opened) == len(want) > 0

@@ -176,3 +176,49 @@ def test_index_commands_take_a_redis_url(node, tmp_path):
     assert answers[0] == answers[1] and '"matches": [["a25", 0]' in answers[0]
     with Index.open(ix, "w") as w, pytest.raises(ValueError, match="keeps no sketches"):
         w.add(None, ["z"], sketches=(np.zeros((1, 8), np.uint64), np.ones(1, np.uint32)))
+
+
+def test_a_redis_failure_at_the_update_changes_no_output_and_a_rerun_finishes(
+    node, tmp_path, monkeypatch
+):
+    d1, _ = dumps(tmp_path, False)
+    out, clean = tmp_path / "out", tmp_path / "clean"
+    out.mkdir()
+    clean.mkdir()
+    outputs = ["--clusters", "c.jsonl", "--drop-list", "drop.txt"]
+
+    def argv(where, ix):
+        return ["dedup", str(d1), "-o", str(where / "kept.jsonl"), "--against", ix, "--update",
+                *[str(where / a) if a.endswith(("jsonl", "txt")) else a for a in outputs]]  # fmt: skip
+
+    # the lease the failed run cannot release (Redis refuses writes) expires soon
+    monkeypatch.setattr(config, "REDIS_LOCK_LEASE_S", 1.0)
+    want = fresh(node.url)
+    Index.create(want, distance=6).close()
+    assert run(*argv(clean, want)).returncode == 0
+    (out / "kept.jsonl").write_text("OLD\n")
+    url = fresh(node.url)
+    Index.create(url, distance=6).close()
+    add = RedisIndex.add
+
+    def refused(self, *a, **k):  # Redis itself refuses the writes from now on
+        node.cli("config", "set", "min-replicas-to-write", "1")
+        return add(self, *a, **k)
+
+    monkeypatch.setattr(RedisIndex, "add", refused)
+    try:
+        r = run(*argv(out, url), "-q")
+    finally:
+        node.cli("config", "set", "min-replicas-to-write", "0")
+    lines = [ln for ln in r.stderr.splitlines() if "compiling kernels" not in ln]
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"{url}: index not updated (or only in part): " in lines[0]
+    assert "no output was changed; run the same command again to finish" in lines[0]
+    assert sorted(p.name for p in out.iterdir()) == ["kept.jsonl"]
+    assert (out / "kept.jsonl").read_text() == "OLD\n"
+    monkeypatch.setattr(RedisIndex, "add", add)
+    assert run(*argv(out, url)).returncode == 0
+    got = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert got == {p.name: p.read_bytes() for p in clean.iterdir()}
+    with Index.open(url) as a, Index.open(want) as b:
+        assert len(a) == len(b) > 0

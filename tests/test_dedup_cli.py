@@ -87,7 +87,7 @@ def test_bad_input_errors_and_skip_bad(tmp_path):
     r = run(str(tmp_path / "nope.jsonl"), "-o", str(out))
     assert r.returncode == 2 and "nope.jsonl: no such file" in r.stderr
     r = run("-", "-o", str(out))
-    assert r.returncode == 2 and "save stdin to a file" in r.stderr
+    assert r.returncode == 2 and "save stdin to a file" in r.stderr and "/dev/stdin" in r.stderr
     r = run(str(src), "-o", str(out), "-d", "6", "--blocks", "5")
     assert r.returncode == 2 and "blocks must be > distance" in r.stderr
 

@@ -550,3 +550,47 @@ def test_the_fuzz_corpus_covers_what_the_issue_named(scratch):
         assert not math.isnan(0.0)
     finally:
         shutil.rmtree(d)
+
+
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+@settings(max_examples=max(3, N // 6), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**16),
+    cut=st.integers(5, 35),
+    overlap=st.integers(0, 10),
+    how=st.sampled_from(["verified", "fingerprint", "sketch"]),
+    keep=st.sampled_from(["first", "longest"]),
+)
+def test_update_retries_change_nothing(scratch, seed, cut, overlap, how, keep):
+    """Dumps deduplicated one after another against an index with ``update``, each run twice
+    (a retry) and the first again at the end: a retry keeps what the run kept and adds nothing."""
+    import naive
+    import pyarrow as pa
+
+    docs = naive.text_families(40, seed)
+    ids = [f"d{i}" for i in range(len(docs))]
+    lo = max(0, cut - overlap)
+    dumps = [pa.table({"id": ids[:cut], "text": docs[:cut]}),
+             pa.table({"id": ids[lo:], "text": docs[lo:]})]  # fmt: skip
+    d = tempfile.mkdtemp(dir=scratch)
+    kw = {"verify": how != "fingerprint", "keep": keep}
+    if how == "sketch":
+        ix = Index.create(os.path.join(d, "ix"), threshold=0.8, sketch_words=8)
+    else:
+        ix = Index.create(os.path.join(d, "ix"), distance=10)
+    try:
+        first = []
+        for k in (0, 0, 1, 1, 0):
+            size = len(ix)
+            r = neardup.dedup(dumps[k], against=ix, update=True, **kw)
+            kept = [r.ids[i] for i in np.flatnonzero(r.kept)]
+            # what the index held as itself (a document of both dumps) is kept, not added
+            assert r.against.own[r.kept].sum() == len(kept) - (len(ix) - size)
+            if len(first) <= k:
+                first.append(kept)
+                continue
+            assert kept == first[k]  # a retry keeps the same documents...
+            assert len(ix) == size and r.against.own[r.kept].all()  # ... all held already
+    finally:
+        ix.close()
+        shutil.rmtree(d)

@@ -73,6 +73,26 @@ def _one_line_error(r, code: int = 2) -> str:
         ["neardup", "index", "query", "{d}/ix", "{d}/docs", "-o", "{d}/docs/a.jsonl"],
         ["neardup", "find-all", "{d}/fpsdir", "-o", "{d}/fpsdir/f.txt"],
         ["neardup", "fingerprint", "{d}/docs", "-o", "{d}/docs/a.jsonl"],
+        # an input named as a URL is the file it names
+        ["neardup", "dedup", "file://{in}", "-o", "{in}"],
+        ["neardup", "dedup", "file://{in}", "-o", "{d}/kept.jsonl", "--clusters", "{in}"],
+        [
+            "neardup",
+            "dedup",
+            "local://{d}/docs",
+            "-o",
+            "{d}/kept.jsonl",
+            "--drop-list",
+            "{d}/docs/a.jsonl",
+        ],  # fmt: skip
+        ["neardup", "fingerprint", "file://{in}", "-o", "{d}/link"],
+        ["neardup", "index", "query", "{d}/ix", "file://{in}", "-o", "{in}"],
+        # an index's files are its own, whether or not the run uses it
+        ["neardup", "dedup", "{in}", "-o", "{d}/ix/MANIFEST"],
+        ["neardup", "dedup", "{in}", "-o", "{d}/kept.jsonl", "--json-summary", "{d}/ixlink/s"],
+        ["neardup", "dedup", "{in}", "-o", "{d}/kept.jsonl", "--report", "{d}/ixlink/r.html"],
+        ["neardup", "fingerprint", "{in}", "-o", "{d}/ix/fps.txt"],
+        ["neardup", "find-all", "{fps}", "-o", "{d}/ixlink/pairs.txt"],
     ],
 )
 def test_unsafe_outputs_fail_before_any_work_and_change_nothing(tmp_path, args):
@@ -88,6 +108,7 @@ def test_unsafe_outputs_fail_before_any_work_and_change_nothing(tmp_path, args):
     (d / "fpsdir").mkdir()
     (d / "fpsdir" / "f.txt").write_text("1\n3\n")
     Index.create(d / "ix", distance=6).close()
+    (d / "ixlink").symlink_to(d / "ix")
     before = _snapshot(d)
     sub = {"{in}": str(src), "{d}": str(d), "{fps}": str(d / "fps.txt"), "{base}": "work"}
     argv = list(args)

@@ -136,6 +136,50 @@ def test_a_failed_rename_puts_back_the_outputs_already_committed(tmp_path, monke
     assert _listing(tmp_path) == ["a.txt"]
 
 
+def _three_outputs(outs: OutputSet, tmp_path) -> None:
+    """An existing file, a new file, a new directory and stdout, all written ``NEW``."""
+    a, b = outs.file(tmp_path / "a.txt"), outs.file(tmp_path / "b.txt")
+    d, o = outs.directory(tmp_path / "dir"), outs.file("-")
+    for x in (a, b, o):
+        with outs.open(x, "w") as f:
+            f.write("NEW")
+    with outs.open_directory(d) as tmp:
+        (tmp_path / tmp / "x.txt").write_text("NEW")
+
+
+def test_a_change_committed_with_the_outputs_sees_them_or_undoes_them(tmp_path, capfdbinary):
+    (tmp_path / "a.txt").write_text("OLD A")
+    seen = []
+
+    def index_update():  # runs with every file in place, before stdout is written
+        seen.append([(tmp_path / n).read_text() for n in ("a.txt", "b.txt", "dir/x.txt")])
+        seen.append(capfdbinary.readouterr().out)
+
+    with OutputSet() as outs:
+        _three_outputs(outs, tmp_path)
+        outs.commit(then=index_update)
+    assert seen == [["NEW"] * 3, b""] and capfdbinary.readouterr().out == b"NEW"
+
+    def index_full():
+        raise OSError(errno.ENOSPC, "No space left on device", "ix/MANIFEST")
+
+    before = {n: (tmp_path / n).read_text() for n in ("a.txt", "b.txt", "dir/x.txt")}
+    (tmp_path / "b.txt").unlink()
+    (tmp_path / "dir" / "x.txt").unlink()
+    (tmp_path / "dir").rmdir()
+    with OutputSet() as outs:
+        _three_outputs(outs, tmp_path)
+        with pytest.raises(writers.RolledBack) as e:
+            outs.commit(then=index_full)
+    # every file as it was, none added, no temporary file left, nothing on stdout
+    assert _listing(tmp_path) == ["a.txt"] and (tmp_path / "a.txt").read_text() == before["a.txt"]
+    assert capfdbinary.readouterr().out == b""
+    assert e.value.left == [] and isinstance(e.value.cause, OSError)
+    assert (
+        str(e.value) == "[Errno 28] No space left on device: 'ix/MANIFEST'; no output was changed"
+    )
+
+
 def test_an_existing_file_keeps_its_permissions(tmp_path):
     p = tmp_path / "secret.txt"
     p.write_text("old")
@@ -186,3 +230,33 @@ def test_an_unwritable_directory_is_refused_up_front(tmp_path):
             outs.file(d / "o.txt")
     finally:
         os.chmod(d, 0o755)
+
+
+def test_outputs_that_cannot_be_put_back_are_named(tmp_path, monkeypatch):
+    (tmp_path / "a.txt").write_text("OLD A")
+    (tmp_path / "b.txt").write_text("OLD B")
+    real_replace = os.replace
+
+    def replace(src, dst):  # putting a.txt back fails (its backup is a hard link ".a.txt.*")
+        if os.path.basename(src).startswith(".a.txt.") and src.endswith(".old.tmp"):
+            raise OSError(errno.EIO, "Input/output error", src)
+        return real_replace(src, dst)
+
+    def index_full():
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writers.os, "replace", replace)
+    with OutputSet() as outs:
+        a, b, c = (outs.file(tmp_path / n) for n in ("a.txt", "b.txt", "c.txt"))
+        for o in (a, b, c):
+            with outs.open(o, "w") as f:
+                f.write("NEW")
+        with pytest.raises(writers.RolledBack) as e:
+            outs.commit(then=index_full)
+    assert [o.path for o in e.value.left] == [str(tmp_path / "a.txt")]
+    assert str(e.value).endswith(
+        f"; {tmp_path / 'a.txt'} already written (could not be put back); "
+        f"{tmp_path / 'b.txt'}, {tmp_path / 'c.txt'} left as they were"
+    )
+    assert (tmp_path / "a.txt").read_text() == "NEW" and (tmp_path / "b.txt").read_text() == "OLD B"
+    assert not (tmp_path / "c.txt").exists()

@@ -60,9 +60,11 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
                 f"within {against['distance']} bits; not Jaccard-verified (the index keeps no "
                 "sketches)"
             )
+        own = against.get("already_in_index", 0)
         lines.append(
             f"against index    {plural(against['dropped'], 'document')} dropped as seen in "
             f"{against['index']}: {how}"
+            + (f"; {own} already in it as themselves (same id and fingerprint)" if own else "")
         )
     if "bytes_in" in s:
         lines.append(
@@ -164,7 +166,14 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     "also be Parquet files of the stored corpus (a path or glob ending in .parquet; columns "
     "'fingerprint' and 'id'; not verified).",
 )
-@click.option("--update", is_flag=True, help="With --against: add the kept documents to the index.")
+@click.option(
+    "--update",
+    is_flag=True,
+    help="With --against: add the kept documents to the index, together with the outputs (if "
+    "the index cannot be updated, the outputs are put back). A rerun on the same dump is "
+    "safe: a document the index holds as itself (same id and fingerprint) is kept, not "
+    "dropped as its own near-duplicate, and not added again.",
+)
 @device_option
 @click.option(
     "--temp-dir",

@@ -218,6 +218,20 @@ def write_manifest(directory: str, body: dict[str, Any]) -> None:
     _fsync_dir(directory)
 
 
+def is_index_directory(directory: str) -> bool:
+    """True when ``directory`` holds a neardup index (a ``MANIFEST`` of this magic), damaged or
+    not; a cheap test (one stat) for directories that hold none."""
+    path = os.path.join(directory, MANIFEST)
+    if not os.path.isfile(path):
+        return False
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(_MAX_MANIFEST_BYTES)
+    except OSError:
+        return True  # unreadable: assume the worst, it is not ours to write into
+    return json.dumps(MAGIC).encode() in raw
+
+
 def read_manifest(directory: str) -> dict[str, Any]:
     """Read and check ``MANIFEST``: magic, version, byte order, its own checksum, then every
     field's type and every file name (see :func:`neardup.index.manifest.check_manifest`)."""

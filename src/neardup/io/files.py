@@ -23,13 +23,16 @@ import io
 import lzma
 import os
 import re
+import stat
 import sys
+import tempfile
 from collections.abc import Iterator
 from typing import IO, Any
 
 from neardup._optional import MissingDependency, require
 from neardup.errors import InputError
 from neardup.io.decompress import Decompressed
+from neardup.io.leftovers import TEMP_SUFFIX, temp_prefix
 from neardup.io.remote import Resuming, remote_errors, remote_options
 
 __all__ = [
@@ -37,13 +40,18 @@ __all__ = [
     "tree_size",
     "ByteMeter",
     "compression_of",
+    "changed_error",
+    "check_unchanged",
+    "file_stamp",
     "input_size",
     "is_url",
     "list_url",
+    "local_path",
     "metered",
     "open_input",
     "open_parquet",
     "open_output_stream",
+    "spooled",
     "strip_compression",
     "url_filesystem",
 ]
@@ -58,6 +66,33 @@ _BUFFER = 1 << 20
 def is_url(path: str | os.PathLike) -> bool:
     """True for ``scheme://...`` paths (read through fsspec); ``file://`` counts too."""
     return bool(_URL.match(os.fspath(path))) if isinstance(path, (str, os.PathLike)) else False
+
+
+#: fsspec protocols that name files of this machine (``file:///data/x.jsonl``).
+_LOCAL_SCHEMES = frozenset({"file", "local"})
+
+
+def local_path(path: str | os.PathLike) -> str | None:
+    """The file of this machine that ``path`` names: ``path`` itself when it is not a URL, the
+    path of a ``file://`` (or ``local://``) URL as fsspec reads it, None for any other URL.
+
+    The output checks resolve inputs through this, so that an input named as a URL is still
+    never overwritten.
+
+    Examples
+    --------
+    >>> local_path("file:///data/x.jsonl"), local_path("s3://bucket/x.jsonl")
+    ('/data/x.jsonl', None)
+    """
+    p = os.fspath(path)
+    if not is_url(p):
+        return p
+    if _scheme(p) not in _LOCAL_SCHEMES:
+        return None
+    try:
+        return url_filesystem(p)[1]
+    except MissingDependency:  # read the same way fsspec would: the rest, from the cwd
+        return os.path.abspath(p.split("://", 1)[1])
 
 
 def compression_of(path: str | os.PathLike) -> str | None:
@@ -173,7 +208,106 @@ def _backend_hint(scheme: str, err: ImportError) -> str:
     )
 
 
+#: Special files (pipes, FIFOs, ``/dev/stdin``, ``<(cmd)``) read once by :func:`spooled`, as
+#: named -> their temporary copy; every reader here reads the copy while it exists.
+_SPOOLED: dict[str, str] = {}
+
+
+def _local(path: str) -> str:
+    return _SPOOLED.get(path, path)
+
+
+class Spooled:
+    """The special files :func:`spooled` copied: ``paths`` (as named) and ``nbytes`` in all."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.nbytes = 0
+
+
+def _special_kind(path: str) -> str | None:
+    """``"pipe"`` for a FIFO or socket, ``"device"`` for a character device (a terminal,
+    ``/dev/stdin``), ``"block device"``, or None for a regular file, a directory or a URL."""
+    if is_url(path):
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        return "pipe"
+    if stat.S_ISCHR(mode):
+        return "device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    return None
+
+
+def _copy_special(path: str, w: IO[bytes], tmp: str) -> int:
+    """Copy the special file ``path`` to ``w`` (the file ``tmp``); return the bytes copied. A
+    read error names ``path``, a write error the temporary file and where it is."""
+    n = 0
+    try:
+        r = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as e:
+        raise InputError(path, None, f"cannot read it ({e.strerror or e})") from None
+    with r:
+        while True:
+            try:
+                chunk = r.read(_BUFFER)
+            except OSError as e:
+                raise InputError(path, None, f"cannot read it ({e.strerror or e})") from None
+            if not chunk:
+                return n
+            try:
+                w.write(chunk)
+            except OSError as e:
+                raise OSError(
+                    e.errno, f"{e.strerror or e} (a copy of {path}, in TMPDIR)", tmp
+                ) from None
+            n += len(chunk)
+
+
+@contextlib.contextmanager
+def spooled(
+    paths: Iterator[str] | list[str], directory: str | os.PathLike | None = None
+) -> Iterator[Spooled]:
+    """Read each special file among ``paths`` (a pipe or FIFO, ``/dev/stdin``, ``<(cmd)``'s
+    ``/dev/fd/N``, a terminal) once, into a temporary file in ``directory`` (default ``TMPDIR``),
+    for a run that reads its inputs twice: inside the block, :func:`open_input`,
+    :func:`open_parquet`, :func:`input_size` and :func:`file_stamp` read the copy under the
+    name given; the copies are removed when the block ends. Regular files, directories and
+    URLs are left as they are.
+
+    Raises
+    ------
+    InputError
+        For a block device (naming it), or a read error of a special file.
+    """
+    done = Spooled()
+    try:
+        for p in dict.fromkeys(os.fspath(q) for q in paths):
+            kind = _special_kind(p)
+            if kind is None or p in _SPOOLED:
+                continue
+            if kind == "block device":
+                raise InputError(p, None, "is a block device, not a file of documents")
+            fd, tmp = tempfile.mkstemp(
+                prefix=temp_prefix("neardup-input"), suffix=TEMP_SUFFIX, dir=directory
+            )
+            _SPOOLED[p] = tmp
+            done.paths.append(p)
+            with os.fdopen(fd, "wb") as w:
+                done.nbytes += _copy_special(p, w, tmp)
+        yield done
+    finally:
+        for p in done.paths:
+            with contextlib.suppress(OSError):
+                os.unlink(_SPOOLED.pop(p))
+
+
 def _open_raw(path: str) -> IO[bytes]:
+    path = _local(path)
     if not is_url(path):
         return open(path, "rb", buffering=0)  # noqa: SIM115 - closed by open_input
     fs, p = url_filesystem(path)
@@ -247,7 +381,7 @@ def open_parquet(path: str | os.PathLike) -> Any:
         if p == "-":
             return pq.ParquetFile(io.BytesIO(sys.stdin.buffer.read()))
         if not is_url(p):
-            return pq.ParquetFile(p)
+            return pq.ParquetFile(_local(p))
         fs, q = url_filesystem(p)
         with remote_errors(p):
             if not fs.exists(q):
@@ -274,7 +408,52 @@ def input_size(path: str | os.PathLike) -> int:
         fs, q = url_filesystem(p)
         with remote_errors(p):
             return int(fs.size(q) or 0)
-    return os.path.getsize(p)
+    return os.path.getsize(_local(p))
+
+
+#: What a remote filesystem's ``info()`` may report that changes when a file is rewritten.
+_CHANGE_KEYS = ("size", "mtime", "LastModified", "last_modified", "ETag", "etag", "created")
+
+
+def file_stamp(path: str | os.PathLike) -> tuple:
+    """What changes when the file at ``path`` is written to: device, inode, size,
+    modification and status-change times (ns) of a local file, which a write always changes
+    and no user can set back (the status-change time); the size, modification time and ETag a
+    remote filesystem reports for a URL (whatever of those it has).
+
+    A run that reads its inputs twice takes a stamp when it first opens them and compares it
+    with :func:`check_unchanged` before and after reading them again.
+    """
+    p = os.fspath(path)
+    if is_url(p):
+        fs, q = url_filesystem(p)
+        with remote_errors(p):
+            info = fs.info(q)
+        return tuple((k, str(info[k])) for k in _CHANGE_KEYS if k in info)
+    st = os.stat(_local(p))
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def check_unchanged(path: str | os.PathLike, stamp: tuple, what: str = "dedup") -> None:
+    """Raise :class:`InputError` naming ``path`` when its :func:`file_stamp` is no longer
+    ``stamp``: the file was rewritten, cut or replaced since then (or is gone)."""
+    p = os.fspath(path)
+    try:
+        now = file_stamp(p)
+    except (OSError, InputError):
+        now = None
+    if now != stamp:
+        raise changed_error(p, what)
+
+
+def changed_error(path: str, what: str = "dedup") -> InputError:
+    """The error for an input found changed between the passes of a run that reads it twice."""
+    return InputError(
+        path,
+        None,
+        f"changed while {what} ran (it reads its inputs twice); nothing was written: run it "
+        "again once nothing writes to the file",
+    )
 
 
 def list_url(url: str) -> list[tuple[str, str]]:

@@ -66,7 +66,10 @@ def expand_inputs(
             continue
         if path == STDIN:
             raise InputError(
-                "<stdin>", None, "dedup reads its input twice; save stdin to a file first"
+                "<stdin>",
+                None,
+                "dedup reads its input twice; name it /dev/stdin (read once into a temporary "
+                "file) or save stdin to a file first",
             )
         if is_url(path):
             files += [InputFile(p, detect_format(p, fmt), rel) for p, rel in list_url(path)]

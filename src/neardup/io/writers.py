@@ -22,19 +22,39 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
 from neardup.errors import InputError
-from neardup.io.files import is_url
+from neardup.io.files import local_path
 from neardup.io.filesystem import _fsync_dir, _inside, _same_file, _stat, _umask
 from neardup.io.formats import STDIO, display_name
 from neardup.io.leftovers import TEMP_SUFFIX, remove_leftovers, temp_prefix
 
-__all__ = ["Output", "OutputSet", "atomic_directory", "atomic_output"]
+__all__ = ["Output", "OutputSet", "RolledBack", "atomic_directory", "atomic_output"]
 
 _COPY_CHUNK = 1 << 20
+
+
+class RolledBack(ValueError):
+    """A change committed with the outputs (:meth:`OutputSet.commit` ``then``) failed, so the
+    outputs were put back: ``cause`` is its error, ``outputs`` the files it concerned and
+    ``left`` those that could not be put back (now holding this run's output)."""
+
+    def __init__(self, cause: Exception, outputs: list[Output], left: list[Output]) -> None:
+        self.cause = cause
+        self.outputs = outputs
+        self.left = left
+        if left:
+            state = f"{', '.join(o.name for o in left)} already written (could not be put back)"
+            rest = [o.name for o in outputs if o not in left]
+            if rest:
+                state += f"; {', '.join(rest)} left as they were"
+        else:
+            state = "no output was changed"
+        self.state = state
+        super().__init__(f"{cause}; {state}")
 
 
 @dataclass(eq=False)
@@ -57,6 +77,21 @@ class Output:
     def name(self) -> str:
         """The output's name in messages."""
         return display_name(self.path, output=True)
+
+
+def _enclosing_index(target: str) -> str | None:
+    """The neardup index directory that holds ``target`` (resolved), at any depth, or None:
+    an index's files are its own, written only through it."""
+    from neardup.index.storage import is_index_directory
+
+    d = os.path.dirname(target)
+    while True:
+        if is_index_directory(d):
+            return d
+        up = os.path.dirname(d)
+        if up == d:
+            return None
+        d = up
 
 
 class OutputSet:
@@ -96,19 +131,22 @@ class OutputSet:
 
     # ------------------------------------------------------------------ registration
     def add_inputs(self, paths: Iterable[str | os.PathLike]) -> None:
-        """Record files or directories the run reads (``-``, stdin, is ignored)."""
+        """Record files or directories the run reads (``-``, stdin, is ignored; a ``file://``
+        URL is the file it names, other URLs are never local outputs)."""
         for raw in paths:
             p = os.fspath(raw)
-            if p != STDIO and not is_url(p):  # a URL is never a local output
-                real = os.path.realpath(p)
+            local = local_path(p) if p != STDIO else None
+            if local is not None:
+                real = os.path.realpath(local)
                 self._inputs.append((p, real, _stat(real)))
         self._recheck()
 
     def protect(self, directory: str | os.PathLike) -> None:
         """Refuse outputs inside ``directory`` (an index: its files belong to it)."""
-        if is_url(directory):
+        local = local_path(directory)
+        if local is None:
             return
-        self._protected.append((os.fspath(directory), os.path.realpath(directory)))
+        self._protected.append((os.fspath(directory), os.path.realpath(local)))
         self._recheck()
 
     def _recheck(self) -> None:
@@ -202,6 +240,13 @@ class OutputSet:
                 raise InputError(
                     out.path, None, f"{out.what} is inside the index {given}; write it elsewhere"
                 )
+        index = _enclosing_index(target)
+        if index is not None:
+            raise InputError(
+                out.path,
+                None,
+                f"{out.what} is inside the neardup index {index}; write it elsewhere",
+            )
         for o in self._outputs:
             if o.target is None:
                 continue
@@ -358,11 +403,16 @@ class OutputSet:
                 return None  # no hard links here: commit without a way back for this file
         return None
 
-    def commit(self) -> None:
+    def commit(self, then: Callable[[], object] | None = None) -> None:
         """Move every staged output into place, then write stdout; nothing is left staged.
 
         Files replace their targets one after another once all are complete; if a rename
         fails, those already renamed are put back and the error names the output.
+
+        ``then`` is a further change that belongs with the outputs (the survivors added to an
+        index): it runs once every file is in place, before stdout is written. If it raises,
+        the files are put back as they were and :class:`RolledBack` says so (naming any that
+        could not be put back); an interrupt (Ctrl-C, SIGTERM) puts them back too.
         """
         self._check_usable()
         for o in self._outputs:
@@ -389,6 +439,8 @@ class OutputSet:
             raise
         for d in {os.path.dirname(o.target) for o, _ in done if o.target}:
             _fsync_dir(d)
+        if then is not None:
+            self._then(then, done)
         for _, backup in done:
             if backup is not None:
                 with contextlib.suppress(OSError):
@@ -400,18 +452,38 @@ class OutputSet:
         finally:
             self.abort()
 
-    def _roll_back(self, done: list[tuple[Output, str | None]]) -> None:
+    def _then(self, then: Callable[[], object], done: list[tuple[Output, str | None]]) -> None:
+        """Run ``then`` with the files in place; put them back if it fails."""
+        try:
+            then()
+        except Exception as e:
+            left = self._roll_back(done)
+            self.abort()
+            raise RolledBack(e, [o for o, _ in done], left) from e
+        except BaseException:
+            self._roll_back(done)
+            self.abort()
+            raise
+
+    def _roll_back(self, done: list[tuple[Output, str | None]]) -> list[Output]:
+        """Put back what the outputs in ``done`` replaced; return those it could not."""
+        left = []
         for o, backup in reversed(done):
             assert o.target is not None
-            with contextlib.suppress(OSError):
+            try:
                 if backup is not None:
                     os.replace(backup, o.target)
                 elif o.kind == "directory":
                     shutil.rmtree(o.target)
                     if o.existed:
                         os.mkdir(o.target, o.mode)
+                elif o.existed:  # no hard link to put back: what it replaced is gone
+                    left.append(o)
                 else:
                     os.unlink(o.target)
+            except OSError:
+                left.append(o)
+        return left[::-1]
 
     def _copy_out(self, out: Output) -> None:
         assert out.spool is not None

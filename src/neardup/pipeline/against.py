@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,6 +20,7 @@ from neardup.core.sketch import Sketches
 from neardup.errors import IdError, InputError
 from neardup.index import Index
 from neardup.index.redis import RedisIndex
+from neardup.io.writers import OutputSet, RolledBack
 from neardup.pipeline.scan import Scan
 
 
@@ -98,6 +99,9 @@ class IndexCheck(NamedTuple):
         The index (or Parquet files).
     distance_limit : int
         The candidate distance used (bits).
+    own : ndarray of bool
+        Documents the index already holds as themselves (same id, same fingerprint): never
+        found, and never added again (:func:`own_entries`).
     """
 
     found: np.ndarray
@@ -107,6 +111,11 @@ class IndexCheck(NamedTuple):
     how: str
     path: str
     distance_limit: int
+    own: np.ndarray | None = None
+
+    @property
+    def n_own(self) -> int:
+        return 0 if self.own is None else int(np.count_nonzero(self.own))
 
     @property
     def n_found(self) -> int:
@@ -128,6 +137,43 @@ def _check_distance(index: Any, distance: int) -> None:
         )
 
 
+def own_entries(index: Any, ids: list[Any] | None, stored: np.ndarray) -> np.ndarray:
+    """Documents the index already holds as themselves: an entry has the document's id and
+    the fingerprint it would store for it (``stored``: the fingerprints, or the sketches'
+    first words of an index with sketches). Such a document is not a near-duplicate of
+    itself: a rerun of ``--update`` on the same dump keeps it and does not add it again."""
+    n = len(stored)
+    own = np.zeros(n, dtype=bool)
+    if ids is None or n == 0 or isinstance(index, ParquetCorpus) or index.id_type is None:
+        return own
+    _, sel = _survivor_ids(index, ids, np.ones(n, dtype=bool))
+    try:
+        cand = np.flatnonzero(index.contains(sel))
+    except IdError:  # ids of the other kind than the index's: none is in it
+        return own
+    if len(cand) == 0:
+        return own
+    m = index.query_arrays(np.asarray(stored, dtype=np.uint64)[cand], 0)
+    want = np.empty(len(cand), dtype=m.id.dtype)
+    want[:] = [sel[i] for i in cand.tolist()]
+    same = m.id == want[m.query_index]
+    own[cand[m.query_index[same]]] = True
+    return own
+
+
+def _without(m: Any, drop: np.ndarray) -> Any:
+    """Matches ``m`` (a NamedTuple of aligned arrays) without those where ``drop``."""
+    return type(m)(*(a[~drop] for a in m))
+
+
+def _entry_ids(index: Any, ids: list[Any], own: np.ndarray) -> np.ndarray:
+    """The index's ids of the documents ``own`` (their entries), as the index stores them."""
+    _, sel = _survivor_ids(index, ids, own)
+    out = np.empty(len(sel), dtype=object if index.id_type == "str" else np.int64)
+    out[:] = sel
+    return out
+
+
 def check_index(
     index: Index | RedisIndex | ParquetCorpus,
     fingerprints: np.ndarray,
@@ -137,6 +183,7 @@ def check_index(
     threshold: float | None = None,
     client: Any = None,
     threads: int | None = None,
+    ids: list[Any] | None = None,
 ) -> IndexCheck:
     """Check ``n`` new documents against ``index``.
 
@@ -146,6 +193,10 @@ def check_index(
     corpus) finds the documents whose ``fingerprints`` lie within ``distance`` bits of an entry.
     With a Dask ``client`` the candidates come from batch mode on the cluster
     (:func:`neardup.distributed.query`; Parquet corpora need one), the same ones.
+
+    With the documents' ``ids``, a document the index already holds as itself
+    (:func:`own_entries`) is never found, and no document is found for such an entry: the
+    decisions within the batch settle those, as they did when the entries were added.
     """
     n = len(fingerprints)
     _check_distance(index, distance)
@@ -161,40 +212,64 @@ def check_index(
             f"index {index.path} keeps sketches for verified dedup; checking against it needs "
             "the documents' sketches and a threshold (verified dedup, not --no-verify)"
         )
-    candidates = None
+    own = own_entries(index, ids, query_fps if query_fps is not None else fingerprints)
+    m = _matches(index, fingerprints, distance, sketches, threshold, client, threads, own)
+    if own.any():
+        assert ids is not None
+        m = _without(m, own[m.query_index] | np.isin(m.id, _entry_ids(index, ids, own)))
+    # the first match of each query: nearest (fingerprints) or best estimated (sketches)
+    q, at = np.unique(m.query_index, return_index=True)
+    found = np.zeros(n, dtype=bool)
+    found[q] = True
+    found_ids: list[Any] = [None] * n
+    for k, v in zip(q.tolist(), m.id[at].tolist(), strict=True):
+        found_ids[k] = v
+    dist = np.full(n, -1, dtype=np.int64)
+    dist[q] = m.distance[at]
+    jac = np.full(n, np.nan)
+    if words is not None:
+        jac[q] = m.jaccard[at]
+    how = "sketch" if words is not None else "fingerprint"
+    return IndexCheck(found, found_ids, dist, jac, how, index.path, distance, own)
+
+
+def _matches(
+    index: Any,
+    fingerprints: np.ndarray,
+    distance: int,
+    sketches: Sketches | None,
+    threshold: float | None,
+    client: Any,
+    threads: int | None,
+    own: np.ndarray,
+) -> Any:
+    """The index's matches of the documents, sorted by query then preference (nearest, or
+    best estimated): all of them where some documents are the index's own (whose entries
+    are then set aside), else only the first of each query where the index can say so."""
+    words = sketch_words(index)
+    query_fps = sketches.fingerprints if words is not None and sketches is not None else None
     if client is not None:
         from neardup.distributed import query
 
         corpus: Any = index.paths if isinstance(index, ParquetCorpus) else index
         fps = query_fps if query_fps is not None else fingerprints
         candidates = query(corpus, fps, distance, client=client)
-    if words is not None:
+        if words is None:
+            return candidates
         assert isinstance(index, Index) and sketches is not None and threshold is not None
-        m: Any = index.verified_query(
+        return index.verified_query(
             sketches, threshold, distance, threads=threads, candidates=candidates
         )
-        jac_of = m.jaccard
-    else:
-        m = candidates
-        if m is None and hasattr(index, "nearest_arrays"):
-            m = index.nearest_arrays(fingerprints, distance, threads=threads)
-        elif m is None:  # a Redis index: the first match of each query is its nearest
-            m = index.query_arrays(fingerprints, distance)
-        jac_of = None
-    # the first match of each query: nearest (fingerprints) or best estimated (sketches)
-    q, at = np.unique(m.query_index, return_index=True)
-    found = np.zeros(n, dtype=bool)
-    found[q] = True
-    ids: list[Any] = [None] * n
-    for k, v in zip(q.tolist(), m.id[at].tolist(), strict=True):
-        ids[k] = v
-    dist = np.full(n, -1, dtype=np.int64)
-    dist[q] = m.distance[at]
-    jac = np.full(n, np.nan)
-    if jac_of is not None:
-        jac[q] = jac_of[at]
-    how = "sketch" if words is not None else "fingerprint"
-    return IndexCheck(found, ids, dist, jac, how, index.path, distance)
+    ask = np.flatnonzero(~own)  # the index's own documents need no search
+    if words is not None:
+        assert isinstance(index, Index) and sketches is not None and threshold is not None
+        part = sketches.take(ask) if own.any() else sketches
+        m = index.verified_query(part, threshold, distance, threads=threads)
+    elif hasattr(index, "nearest_arrays") and not own.any():
+        m = index.nearest_arrays(fingerprints, distance, threads=threads)
+    else:  # a Redis index (its first match of each query is its nearest), or all matches
+        m = index.query_arrays(np.asarray(fingerprints, dtype=np.uint64)[ask], distance)
+    return m._replace(query_index=ask[m.query_index])
 
 
 def _survivor_ids(index: Any, ids: list[Any], kept: np.ndarray) -> tuple[np.ndarray, list[Any]]:
@@ -242,6 +317,29 @@ def check_survivors(
             f"id {sel[k]!r} is already in index {index.path} and this document is not near it; "
             "ids must be unique in the index (choose another --id-field or remove the old one)",
         )
+
+
+def commit_with_update(outputs: OutputSet, index: Any, add: Callable[[], object]) -> None:
+    """Commit the run's ``outputs`` and ``add`` the survivors to ``index`` together: the index
+    is updated once every output is in place, and if that fails the outputs are put back, so
+    both change or neither does. The error (exit status 2) says the state of each: the index
+    not updated (a Redis index: perhaps in part), the outputs as they were or those that could
+    not be put back, and that the same command finishes the run (``--update`` keeps and does
+    not add again the documents the index already holds)."""
+    try:
+        outputs.commit(then=add)
+    except RolledBack as e:
+        cause = e.cause
+        reason = str(cause)
+        if isinstance(cause, OSError) and cause.strerror:
+            reason = f"{cause.filename}: {cause.strerror}" if cause.filename else cause.strerror
+        partly = " (or only in part)" if isinstance(index, RedisIndex) else ""
+        fix = "run the same command again"
+        if partly or e.left:
+            fix += " to finish (a rerun does not add a document the index already holds)"
+        raise InputError(
+            str(index.path), None, f"index not updated{partly}: {reason}; {e.state}; {fix}"
+        ) from None
 
 
 def add_survivors(

@@ -32,6 +32,7 @@ from neardup.core.verify import (
     set_fingerprints,
 )
 from neardup.errors import InputError, holding
+from neardup.io.files import spooled
 from neardup.io.sources import expand_inputs, is_paths, texts_and_ids
 from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import wait_ahead
@@ -275,8 +276,12 @@ def dedup(
         ``client`` this check runs in batch mode on the cluster, and ``against`` may also be
         Parquet files (paths or globs ending in ``.parquet``, columns ``fingerprint`` and ``id``).
     update : bool
-        With ``against``: add the kept documents to the index (after the outputs are committed;
-        their ids are checked against the index before anything is written).
+        With ``against``: add the kept documents to the index, once the outputs are in place;
+        if that fails the outputs are put back (their ids are checked against the index before
+        anything is written). A document the index already holds as itself (same id, same
+        fingerprint) is kept and not added again, and the index's entries of this input take
+        no part in the check against it: a rerun on the same data writes the same outputs and
+        changes nothing, and a rerun after a partial update completes it.
     client : distributed.Client, optional
         Run the search on this Dask cluster (same decisions; see :func:`decide` and
         :func:`decide_verified_sets`).
@@ -318,6 +323,7 @@ def dedup(
         add_survivors,
         check_index,
         check_survivors,
+        commit_with_update,
         hold_writes,
         open_index,
         sketch_words,
@@ -365,12 +371,15 @@ def dedup(
         register_outputs(outputs, files or [], output, clusters, drop_list, json_summary)
         for extra in extra_outputs:
             extra.register(outputs)
+        # pipes, FIFOs and /dev/stdin are read once, into temporary files read twice
+        piped = stack.enter_context(spooled([f.path for f in files or []], temp_dir))
         spool = stack.enter_context(ShingleSpool(temp_dir)) if verify else None
 
         t0 = time.perf_counter()
         sets: ShingleSets | None = None
         scan: Scan | None = None
         pos: np.ndarray | None = None
+        given_ids = None
         if files is not None:
             with holding(_HOLDING_SCAN, _FIX_SCAN):
                 scan = scan_files(
@@ -398,6 +407,8 @@ def dedup(
                     sets = subset_sets(spool.sets(), np.isin(read_pos, pos))
         seconds["read+fingerprint"] = time.perf_counter() - t0
         checked = sketches = exclude = None
+        # ids that name documents (not positions in a list): an entry with one is that document
+        named_ids = ids if files is not None or given_ids is not None else None
         if index is not None:
             t0 = time.perf_counter()
             words = sketch_words(index)
@@ -409,11 +420,13 @@ def dedup(
                 d = distance_for_threshold(threshold) if distance is None else int(distance)
                 checked = check_index(
                     index, fps, d, sketches=sketches, threshold=threshold, client=client,
-                    threads=threads,
+                    threads=threads, ids=named_ids,
                 )  # fmt: skip
                 exclude = checked.found  # decided here: no part in the batch's decisions
             else:
-                checked = check_index(index, fps, fp_distance, client=client, threads=threads)
+                checked = check_index(
+                    index, fps, fp_distance, client=client, threads=threads, ids=named_ids
+                )
             seen = checked.found
             already_seen = seen if already_seen is None else seen | np.asarray(already_seen, bool)
             seconds["against"] = time.perf_counter() - t0
@@ -452,15 +465,18 @@ def dedup(
         result.against = checked
         if verified is not None:
             assert spool is not None
-            result.verified, result.threshold, result.temp_bytes = verified, threshold, temp_bytes
+            result.verified, result.threshold = verified, threshold
+            result.temp_bytes = temp_bytes + piped.nbytes
             _report_no_shingles(verified, log)
         if log is not None:
             n, c = len(result), result.n_clusters
             log(f"{n} document{'s'[: n != 1]} fingerprinted, {c} cluster{'s'[: c != 1]} found")
         if scan is not None:
             result.bytes_in = scan.bytes_in
-        if index is not None and update:
-            check_survivors(index, ids, fps, decisions.kept, scan)
+        if index is not None and update:  # those the index holds as themselves stay as they are
+            assert checked is not None
+            new = decisions.kept if checked.own is None else decisions.kept & ~checked.own
+            check_survivors(index, ids, fps, new, scan)
         t0 = time.perf_counter()
         if output is not None:
             assert scan is not None
@@ -483,13 +499,16 @@ def dedup(
             seconds["write"] = time.perf_counter() - t0
         if json_summary is not None:
             write_summary(result.summary(), json_summary, outputs=outputs)
-        outputs.commit()
-        # the index learns the survivors only once their outputs exist
-        if index is not None and update:
-            added = add_survivors(index, ids, fps, decisions.kept, sketches)
+        if index is None or not update:
+            outputs.commit()
+        else:  # the index learns the survivors once their outputs exist, or neither changes
+            added: list[int] = []
+            commit_with_update(
+                outputs, index, lambda: added.append(add_survivors(index, ids, fps, new, sketches))
+            )
             seconds["write"] = time.perf_counter() - t0
             if log is not None:
-                log(f"added {added} document{'s'[: added != 1]} to {index.path}")
+                log(f"added {added[0]} document{'s'[: added[0] != 1]} to {index.path}")
     return result
 
 

@@ -293,6 +293,7 @@ class DedupResult:
             out["against"] = {
                 "index": a.path,
                 "dropped": a.n_found,
+                "already_in_index": a.n_own,
                 "verified": a.how,
                 "distance": a.distance_limit,
             }

@@ -17,7 +17,7 @@ from neardup import config
 from neardup.errors import InputError
 from neardup.io.arrow import ArrowTexts, arrow_utf8
 from neardup.io.blocks import IdTable, hash_ids, id_key
-from neardup.io.files import input_size, open_parquet
+from neardup.io.files import check_unchanged, file_stamp, input_size, open_parquet
 from neardup.io.sources import InputFile, expand_inputs
 from neardup.pipeline.stream import Batch, concat, fingerprint_files
 
@@ -39,6 +39,14 @@ class Scan:
     fingerprints: np.ndarray  #: uint64
     skipped: int = 0  #: bad records skipped (only with ``on_bad``)
     bytes_in: int = 0  #: total size of the input files in bytes
+    #: each file's :func:`neardup.io.files.file_stamp` when the first pass began; the second
+    #: pass refuses a file that changed since (:meth:`check_unchanged`)
+    stamps: list[tuple] | None = None
+
+    def check_unchanged(self) -> None:
+        """Raise :class:`InputError` naming the first input changed since the first pass."""
+        for f, stamp in zip(self.files, self.stamps or (), strict=False):
+            check_unchanged(f.path, stamp)
 
 
 def _check_parquet_schemas(files: list[InputFile]) -> None:
@@ -104,6 +112,7 @@ def scan_files(
     fper = fingerprinter if fingerprinter is not None else Fingerprinter("default")
     if files is None:
         files = expand_inputs(inputs, fmt)
+    stamps = [file_stamp(f.path) for f in files]
     _check_parquet_schemas(files)
     if spool is not None:
         _batch_fingerprinter(fper, threads, spool)  # the same TypeError as in-memory input
@@ -142,7 +151,7 @@ def scan_files(
             if progress is not None:
                 progress(len(seen.ids))
 
-    return Scan(
+    scan = Scan(
         files=files,
         ids=seen.ids,
         source=concat(seen.src_parts, np.int32),
@@ -151,7 +160,10 @@ def scan_files(
         fingerprints=concat(seen.fp_parts, np.uint64),
         skipped=skipped,
         bytes_in=sum(input_size(f.path) for f in files),
+        stamps=stamps,
     )
+    scan.check_unchanged()  # also while this pass read it
+    return scan
 
 
 class _Seen:

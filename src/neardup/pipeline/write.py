@@ -19,7 +19,13 @@ from neardup._optional import require
 from neardup.errors import InputError
 from neardup.fingerprints.batch import threads_for
 from neardup.io.blocks import iter_blocks, kept_lines
-from neardup.io.files import compression_of, open_input, open_output_stream, open_parquet
+from neardup.io.files import (
+    changed_error,
+    compression_of,
+    open_input,
+    open_output_stream,
+    open_parquet,
+)
 from neardup.io.sources import InputFile
 from neardup.io.writers import Output, OutputSet, atomic_output
 from neardup.pipeline.scan import Scan
@@ -124,11 +130,15 @@ def write_kept(
     out = outputs.get(output)
     per_file = _kept_by_file(scan, kept)
     kind = scan.files[0].kind if scan.files else "jsonl"
+    scan.check_unchanged()  # the records written are those the first pass fingerprinted
     if kind == "text":
-        return _write_text_dir(scan, per_file, outputs, out, progress)
-    if kind == "parquet":
-        return _write_parquet(scan, per_file, outputs, out, progress)
-    return _write_lines(scan, per_file, outputs, out, progress, threads)
+        n = _write_text_dir(scan, per_file, outputs, out, progress)
+    elif kind == "parquet":
+        n = _write_parquet(scan, per_file, outputs, out, progress)
+    else:
+        n = _write_lines(scan, per_file, outputs, out, progress, threads)
+    scan.check_unchanged()  # ... also while this pass read them
+    return n
 
 
 def _read_error(e: OSError, path: str) -> OSError:
@@ -171,7 +181,7 @@ def _write_lines(
                             if progress is not None:
                                 progress(done + taken)
                 if taken != len(numbers):
-                    raise InputError(f.path, None, "changed while dedup ran; run it again")
+                    raise changed_error(f.path)
                 done += taken
         if compression_of(out.path) is not None:  # the file's size, not the lines written
             written = raw.tell()
@@ -220,6 +230,8 @@ def _write_parquet(
         with pq.ParquetWriter(w, schema) as writer:
             for f, numbers in zip(scan.files, per_file, strict=True):
                 pf = open_parquet(f.path)
+                if len(numbers) and numbers[-1] > pf.metadata.num_rows:
+                    raise changed_error(f.path)
                 mask = np.zeros(pf.metadata.num_rows, dtype=bool)
                 mask[numbers - 1] = True
                 row = 0

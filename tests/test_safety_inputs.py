@@ -1,0 +1,196 @@
+"""What dedup promises about inputs it reads twice: an input changed between (or during) the
+passes stops the run with one line naming it and nothing written; special files (stdin,
+``<(cmd)``, FIFOs) are read once and spooled to a temporary file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from cli import invoke
+
+import neardup
+from neardup.errors import InputError
+from neardup.io.sources import InputPath
+
+ROWS = [
+    {"id": f"d{i}", "text": f"document number {i} about the {w} and the river bank today"}
+    for i, w in enumerate(["cat", "dog", "fox", "owl", "elk", "ant", "bee", "cow"] * 2)
+]
+
+
+def _jsonl(path, rows=ROWS) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _one_line_error(r) -> str:
+    lines = [ln for ln in r.stderr.splitlines() if "compiling kernels" not in ln]
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+def _rewrite_jsonl(path) -> None:
+    """The same lines and bytes count, other texts (never fingerprinted)."""
+    before = path.stat().st_size
+    _jsonl(path, [dict(r, text=r["text"].replace("document", "DOCUMENT")) for r in ROWS])
+    assert path.stat().st_size == before
+
+
+def _write_parquet(path, rows) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "parquet-shrunk", "parquet-rewritten", "text"])
+def test_an_input_changed_between_the_passes_stops_the_run(tmp_path, monkeypatch, kind):
+    import neardup.pipeline.job as job
+
+    if kind == "jsonl":
+        src = tmp_path / "in.jsonl"
+        _jsonl(src)
+        change, named = (lambda: _rewrite_jsonl(src)), src
+    elif kind.startswith("parquet"):
+        pytest.importorskip("pyarrow")
+        src = tmp_path / "in.parquet"
+        _write_parquet(src, ROWS)
+        rows = ROWS[:5] if kind == "parquet-shrunk" else [dict(r, text="x y z") for r in ROWS]
+        change, named = (lambda: _write_parquet(src, rows)), src
+    else:
+        src = tmp_path / "docs"
+        src.mkdir()
+        for r in ROWS:
+            (src / f"{r['id']}.txt").write_text(r["text"])
+        named = src / "d3.txt"
+        change = lambda: named.write_text("another text altogether")  # noqa: E731
+    write_kept = job.write_kept
+
+    def second_pass(*a, **k):
+        change()
+        return write_kept(*a, **k)
+
+    monkeypatch.setattr(job, "write_kept", second_pass)
+    out = tmp_path / "out"
+    r = invoke("neardup", "dedup", str(src), "-o", str(out), "--drop-list",
+               str(tmp_path / "drop.txt"), "-q", text=True)  # fmt: skip
+    err = _one_line_error(r)
+    assert err.startswith(f"neardup: error: {named}: changed while dedup ran"), err
+    assert sorted(os.listdir(tmp_path)) == [src.name]  # nothing written, no temporary file
+
+
+@pytest.mark.parametrize("stage", ["read", "write"])
+@pytest.mark.parametrize("kind", ["jsonl", "parquet"])
+def test_an_input_changed_during_a_pass_stops_the_run(tmp_path, kind, stage):
+    if kind == "parquet":
+        pytest.importorskip("pyarrow")
+        a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+        _write_parquet(a, ROWS[:8])
+        _write_parquet(b, ROWS[8:])
+        inputs, named = [InputPath(str(a)), InputPath(str(b))], b
+
+        def change() -> None:
+            _write_parquet(b, ROWS[8:10])  # shrunk while the first file is copied
+
+    else:
+        src = tmp_path / "in.jsonl"
+        _jsonl(src)
+        inputs, named = [InputPath(str(src))], src
+
+        def change() -> None:
+            _rewrite_jsonl(src)
+
+    def progress(now: str, n: int) -> None:
+        if now == stage and not changed and (n or stage == "read"):
+            changed.append(True)
+            change()
+
+    changed: list[bool] = []
+    out = tmp_path / f"out.{kind}"
+    with pytest.raises(InputError, match="changed while dedup ran") as e:
+        neardup.dedup(inputs, output=str(out), progress=progress)
+    assert e.value.source == str(named) and changed
+    assert not out.exists() and not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+
+
+def test_unchanged_inputs_read_twice_are_accepted(tmp_path):
+    # reading (atime) and a rewrite of another file do not count as a change
+    src, other = tmp_path / "in.jsonl", tmp_path / "other.jsonl"
+    _jsonl(src)
+    _jsonl(other)
+    r = neardup.dedup(
+        InputPath(str(src)), output=str(tmp_path / "k.jsonl"), progress=lambda s, n: _jsonl(other)
+    )
+    assert len((tmp_path / "k.jsonl").read_text().splitlines()) == int(r.kept.sum()) > 0
+
+
+def _neardup(*args: str, tmp, stdin: bytes | None = None, shell: str | None = None):
+    """The real command in a child process (its own stdin, file descriptors and TMPDIR)."""
+    env = dict(os.environ, TMPDIR=str(tmp))
+    if shell is not None:
+        argv = ["bash", "-c", shell]
+    else:
+        argv = [sys.executable, "-m", "neardup", *args]
+    return subprocess.run(argv, input=stdin, capture_output=True, env=env, timeout=300)
+
+
+def _kept_ids(path) -> list[str]:
+    return [json.loads(x)["id"] for x in path.read_text().splitlines()]
+
+
+def test_pipes_fifos_and_process_substitution_are_read_once_and_spooled(tmp_path):
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, [*ROWS, dict(ROWS[0], id="copy")])
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r = _neardup("dedup", str(src), "-o", str(tmp_path / "want.jsonl"), "-q", tmp=tmp)
+    assert r.returncode == 0, r.stderr
+    want = _kept_ids(tmp_path / "want.jsonl")
+    assert "copy" not in want and len(want) == len(ROWS)
+    # stdin as /dev/stdin (a pipe)
+    out, summary = tmp_path / "k1.jsonl", tmp_path / "s1.json"
+    r = _neardup("dedup", "/dev/stdin", "--format", "jsonl", "-o", str(out), "--json-summary",
+                 str(summary), "-q", tmp=tmp, stdin=src.read_bytes())  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert _kept_ids(out) == want
+    assert json.loads(summary.read_text())["temp_bytes"] > src.stat().st_size  # counted
+    # <(cmd): /dev/fd/N
+    out = tmp_path / "k2.jsonl"
+    cmd = f"{sys.executable} -m neardup dedup <(cat {src}) --format jsonl -o {out} -q"
+    r = _neardup(tmp=tmp, shell=cmd)
+    assert r.returncode == 0, r.stderr
+    assert _kept_ids(out) == want
+    # a FIFO, written once by another process
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    out = tmp_path / "k3.jsonl"
+    cmd = f"cat {src} > {fifo} & {sys.executable} -m neardup dedup {fifo} -o {out} -q; wait"
+    r = _neardup(tmp=tmp, shell=cmd)
+    assert r.returncode == 0, r.stderr
+    assert _kept_ids(out) == want
+    assert os.listdir(tmp) == []  # every temporary copy removed
+
+
+def test_stdin_as_text_and_parquet_keeps_its_content(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    text = b"one document read from a pipe, not an empty file\n"
+    r = _neardup("dedup", "/dev/stdin", "-o", str(tmp_path / "out"), "-q", tmp=tmp, stdin=text)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out" / "stdin").read_bytes() == text
+    pytest.importorskip("pyarrow")
+    _write_parquet(tmp_path / "in.parquet", [*ROWS, dict(ROWS[1], id="copy")])
+    out = tmp_path / "k.parquet"
+    r = _neardup("dedup", "/dev/stdin", "--format", "parquet", "-o", str(out), "-q", tmp=tmp,
+                 stdin=(tmp_path / "in.parquet").read_bytes())  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(out).column("id").to_pylist() == [r["id"] for r in ROWS]
+    assert os.listdir(tmp) == []
+    # '-' says how to pass stdin
+    r = _neardup("dedup", "-", "-o", str(tmp_path / "x.jsonl"), tmp=tmp)
+    assert r.returncode == 2 and b"name it /dev/stdin" in r.stderr
