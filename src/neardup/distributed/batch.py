@@ -264,6 +264,11 @@ def query(
         Layout of the batch's tables (default: the fastest for ``len(batch)``).
     client : distributed.Client, optional
         The cluster; default: a LocalCluster of ``workers`` processes for this call.
+    **options
+        The options below, by keyword.
+
+    Other Parameters
+    ----------------
     column, id_column : str
         Parquet columns of the fingerprints and the ids.
     workers : int, optional
