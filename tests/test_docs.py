@@ -98,7 +98,7 @@ def _workdir(tmp: Path) -> dict[str, str]:
     }
     for tool, imp in scripts.items():
         path = bin_dir / tool
-        path.write_text(f"#!{sys.executable}\n{imp}\nmain()\n")
+        path.write_text(f'#!{sys.executable}\n{imp}\n\nif __name__ == "__main__":\n    main()\n')
         path.chmod(0o755)
     for tool in ("python", "python3"):
         (bin_dir / tool).symlink_to(sys.executable)
@@ -132,6 +132,7 @@ def _run_python(block: Block, namespace: dict) -> None:
     exec(code, namespace)
 
 
+@pytest.mark.scale
 @pytest.mark.parametrize("page", runnable_pages(), ids=name)
 def test_page_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     env = _workdir(tmp_path)
