@@ -231,3 +231,22 @@ def test_readme_links_point_to_files_that_exist() -> None:
     assert len(local) >= 5
     for link in local:
         assert (ROOT / link).exists(), f"README.md links to {link}, which does not exist"
+
+
+def test_pages_cited_in_the_code_exist() -> None:
+    """Docstrings, comments and messages cite docs pages by path; each must exist."""
+    cited = set()
+    for path in (ROOT / "src" / "neardup").rglob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        assert "reference/0" not in source and "README" not in source, path
+        cited.update(re.findall(r"docs/[\w/.-]+?\.md", source))
+    assert "docs/guides/memory.md" in cited
+    for page in cited:
+        assert (ROOT / page).is_file(), f"the code cites {page}, which does not exist"
+
+
+def test_api_reference_covers_every_public_name() -> None:
+    api = (ROOT / "docs" / "reference" / "api.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^::: [\w.]+\.(\w+)$", api, flags=re.M))
+    public = set(neardup.__all__) - {"__version__"}
+    assert public <= documented, sorted(public - documented)
