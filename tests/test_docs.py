@@ -250,3 +250,35 @@ def test_api_reference_covers_every_public_name() -> None:
     documented = set(re.findall(r"^::: [\w.]+\.(\w+)$", api, flags=re.M))
     public = set(neardup.__all__) - {"__version__"}
     assert public <= documented, sorted(public - documented)
+
+
+def test_quick_start_output_is_what_the_command_prints(tmp_path: Path) -> None:
+    """The quick-start output shown (README and getting started) has the counts the command really
+    prints (times and sizes vary from machine to machine, so only the lines of counts count)."""
+    pages = (ROOT / "README.md", ROOT / "docs" / "getting-started.md")
+    outputs = [next(b.code for b in blocks(page) if b.lang == "text") for page in pages]
+    shown = [ln for ln in outputs[0].splitlines() if ln.startswith("neardup dedup:")]
+    assert outputs[1] == outputs[0], "the getting-started page shows another quick-start output"
+    counted = ("documents read", "clusters", "dropped", "verified")
+    env = _workdir(tmp_path)
+    proc = subprocess.run(
+        ["neardup", "dedup", "data/sample/corpus.jsonl", "--output", "kept.jsonl"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+    def counts(lines: list[str]) -> list[str]:
+        out = []
+        for ln in lines:
+            words = ln.removeprefix("neardup dedup:").split()
+            if " ".join(words).startswith(counted):
+                out.append(" ".join(w for w in words if not w.endswith(("kB", "MB", "GB"))))
+        return out
+
+    printed = counts(proc.stderr.splitlines())
+    assert len(printed) == len(counted), proc.stderr
+    assert counts(shown) == printed
