@@ -200,7 +200,8 @@ SERVE_MAX_CONNECTIONS = 1000
 #: fails with 503.
 SERVE_WRITE_WAIT_S = 30.0
 
-#: Redis index: records per bucket the automatic layout aims at (see the README's measurements).
+#: Redis index: records per bucket the automatic layout aims at (measured in
+#: docs/benchmarks/service.md, "Redis bucket width").
 REDIS_BUCKET_RECORDS = 128
 
 #: Redis index: cost of reading one more bucket in a query, in records scanned (layout choice).

@@ -113,7 +113,7 @@ def run(command: click.Command, prog: str, argv: list[str] | None = None) -> Non
     except MemoryError:
         fail(
             prog,
-            "out of memory; see 'Memory' in the README for what each command holds",
+            "out of memory; docs/guides/memory.md gives what each command holds",
             EXIT_MEMORY,
         )
     except KeyboardInterrupt:

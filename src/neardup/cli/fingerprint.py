@@ -46,7 +46,7 @@ def _json_id(v: object) -> object:
 
 _HOLDING = (
     "the id and fingerprint of every document (about 220 bytes per document with short ids; "
-    "README: Memory)"
+    "docs/guides/memory.md)"
 )
 _FIX = "fingerprint the inputs in parts (one command per file) and concatenate the outputs"
 

@@ -114,7 +114,7 @@ def read_inputs(
     return fps, ids, sk_all
 
 
-_HOLDING = "the fingerprints and ids of the inputs and their answers (README: Memory)"
+_HOLDING = "the fingerprints and ids of the inputs and their answers (docs/guides/memory.md)"
 _FIX = "give the inputs in several smaller calls"
 
 

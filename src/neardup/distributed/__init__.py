@@ -4,15 +4,16 @@ Same answers as :func:`neardup.find_all` / :func:`neardup.find_clusters`, comput
 fingerprint sets held across a cluster: a NumPy array, a Dask array, a Dask DataFrame (a
 fingerprint column, or a text column fingerprinted per partition) or Parquet files.
 
-The work is split as reference/000 describes. Tables whose keys start with the same leading
-block(s) form a group; for each group every partition buckets its fingerprints by the top bits of
-that key (the *shard*), so every candidate group of those tables lands in one shard. One task per
-(group, shard) runs the single-machine search routine on the shard and maps its pairs back to
-input positions. The pairs (small) are gathered and merged exactly as the threaded path merges.
+The work is split by the permuted tables of the single-machine search (docs/how-search-works.md; the
+scheme of seomoz/simhash-cpp and Manku et al., WWW 2007). Tables whose keys start with the same
+leading block(s) form a group; for each group every partition buckets its fingerprints by the top
+bits of that key (the *shard*), so every candidate group of those tables lands in one shard. One
+task per (group, shard) runs the single-machine search routine on the shard and maps its pairs back
+to input positions. The pairs (small) are gathered and merged exactly as the threaded path merges.
 Clusters are the connected components of the gathered edge list over the nodes that appear in it
 (all other positions are singletons), so no process ever holds every fingerprint.
 
-:func:`query` is the batch mode of reference 003: a new batch's tables are built once and
+:func:`query` is the batch mode of Manku, Jain and Das Sarma (WWW 2007): a new batch's tables are built once and
 shipped to the workers, and the stored corpus (an index, Parquet files, an array) streams past
 them partition by partition (see :mod:`neardup.distributed.batch`).
 

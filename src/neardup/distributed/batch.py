@@ -1,10 +1,11 @@
 """Batch mode on Dask: a new batch of fingerprints against a stored corpus of any size.
 
-The batch query of Manku et al. (reference 003): the new batch B (a day's crawl) is built into
-permuted tables once, on the caller, and shipped to every worker; each task streams one
-partition of the stored corpus F (a row group of a Parquet file, rows of an index segment, or a
-chunk of an array) past the tables and returns its matches; the caller gathers and sorts them.
-Nothing of F is shuffled or sorted, and a worker holds the tables plus one partition.
+The batch query of Manku et al. (Detecting near-duplicates for web crawling, WWW 2007): the new
+batch B (a day's crawl) is built into permuted tables once, on the caller, and shipped to every
+worker; each task streams one partition of the stored corpus F (a row group of a Parquet file, rows
+of an index segment, or a chunk of an array) past the tables and returns its matches; the caller
+gathers and sorts them. Nothing of F is shuffled or sorted, and a worker holds the tables plus one
+partition.
 
 The answer is exactly the local one: :meth:`neardup.index.Index.query_arrays` of B when F is an
 index, i.e. every (batch position, stored id) within the distance, sorted by batch position,
@@ -246,7 +247,7 @@ def query(
     """Every stored fingerprint within ``distance`` bits of each fingerprint of a new batch.
 
     The batch's tables are built once and shipped to the workers; each task streams one
-    partition of the stored corpus past them (the batch mode of reference 003).
+    partition of the stored corpus past them (the batch mode of Manku et al., WWW 2007).
 
     Parameters
     ----------
@@ -264,6 +265,11 @@ def query(
         Layout of the batch's tables (default: the fastest for ``len(batch)``).
     client : distributed.Client, optional
         The cluster; default: a LocalCluster of ``workers`` processes for this call.
+    **options
+        The options below, by keyword.
+
+    Other Parameters
+    ----------------
     column, id_column : str
         Parquet columns of the fingerprints and the ids.
     workers : int, optional

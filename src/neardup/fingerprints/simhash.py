@@ -134,6 +134,11 @@ class Fingerprinter:
     ----------
     preset : str, default "default"
         A key of :data:`PRESETS` whose settings the keyword arguments override.
+    **overrides
+        Any of the settings below, by keyword.
+
+    Other Parameters
+    ----------------
     normalize : str or callable
         ``"none"``, ``"casefold"``, ``"nfkc"``, ``"nfkc_casefold"`` or ``str -> str``.
     tokenizer : str or callable
@@ -157,6 +162,8 @@ class Fingerprinter:
         ``"natural"`` (tally of feature bit i sets fingerprint bit i) or ``"reversed"`` (sets
         bit 63 - i, as simhash-cpp).
 
+    Notes
+    -----
     Built-in names run in numba kernels over UTF-8 bytes; a callable tokenizer, hash or weighting
     runs the same pipeline in Python (slower, same results for equivalent functions).
 

@@ -1,9 +1,9 @@
 """Batch mode: a new batch of fingerprints against a stored corpus streamed past its tables.
 
-This is the batch query of Manku et al. (reference 003): when a crawl brings a batch B of new
-fingerprints, build B's permuted tables once (small: B is a day's crawl), then stream the stored
-corpus F past them, each stored fingerprint probing every table. The work is one pass over F
-with no sorting of F, split any way over partitions of F (see
+This is the batch query of Manku et al. (Detecting near-duplicates for web crawling, WWW 2007): when
+a crawl brings a batch B of new fingerprints, build B's permuted tables once (small: B is a day's
+crawl), then stream the stored corpus F past them, each stored fingerprint probing every table. The
+work is one pass over F with no sorting of F, split any way over partitions of F (see
 :func:`neardup.distributed.query` for the Dask twin, which ships the tables to the workers).
 
 Each table of the batch keeps its permuted values sorted, the batch position of each, and a

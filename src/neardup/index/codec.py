@@ -14,7 +14,7 @@ The coded table is one uint64 ``.npy`` file (a header of 16 words, then the bitv
 bits and the two sample arrays), memory-mapped like every other file of the index; its manifest
 entry carries ``"codec": "ef"``.
 
-Compared with the block coding of Manku et al. (reference 003: blocks starting with a whole
+Compared with the block coding of Manku et al. (WWW 2007: blocks starting with a whole
 value, each next value coded as the Huffman-coded position of its highest differing bit plus the
 bits below it), Elias-Fano stores less on uniformly spread fingerprints and needs no per-block
 index in memory; ``bench/compress.py`` measures both on the same tables.

@@ -126,7 +126,8 @@ class Index(IndexWriter, IndexMatching, IndexProbe, IndexBase):
             ``expected_size`` fingerprints (:func:`choose_index_blocks`); with ``threshold``,
             ``distance + 1``: the fewest tables (11 at 10 bits), as fast for the batches of
             ``dedup --against``, which search the fingerprints by the batch engine, and about a
-            tenth of the disk of the fastest layout for single queries at 1M entries (README).
+            tenth of the disk of the fastest layout for single queries at 1M entries (measured in
+            docs/benchmarks/index-store.md).
         expected_size : int
             Fingerprints the index is expected to hold (only used when ``blocks`` is None).
         compress : bool
@@ -142,8 +143,10 @@ class Index(IndexWriter, IndexMatching, IndexProbe, IndexBase):
             Not in Redis.
         sketch_words : int, optional
             Words per sketch with ``threshold`` (2 to 64, default 16: 128 bytes; more words
-            estimate more closely, see the README's verified dedup section).
+            estimate more closely; docs/guides/index.md, "Against an index: sketches").
 
+        Notes
+        -----
         The index is built in a temporary directory beside ``path`` and renamed into place,
         so an interrupted ``create`` leaves ``path`` as it was.
 

@@ -54,7 +54,7 @@ OnBad = Callable[[InputError], None]
 
 _HOLDING_SCAN = (
     "the id, record location, length and fingerprint of every document (about 280 bytes per "
-    "document with short ids; README: Memory)"
+    "document with short ids; docs/guides/memory.md)"
 )
 _HOLDING_SEARCH = (
     "the fingerprints, the search keys and the clusters (verified: also the shingle-set offsets "
