@@ -457,9 +457,12 @@ def test_start_banner_and_access_log(sketched):
 
 
 def readme_service_section() -> str:
-    text = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
-    section = text[text.index("## The online service") :]
-    return section[: section.index("\n## ", 10)]
+    """The README's service section and the service guide, where the ``curl`` examples are."""
+    root = os.path.join(os.path.dirname(__file__), "..")
+    text = open(os.path.join(root, "README.md")).read()
+    section = text[text.index("## The service") :]
+    guide = open(os.path.join(root, "docs", "guides", "service.md")).read()
+    return section[: section.index("\n## ", 10)] + "\n" + guide
 
 
 @pytest.fixture(scope="module")
@@ -485,6 +488,7 @@ def test_readme_curl_examples_work_as_written(fresh):
     assert commands, "no curl example found in the README's service section"
     for cmd in commands:
         cmd = cmd.replace("localhost:8080", f"localhost:{fresh.port}")
+        cmd = cmd.replace("localhost:$PORT", f"localhost:{fresh.port}")
         cmd = cmd.replace("curl -s", "curl -s -w '\\n%{http_code}'", 1)
         out = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60)
         body, status = out.stdout.rsplit("\n", 1)
