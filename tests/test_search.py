@@ -106,7 +106,8 @@ def test_empty_and_single(fp):
     assert neardup.find_clusters(fp, 3).tolist() == list(range(len(fp)))
     r = neardup.query(fp, [5, 4], 3)
     assert r.query_index.tolist() == ([0, 1] if len(fp) else [])
-    assert r.distance.tolist() == ([0, 1] if len(fp) else [])
+    assert r.distances.tolist() == ([0, 1] if len(fp) else [])
+    assert len(r) == 2 and r.offsets.tolist() == ([0, 1, 2] if len(fp) else [0, 0, 0])
 
 
 def test_input_types():
@@ -163,8 +164,9 @@ def test_query_distance_order_and_limit():
     corpus = [0b1111, 0b0111, 0b0011, 0b0001, 0b111 << 50]
     r = neardup.query(corpus, [0b0001, 0b111 << 50], 3)
     assert r.query_index.tolist() == [0, 0, 0, 0, 1]
-    assert r.corpus_index.tolist() == [3, 2, 1, 0, 4]
-    assert r.distance.tolist() == [0, 1, 2, 3, 0]
+    assert r.ids.tolist() == [3, 2, 1, 0, 4]
+    assert r.distances.tolist() == [0, 1, 2, 3, 0]
+    assert r.to_lists() == [[(3, 0), (2, 1), (1, 2), (0, 3)], [(4, 0)]]
 
 
 @pytest.mark.scale

@@ -82,9 +82,6 @@ FINGERPRINT_JOIN_BELOW = 512
 
 # -- index ----------------------------------------------------------------------------------------
 
-#: Most sorted runs (base + delta) an index keeps before an add merges runs.
-MAX_SEGMENTS = 8
-
 #: Cost of probing one table for one query, in candidate checks (binary search + call); the
 #: index's layout choice weighs it against the candidates a longer prefix saves.
 PROBE_COST = 32.0
@@ -99,12 +96,6 @@ JOIN_FROM = 256
 
 #: Most tables an index layout may have (each costs 8 bytes per fingerprint on disk).
 MAX_INDEX_TABLES = 5000
-
-#: Queries per batch above which an index probes its tables on several threads.
-PARALLEL_QUERIES = 2048
-
-#: Queries searched at once by ``Index.verified_query`` (bounds the candidate pairs in memory).
-VERIFY_QUERY_CHUNK = 65536
 
 # -- documents ------------------------------------------------------------------------------------
 

@@ -233,9 +233,10 @@ class _Greedy:
         def batch(lo: int) -> tuple[int, int]:
             q = queries[lo : lo + PROBE_BATCH]
             r = tables.probe(self.fp[q])
-            order = np.lexsort((r.corpus_index, r.query_index))
-            qi = r.query_index[order]
-            cands = np.ascontiguousarray(kept[r.corpus_index[order]])
+            r_qi = r.query_index
+            order = np.lexsort((r.ids, r_qi))
+            qi = r_qi[order]
+            cands = np.ascontiguousarray(kept[r.ids[order]])
             uq, starts = np.unique(qi, return_index=True)
             qdocs = np.ascontiguousarray(q[uq])
             cand_off = np.append(starts, len(qi)).astype(np.int64)

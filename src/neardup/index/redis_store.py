@@ -26,7 +26,8 @@ __all__ = [
 MAGIC = "neardup-redis-index"
 FORMAT_VERSION = 1
 RECORD = np.dtype([("fp", "<u8"), ("key", "<i8")])
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+#: Fibonacci hashing multiplier that spreads id keys over the entry shards
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _SCHEMES = ("redis://", "rediss://", "unix://")
 
 # Removes the records of the given id keys (8 bytes each) from one bucket; one key, so it runs

@@ -18,14 +18,17 @@ import numpy as np
 
 from neardup.core.sketch import Sketches
 from neardup.errors import IdError, InputError
-from neardup.index import Index
-from neardup.index.redis import RedisIndex
+from neardup.index import IndexBackend
+from neardup.index import open_index as open_backend
 from neardup.pipeline.scan import Scan
 
 
 class ParquetCorpus:
     """Stored fingerprints in Parquet files (columns ``fingerprint`` and ``id``), checked in
     batch mode on Dask (:func:`neardup.distributed.query`); read-only."""
+
+    #: Parquet corpora keep no sketches
+    sketch_words = None
 
     def __init__(self, paths: list[str]) -> None:
         self.paths = paths
@@ -45,9 +48,10 @@ def _parquet_paths(against: Any) -> list[str] | None:
     return None
 
 
-def open_index(against: Any, update: bool) -> Index | RedisIndex | ParquetCorpus:
+def open_index(against: Any, update: bool) -> IndexBackend | ParquetCorpus:
     """``against`` as an open :class:`Index`: a path (or ``redis://`` URL) is opened for
-    writing when ``update``, else read-only. An ``Index`` or ``RedisIndex`` is returned as is.
+    writing when ``update``, else read-only (:func:`neardup.open_index`). An open index is
+    returned as is.
     Paths ending in ``.parquet`` (files or globs) are a :class:`ParquetCorpus`. With
     ``update``, the job holds the index's writers off for its whole run (:func:`hold_writes`).
     """
@@ -58,23 +62,20 @@ def open_index(against: Any, update: bool) -> Index | RedisIndex | ParquetCorpus
                 f"cannot add to Parquet files ({', '.join(paths)}); update needs an index"
             )
         return ParquetCorpus(paths)
-    if isinstance(against, (Index, RedisIndex)):
+    if not isinstance(against, (str, os.PathLike)):  # an open index
         if update and against.mode != "w":
             raise ValueError(f"index {against.path} is open read-only; update needs mode='w'")
         return against
-    return Index.open(against, "w" if update else "r")
+    return open_backend(against, "w" if update else "r")
 
 
 @contextlib.contextmanager
-def hold_writes(index: Index | RedisIndex) -> Iterator[None]:
+def hold_writes(index: IndexBackend) -> Iterator[None]:
     """No other writer changes ``index`` (open for writing) inside the block, so the ids checked
     by :func:`check_survivors` are still free when :func:`add_survivors` adds them. A local index
     holds its writer lock while it is open for writing; a Redis index takes its writers' lease
     here (renewed while held; raises ``IndexUnavailableError`` if another writer keeps it)."""
-    if isinstance(index, RedisIndex):
-        with index.lock():
-            yield
-    else:
+    with index.lock():
         yield
 
 
@@ -116,7 +117,7 @@ class IndexCheck(NamedTuple):
 def sketch_words(index: Any) -> int | None:
     """Words of the sketches ``index`` keeps per entry, None when it keeps none (Parquet
     corpora and Redis indexes never do)."""
-    return getattr(index, "sketch_words", None)
+    return index.sketch_words
 
 
 def _check_distance(index: Any, distance: int) -> None:
@@ -129,7 +130,7 @@ def _check_distance(index: Any, distance: int) -> None:
 
 
 def check_index(
-    index: Index | RedisIndex | ParquetCorpus,
+    index: IndexBackend | ParquetCorpus,
     fingerprints: np.ndarray,
     distance: int,
     *,
@@ -169,30 +170,26 @@ def check_index(
         fps = query_fps if query_fps is not None else fingerprints
         candidates = query(corpus, fps, distance, client=client)
     if words is not None:
-        assert isinstance(index, Index) and sketches is not None and threshold is not None
-        m: Any = index.verified_query(
+        assert sketches is not None and threshold is not None
+        m = index.verified_query(
             sketches, threshold, distance, threads=threads, candidates=candidates
         )
-        jac_of = m.jaccard
-    else:
+    elif candidates is not None:
         m = candidates
-        if m is None and hasattr(index, "nearest_arrays"):
-            m = index.nearest_arrays(fingerprints, distance, threads=threads)
-        elif m is None:  # a Redis index: the first match of each query is its nearest
-            m = index.query_arrays(fingerprints, distance)
-        jac_of = None
+    else:
+        m = index.nearest(fingerprints, distance, threads=threads)
     # the first match of each query: nearest (fingerprints) or best estimated (sketches)
-    q, at = np.unique(m.query_index, return_index=True)
-    found = np.zeros(n, dtype=bool)
-    found[q] = True
+    found = m.found()
+    q = np.flatnonzero(found)
+    at = m.offsets[:-1][found]
     ids: list[Any] = [None] * n
-    for k, v in zip(q.tolist(), m.id[at].tolist(), strict=True):
+    for k, v in zip(q.tolist(), m.ids[at].tolist(), strict=True):
         ids[k] = v
     dist = np.full(n, -1, dtype=np.int64)
-    dist[q] = m.distance[at]
+    dist[q] = m.distances[at]
     jac = np.full(n, np.nan)
-    if jac_of is not None:
-        jac[q] = jac_of[at]
+    if m.jaccards is not None:
+        jac[q] = m.jaccards[at]
     how = "sketch" if words is not None else "fingerprint"
     return IndexCheck(found, ids, dist, jac, how, index.path, distance)
 
@@ -215,7 +212,7 @@ def _where(scan: Scan | None, i: int) -> tuple[str, int | None]:
 
 
 def check_survivors(
-    index: Index | RedisIndex | ParquetCorpus,
+    index: IndexBackend | ParquetCorpus,
     ids: list[Any],
     fingerprints: np.ndarray,
     kept: np.ndarray,
@@ -245,7 +242,7 @@ def check_survivors(
 
 
 def add_survivors(
-    index: Index | RedisIndex | ParquetCorpus,
+    index: IndexBackend | ParquetCorpus,
     ids: list[Any],
     fingerprints: np.ndarray,
     kept: np.ndarray,
