@@ -103,8 +103,7 @@ def test_a_missing_capability_is_one_clear_error(node, few_redis_shards, tmp_pat
             rix.verified_query((np.zeros((1, 4), np.uint64), np.ones(1, np.uint32)), 0.8)
         assert isinstance(e.value, NeardupError) and e.value.capability == "verified"
         assert str(e.value) == (
-            f"index {url}: the redis backend cannot do 'verified' "
-            "(see IndexBackend.capabilities)"
+            f"index {url}: the redis backend cannot do 'verified' (see IndexBackend.capabilities)"
         )
         from neardup.index.batch import batch_query
 

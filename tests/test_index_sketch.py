@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from neardup.core.sketch import Sketches, set_sketches
 from neardup import Matches
+from neardup.core.sketch import Sketches, set_sketches
 from neardup.index import CorruptIndexError, Index, storage
 
 WORDS = 4
