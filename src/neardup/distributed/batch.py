@@ -163,6 +163,31 @@ def _match(tables: BatchTables, part: Any, k: int) -> tuple[PartMatches, float, 
     return m, t1 - t0, time.perf_counter() - t1, len(fps), time.thread_time() - c0
 
 
+def _corpus_parts(
+    corpus: Any, distance: int, column: str, id_column: str | None, partition_size: int
+) -> tuple[list[Any], str | None]:
+    """(the partitions the tasks read, the ids' kind) of a corpus: an index's segment parts,
+    Parquet row groups, or (chunk, offset) pairs of an array."""
+    if isinstance(corpus, IndexBackend) or _is_index(corpus):
+        ix = corpus if isinstance(corpus, IndexBackend) else open_index(corpus)
+        try:
+            if not 0 <= distance <= ix.distance:
+                raise ValueError(
+                    f"query distance must be between 0 and the index's distance {ix.distance} "
+                    f"(got {distance}); create the index with a larger distance"
+                )
+            return index_parts(ix, partition_size), ix.id_type
+        finally:
+            if ix is not corpus:
+                ix.close()
+    if isinstance(corpus, (str, os.PathLike)) or (
+        isinstance(corpus, (list, tuple)) and corpus and isinstance(corpus[0], (str, os.PathLike))
+    ):
+        return parquet_parts(corpus, column, id_column)
+    fp = as_fingerprints(corpus, "corpus")
+    return [(fp[a : a + partition_size], a) for a in range(0, len(fp), partition_size)], "int64"
+
+
 def batch_search(
     corpus: Any,
     batch: Any,
@@ -176,27 +201,7 @@ def batch_search(
     partition_size: int = DEFAULT_PART_ROWS,
 ) -> BatchReport:
     """Run a batch query on Dask and report how the work went; see :func:`query`."""
-    if isinstance(corpus, IndexBackend) or _is_index(corpus):
-        ix = corpus if isinstance(corpus, IndexBackend) else open_index(corpus)
-        try:
-            if not 0 <= distance <= ix.distance:
-                raise ValueError(
-                    f"query distance must be between 0 and the index's distance {ix.distance} "
-                    f"(got {distance}); create the index with a larger distance"
-                )
-            parts: list[Any] = index_parts(ix, partition_size)
-            id_type = ix.id_type
-        finally:
-            if ix is not corpus:
-                ix.close()
-    elif isinstance(corpus, (str, os.PathLike)) or (
-        isinstance(corpus, (list, tuple)) and corpus and isinstance(corpus[0], (str, os.PathLike))
-    ):
-        parts, id_type = parquet_parts(corpus, column, id_column)
-    else:
-        fp = as_fingerprints(corpus, "corpus")
-        parts = [(fp[a : a + partition_size], a) for a in range(0, len(fp), partition_size)]
-        id_type = "int64"
+    parts, id_type = _corpus_parts(corpus, distance, column, id_column, partition_size)
     t0 = time.perf_counter()
     tables = BatchTables(batch, distance, blocks)
     build = time.perf_counter() - t0
