@@ -180,3 +180,17 @@ def test_no_type_checks_on_indexes_outside_the_index_package():
                 }:
                     wrong.append(f"{name}:{node.lineno} {node.func.id}(..., {attr.value!r})")
     assert wrong == []
+
+
+def test_config_holds_at_most_25_documented_tunables():
+    from neardup import config
+
+    lines = (SRC / "config.py").read_text(encoding="utf-8").splitlines()
+    names = [n for n in vars(config) if n.isupper() and not n.startswith("_")]
+    assert len(names) <= 25
+    for name in names:
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"{name} = "))
+        above = at - 1
+        while above >= 0 and lines[above].startswith("#") and not lines[above].startswith("#:"):
+            above -= 1
+        assert above >= 0 and lines[above].startswith("#:"), f"{name} has no #: comment"

@@ -18,7 +18,7 @@ from strategies import fingerprints
 from neardup import config
 from neardup.core.layout import Layout
 from neardup.errors import IdError
-from neardup.index import CorruptIndexError, Index
+from neardup.index import CorruptIndexError, Index, redis_writer
 from neardup.index.redis import IndexUnavailableError, RedisIndex, choose_redis_layout
 
 pytestmark = [needs_redis, pytest.mark.usefixtures("few_redis_shards")]
@@ -237,13 +237,13 @@ def test_choose_redis_layout():
 
 
 @pytest.mark.parametrize("where", ["node", "cluster"])
-def test_bulk_writes_in_many_small_rounds(request, where):
+def test_bulk_writes_in_many_small_rounds(request, where, monkeypatch):
     """Adds split into many pipelines, script calls and entry batches (tiny limits) give the
     same index as one round, and an id already stored in a late batch refuses the whole add."""
     url = fresh(request.getfixturevalue(where).url)
     config.REDIS_WRITE_BYTES = 100
-    config.REDIS_SCRIPT_KEYS = 3
-    config.REDIS_SCRIPT_ITEMS = 7
+    monkeypatch.setattr(redis_writer, "REDIS_SCRIPT_KEYS", 3)
+    monkeypatch.setattr(redis_writer, "REDIS_SCRIPT_ITEMS", 7)
     config.REDIS_PIPELINE = 5
     rng = np.random.default_rng(11)
     fps = rng.integers(0, 2**64, 1000, dtype=np.uint64)

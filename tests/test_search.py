@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from strategies import fingerprints, layouts
 
 import neardup
-from neardup import config
-from neardup.core import engine
+from neardup.core import cost, engine, search
 from neardup.core.cost import choose_scheme
 from neardup.core.layout import Layout, Part, Scheme
 from neardup.core.search import cluster_groups, find_all_values, pairs_for_tables, sort_pairs
@@ -201,9 +200,7 @@ def test_pair_of_two(a, b):
 
 @pytest.mark.parametrize("threads", [2, 3, 4])
 def test_threads_sharing_each_table_match_brute_force(monkeypatch, threads):
-    from neardup import config
-
-    monkeypatch.setattr(config, "THREADS_FROM", 0)
+    monkeypatch.setattr(search, "THREADS_FROM", 0)
     fp = planted(25_000, seed=threads)
     fp[:50] = 0  # skewed top bits: one part of the in-place split gets far more keys
     fp[50:60] = 2**64 - 1
@@ -253,12 +250,12 @@ def schemes(draw, max_distance: int = 14):
 @contextlib.contextmanager
 def deep_trees():
     """Trees split down to single tables: no bucket is checked pair by pair before that."""
-    old = config.PAIR_NS
-    config.PAIR_NS = 1e9
+    old = cost.PAIR_NS
+    cost.PAIR_NS = 1e9
     try:
         yield
     finally:
-        config.PAIR_NS = old
+        cost.PAIR_NS = old
 
 
 @pytest.fixture
@@ -376,8 +373,8 @@ def test_index_batches_search_with_the_engine(tmp_path, monkeypatch):
         ix.add(corpus[2000:])
         ix.remove([5, 2500])
         probed = ix.query_arrays(queries)
-        monkeypatch.setattr(config, "JOIN_FROM", 0)
-        monkeypatch.setattr(config, "PROBE_NS", 1e9)  # the engine always wins
+        monkeypatch.setattr(cost, "JOIN_FROM", 0)
+        monkeypatch.setattr(cost, "PROBE_NS", 1e9)  # the engine always wins
         joined = ix.query_arrays(queries)
     alive = np.ones(len(corpus), dtype=bool)
     alive[[5, 2500]] = False

@@ -29,6 +29,9 @@ from neardup.pipeline.report import (
 
 PROG = "neardup report"
 
+#: Documents between two progress callbacks while reading the input.
+PROGRESS_EVERY = 256
+
 
 def report_option(f: Any) -> Any:
     """``--report FILE`` for commands that can write the HTML report of their run."""
@@ -80,7 +83,7 @@ def _input_texts(
             [f.path for f in files], in_format, text_field, id_field or None, lambda e: None
         )
         try:
-            records = tick(records, count, config.PROGRESS_EVERY)
+            records = tick(records, count, PROGRESS_EVERY)
             texts = texts_from_records(records, wanted, read_all=True)
         finally:
             bar.close()

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from neardup import config
 from neardup.config import DEFAULT_DISTANCE, default_threads
 from neardup.core import engine, kernels
 from neardup.core.bits import as_fingerprints
@@ -36,6 +35,9 @@ __all__ = [
     "probe_table",
     "join_pairs",
 ]
+
+#: Batch search: below this many fingerprints one thread is faster than starting several.
+THREADS_FROM = 20_000
 
 #: ``join_pairs(queries, corpus, plan, *, threads, memory)``: unsorted ``(query, corpus)``
 #: position pairs within ``plan.distance`` (a Layout or Scheme), each once; the batch engine
@@ -64,7 +66,7 @@ def resolve_scheme(n: int, distance: int, blocks: int | None) -> Scheme:
 
 
 def _threads(n: int, threads: int | None) -> int:
-    if n < config.THREADS_FROM:
+    if n < THREADS_FROM:
         return 1
     return max(1, threads or default_threads())
 

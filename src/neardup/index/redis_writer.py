@@ -34,6 +34,12 @@ from neardup.index.segments import convert_ids, show_id
 
 __all__ = ["RedisWriter"]
 
+#: Redis index: buckets appended by one script call in a write.
+REDIS_SCRIPT_KEYS = 1000
+
+#: Redis index: entries written or looked up by one script call in a write.
+REDIS_SCRIPT_ITEMS = 20_000
+
 
 class RedisWriter:
     """Mixin of :class:`neardup.index.redis.RedisIndex` holding its writes (``mode="w"``)."""
@@ -232,7 +238,7 @@ class RedisWriter:
             return present
         order, groups = self._by_shard(keys)
         fields = np.ascontiguousarray(keys[order], dtype="<i8").view("V8")
-        step = config.REDIS_SCRIPT_ITEMS
+        step = REDIS_SCRIPT_ITEMS
         parts = [(s, a, min(e, a + step)) for s, a0, e in groups for a in range(a0, e, step)]
         cmds = (
             (8 * (e - a), ("hmget", self._shard_key(s), fields[a:e].tolist())) for s, a, e in parts
@@ -249,7 +255,7 @@ class RedisWriter:
         pairs = np.empty((len(order), 2), dtype="<u8")
         pairs[:, 0] = conv.keys[order].view(np.uint64)
         pairs[:, 1] = fp[order]
-        step = config.REDIS_SCRIPT_ITEMS
+        step = REDIS_SCRIPT_ITEMS
         parts = [(s, a, min(e, a + step)) for s, a0, e in groups for a in range(a0, e, step)]
 
         def hset(s: int, a: int, e: int) -> tuple[int, tuple[Any, ...]]:
@@ -267,7 +273,7 @@ class RedisWriter:
 
         Table by table, the records are ordered by bucket (a counting sort) and sent in slices
         of ``config.REDIS_WRITE_BYTES``: each bucket gets one APPEND per slice, and one script
-        call carries ``config.REDIS_SCRIPT_KEYS`` buckets (on Redis Cluster, buckets of one
+        call carries ``REDIS_SCRIPT_KEYS`` buckets (on Redis Cluster, buckets of one
         node), so a bulk load costs about one command per thousand buckets.
         """
         self._overlapped(self._append_rounds(fp, keys))
@@ -296,7 +302,7 @@ class RedisWriter:
     def _append_many(self, names: list[str], values: list[bytes]) -> Callable[[], Any]:
         """The round trip that APPENDs ``values[i]`` to key ``names[i]``, many keys per script
         call (on Redis Cluster, one pipeline per node holding some of the keys)."""
-        step = config.REDIS_SCRIPT_KEYS
+        step = REDIS_SCRIPT_KEYS
         if not self._cluster:
             cmds = [
                 ("execute_command", "EVAL", _APPEND_MANY, 0, *names[a : a + step],
