@@ -118,7 +118,7 @@ def _tree_model(part: Part) -> tuple[np.ndarray, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _tree_model_for(part: Part, constants: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _tree_model_for(part: Part, _constants: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Expected cost (ns) of the part's search over the log2-size grid of the input, and
     ``stop[i, p]``: the largest branch node (depth ``i``, next block ``>= p``) that the kernels
     check pair by pair rather than split."""
@@ -200,7 +200,7 @@ def _best_part(
 
 @functools.lru_cache(maxsize=4096)
 def _best_part_for(
-    size: int, low: int, width: int, threshold: int, patience: int, constants: tuple[float, ...]
+    size: int, low: int, width: int, threshold: int, patience: int, _constants: tuple[float, ...]
 ) -> tuple[float, Part]:
     # blocks from threshold + 1 up, until the cost has risen ``patience`` times in a row
     best: tuple[float, Part] | None = None

@@ -14,7 +14,7 @@ Open any backend with :func:`neardup.open_index` (a directory or a ``redis://`` 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
@@ -215,11 +215,10 @@ class IndexBackend:
         (backends with the ``verified`` capability)."""
         raise UnsupportedOperation(self.path, self.backend, "verified")
 
-    @contextlib.contextmanager
-    def lock(self: _B) -> Iterator[_B]:
-        """Hold every other writer off inside the block (the index must be open for writing)."""
+    def lock(self) -> contextlib.AbstractContextManager[Any]:
+        """Hold every other writer off inside the block (the index must be open for writing):
+        ``with index.lock(): ...`` (re-entrant)."""
         raise UnsupportedOperation(self.path, self.backend, "lock")
-        yield self  # pragma: no cover
 
     def refresh(self) -> None:
         """Move to the newest committed state."""

@@ -180,7 +180,7 @@ def _str_ids(values: list[Any], kind: str | None, unique: bool) -> Ids:
     off = np.zeros(len(enc) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, enc), dtype=np.int64, count=len(enc)), out=off[1:])
     blob = np.frombuffer(b"".join(enc), dtype=np.uint8).copy()
-    keys = _kernels._hash_strings(blob, off).view(np.int64)
+    keys = _kernels._string_keys(blob, off).view(np.int64)
     return Ids("str", keys, blob, off, [str(v) for v in values])
 
 
