@@ -56,7 +56,9 @@ def test_find_clusters_matches_brute_force(fp, layout):
 def test_query_matches_brute_force(corpus, queries, layout):
     distance, blocks = layout
     got = neardup.query(corpus, queries, distance, blocks)
-    for g, e in zip(got, naive.query(corpus, queries, distance)):
+    assert len(got) == len(queries)
+    flat = (got.query_index, got.ids, got.distances)
+    for g, e in zip(flat, naive.query(corpus, queries, distance), strict=True):
         np.testing.assert_array_equal(g, e)
 
 
