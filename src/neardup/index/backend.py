@@ -190,8 +190,9 @@ class IndexBackend:
         """Remove entries by id and commit; return how many were removed."""
         raise UnsupportedOperation(self.path, self.backend, "remove")
 
-    def compact(self) -> None:
-        """Merge what a backend keeps in pieces (nothing to do on some)."""
+    def compact(self, compress: bool | None = None) -> None:
+        """Merge what a backend keeps in pieces (nothing to do on some); ``compress`` converts
+        the stored tables where the backend has a choice."""
         raise UnsupportedOperation(self.path, self.backend, "compact")
 
     def info(self) -> dict[str, Any]:

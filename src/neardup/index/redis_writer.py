@@ -381,5 +381,8 @@ class RedisWriter:
             self._bump()
             return int(removed)
 
-    def compact(self) -> None:
-        """Nothing to merge on Redis (buckets are rewritten by each remove)."""
+    def compact(self, compress: bool | None = None) -> None:
+        """Nothing to merge on Redis (buckets are rewritten by each remove); ``compress`` must
+        be None (Redis keeps no tables to compress)."""
+        if compress is not None:
+            raise ValueError(f"index {self.path}: the Redis backend keeps no tables to compress")
