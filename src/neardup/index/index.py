@@ -29,7 +29,7 @@ from neardup.core.similarity import check_threshold, distance_for_threshold
 from neardup.core.sketch import SKETCH_WORDS, Sketches, as_sketches, check_sketch_words
 from neardup.errors import IdError
 from neardup.index import probe, verified, writer
-from neardup.index.backend import CAPABILITIES, IndexBackend
+from neardup.index.backend import CAPABILITIES, IndexBackend, IndexMatches
 from neardup.index.codec import set_codec, verify_table
 from neardup.index.redis_store import is_redis_url
 from neardup.index.segments import Ids, Segment, convert_ids, segment_files, show_id
@@ -46,7 +46,8 @@ from neardup.index.storage import (
     write_manifest,
 )
 
-__all__ = ["Index", "choose_index_blocks"]
+#: IndexMatches: the deprecated flat form of Matches, kept importable from here for the service
+__all__ = ["Index", "IndexMatches", "choose_index_blocks"]
 
 
 class Index(IndexBackend):
