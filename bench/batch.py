@@ -84,8 +84,13 @@ def make_batch(ix: Index, b: int, k: int, rng: np.random.Generator) -> np.ndarra
     return q
 
 
+def flat(m) -> tuple:
+    """(query index, ids, distances) of Matches or of the flat form query_arrays returns."""
+    return (m.query_index, m.ids, m.distances) if hasattr(m, "offsets") else tuple(m)
+
+
 def same(a, b) -> bool:
-    return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    return all(np.array_equal(x, y) for x, y in zip(flat(a), flat(b), strict=True))
 
 
 def main() -> None:

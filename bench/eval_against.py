@@ -135,7 +135,7 @@ def main() -> None:
                         m = ix.verified_query(qs, t, threads=args.threads)
                         secs.append(time.perf_counter() - t0)
                     qi = queries[m.query_index]
-                    ci = np.asarray(m.id, dtype=np.int64)
+                    ci = np.asarray(m.ids, dtype=np.int64)
                     scores = decisions(qi, ci, keys, offsets, t, truth[t], truly[t])
                     name = f"sketch, {words} words ({8 * words + 4} bytes)"
                     rows.append((t, name, scores, len(queries) / float(np.median(secs))))
@@ -156,9 +156,9 @@ def main() -> None:
         path = os.path.join(tmp, "plain")
         with Index.create(path, 6, expected_size=len(entries)) as ix:
             ix.add(fps[entries], entries.tolist())
-            m = ix.nearest_arrays(fps[queries], 6)
+            m = ix.nearest(fps[queries], 6)
             qi = queries[m.query_index]
-            ci = np.asarray(m.id, dtype=np.int64)
+            ci = np.asarray(m.ids, dtype=np.int64)
             for t in THRESHOLDS:
                 _, _, dp, dr = decisions(qi, ci, keys, offsets, t, truth[t], truly[t])
                 # only each document's nearest entry is known: no pair figures

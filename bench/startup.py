@@ -87,7 +87,8 @@ _AHEAD = r"""
 import sys
 from neardup import config
 config.COMPILE_AHEAD = sys.argv[1] == "on"
-config.COMPILE_AHEAD_SPARE_CPUS = float("-inf")
+from neardup.pipeline import ahead
+ahead.COMPILE_AHEAD_SPARE_CPUS = float("-inf")
 from neardup.cli.main import main
 main(sys.argv[2:])
 """

@@ -43,7 +43,7 @@ def test_child_compiles_what_the_job_then_loads(tmp_path, verify):
     args += [] if verify else ["--no-verify"]
     # neardup dedup, with a child whatever the machine's load
     run = (
-        "import sys\nfrom neardup import config\nconfig.COMPILE_AHEAD_SPARE_CPUS = -1e9\n"
+        "import sys\nfrom neardup.pipeline import ahead\nahead.COMPILE_AHEAD_SPARE_CPUS = -1e9\n"
         "from neardup.cli.main import main\nmain(sys.argv[1:])\n"
     )
     r = subprocess.run(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from neardup import config
 from neardup.fingerprints import Fingerprinter
+from neardup.fingerprints import batch as fbatch
 from neardup.fingerprints._normalize import _char_to_unit_offsets
 from neardup.fingerprints._pipeline import KIND_ASCII, KIND_UTF8, KIND_UTF16
 from neardup.fingerprints.batch import (
@@ -36,7 +36,7 @@ def texts_of(chunk) -> list[str | bytes]:
 
 @pytest.mark.parametrize("join_below", [0, 10**9])  # per document / joined
 def test_str_documents_split_into_ascii_and_utf16(monkeypatch, join_below):
-    monkeypatch.setattr(config, "FINGERPRINT_JOIN_BELOW", join_below)
+    monkeypatch.setattr(fbatch, "FINGERPRINT_JOIN_BELOW", join_below)
     chunk = encode_chunk(DOCS, 0, True)
     assert chunk.off16_in_chars == (join_below > 0)
     kinds = [KIND_ASCII if d.isascii() else KIND_UTF16 for d in DOCS]
@@ -47,7 +47,7 @@ def test_str_documents_split_into_ascii_and_utf16(monkeypatch, join_below):
 
 @pytest.mark.parametrize("join_below", [0, 10**9])
 def test_all_ascii_and_empty(monkeypatch, join_below):
-    monkeypatch.setattr(config, "FINGERPRINT_JOIN_BELOW", join_below)
+    monkeypatch.setattr(fbatch, "FINGERPRINT_JOIN_BELOW", join_below)
     chunk = encode_chunk(["a", "bc", ""], 0, True)
     assert chunk.kind.tolist() == [KIND_ASCII] * 3 and chunk.off8.tolist() == [0, 1, 3, 3]
     chunk = encode_chunk(["", ""], 0, True)
@@ -114,8 +114,8 @@ def test_encode_one_matches_encode_chunk():
 
 def test_plan_chunks(monkeypatch):
     docs = ["x" * 100] * 50
-    monkeypatch.setattr(config, "FINGERPRINT_CHUNK_MIN_BYTES", 1)
-    monkeypatch.setattr(config, "FINGERPRINT_CHUNK_BYTES", 1000)
+    monkeypatch.setattr(fbatch, "FINGERPRINT_CHUNK_MIN_BYTES", 1)
+    monkeypatch.setattr(fbatch, "FINGERPRINT_CHUNK_BYTES", 1000)
     chunks = plan_chunks(docs, 1)
     assert chunks[0] == (0, 10) and chunks[-1][1] == 50
     assert all(b > a for a, b in chunks) and all(
@@ -123,7 +123,7 @@ def test_plan_chunks(monkeypatch):
     )
     # several chunks for every thread
     assert len(plan_chunks(docs, 5)) >= 15
-    monkeypatch.setattr(config, "FINGERPRINT_CHUNK_DOCS", 7)
+    monkeypatch.setattr(fbatch, "FINGERPRINT_CHUNK_DOCS", 7)
     assert max(b - a for a, b in plan_chunks(docs, 1)) == 7
     assert plan_chunks([], 4) == []
     odd = plan_chunks(["a", 3, "b"], 1)  # no len: sized 0, reported by its chunk later

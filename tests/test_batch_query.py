@@ -88,11 +88,12 @@ def test_batch_query_equals_the_index_query(tmp_path, compress, id_kind):
         for blocks, part_rows in ((None, 1 << 20), (4, 333), (7, 1000)):
             got = batch_query(ix, batch, k, blocks, part_rows=part_rows, threads=2)
             np.testing.assert_array_equal(got.query_index, want.query_index)
-            np.testing.assert_array_equal(got.id, want.id)
-            np.testing.assert_array_equal(got.distance, want.distance)
+            np.testing.assert_array_equal(got.ids, want.id)
+            np.testing.assert_array_equal(got.distances, want.distance)
+            assert len(got) == len(batch)
     ix.close()
     got = batch_query(tmp_path / "ix", batch)  # a path is opened read-only
-    assert len(got.id) == len(Index.open(tmp_path / "ix").query_arrays(batch).id)
+    assert got.size == len(Index.open(tmp_path / "ix").query_arrays(batch).id)
 
 
 def test_index_parts_cover_live_rows_once(tmp_path):

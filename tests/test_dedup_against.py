@@ -19,7 +19,7 @@ import neardup
 from neardup import Fingerprinter
 from neardup.core.similarity import distance_for_threshold
 from neardup.core.verify import priority_order
-from neardup.index import Index
+from neardup.index import Index, probe
 from neardup.io.sources import InputPath
 
 REDIS = REDIS_SERVER is not None and REDIS_CLI is not None
@@ -71,7 +71,7 @@ def contents(ix: Index) -> dict:
     out = {}
     for si, seg in enumerate(ix._segs):
         rows = seg.live_rows()
-        _, ids = ix._ids_of(np.full(len(rows), si, dtype=np.int64), rows)
+        _, ids = probe.ids_of(ix.path, ix._segs, ix.id_type, np.full(len(rows), si, np.int64), rows)
         for i, r in zip(ids.tolist(), rows.tolist(), strict=True):
             out[i] = (seg.sketch[r].tolist(), int(seg.ssize[r]))
     return out

@@ -41,8 +41,8 @@ def client():
 
 def assert_same(got, qi, ids, di) -> None:
     np.testing.assert_array_equal(got.query_index, qi)
-    np.testing.assert_array_equal(got.id, ids)
-    np.testing.assert_array_equal(got.distance, di)
+    np.testing.assert_array_equal(got.ids, ids)
+    np.testing.assert_array_equal(got.distances, di)
 
 
 def stored_corpus(seed: int, n: int = 2000) -> np.ndarray:

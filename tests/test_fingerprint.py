@@ -214,9 +214,9 @@ def test_kernel_path_equals_python_path(text, weighting, window):
 
 
 def test_fingerprint_many_threads_and_chunks(monkeypatch):
-    from neardup import config
+    from neardup.fingerprints import batch as fbatch
 
-    monkeypatch.setattr(config, "FINGERPRINT_CHUNK_DOCS", 7)
+    monkeypatch.setattr(fbatch, "FINGERPRINT_CHUNK_DOCS", 7)
     texts = [f"document number {i} with some words {i % 5}" for i in range(100)]
     fp = Fingerprinter()
     one = fp.fingerprint_many(texts, threads=1)
@@ -337,9 +337,9 @@ def test_concurrent_callers_get_the_same_fingerprints(monkeypatch):
     # fingerprint_many from several threads at once (say a reader pipeline and an indexer)
     from concurrent.futures import ThreadPoolExecutor
 
-    from neardup import config
+    from neardup.fingerprints import batch as fbatch
 
-    monkeypatch.setattr(config, "FINGERPRINT_CHUNK_DOCS", 16)
+    monkeypatch.setattr(fbatch, "FINGERPRINT_CHUNK_DOCS", 16)
     texts = [f"Dokument {i}: Grüße, ＡＢＣ {'日本語' * (i % 5)} ﬁn {i % 7}" for i in range(400)]
     fp = Fingerprinter()
     expected = [fp.fingerprint(t) for t in texts]
@@ -429,7 +429,7 @@ def test_presets_compile_only_the_stages_they_use(tmp_path):
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                        timeout=600, check=True)  # fmt: skip
     compiled = set(ast.literal_eval(r.stdout.strip().splitlines()[-1]))
-    assert {"_fingerprint_chunk", "_tokens_unicode", "_fnv1a64", "_radix_sort"} <= compiled
+    assert {"_fingerprint_chunk", "_tokens_unicode", "fnv1a64", "_radix_sort"} <= compiled
     unused = {"_normalize_doc", "_nfkc_segment", "_char_to_unit_offsets", "_tokens_ascii",
               "_jenkins64", "_lookup3_2", "_weigh_sorted", "_tally_weighted", "run_quicksort"}  # fmt: skip
     assert not compiled & unused
@@ -481,13 +481,13 @@ def test_features_many_match_naive_pipeline(texts, options):
 
 
 def test_features_many_chunks_threads_and_python_path(monkeypatch):
-    from neardup import config
+    from neardup.fingerprints import batch as fbatch
 
     texts = [f"Dokument {i}: Grüße {'日本語' * (i % 4)} word{i % 9} ＡＢＣ" for i in range(300)]
     texts += ["", "x", b"bytes are text too"]
     want = [naive_shingle_keys(t) for t in texts]
     fp = Fingerprinter()
-    monkeypatch.setattr(config, "FINGERPRINT_CHUNK_DOCS", 7)
+    monkeypatch.setattr(fbatch, "FINGERPRINT_CHUNK_DOCS", 7)
     for threads in (1, 3):
         f = fp.features_many(iter(texts), threads=threads)
         assert _key_sets(f) == want

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from naive import naive_fingerprint, naive_shingle_keys
 from test_fingerprint import ALPHABET, OPTIONS
 
-from neardup import config
 from neardup.fingerprints import Fingerprinter
+from neardup.fingerprints import batch as fbatch
 
 
 def _buffer(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -47,7 +47,8 @@ def test_utf8_buffer_fingerprints_as_str(texts, options, threads):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.text(alphabet=ALPHABET, max_size=300), min_size=1, max_size=40))
 def test_presets_and_many_chunks(texts):
-    config.FINGERPRINT_CHUNK_DOCS = 3
+    old = fbatch.FINGERPRINT_CHUNK_DOCS
+    fbatch.FINGERPRINT_CHUNK_DOCS = 3
     try:
         for preset in ("default", "reference"):
             fp = Fingerprinter(preset)
@@ -57,7 +58,7 @@ def test_presets_and_many_chunks(texts):
             assert got.fingerprints.tolist() == want.fingerprints.tolist()
             assert got.keys.tolist() == want.keys.tolist()
     finally:
-        config._reset()
+        fbatch.FINGERPRINT_CHUNK_DOCS = old
 
 
 def test_validation_and_read_only_buffers():

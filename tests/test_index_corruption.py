@@ -57,8 +57,8 @@ for case in cases:
                              [i in ix for i in probe_ids]]
             if sketches is not None:
                 v = ix.verified_query(sk, 0.5, 3)
-                out["answer"].append([v.query_index.tolist(), [str(i) for i in v.id.tolist()],
-                                      v.distance.tolist(), v.jaccard.tolist()])
+                out["answer"].append([v.query_index.tolist(), [str(i) for i in v.ids.tolist()],
+                                      v.distances.tolist(), v.jaccards.tolist()])
             try:
                 ix.verify()
                 out["verified"] = True
@@ -280,9 +280,9 @@ def test_damaged_index_files_give_a_clear_error_or_the_right_answer(tmp_path, st
                     [i in ix for i in probe]]  # fmt: skip
         if qsk is not None:
             v = ix.verified_query(qsk, 0.5, DISTANCE)
-            expected.append([v.query_index.tolist(), [str(i) for i in v.id.tolist()],
-                             v.distance.tolist(), v.jaccard.tolist()])  # fmt: skip
-            assert len(v.id) > 40 and len(v.id) < len(m.id)  # the sketches decide
+            expected.append([v.query_index.tolist(), [str(i) for i in v.ids.tolist()],
+                             v.distances.tolist(), v.jaccards.tolist()])  # fmt: skip
+            assert v.size > 40 and v.size < len(m.id)  # the sketches decide
     assert len(m.id) > 40  # the queries do find things
     root = str(tmp_path / "cases")
     os.mkdir(root)

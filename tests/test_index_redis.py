@@ -18,7 +18,7 @@ from strategies import fingerprints
 from neardup import config
 from neardup.core.layout import Layout
 from neardup.errors import IdError
-from neardup.index import CorruptIndexError, Index
+from neardup.index import CorruptIndexError, Index, redis_store, redis_writer
 from neardup.index.redis import IndexUnavailableError, RedisIndex, choose_redis_layout
 
 pytestmark = [needs_redis, pytest.mark.usefixtures("few_redis_shards")]
@@ -237,14 +237,14 @@ def test_choose_redis_layout():
 
 
 @pytest.mark.parametrize("where", ["node", "cluster"])
-def test_bulk_writes_in_many_small_rounds(request, where):
+def test_bulk_writes_in_many_small_rounds(request, where, monkeypatch):
     """Adds split into many pipelines, script calls and entry batches (tiny limits) give the
     same index as one round, and an id already stored in a late batch refuses the whole add."""
     url = fresh(request.getfixturevalue(where).url)
-    config.REDIS_WRITE_BYTES = 100
-    config.REDIS_SCRIPT_KEYS = 3
-    config.REDIS_SCRIPT_ITEMS = 7
-    config.REDIS_PIPELINE = 5
+    monkeypatch.setattr(redis_writer, "REDIS_WRITE_BYTES", 100)
+    monkeypatch.setattr(redis_writer, "REDIS_SCRIPT_KEYS", 3)
+    monkeypatch.setattr(redis_writer, "REDIS_SCRIPT_ITEMS", 7)
+    monkeypatch.setattr(redis_store, "REDIS_PIPELINE", 5)
     rng = np.random.default_rng(11)
     fps = rng.integers(0, 2**64, 1000, dtype=np.uint64)
     fps[600:650] = fps[:50] ^ np.uint64(1 << 40)  # near duplicates across the two adds
@@ -269,14 +269,14 @@ def test_bulk_writes_in_many_small_rounds(request, where):
         assert len(ix) == 300
 
 
-def test_long_bulk_add_keeps_its_lease(node):
+def test_long_bulk_add_keeps_its_lease(node, monkeypatch):
     """A bulk add running longer than the writers' lease keeps renewing it, so no other writer
     can take the index midway."""
     import redis
 
     url = fresh(node.url)
     config.REDIS_LOCK_LEASE_S = 2.0
-    config.REDIS_WRITE_BYTES = 2048
+    monkeypatch.setattr(redis_writer, "REDIS_WRITE_BYTES", 2048)
     fps = np.random.default_rng(5).integers(0, 2**64, 200_000, dtype=np.uint64)
     client = redis.Redis(port=node.port)
     seen, done = [], threading.Event()

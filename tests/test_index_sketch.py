@@ -15,8 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from neardup import Matches
 from neardup.core.sketch import Sketches, set_sketches
-from neardup.index import CorruptIndexError, Index, IndexMatches, storage
+from neardup.index import CorruptIndexError, Index, storage
 
 WORDS = 4
 
@@ -51,8 +52,8 @@ def check(ix: Index, model: dict, queries: Sketches, threshold: float, distance:
     got = ix.verified_query(queries, threshold, distance)
     qs = list(zip(queries.words.tolist(), queries.sizes.tolist(), strict=True))
     want = naive.verified_query(model, qs, threshold, distance)
-    rows = list(zip(got.query_index.tolist(), got.id.tolist(), got.distance.tolist(),
-                    got.jaccard.tolist(), strict=True))  # fmt: skip
+    rows = list(zip(got.query_index.tolist(), got.ids.tolist(), got.distances.tolist(),
+                    got.jaccards.tolist(), strict=True))  # fmt: skip
     if isinstance(next(iter(model), 0), str):  # ties of str ids come in the index's own order
         rows.sort(key=lambda r: (r[0], -r[3], r[2], r[1]))
     assert rows == want
@@ -66,10 +67,10 @@ def check(ix: Index, model: dict, queries: Sketches, threshold: float, distance:
                            strict=True))  # fmt: skip
     assert got_plain == want_plain
     assert len(ix) == len(model)
-    near = ix.nearest_arrays(queries.fingerprints, distance)
+    near = ix.nearest(queries.fingerprints, distance)
     first = np.unique(plain.query_index, return_index=True)[1]
     assert near.query_index.tolist() == plain.query_index[first].tolist()
-    assert near.id.tolist() == plain.id[first].tolist()
+    assert near.ids.tolist() == plain.id[first].tolist()
 
 
 ops = st.lists(
@@ -203,18 +204,23 @@ def test_verified_query_errors_and_given_candidates(tmp_path):
         ix.add(None, [f"e{i}" for i in range(30)], sketches=sk.take(np.arange(30)))
         ix.remove(["e3", "e4"])
         local = ix.verified_query(sk, 0.8)
-        assert len(local.id) > 30  # the first 30 find themselves, some others their family
+        assert local.size > 30  # the first 30 find themselves, some others their family
         # candidates found elsewhere (e.g. on Dask) are decided the same way; removed ids and
         # ids unknown to the index are no candidates
         cand = ix.query_arrays(sk.fingerprints, 10)
-        extra = IndexMatches(np.array([0, 1]), np.array(["e3", "zz"], dtype=object),
-                             np.array([0, 0]))  # fmt: skip
-        both = IndexMatches(*(np.concatenate([a, b]) for a, b in zip(cand, extra, strict=True)))
+        qi = np.concatenate([cand.query_index, [0, 1]])
+        ids = np.concatenate([cand.id, np.array(["e3", "zz"], dtype=object)])
+        d = np.concatenate([cand.distance, [0, 0]])
+        order = np.argsort(qi, kind="stable")
+        both = Matches.from_sorted(qi[order], ids[order], d[order], len(sk))
         given_ = ix.verified_query(sk, 0.8, candidates=both)
-        for a, b in zip(local, given_, strict=True):
-            assert a.tolist() == b.tolist()
-        first = local.first(len(sk))
+        for name in ("offsets", "ids", "distances", "jaccards"):
+            assert getattr(local, name).tolist() == getattr(given_, name).tolist()
+        first = local.first_positions()
         assert (first[local.query_index[first[first >= 0]]] == first[first >= 0]).all()
+        assert local.first().ids.tolist() == local.ids[first[first >= 0]].tolist()
+        with pytest.raises(ValueError, match="candidates are for 2 queries, not the 60"):
+            ix.verified_query(sk, 0.8, candidates=Matches.empty(2, "str"))
         with pytest.raises(ValueError, match="between 0 and the index's distance 10"):
             ix.verified_query(sk, 0.7)  # 13 bits for 0.7
         with pytest.raises(ValueError, match="have 8 words, the index keeps 4"):

@@ -15,7 +15,7 @@ import pytest
 from cli import invoke
 
 import neardup
-from neardup import config
+from neardup.io import remote
 
 fsspec = pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
@@ -101,7 +101,7 @@ def _server():
 
 @pytest.fixture
 def quick_retries(monkeypatch):
-    monkeypatch.setattr(config, "REMOTE_BACKOFF_S", 0.01)
+    monkeypatch.setattr(remote, "BACKOFF_S", 0.01)
     # small blocks, so a file is fetched in several range requests and resumed in the middle
     monkeypatch.setitem(fsspec.config.conf, "http", {"block_size": 4096})
     fsspec.filesystem("http").clear_instance_cache()

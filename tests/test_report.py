@@ -251,10 +251,10 @@ def test_report_lists_documents_dropped_against_the_index(tmp_path, sketches):
 
 
 def test_index_table_is_cut_but_searchable(tmp_path, monkeypatch):
-    from neardup import config
+    from neardup.pipeline import report_html
 
     _, d2, clusters, _ = _against_run(True)
-    monkeypatch.setattr(config, "REPORT_INDEX_ROWS", 5)
+    monkeypatch.setattr(report_html, "REPORT_INDEX_ROWS", 5)
     out = tmp_path / "r.html"
     assert invoke("neardup", "report", "--clusters", clusters, d2, "-o", str(out)).returncode == 0
     page = out.read_text(encoding="utf-8")

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from strategies import fingerprints, layouts
 
 import neardup
-from neardup import config
-from neardup.core import engine
+from neardup.core import cost, engine, search
 from neardup.core.cost import choose_scheme
 from neardup.core.layout import Layout, Part, Scheme
 from neardup.core.search import cluster_groups, find_all_values, pairs_for_tables, sort_pairs
@@ -57,7 +56,9 @@ def test_find_clusters_matches_brute_force(fp, layout):
 def test_query_matches_brute_force(corpus, queries, layout):
     distance, blocks = layout
     got = neardup.query(corpus, queries, distance, blocks)
-    for g, e in zip(got, naive.query(corpus, queries, distance)):
+    assert len(got) == len(queries)
+    flat = (got.query_index, got.ids, got.distances)
+    for g, e in zip(flat, naive.query(corpus, queries, distance), strict=True):
         np.testing.assert_array_equal(g, e)
 
 
@@ -106,7 +107,8 @@ def test_empty_and_single(fp):
     assert neardup.find_clusters(fp, 3).tolist() == list(range(len(fp)))
     r = neardup.query(fp, [5, 4], 3)
     assert r.query_index.tolist() == ([0, 1] if len(fp) else [])
-    assert r.distance.tolist() == ([0, 1] if len(fp) else [])
+    assert r.distances.tolist() == ([0, 1] if len(fp) else [])
+    assert len(r) == 2 and r.offsets.tolist() == ([0, 1, 2] if len(fp) else [0, 0, 0])
 
 
 def test_input_types():
@@ -163,8 +165,9 @@ def test_query_distance_order_and_limit():
     corpus = [0b1111, 0b0111, 0b0011, 0b0001, 0b111 << 50]
     r = neardup.query(corpus, [0b0001, 0b111 << 50], 3)
     assert r.query_index.tolist() == [0, 0, 0, 0, 1]
-    assert r.corpus_index.tolist() == [3, 2, 1, 0, 4]
-    assert r.distance.tolist() == [0, 1, 2, 3, 0]
+    assert r.ids.tolist() == [3, 2, 1, 0, 4]
+    assert r.distances.tolist() == [0, 1, 2, 3, 0]
+    assert r.to_lists() == [[(3, 0), (2, 1), (1, 2), (0, 3)], [(4, 0)]]
 
 
 @pytest.mark.scale
@@ -199,9 +202,7 @@ def test_pair_of_two(a, b):
 
 @pytest.mark.parametrize("threads", [2, 3, 4])
 def test_threads_sharing_each_table_match_brute_force(monkeypatch, threads):
-    from neardup import config
-
-    monkeypatch.setattr(config, "THREADS_FROM", 0)
+    monkeypatch.setattr(search, "THREADS_FROM", 0)
     fp = planted(25_000, seed=threads)
     fp[:50] = 0  # skewed top bits: one part of the in-place split gets far more keys
     fp[50:60] = 2**64 - 1
@@ -251,12 +252,12 @@ def schemes(draw, max_distance: int = 14):
 @contextlib.contextmanager
 def deep_trees():
     """Trees split down to single tables: no bucket is checked pair by pair before that."""
-    old = config.PAIR_NS
-    config.PAIR_NS = 1e9
+    old = cost.PAIR_NS
+    cost.PAIR_NS = 1e9
     try:
         yield
     finally:
-        config.PAIR_NS = old
+        cost.PAIR_NS = old
 
 
 @pytest.fixture
@@ -374,8 +375,8 @@ def test_index_batches_search_with_the_engine(tmp_path, monkeypatch):
         ix.add(corpus[2000:])
         ix.remove([5, 2500])
         probed = ix.query_arrays(queries)
-        monkeypatch.setattr(config, "JOIN_FROM", 0)
-        monkeypatch.setattr(config, "PROBE_NS", 1e9)  # the engine always wins
+        monkeypatch.setattr(cost, "JOIN_FROM", 0)
+        monkeypatch.setattr(cost, "PROBE_NS", 1e9)  # the engine always wins
         joined = ix.query_arrays(queries)
     alive = np.ones(len(corpus), dtype=bool)
     alive[[5, 2500]] = False

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from naive import find_all as naive_find_all
 from naive import find_clusters as naive_find_clusters
 
-from neardup import config
+from neardup.core import small as small_mod
 from neardup.core.search import cluster_groups, find_all, find_clusters
 from neardup.core.small import cluster_groups_small, find_all_small, find_clusters_small
+from neardup.io import formats
 from neardup.io.formats import format_json_rows, parse_decimal_lines
 
 EDGE = [0, 1, 2**64 - 1, 2**63, 2**63 - 1, 0b1011, 0b1001, 0b1011]
@@ -60,12 +61,12 @@ def test_property_against_brute_force(values, d):
 def test_small_parse_matches_the_kernel(values, eol, pad):
     data = eol.join(pad + str(v).encode() + pad for v in values) + eol
     small = parse_decimal_lines(data)
-    old = config.SMALL_PARSE_BYTES
-    config.SMALL_PARSE_BYTES = -1  # force the numba kernel
+    old = formats.SMALL_PARSE_BYTES
+    formats.SMALL_PARSE_BYTES = -1  # force the numba kernel
     try:
         big = parse_decimal_lines(data)
     finally:
-        config.SMALL_PARSE_BYTES = old
+        formats.SMALL_PARSE_BYTES = old
     np.testing.assert_array_equal(small, big)
     np.testing.assert_array_equal(small, np.array(values, dtype=np.uint64))
 
@@ -82,12 +83,12 @@ def test_small_json_rows_match_the_kernel():
     vals = rng.integers(0, 2**64, size=200, dtype=np.uint64)
     ptr = np.array([0, 0, 1, 5, 100, 200], dtype=np.int64)
     small = format_json_rows(vals, ptr)
-    old = config.SMALL_INPUT
-    config.SMALL_INPUT = -1
+    old = small_mod.SMALL_INPUT
+    small_mod.SMALL_INPUT = -1
     try:
         assert format_json_rows(vals, ptr) == small
     finally:
-        config.SMALL_INPUT = old
+        small_mod.SMALL_INPUT = old
 
 
 def test_seed_tools_small_and_engine_paths_agree():

@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Layout": "neardup.core.layout",
     "choose_blocks": "neardup.core.cost",
-    "QueryResult": "neardup.core.search",
+    "Matches": "neardup.core.matches",
     "cluster_groups": "neardup.core.search",
     "find_all": "neardup.core.search",
     "find_all_values": "neardup.core.search",
@@ -29,6 +29,8 @@ _EXPORTS = {
     "compute": "neardup.fingerprints",
     "fingerprint": "neardup.fingerprints",
     "Index": "neardup.index",
+    "IndexBackend": "neardup.index",
+    "open_index": "neardup.index",
     "decide": "neardup.pipeline.job",
     "dedup": "neardup.pipeline.job",
     "DedupResult": "neardup.pipeline.result",
@@ -37,8 +39,8 @@ _EXPORTS = {
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from neardup.core.cost import choose_blocks
     from neardup.core.layout import Layout
+    from neardup.core.matches import Matches
     from neardup.core.search import (
-        QueryResult,
         cluster_groups,
         find_all,
         find_all_values,
@@ -47,7 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     )
     from neardup.core.similarity import similar_pairs
     from neardup.fingerprints import PRESETS, Fingerprinter, compute, fingerprint
-    from neardup.index import Index
+    from neardup.index import Index, IndexBackend, open_index
     from neardup.pipeline.job import decide, dedup
     from neardup.pipeline.result import DedupResult
 
@@ -61,7 +63,7 @@ __all__ = [
     "cluster_groups",
     "query",
     "similar_pairs",
-    "QueryResult",
+    "Matches",
     "Fingerprinter",
     "fingerprint",
     "compute",
@@ -70,6 +72,8 @@ __all__ = [
     "decide",
     "DedupResult",
     "Index",
+    "IndexBackend",
+    "open_index",
 ]
 
 

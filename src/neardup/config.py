@@ -1,4 +1,7 @@
-"""Every tunable of neardup, in one place (with :func:`_reset` for tests).
+"""What users of neardup tune, in one place (with :func:`_reset` for tests): limits, batch
+sizes, the report, the service and the Redis backend. Constants that only the code's authors
+adjust live beside the code that reads them (the cost model's calibration in
+:mod:`neardup.core.cost`, chunk sizes in the modules that cut the chunks).
 
 Nothing here changes numba's global state. Values are read at call time, so assigning
 ``neardup.config.NAME = value`` changes later calls; :func:`_reset` restores the defaults.
@@ -13,98 +16,9 @@ import os
 #: Default Hamming distance (inclusive) for the search functions and the seed tools.
 DEFAULT_DISTANCE = 3
 
-#: Batch search: below this many fingerprints one thread is faster than starting several.
-THREADS_FROM = 20_000
-
-#: Largest number of permuted tables a layout may need before it is refused as unusable.
-MAX_TABLES = 100_000
-
-#: The seed tools answer up to this many distinct fingerprints by numpy brute force
-#: (:mod:`neardup.core.small`) and format their output in Python, without loading numba.
-SMALL_INPUT = 2048
-
-#: Decimal fingerprint inputs up to this many bytes are parsed in Python (no numba).
-SMALL_PARSE_BYTES = 64 << 10
-
-# The batch cost model (neardup.core.cost) in nanoseconds per operation of the engine's kernels
-# on one core, measured with bench/find_all.py --calibrate on the 2-core benchmark machine (AMD
-# EPYC with AVX-512): a counting-sort split of a bucket that fits in cache, the first split of the
-# whole input (memory bound), each counter of a split, each tree node visited, each row and each
-# pair of a bucket checked pair by pair (a vectorised XOR + popcount).
-
-#: Batch search: fixed cost of one first block (its pass over the input started from Python) (ns).
-GROUP_NS = 60_000.0
-
-#: Batch search: split one fingerprint of a bucket that fits in cache (ns).
-SPLIT_NS = 2.0
-
-#: Batch search: split one fingerprint of a node larger than the cache (ns).
-SPLIT_MEM_NS = 7.0
-
-#: Batch search: one counter of a split (clear, prefix sum, visit the bucket) (ns).
-COUNTER_NS = 1.2
-
-#: Batch search: one node of the search tree (call and bookkeeping) (ns).
-NODE_NS = 12.0
-
-#: Batch search: one row of a bucket checked pair by pair (ns).
-ROW_NS = 2.5
-
-#: Batch search: one pair checked (ns).
-PAIR_NS = 0.15
-
-#: Batch search: a scheme of several parts is chosen over one part only when its estimated cost
-#: is below this share of the one part's.
-SCHEME_MARGIN = 0.9
-
 #: Batch search: share of the available memory the partition buffers may use when neither
 #: ``memory=`` nor ``NEARDUP_MEMORY`` says otherwise.
 MEMORY_FRACTION = 0.5
-
-# -- fingerprints ---------------------------------------------------------------------------------
-
-#: Fingerprinting: at most this many documents per chunk (one chunk is one kernel call on one
-#: thread, after one join and one UTF-8 encoding of its text under the GIL).
-FINGERPRINT_CHUNK_DOCS = 2048
-
-#: Fingerprinting: at most this many characters (str) or bytes per chunk...
-FINGERPRINT_CHUNK_BYTES = 4 << 20
-
-#: ... but chunks small enough that every thread gets about this many of them, down to
-#: FINGERPRINT_CHUNK_MIN_BYTES, so that threads end together.
-FINGERPRINT_CHUNKS_PER_THREAD = 4
-FINGERPRINT_CHUNK_MIN_BYTES = 256 << 10
-
-#: Fingerprinting: a chunk whose documents average fewer characters than this is joined into
-#: one string before it is encoded (one call); larger documents are encoded one by one (one
-#: copy less).
-FINGERPRINT_JOIN_BELOW = 512
-
-# -- index ----------------------------------------------------------------------------------------
-
-#: Most sorted runs (base + delta) an index keeps before an add merges runs.
-MAX_SEGMENTS = 8
-
-#: Cost of probing one table for one query, in candidate checks (binary search + call); the
-#: index's layout choice weighs it against the candidates a longer prefix saves.
-PROBE_COST = 32.0
-
-#: Time of one unit of the query cost model (PROBE_COST units), measured with PermutedTables on
-#: 1M fingerprints (batches of 1,000-100,000 queries at distances 3, 6, 8: 9-26 ns) (ns).
-PROBE_NS = 15.0
-
-#: Batches of at least this many queries are searched together with an index's fingerprints by
-#: the batch engine when the cost model says that is cheaper than probing its tables.
-JOIN_FROM = 256
-
-#: Most tables an index layout may have (each costs 8 bytes per fingerprint on disk).
-MAX_INDEX_TABLES = 5000
-
-#: Queries per batch above which an index probes its tables on several threads.
-PARALLEL_QUERIES = 2048
-
-#: Queries searched at once by ``Index.verified_query`` (bounds the candidate pairs in memory).
-VERIFY_QUERY_CHUNK = 65536
 
 # -- documents ------------------------------------------------------------------------------------
 
@@ -120,15 +34,8 @@ READ_KERNEL_FROM = 16 << 20
 #: most this many bytes, each parsed and fingerprinted by one thread...
 READ_BLOCK_BYTES = 4 << 20
 
-#: ... and of at least this many, fewer when that gives every thread this many blocks.
+#: ... and of at least this many (fewer when that gives every thread several blocks).
 READ_BLOCK_MIN_BYTES = 256 << 10
-READ_BLOCKS_PER_THREAD = 4
-
-#: Rows per batch when copying Parquet rows in dedup's second pass.
-PARQUET_BATCH_ROWS = 65536
-
-#: Documents between two progress callbacks while reading or writing documents.
-PROGRESS_EVERY = 256
 
 #: ``--progress bar``: seconds before a bar appears (shorter runs never show one).
 PROGRESS_BAR_DELAY = 0.5
@@ -139,13 +46,6 @@ PROGRESS_LOG_SECONDS = 5.0
 #: ``neardup dedup``, first run on a machine: compile the search and verification kernels in a
 #: second process while this one fingerprints, when threads >= 2 and a CPU is idle for it.
 COMPILE_AHEAD = True
-
-#: ... and the usable CPUs minus the 1-minute load average is at least this. The second process
-#: costs about 1.4 s of CPU (an interpreter, numpy and numba of its own): with a CPU idle it
-#: gains more than that, with none the two processes take turns and it is a loss
-#: (``bench/startup.py --ahead`` on a shared 2-core machine: a cold dedup of the sample took
-#: 5.8 s instead of 6.6 s at load 1.3-2.1, 7.0 s instead of 5.8 s at load 2.7-2.9).
-COMPILE_AHEAD_SPARE_CPUS = 1.5
 
 # -- report ---------------------------------------------------------------------------------------
 
@@ -161,13 +61,6 @@ REPORT_TEXT_CHARS = 20_000
 #: Clusters listed in the report's search index (the page stays small for huge runs).
 REPORT_MAX_CLUSTERS = 50_000
 
-#: Rows of the report's "largest clusters" table.
-REPORT_LARGEST = 20
-
-#: Rows of the report's table of documents dropped as seen in an index (``--against``; the
-#: search covers them all).
-REPORT_INDEX_ROWS = 200
-
 # -- service and Redis backend ---------------------------------------------------------------------
 
 #: ``neardup serve``: most fingerprints or texts in one request (a larger batch gets a 413).
@@ -175,18 +68,6 @@ SERVE_MAX_BATCH = 100_000
 
 #: ``neardup serve``: largest request body in bytes (a larger one gets a 413).
 SERVE_MAX_BODY = 64 << 20
-
-#: ``neardup serve``, local index: queries of at most this many fingerprints run on the event
-#: loop itself (tens of microseconds) instead of hopping to the thread pool.
-SERVE_INLINE = 64
-
-#: ``neardup serve``: deepest nesting of arrays and objects in a request's JSON (a deeper one
-#: gets a 400; the requests themselves nest two levels).
-SERVE_MAX_JSON_DEPTH = 32
-
-#: ``neardup serve``: longest error message in characters (values a request sent are shown
-#: cut, never echoed whole).
-SERVE_ERROR_CHARS = 300
 
 #: ``neardup serve``: seconds a connection may take to send a request's headers, and the idle
 #: time after which a kept-alive connection is closed.
@@ -200,27 +81,8 @@ SERVE_MAX_CONNECTIONS = 1000
 #: fails with 503.
 SERVE_WRITE_WAIT_S = 30.0
 
-#: Redis index: records per bucket the automatic layout aims at (measured in
-#: docs/benchmarks/service.md, "Redis bucket width").
-REDIS_BUCKET_RECORDS = 128
-
-#: Redis index: cost of reading one more bucket in a query, in records scanned (layout choice).
-REDIS_READ_COST = 1000.0
-
 #: Redis index: id hashes per index (a power of two), spread over the cluster's nodes.
 REDIS_ENTRY_SHARDS = 1024
-
-#: Redis index: commands per pipeline round trip.
-REDIS_PIPELINE = 10_000
-
-#: Redis index: payload bytes per pipeline round trip of a write (bounds a bulk add's buffers).
-REDIS_WRITE_BYTES = 16 << 20
-
-#: Redis index: buckets appended by one script call in a write.
-REDIS_SCRIPT_KEYS = 1000
-
-#: Redis index: entries written or looked up by one script call in a write.
-REDIS_SCRIPT_ITEMS = 20_000
 
 #: Redis index: seconds a writer's lease lasts (a crashed writer blocks others this long).
 REDIS_LOCK_LEASE_S = 60.0
@@ -232,10 +94,6 @@ REDIS_TIMEOUT_S = 5.0
 #: its next bytes, before the read is retried (``--remote-timeout``; http(s) and s3).
 REMOTE_TIMEOUT_S = 60.0
 
-#: Remote inputs: retries of a read that failed for a transient reason (a connection dropped or
-#: refused, a timeout), from where it stopped, after REMOTE_BACKOFF_S, then twice as long each.
-REMOTE_RETRIES = 3
-REMOTE_BACKOFF_S = 1.0
 
 #: Largest record read (bytes): a JSONL or text line, or a whole text file. A larger one is a
 #: bad record (reported, skippable with ``--skip-bad``) rather than a reason to run out of memory.

@@ -6,6 +6,21 @@ import contextlib
 from collections.abc import Iterator
 
 
+class NeardupError(Exception):
+    """Base of the errors neardup raises about what it was asked to do."""
+
+
+class UnsupportedOperation(NeardupError, ValueError):
+    """An index backend lacks a capability: the message names the index and the capability."""
+
+    def __init__(self, where: str, backend: str, capability: str) -> None:
+        self.capability = capability
+        super().__init__(
+            f"index {where}: the {backend} backend cannot do {capability!r} "
+            f"(see IndexBackend.capabilities)"
+        )
+
+
 class InputError(ValueError):
     """Bad input data: names the source, the line/record (1-based) and what was wrong."""
 

@@ -1,5 +1,6 @@
 """numba primitives that the kernels of several packages share: the population count of a
-uint64, MurmurHash3's 64-bit finalizer and the UTF-8 encoding of one code point.
+uint64, MurmurHash3's 64-bit finalizer, FNV-1a 64 of bytes, the 64-bit key of a string id and
+the UTF-8 encoding of one code point (and their constants, defined once).
 
 Both are ``@njit(cache=True, nogil=True)`` functions of scalars (and an output array) that
 validate nothing; a kernel that calls one gets it compiled into its own machine code (LLVM
@@ -12,7 +13,24 @@ import numpy as np
 
 from neardup.compiled import njit
 
-__all__ = ["fmix64", "popcount", "put_utf8"]
+__all__ = [
+    "FNV_OFFSET",
+    "FNV_PRIME",
+    "GOLDEN",
+    "fmix64",
+    "fnv1a64",
+    "popcount",
+    "put_utf8",
+    "string_key",
+]
+
+#: FNV-1a 64: offset basis and prime
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+FNV_PRIME = np.uint64(0x100000001B3)
+#: 2**64 / golden ratio (Fibonacci hashing; also a tag and a polynomial base)
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
 
 _C1 = np.uint64(0xFF51AFD7ED558CCD)
 _C2 = np.uint64(0xC4CEB9FE1A85EC53)
@@ -44,6 +62,29 @@ def fmix64(h):
     h ^= h >> _S33
     h *= _C2
     h ^= h >> _S33
+    return h
+
+
+@njit(cache=True, nogil=True)
+def fnv1a64(buf, start, end):
+    """FNV-1a, 64-bit, of the bytes ``buf[start:end]`` (a uint64)."""
+    h = FNV_OFFSET
+    for i in range(start, end):
+        h ^= np.uint64(buf[i])
+        h *= FNV_PRIME
+    return h
+
+
+@njit(cache=True, nogil=True)
+def string_key(buf, start, end):
+    """The 64-bit key of the UTF-8 string id ``buf[start:end]``: FNV-1a then splitmix64's
+    finalizer. Indexes store it (the sort key of a str id): it must never change."""
+    h = fnv1a64(buf, start, end)
+    h ^= h >> np.uint64(30)
+    h *= _MIX1
+    h ^= h >> np.uint64(27)
+    h *= _MIX2
+    h ^= h >> np.uint64(31)
     return h
 
 

@@ -31,7 +31,7 @@ class Terminated(BaseException):
     removed on the way out. A ``BaseException``, so ``except Exception`` never swallows it."""
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
+def _on_sigterm(_signum: int, _frame: object) -> None:
     # further SIGTERMs are ignored while the first one unwinds, so the clean-up it runs
     # (removing temporary files, rolling back a commit) is not cut short; SIGKILL still ends it
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -18,6 +18,7 @@ from neardup.errors import InputError, holding
 from neardup.io.files import input_size, metered
 from neardup.io.formats import display_name
 from neardup.io.readers import FORMATS
+from neardup.io.remote import RETRIES as REMOTE_RETRIES
 from neardup.io.sources import InputPath, expand_inputs
 from neardup.io.writers import OutputSet
 from neardup.pipeline.stream import Fingerprinted, fingerprint_all, reads_in_blocks
@@ -108,7 +109,7 @@ def input_options(func: Callable) -> Callable:
             expose_value=False,
             callback=_set_remote_timeout,
             help="Remote inputs (https://, s3://, ...): seconds to wait for a connection or for "
-            f"the next bytes before a read is retried ({config.REMOTE_RETRIES} retries, with "
+            f"the next bytes before a read is retried ({REMOTE_RETRIES} retries, with "
             "backoff, from where it stopped).",
         ),
     ]

@@ -296,13 +296,13 @@ def query_cmd(
     An index with sketches (created with --threshold) compares set fingerprints: documents
     are fingerprinted so; with --threshold each match is decided by its estimated Jaccard.
     """
-    from neardup.index import Index
+    from neardup.index import open_index
     from neardup.io.sources import InputPath, expand_inputs
 
     files = expand_inputs([InputPath(p) for p in inputs], kw["in_format"], one_output=False)
     with OutputSet([*inputs, *(f.path for f in files)], protect=[path]) as outs:
         out = outs.file(output)  # checked before any work
-        with Index.open(path) as ix, holding(_HOLDING, _FIX):
+        with open_index(path) as ix, holding(_HOLDING, _FIX):
             words = None if kw["raw"] else ix.sketch_words
             if threshold is not None and (ix.sketch_words is None or kw["raw"]):
                 raise click.UsageError(
@@ -315,7 +315,7 @@ def query_cmd(
                 k = distance_for_threshold(threshold) if distance is None else distance
             else:
                 k = ix.distance if distance is None else distance
-            m: Any = None
+            m = None
             if scheduler is not None or workers is not None:
                 import neardup.distributed as nd
 
@@ -323,11 +323,9 @@ def query_cmd(
                     m = nd.query(ix, fps, k, client=client)
             if threshold is not None:
                 m = ix.verified_query(sketches, threshold, k, candidates=m)
-                res = _per_query(m, len(fps))
             elif m is None:
-                res = ix.query(fps, distance)
-            else:
-                res = _per_query(m, len(fps))
+                m = ix.search(fps, distance)
+            res = m.to_lists(jaccard_digits=6)
         qids = ids if ids is not None else range(len(fps))
         with outs.open(out, "w") as f:
             for qid, matches in zip(qids, res, strict=True):
@@ -339,19 +337,6 @@ def query_cmd(
         click.echo(
             f"{PROG}: {plural(len(res), 'query', 'queries')}, {hit:,} with matches", err=True
         )
-
-
-def _per_query(m: Any, n: int) -> list[list[tuple[Any, ...]]]:
-    """Flat matches (sorted by query) as one list of (id, distance) per query, or of (id,
-    distance, estimated Jaccard) for verified matches."""
-    bounds = np.searchsorted(m.query_index, np.arange(n + 1)).tolist()
-    cols = [m.id.tolist(), m.distance.tolist()]
-    if hasattr(m, "jaccard"):
-        cols.append([round(j, 6) for j in m.jaccard.tolist()])
-    return [
-        list(zip(*(c[a:b] for c in cols), strict=True))
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
-    ]
 
 
 @index.command("remove")

@@ -29,6 +29,9 @@ from neardup.pipeline.report import (
 
 PROG = "neardup report"
 
+#: Documents between two progress callbacks while reading the input.
+PROGRESS_EVERY = 256
+
 
 def report_option(f: Any) -> Any:
     """``--report FILE`` for commands that can write the HTML report of their run."""
@@ -53,6 +56,38 @@ def _dataset_texts(path: str, text_field: str, id_field: str | None, wanted: set
         if key in wanted and isinstance(text, str):
             found[key] = text[: config.REPORT_TEXT_CHARS]
     return n, found
+
+
+def _input_texts(
+    inputs: tuple[str, ...],
+    in_format: str,
+    text_field: str,
+    id_field: str,
+    wanted: set[Any],
+    bar: Progress,
+) -> tuple[int, dict[Any, str]]:
+    """(documents read, texts of the ``wanted`` ids) from the input files, with progress."""
+    files = expand_inputs([InputPath(p) for p in inputs], in_format, one_output=False)
+    if any(f.path == "-" for f in files):
+        raise InputError("<stdin>", None, "report reads files; save stdin to a file first")
+    documents = 0
+
+    def count(n: int) -> None:
+        nonlocal documents
+        documents = n
+        bar.update(meter.done, n)
+
+    with metered() as meter:
+        bar.stage("read", sum(input_size(f.path) for f in files))
+        records = read_documents(
+            [f.path for f in files], in_format, text_field, id_field or None, lambda e: None
+        )
+        try:
+            records = tick(records, count, PROGRESS_EVERY)
+            texts = texts_from_records(records, wanted, read_all=True)
+        finally:
+            bar.close()
+    return documents, texts
 
 
 @click.command("report")
@@ -114,27 +149,9 @@ def report(
     if len(inputs) == 1 and is_saved_dataset(inputs[0]):
         documents, texts = _dataset_texts(inputs[0], text_field, id_field or None, wanted)
     else:
-        files = expand_inputs([InputPath(p) for p in inputs], in_format, one_output=False)
-        if any(f.path == "-" for f in files):
-            raise InputError("<stdin>", None, "report reads files; save stdin to a file first")
-        bar = Progress(PROG, progress_mode, quiet)
-        documents = 0
-
-        def count(n: int) -> None:
-            nonlocal documents
-            documents = n
-            bar.update(meter.done, n)
-
-        with metered() as meter:
-            bar.stage("read", sum(input_size(f.path) for f in files))
-            records = read_documents(
-                [f.path for f in files], in_format, text_field, id_field or None, lambda e: None
-            )
-            try:
-                records = tick(records, count, config.PROGRESS_EVERY)
-                texts = texts_from_records(records, wanted, read_all=True)
-            finally:
-                bar.close()
+        documents, texts = _input_texts(
+            inputs, in_format, text_field, id_field, wanted, Progress(PROG, progress_mode, quiet)
+        )
     missing = len(wanted) - len(texts)
     if missing and not quiet:
         click.echo(

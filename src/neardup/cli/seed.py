@@ -11,7 +11,6 @@ from __future__ import annotations
 import click
 import numpy as np
 
-from neardup import config
 from neardup.cli.common import (
     Reporter,
     blocks_option,
@@ -21,6 +20,7 @@ from neardup.cli.common import (
     run,
 )
 from neardup.cli.style import add_version, announce_compile, plural
+from neardup.core import small
 from neardup.core.small import cluster_groups_small, find_all_small, find_clusters_small
 from neardup.errors import holding
 from neardup.io.formats import display_name, format_json_rows, read_fingerprints
@@ -51,7 +51,7 @@ def _load(input_: str, distance: int, blocks: int | None, rep: Reporter):
     read = (
         f"read {len(values)} distinct fingerprints from {display_name(input_)} in {rep.lap():.2f}s"
     )
-    if blocks is None and len(values) <= config.SMALL_INPUT and distance < 64:
+    if blocks is None and len(values) <= small.SMALL_INPUT and distance < 64:
         n = len(values)
         rep.say(f"{read}; brute force over {plural(n * (n - 1) // 2, 'pair')}")
         return values, None

@@ -15,7 +15,7 @@ def add_version(command: click.Command, prog: str) -> click.Command:
     X.Y.Z``, as click's own), unless it has one."""
     from neardup import __version__
 
-    def show(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    def show(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         if value and not ctx.resilient_parsing:
             click.echo(f"{prog}, version {__version__}")
             ctx.exit()

@@ -3,7 +3,7 @@ queries, and the choices made from them.
 
 Batch search (neardup.core.engine) walks the tables of each part as a tree of counting-sort
 splits; its cost is estimated in nanoseconds from constants measured on the engine's kernels
-(config.GROUP_NS, SPLIT_NS, SPLIT_MEM_NS, COUNTER_NS, NODE_NS, ROW_NS, PAIR_NS; see config). For
+(GROUP_NS, SPLIT_NS, SPLIT_MEM_NS, COUNTER_NS, NODE_NS, ROW_NS, PAIR_NS, below). For
 uniform fingerprints a node of R members splits into 2**w buckets of R / 2**w; the pairs of a
 bucket follow the Poisson expectation R**2 / 2, which the formulas extend to R < 2. Queries
 against a stored index use PROBE_COST, in candidate checks (binary search + call).
@@ -16,9 +16,7 @@ import math
 
 import numpy as np
 
-from neardup import config
-from neardup.config import MAX_TABLES
-from neardup.core.layout import BITS, Layout, Part, Scheme, count_tables, validate
+from neardup.core.layout import BITS, MAX_TABLES, Layout, Part, Scheme, count_tables, validate
 from neardup.core.tree_kernels import DIGIT, MIN_DIGIT
 
 __all__ = [
@@ -33,6 +31,53 @@ __all__ = [
     "scheme_cost",
     "stop_sizes",
 ]
+
+# The batch cost model in nanoseconds per operation of the engine's kernels on one core,
+# measured with bench/find_all.py --calibrate on the 2-core benchmark machine (AMD EPYC with
+# AVX-512): a counting-sort split of a bucket that fits in cache, the first split of the whole
+# input (memory bound), each counter of a split, each tree node visited, each row and each pair
+# of a bucket checked pair by pair (a vectorised XOR + popcount). Assigning one (tests, a
+# calibration run) takes effect at the next call.
+
+#: Batch search: fixed cost of one first block (its pass over the input started from Python) (ns).
+GROUP_NS = 60_000.0
+
+#: Batch search: split one fingerprint of a bucket that fits in cache (ns).
+SPLIT_NS = 2.0
+
+#: Batch search: split one fingerprint of a node larger than the cache (ns).
+SPLIT_MEM_NS = 7.0
+
+#: Batch search: one counter of a split (clear, prefix sum, visit the bucket) (ns).
+COUNTER_NS = 1.2
+
+#: Batch search: one node of the search tree (call and bookkeeping) (ns).
+NODE_NS = 12.0
+
+#: Batch search: one row of a bucket checked pair by pair (ns).
+ROW_NS = 2.5
+
+#: Batch search: one pair checked (ns).
+PAIR_NS = 0.15
+
+#: Batch search: a scheme of several parts is chosen over one part only when its estimated cost
+#: is below this share of the one part's.
+SCHEME_MARGIN = 0.9
+
+#: Cost of probing one table for one query, in candidate checks (binary search + call); the
+#: index's layout choice weighs it against the candidates a longer prefix saves.
+PROBE_COST = 32.0
+
+#: Time of one unit of the query cost model (PROBE_COST units), measured with PermutedTables on
+#: 1M fingerprints (batches of 1,000-100,000 queries at distances 3, 6, 8: 9-26 ns) (ns).
+PROBE_NS = 15.0
+
+#: Batches of at least this many queries are searched together with an index's fingerprints by
+#: the batch engine when the cost model says that is cheaper than probing its tables.
+JOIN_FROM = 256
+
+#: Most tables an index layout may have (each costs 8 bytes per fingerprint on disk).
+MAX_INDEX_TABLES = 5000
 
 
 def prefix_classes(blocks: int, distance: int) -> list[tuple[int, int]]:
@@ -57,15 +102,15 @@ _LG = np.arange(_LOW * _GRID, _HIGH * _GRID + 1) / _GRID
 def _brute(r: np.ndarray) -> np.ndarray:
     # a bucket of Poisson(r) members is visited when it holds a pair (probability 1-e^-r(1+r))
     visit = -np.expm1(-r) - r * np.exp(-r)
-    return visit * config.NODE_NS + r * config.ROW_NS + r * r * (0.5 * config.PAIR_NS)
+    return visit * NODE_NS + r * ROW_NS + r * r * (0.5 * PAIR_NS)
 
 
 _CONSTANTS = ("GROUP_NS", "SPLIT_NS", "SPLIT_MEM_NS", "COUNTER_NS", "NODE_NS", "ROW_NS", "PAIR_NS")
 
 
 def _constants() -> tuple[float, ...]:
-    # part of every cache key below, so that changing a constant in config takes effect
-    return tuple(getattr(config, name) for name in _CONSTANTS)
+    # part of every cache key below, so that changing a constant takes effect
+    return tuple(globals()[name] for name in _CONSTANTS)
 
 
 def _tree_model(part: Part) -> tuple[np.ndarray, np.ndarray]:
@@ -73,7 +118,7 @@ def _tree_model(part: Part) -> tuple[np.ndarray, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _tree_model_for(part: Part, constants: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _tree_model_for(part: Part, _constants: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Expected cost (ns) of the part's search over the log2-size grid of the input, and
     ``stop[i, p]``: the largest branch node (depth ``i``, next block ``>= p``) that the kernels
     check pair by pair rather than split."""
@@ -81,7 +126,7 @@ def _tree_model_for(part: Part, constants: tuple[float, ...]) -> tuple[np.ndarra
     widths, lows = part.widths, part.lows
     r = np.exp2(_LG)
     brute = _brute(r)
-    split = np.where(r * 12.0 > 1 << 21, config.SPLIT_MEM_NS, config.SPLIT_NS)
+    split = np.where(r * 12.0 > 1 << 21, SPLIT_MEM_NS, SPLIT_NS)
     stop = np.full((j + 2, m + 1), -1, dtype=np.int64)
     nodes: dict[tuple[int, int], np.ndarray] = {}
 
@@ -93,10 +138,10 @@ def _tree_model_for(part: Part, constants: tuple[float, ...]) -> tuple[np.ndarra
             d = min(DIGIT, widths[c] - bits)
             counters = 1 << min(max(d, MIN_DIGIT), lows[c] + widths[c] - bits)
             parts = np.minimum(np.exp2(bits), np.maximum(r, 1.0))
-            cost += r * split + parts * (counters * config.COUNTER_NS + config.NODE_NS)
+            cost += r * split + parts * (counters * COUNTER_NS + NODE_NS)
             bits += d
         if i == 0:  # a first block: its own pass over the input, started from Python
-            cost += config.GROUP_NS
+            cost += GROUP_NS
         shift = widths[c] * _GRID
         below = np.concatenate(
             (_brute(np.exp2(_LG[:shift] - widths[c])), node(i + 1, c + 1)[:-shift])
@@ -155,7 +200,7 @@ def _best_part(
 
 @functools.lru_cache(maxsize=4096)
 def _best_part_for(
-    size: int, low: int, width: int, threshold: int, patience: int, constants: tuple[float, ...]
+    size: int, low: int, width: int, threshold: int, patience: int, _constants: tuple[float, ...]
 ) -> tuple[float, Part]:
     # blocks from threshold + 1 up, until the cost has risen ``patience`` times in a row
     best: tuple[float, Part] | None = None
@@ -204,7 +249,7 @@ def choose_scheme(n: int, distance: int) -> Scheme:
     best = min(cands, key=lambda c: c[0])
     # several parts only when clearly cheaper: the model's error between one part and several
     # was measured up to 1.4x at distance 3 (one part faster than estimated, two slower)
-    if best[0] > config.SCHEME_MARGIN * cands[0][0]:
+    if best[0] > SCHEME_MARGIN * cands[0][0]:
         best = cands[0]
     return Scheme(k, best[1])
 
@@ -227,22 +272,20 @@ def _cheapest(cost, n: int, distance: int, max_tables: int) -> int:
 def estimated_query_cost(n: int, blocks: int, distance: int) -> float:
     """Estimated work of one query against ``n`` sorted fingerprints, in candidate-check units.
 
-    A query probes every table (``config.PROBE_COST`` each) and checks about ``n / 2**p``
+    A query probes every table (``PROBE_COST`` each) and checks about ``n / 2**p``
     candidates per table, ``p`` being the table's leading bits.
     """
-    return sum(
-        tables * (config.PROBE_COST + n / 2.0**p) for tables, p in prefix_classes(blocks, distance)
-    )
+    return sum(tables * (PROBE_COST + n / 2.0**p) for tables, p in prefix_classes(blocks, distance))
 
 
 def join_scheme(queries: int, n: int, layout: Layout, distance: int) -> Scheme | None:
     """The scheme for searching ``queries`` fingerprints together with ``n`` stored ones when
     that is estimated cheaper than probing the ``layout``'s sorted tables once per query
-    (``config.PROBE_NS`` per unit of :func:`estimated_query_cost`), else None."""
-    if queries < config.JOIN_FROM or n < 2:
+    (``PROBE_NS`` per unit of :func:`estimated_query_cost`), else None."""
+    if queries < JOIN_FROM or n < 2:
         return None
     scheme = choose_scheme(n + queries, distance)
-    probe = queries * estimated_query_cost(n, layout.blocks, layout.distance) * config.PROBE_NS
+    probe = queries * estimated_query_cost(n, layout.blocks, layout.distance) * PROBE_NS
     return scheme if scheme_cost(n + queries, scheme) < probe else None
 
 
@@ -260,6 +303,6 @@ def choose_query_blocks(n: int, distance: int) -> int:
     """Blocks minimising :func:`estimated_query_cost` for ``n`` indexed fingerprints.
 
     More blocks mean longer prefixes (fewer candidates) but more tables (``C(blocks, distance)``,
-    each 8 bytes per fingerprint), at most ``config.MAX_INDEX_TABLES``.
+    each 8 bytes per fingerprint), at most ``MAX_INDEX_TABLES``.
     """
-    return _cheapest(estimated_query_cost, n, distance, min(MAX_TABLES, config.MAX_INDEX_TABLES))
+    return _cheapest(estimated_query_cost, n, distance, min(MAX_TABLES, MAX_INDEX_TABLES))

@@ -28,13 +28,14 @@ import functools
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from neardup.config import MAX_TABLES
 from neardup.core import kernels
 from neardup.core.tables import TableSpec, pack_tables
+
+#: Largest number of permuted tables a layout may need before it is refused as unusable.
+MAX_TABLES = 100_000
 
 BITS = 64
 _FULL = (1 << 64) - 1
@@ -286,13 +287,3 @@ class Scheme:
         return " + ".join(
             f"[{p.width} bits: {p.blocks} blocks, <= {p.threshold}]" for p in self.parts
         )
-
-
-def __getattr__(name: str) -> Any:
-    # the cost model's public names, looked up when first asked for here (it imports this module)
-    if not name.startswith("_"):
-        from neardup.core import cost
-
-        if name in cost.__all__:
-            return getattr(cost, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

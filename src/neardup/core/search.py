@@ -9,16 +9,15 @@ blocks, or several parts with their own thresholds) chosen by the cost model.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import numpy as np
 
-from neardup import config
 from neardup.config import DEFAULT_DISTANCE, default_threads
 from neardup.core import engine, kernels
 from neardup.core.bits import as_fingerprints
 from neardup.core.cost import choose_blocks, choose_scheme
 from neardup.core.layout import Layout, Scheme, TableSpec
+from neardup.core.matches import Matches
 
 __all__ = [
     "find_all",
@@ -27,7 +26,6 @@ __all__ = [
     "cluster_groups",
     "clusters_from_pairs",
     "query",
-    "QueryResult",
     "resolve_layout",
     "resolve_scheme",
     "PermutedTables",
@@ -37,6 +35,9 @@ __all__ = [
     "probe_table",
     "join_pairs",
 ]
+
+#: Batch search: below this many fingerprints one thread is faster than starting several.
+THREADS_FROM = 20_000
 
 #: ``join_pairs(queries, corpus, plan, *, threads, memory)``: unsorted ``(query, corpus)``
 #: position pairs within ``plan.distance`` (a Layout or Scheme), each once; the batch engine
@@ -78,7 +79,7 @@ def _gpu(device: str):
 
 
 def _threads(n: int, threads: int | None) -> int:
-    if n < config.THREADS_FROM:
+    if n < THREADS_FROM:
         return 1
     return max(1, threads or default_threads())
 
@@ -268,14 +269,6 @@ def cluster_groups(labels: np.ndarray, min_size: int = 2) -> list[np.ndarray]:
     return [g for g in groups if len(g) >= min_size]
 
 
-class QueryResult(NamedTuple):
-    """Flat query answers, sorted by query, then distance, then corpus position."""
-
-    query_index: np.ndarray
-    corpus_index: np.ndarray
-    distance: np.ndarray
-
-
 def sorted_query_keys(
     queries: np.ndarray, spec: TableSpec, t: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -347,8 +340,9 @@ class PermutedTables:
             self.tables.append(perm[order])
             self.rows.append(order.astype(np.int64))
 
-    def probe(self, queries: np.ndarray, distance: int | None = None) -> QueryResult:
-        """Corpus positions within ``distance`` (at most the layout's) of each query."""
+    def probe(self, queries: np.ndarray, distance: int | None = None) -> Matches:
+        """Corpus positions within ``distance`` (at most the layout's) of each query, nearest
+        first (ties: the smaller position)."""
         layout = self.layout
         k = layout.distance if distance is None else int(distance)
         if not 0 <= k <= layout.distance:
@@ -367,11 +361,10 @@ class PermutedTables:
             parts_c.append(self.rows[t][pos])
             parts_d.append(dist)
         if not parts_q:
-            e = np.empty(0, dtype=np.int64)
-            return QueryResult(e, e.copy(), e.copy())
+            return Matches.empty(len(queries))
         qi, ci, di = np.concatenate(parts_q), np.concatenate(parts_c), np.concatenate(parts_d)
         order = np.lexsort((ci, di, qi))
-        return QueryResult(qi[order], ci[order], di[order])
+        return Matches.from_sorted(qi[order], ci[order], di[order], len(queries))
 
 
 def query(
@@ -383,7 +376,7 @@ def query(
     threads: int | None = None,
     memory: int | str | None = None,
     device: str = "cpu",
-) -> QueryResult:
+) -> Matches:
     """For each query fingerprint, the corpus positions within ``distance`` bits.
 
     Queries and corpus are searched together by the batch engine (the same schemes and threads
@@ -394,15 +387,15 @@ def query(
 
     Returns
     -------
-    QueryResult
-        Three int64 arrays of equal length ``(query_index, corpus_index, distance)``, sorted by
-        query index, then distance (nearest first), then corpus position.
+    Matches
+        Per query (``offsets``), the corpus positions (``ids``, int64) and ``distances``,
+        nearest first, then by corpus position.
 
     Examples
     --------
     >>> r = query([0b1011, 0b1001, 0b111 << 40], [0b1000], distance=2)
-    >>> r.corpus_index.tolist(), r.distance.tolist()
-    ([1, 0], [1, 2])
+    >>> r.ids.tolist(), r.distances.tolist(), r.to_lists()
+    ([1, 0], [1, 2], [[(1, 1), (0, 2)]])
     """
     c = as_fingerprints(corpus, "corpus")
     q = as_fingerprints(queries, "queries")
@@ -420,4 +413,4 @@ def query(
         qi, ci = pairs[:, 0], pairs[:, 1]
     di = np.bitwise_count(q[qi] ^ c[ci]).astype(np.int64)
     order = np.lexsort((ci, di, qi))
-    return QueryResult(qi[order], ci[order], di[order])
+    return Matches.from_sorted(qi[order], ci[order], di[order], len(q))

@@ -71,11 +71,6 @@ class Sketches(NamedTuple):
         """Word 0 of each sketch (uint64[n]): :func:`set_fingerprints`, what an index searches."""
         return np.ascontiguousarray(self.words[:, 0])
 
-    @property
-    def n_words(self) -> int:
-        """Words per sketch (K)."""
-        return int(self.words.shape[1])
-
     def __len__(self) -> int:  # type: ignore[override]
         return int(self.words.shape[0])
 

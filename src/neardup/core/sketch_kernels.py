@@ -11,13 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.compiled import njit
-from neardup.primitives import fmix64, popcount
+from neardup.primitives import FNV_PRIME, GOLDEN, fmix64, popcount
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 #: Mixes a key's first hash into the independent hash that places it among the extra buckets.
 _SEED = np.uint64(0x2545F4914F6CDD1D)
 _SALT = np.uint64(0xD6E8FEB86659FD93)
-_STEP = np.uint64(0x100000001B3)
+_STEP = FNV_PRIME
 _S32 = np.uint64(32)
 _ONE = np.uint64(1)
 _TRIES = 4096
@@ -58,7 +57,7 @@ def _sketch_words(offsets, keys, out, lo, hi):
             continue
         full[:] = False
         for p in range(a, e):
-            g = fmix64(fmix64(np.uint64(keys[p]) + _GOLDEN) ^ _SEED)
+            g = fmix64(fmix64(np.uint64(keys[p]) + GOLDEN) ^ _SEED)
             b = _bucket(g, nb)
             if not full[b] or g < best[b]:
                 best[b] = g

@@ -4,7 +4,7 @@ numba's runtime could even load (loading it costs about half a second on every s
 Same answers as :func:`neardup.core.search.find_all`, :func:`~neardup.core.search.find_clusters`
 and :func:`~neardup.core.search.cluster_groups`: a match is ``popcount(a ^ b) <= distance``
 (inclusive) over 64-bit fingerprints, bit 63 the most significant. The cost is
-``n * (n - 1) / 2`` XOR-popcounts, so use these below :data:`neardup.config.SMALL_INPUT`.
+``n * (n - 1) / 2`` XOR-popcounts, so use these below :data:`SMALL_INPUT`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["cluster_groups_small", "find_all_small", "find_clusters_small"]
+
+#: The seed tools answer up to this many distinct fingerprints by numpy brute force
+#: (:mod:`neardup.core.small`) and format their output in Python, without loading numba.
+SMALL_INPUT = 2048
 
 
 def find_all_small(values: np.ndarray, distance: int) -> np.ndarray:

@@ -233,9 +233,10 @@ class _Greedy:
         def batch(lo: int) -> tuple[int, int]:
             q = queries[lo : lo + PROBE_BATCH]
             r = tables.probe(self.fp[q])
-            order = np.lexsort((r.corpus_index, r.query_index))
-            qi = r.query_index[order]
-            cands = np.ascontiguousarray(kept[r.corpus_index[order]])
+            r_qi = r.query_index
+            order = np.lexsort((r.ids, r_qi))
+            qi = r_qi[order]
+            cands = np.ascontiguousarray(kept[r.ids[order]])
             uq, starts = np.unique(qi, return_index=True)
             qdocs = np.ascontiguousarray(q[uq])
             cand_off = np.append(starts, len(qi)).astype(np.int64)
@@ -271,6 +272,47 @@ def _without(rep: np.ndarray, rank: np.ndarray, exclude: np.ndarray) -> np.ndarr
         leader = order[head][np.cumsum(head) - 1]
         rep[order] = leader
     return rep
+
+
+def _local_pairs(pairs: Any, is_rep: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    """Candidate pairs between distinct representatives, as positions in ``docs`` (each pair
+    once, the smaller position first)."""
+    n = len(is_rep)
+    p = as_pairs(pairs, n)
+    p = p[is_rep[p[:, 0]] & is_rep[p[:, 1]] & (p[:, 0] != p[:, 1])]
+    at = np.full(n, -1, dtype=np.int64)
+    at[docs] = np.arange(len(docs), dtype=np.int64)
+    return np.unique(np.sort(at[p], axis=1), axis=0).reshape(-1, 2)
+
+
+def _warn_no_shingles(empty: np.ndarray) -> None:
+    n, n_empty = len(empty), int(np.count_nonzero(empty))
+    if n and n_empty > NO_SHINGLES_WARN_FRACTION * n:
+        warnings.warn(
+            f"{n_empty} of {n} documents have no shingles (empty or no words); they are kept "
+            "and never counted as near-duplicates",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _follow_representatives(
+    rep: np.ndarray,
+    is_rep: np.ndarray,
+    sizes: np.ndarray,
+    kept_for: np.ndarray,
+    inter: np.ndarray,
+    union: np.ndarray,
+) -> None:
+    """Every other member of a class of identical sets follows its representative: dropped
+    for the representative when that is kept, else for what it was dropped for (in place)."""
+    f = np.flatnonzero((rep >= 0) & ~is_rep)
+    r = rep[f]
+    kf = kept_for[r]
+    follows_rep = kf < 0
+    kept_for[f] = np.where(follows_rep, r, kf)
+    inter[f] = np.where(follows_rep, sizes[f], inter[r])
+    union[f] = np.where(follows_rep, sizes[f], union[r])
 
 
 def decide_verified(
@@ -352,14 +394,7 @@ def decide_verified(
     rank[order] = np.arange(n, dtype=np.int64)
     sizes = sets.sizes
     empty = sizes == 0
-    n_empty = int(np.count_nonzero(empty))
-    if n and n_empty > NO_SHINGLES_WARN_FRACTION * n:
-        warnings.warn(
-            f"{n_empty} of {n} documents have no shingles (empty or no words); they are kept "
-            "and never counted as near-duplicates",
-            UserWarning,
-            stacklevel=2,
-        )
+    _warn_no_shingles(empty)
 
     rep = identical_classes(sets, rank, nthreads)
     if exclude is not None:
@@ -376,22 +411,9 @@ def decide_verified(
         Layout(d + 1, d)  # validates distance with a clear message
         greedy.solve(docs)
     else:
-        p = as_pairs(pairs, n)
-        p = p[is_rep[p[:, 0]] & is_rep[p[:, 1]] & (p[:, 0] != p[:, 1])]
-        at = np.full(n, -1, dtype=np.int64)
-        at[docs] = np.arange(len(docs), dtype=np.int64)
-        local = np.unique(np.sort(at[p], axis=1), axis=0).reshape(-1, 2)
-        greedy.run_pairs(docs, local)
+        greedy.run_pairs(docs, _local_pairs(pairs, is_rep, docs))
 
-    # every other member of a class follows its representative
-    f = np.flatnonzero((rep >= 0) & ~is_rep)
-    r = rep[f]
-    kf = kept_for[r]
-    follows_rep = kf < 0
-    kept_for[f] = np.where(follows_rep, r, kf)
-    inter[f] = np.where(follows_rep, sizes[f], inter[r])
-    union[f] = np.where(follows_rep, sizes[f], union[r])
-
+    _follow_representatives(rep, is_rep, sizes, kept_for, inter, union)
     kept = kept_for < 0
     dropped = ~kept
     kept_for[kept] = -1

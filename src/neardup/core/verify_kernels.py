@@ -13,9 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.compiled import njit
-from neardup.primitives import fmix64
+from neardup.primitives import FNV_PRIME, GOLDEN, fmix64
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _C1 = np.uint64(0xFF51AFD7ED558CCD)
 _S27 = np.uint64(27)
 _S37 = np.uint64(37)
@@ -27,7 +26,7 @@ def _set_hashes(offsets, keys, out, lo, hi):
     for d in range(lo, hi):
         a = offsets[d]
         b = offsets[d + 1]
-        h = np.uint64(b - a) * _GOLDEN
+        h = np.uint64(b - a) * GOLDEN
         for p in range(a, b):
             h = (h ^ np.uint64(keys[p])) * _C1
             h = (h << _S27) | (h >> _S37)
@@ -172,7 +171,7 @@ def _set_simhash(offsets, keys, out, lo, hi):
         for b in range(64):  # (a loop: slice assignment costs a second of compiling)
             tally[b] = 0
         for p in range(offsets[d], offsets[d + 1]):
-            h = fmix64(np.uint64(keys[p]) + _GOLDEN)
+            h = fmix64(np.uint64(keys[p]) + GOLDEN)
             for b in range(64):
                 tally[b] += np.int64((h >> np.uint64(b)) & np.uint64(1)) * 2 - 1
         v = np.uint64(0)
@@ -186,7 +185,7 @@ _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 _LOW58 = np.uint64((1 << 58) - 1)
 _S58 = np.uint64(58)
 _SALT = np.uint64(0xD6E8FEB86659FD93)
-_STEP = np.uint64(0x100000001B3)
+_STEP = FNV_PRIME
 _ONE = np.uint64(1)
 _TRIES = 4096
 
@@ -212,7 +211,7 @@ def _set_minhash(offsets, keys, out, lo, hi):
             continue
         rank[:] = _ALL
         for p in range(a, e):
-            h = fmix64(np.uint64(keys[p]) + _GOLDEN)
+            h = fmix64(np.uint64(keys[p]) + GOLDEN)
             b = np.int64(h >> _S58)
             r = h & _LOW58
             if r < rank[b]:

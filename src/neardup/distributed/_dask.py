@@ -198,7 +198,9 @@ def load_parts(
     return _Parts(list(futures), sizes)
 
 
-def _gather(client: Any, futures: list[Any], what: str) -> list[Any]:
+def gather_results(client: Any, futures: list[Any], what: str) -> list[Any]:
+    """The results of ``futures``; lost workers raise :class:`DistributedJobError` naming
+    ``what`` (no partial result)."""
     _, distributed = _require()
     try:
         return client.gather(futures)
@@ -258,8 +260,8 @@ def run_shards(
         )
         sizes_futs.extend(client.map(_split_sizes, splits, retries=RETRIES, pure=False))
         del splits, pieces, by_shard
-    results = _gather(client, shard_futs, "search")
-    piece_sizes = np.array(_gather(client, sizes_futs, "search"), dtype=np.int64)
+    results = gather_results(client, shard_futs, "search")
+    piece_sizes = np.array(gather_results(client, sizes_futs, "search"), dtype=np.int64)
     per_shard = piece_sizes.reshape(len(plan.groups), len(parts.futures), S).sum(axis=1)
     stats = {
         "shuffle_bytes": int(piece_sizes.sum()) * 16,

@@ -7,9 +7,9 @@ of an index segment, or a chunk of an array) past the tables and returns its mat
 gathers and sorts them. Nothing of F is shuffled or sorted, and a worker holds the tables plus one
 partition.
 
-The answer is exactly the local one: :meth:`neardup.index.Index.query_arrays` of B when F is an
+The answer is exactly the local one: :meth:`neardup.index.Index.search` of B when F is an
 index, i.e. every (batch position, stored id) within the distance, sorted by batch position,
-distance, then id.
+distance, then id, as one :class:`neardup.Matches`.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ import numpy as np
 from neardup._optional import require
 from neardup.config import DEFAULT_DISTANCE
 from neardup.core.bits import as_fingerprints
-from neardup.distributed._dask import RETRIES, cluster_client
-from neardup.distributed._dask import _gather as gather_results
-from neardup.index import Index, IndexMatches
+from neardup.core.matches import Matches
+from neardup.distributed._dask import RETRIES, cluster_client, gather_results
+from neardup.index import IndexBackend, open_index
 from neardup.index.batch import (
     DEFAULT_PART_ROWS,
     BatchTables,
     IndexPart,
-    Matches,
+    PartMatches,
     index_parts,
     merge_matches,
     read_index_part,
@@ -64,7 +64,7 @@ class BatchReport(NamedTuple):
     shares the workers' cores).
     """
 
-    matches: IndexMatches
+    matches: Matches
     stats: dict[str, Any]
 
 
@@ -134,7 +134,7 @@ def _read_parquet(part: ParquetPart) -> tuple[np.ndarray, Any]:
     return fps, ids
 
 
-def _match(tables: BatchTables, part: Any, k: int) -> tuple[Matches, float, float, int, float]:
+def _match(tables: BatchTables, part: Any, k: int) -> tuple[PartMatches, float, float, int, float]:
     """One task: read a partition, probe the tables, return its matches, its timings (wall
     seconds reading and probing), its size and the CPU seconds of its thread."""
     c0 = time.thread_time()
@@ -149,7 +149,7 @@ def _match(tables: BatchTables, part: Any, k: int) -> tuple[Matches, float, floa
     t1 = time.perf_counter()
     qi, pos, d = tables.probe(fps, k)
     if isinstance(part, IndexPart):
-        m = Matches(qi, keys[pos], ids[pos], d)
+        m = PartMatches(qi, keys[pos], ids[pos], d)
     elif isinstance(part, ParquetPart) and idcol is not None:
         values = idcol.take(pos).to_pylist()
         kind = "str" if values and isinstance(values[0], str) else None
@@ -157,11 +157,36 @@ def _match(tables: BatchTables, part: Any, k: int) -> tuple[Matches, float, floa
         ikeys = conv.keys if conv is not None else np.empty(0, np.int64)
         out = np.empty(len(values), dtype=object if kind == "str" else np.int64)
         out[:] = values
-        m = Matches(qi, ikeys, out, d)
+        m = PartMatches(qi, ikeys, out, d)
     else:
         base = part.offset if isinstance(part, ParquetPart) else offset
-        m = Matches(qi, pos + base, pos + base, d)
+        m = PartMatches(qi, pos + base, pos + base, d)
     return m, t1 - t0, time.perf_counter() - t1, len(fps), time.thread_time() - c0
+
+
+def _corpus_parts(
+    corpus: Any, distance: int, column: str, id_column: str | None, partition_size: int
+) -> tuple[list[Any], str | None]:
+    """(the partitions the tasks read, the ids' kind) of a corpus: an index's segment parts,
+    Parquet row groups, or (chunk, offset) pairs of an array."""
+    if isinstance(corpus, IndexBackend) or _is_index(corpus):
+        ix = corpus if isinstance(corpus, IndexBackend) else open_index(corpus)
+        try:
+            if not 0 <= distance <= ix.distance:
+                raise ValueError(
+                    f"query distance must be between 0 and the index's distance {ix.distance} "
+                    f"(got {distance}); create the index with a larger distance"
+                )
+            return index_parts(ix, partition_size), ix.id_type
+        finally:
+            if ix is not corpus:
+                ix.close()
+    if isinstance(corpus, (str, os.PathLike)) or (
+        isinstance(corpus, (list, tuple)) and corpus and isinstance(corpus[0], (str, os.PathLike))
+    ):
+        return parquet_parts(corpus, column, id_column)
+    fp = as_fingerprints(corpus, "corpus")
+    return [(fp[a : a + partition_size], a) for a in range(0, len(fp), partition_size)], "int64"
 
 
 def batch_search(
@@ -177,27 +202,7 @@ def batch_search(
     partition_size: int = DEFAULT_PART_ROWS,
 ) -> BatchReport:
     """Run a batch query on Dask and report how the work went; see :func:`query`."""
-    if isinstance(corpus, Index) or _is_index(corpus):
-        ix = corpus if isinstance(corpus, Index) else Index.open(corpus)
-        try:
-            if not 0 <= distance <= ix.distance:
-                raise ValueError(
-                    f"query distance must be between 0 and the index's distance {ix.distance} "
-                    f"(got {distance}); create the index with a larger distance"
-                )
-            parts: list[Any] = index_parts(ix, partition_size)
-            id_type = ix.id_type
-        finally:
-            if ix is not corpus:
-                ix.close()
-    elif isinstance(corpus, (str, os.PathLike)) or (
-        isinstance(corpus, (list, tuple)) and corpus and isinstance(corpus[0], (str, os.PathLike))
-    ):
-        parts, id_type = parquet_parts(corpus, column, id_column)
-    else:
-        fp = as_fingerprints(corpus, "corpus")
-        parts = [(fp[a : a + partition_size], a) for a in range(0, len(fp), partition_size)]
-        id_type = "int64"
+    parts, id_type = _corpus_parts(corpus, distance, column, id_column, partition_size)
     t0 = time.perf_counter()
     tables = BatchTables(batch, distance, blocks)
     build = time.perf_counter() - t0
@@ -229,7 +234,7 @@ def batch_search(
     stats["probe_seconds"] = sum(r[2] for r in results)
     stats["worker_seconds"] = stats["read_seconds"] + stats["probe_seconds"]
     stats["worker_cpu_seconds"] = sum(r[4] for r in results)
-    return BatchReport(merge_matches([r[0] for r in results], id_type), stats)
+    return BatchReport(merge_matches([r[0] for r in results], id_type, tables.n), stats)
 
 
 def _match_chunk(tables: BatchTables, chunk: np.ndarray, offset: int, k: int):
@@ -243,7 +248,7 @@ def query(
     blocks: int | None = None,
     client: Any = None,
     **options: Any,
-) -> IndexMatches:
+) -> Matches:
     """Every stored fingerprint within ``distance`` bits of each fingerprint of a new batch.
 
     The batch's tables are built once and shipped to the workers; each task streams one
@@ -279,11 +284,10 @@ def query(
 
     Returns
     -------
-    IndexMatches
-        ``(query_index, id, distance)``: positions in ``batch``, stored ids (int64, or str
-        objects), distances; sorted by query, distance, then id (int ids ascending; str ids in
-        the index's fixed order, by a 64-bit hash). For an index this equals
-        ``Index.query_arrays(batch, distance)``.
+    Matches
+        Per position in ``batch``, the stored ids (int64, or str objects) and distances,
+        sorted by distance, then id (int ids ascending; str ids in the index's fixed order, by
+        a 64-bit hash). For an index this equals ``Index.search(batch, distance)``.
 
     Raises
     ------

@@ -14,14 +14,12 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.compiled import njit
+from neardup.primitives import FNV_OFFSET, FNV_PRIME
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
 _M32 = np.uint64(0xFFFFFFFF)
 _DEADBEEF = np.uint64(0xDEADBEEF)
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _S32 = np.uint64(32)
 _S8 = np.uint64(8)
 _S16 = np.uint64(16)
@@ -159,39 +157,16 @@ def _jenkins64(buf, start, end, seed):
 
 
 @njit(cache=True, nogil=True)
-def _fnv1a64(buf, start, end):
-    h = _FNV_OFFSET
-    for i in range(start, end):
-        h ^= np.uint64(buf[i])
-        h *= _FNV_PRIME
-    return h
-
-
-@njit(cache=True, nogil=True)
 def _fnv1a64_lower(buf, start, end):
-    """``_fnv1a64`` of ``buf[start:end]`` with ASCII A-Z taken as a-z (off the multiply chain,
+    """``fnv1a64`` of ``buf[start:end]`` with ASCII A-Z taken as a-z (off the multiply chain,
     so about as fast)."""
-    h = _FNV_OFFSET
+    h = FNV_OFFSET
     for i in range(start, end):
         x = np.uint64(buf[i])
         upper = np.uint64((x - _UPPER_A) < _S26)  # unsigned: x < 65 wraps around
         h ^= x | (upper << _S5)
-        h *= _FNV_PRIME
+        h *= FNV_PRIME
     return h
-
-
-@njit(cache=True, nogil=True)
-def _hash_bytes(buf, start, end, hash_code):
-    if hash_code == HASH_JENKINS:
-        return _jenkins64(buf, start, end, _U0)
-    return _fnv1a64(buf, start, end)
-
-
-@njit(cache=True, nogil=True)
-def _hash_many(buf, offsets, hash_code, out):
-    """Hash each ``buf[offsets[i]:offsets[i+1]]`` into ``out[i]``."""
-    for i in range(offsets.shape[0] - 1):
-        out[i] = _hash_bytes(buf, offsets[i], offsets[i + 1], hash_code)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -42,7 +42,6 @@ T_BASE = 0x11A7
 L_COUNT = 19
 V_COUNT = 21
 T_COUNT = 28
-N_COUNT = V_COUNT * T_COUNT
 
 
 @njit(cache=True, nogil=True)

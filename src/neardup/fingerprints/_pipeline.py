@@ -26,7 +26,6 @@ import numpy as np
 
 from neardup.compiled import njit
 from neardup.fingerprints._kernels import (
-    _GOLDEN,
     _S32,
     _U0,
     HASH_FNV1A64,
@@ -35,7 +34,6 @@ from neardup.fingerprints._kernels import (
     TOK_UNICODE,
     WEIGHT_COUNT,
     WEIGHT_UNIQUE,
-    _fnv1a64,
     _fnv1a64_lower,
     _jenkins64,
     _radix_sort,
@@ -54,7 +52,7 @@ from neardup.fingerprints._normalize import (
     _narrow_ascii,
     _normalize_doc,
 )
-from neardup.primitives import fmix64
+from neardup.primitives import GOLDEN, fmix64, fnv1a64
 
 # how a document's text is held (ChunkData.kind)
 KIND_UTF8 = 0  # UTF-8 in buf8, not known to be ASCII (bytes input, or str with lone surrogates)
@@ -272,7 +270,7 @@ def _make_chunk_kernel(tokens, hash_code, collapse, normalize, keys, utf8, utf16
                     toks[t] = _fnv1a64_lower(src, starts[t], ends[t])
             elif fnv_only or (hash_any and opt.hash_code == HASH_FNV1A64):
                 for t in range(ntok):
-                    toks[t] = _fnv1a64(src, starts[t], ends[t])
+                    toks[t] = fnv1a64(src, starts[t], ends[t])
             else:
                 for t in range(ntok):
                     toks[t] = _jenkins64(src, starts[t], ends[t], _U0)
@@ -296,7 +294,7 @@ def _make_chunk_kernel(tokens, hash_code, collapse, normalize, keys, utf8, utf16
                 for s in range(ntok - width + 1):
                     h = toks[s]
                     for q in range(1, width):
-                        h = h * _GOLDEN + toks[s + q]
+                        h = h * GOLDEN + toks[s + q]
                     feats[m] = fmix64(h)
                     m += 1
             if keys:

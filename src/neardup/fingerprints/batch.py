@@ -32,6 +32,25 @@ __all__ = [
     "utf8_chunk",
 ]
 
+#: Fingerprinting: at most this many documents per chunk (one chunk is one kernel call on one
+#: thread, after one join and one UTF-8 encoding of its text under the GIL).
+FINGERPRINT_CHUNK_DOCS = 2048
+
+#: Fingerprinting: at most this many characters (str) or bytes per chunk...
+FINGERPRINT_CHUNK_BYTES = 4 << 20
+
+#: ... but chunks small enough that every thread gets about this many of them, down to
+#: FINGERPRINT_CHUNK_MIN_BYTES, so that threads end together.
+FINGERPRINT_CHUNKS_PER_THREAD = 4
+
+#: The smallest chunk (bytes) that FINGERPRINT_CHUNKS_PER_THREAD cuts.
+FINGERPRINT_CHUNK_MIN_BYTES = 256 << 10
+
+#: Fingerprinting: a chunk whose documents average fewer characters than this is joined into
+#: one string before it is encoded (one call); larger documents are encoded one by one (one
+#: copy less).
+FINGERPRINT_JOIN_BELOW = 512
+
 Document = str | bytes
 T = TypeVar("T")
 
@@ -118,7 +137,7 @@ def _encode_str(docs: Sequence[str], ascii_: np.ndarray) -> ChunkData:
     lengths = _lengths(docs)
     # Large documents are encoded one by one (fewer copies); many small ones are joined first
     # (fewer calls). Both give the same buffers.
-    per_doc = int(lengths.sum()) >= config.FINGERPRINT_JOIN_BELOW * n
+    per_doc = int(lengths.sum()) >= FINGERPRINT_JOIN_BELOW * n
     if ascii_.all():
         data8 = _JOIN8(map(str.encode, docs)) if per_doc else bytearray("".join(docs), "ascii")
         return _chunk(data8, lengths, KIND_ASCII)
@@ -255,11 +274,9 @@ def plan_sizes(sizes: np.ndarray, threads: int) -> list[tuple[int, int]]:
     n = len(sizes)
     cum = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(sizes, out=cum[1:])
-    target = int(cum[-1]) // max(1, threads * config.FINGERPRINT_CHUNKS_PER_THREAD)
-    limit = max(
-        1, min(config.FINGERPRINT_CHUNK_BYTES, max(config.FINGERPRINT_CHUNK_MIN_BYTES, target))
-    )
-    per = max(1, int(config.FINGERPRINT_CHUNK_DOCS))
+    target = int(cum[-1]) // max(1, threads * FINGERPRINT_CHUNKS_PER_THREAD)
+    limit = max(1, min(FINGERPRINT_CHUNK_BYTES, max(FINGERPRINT_CHUNK_MIN_BYTES, target)))
+    per = max(1, int(FINGERPRINT_CHUNK_DOCS))
     chunks = []
     start = 0
     while start < n:

@@ -2,7 +2,7 @@
 
 Every function takes ``bytes`` (``str`` is encoded as UTF-8) and returns a Python ``int`` in
 ``[0, 2**64)`` (or ``[0, 2**32)`` for the 32-bit halves of lookup3). The hot paths call the same
-numba kernels (``_kernels._jenkins64``, ``_kernels._fnv1a64``) on whole batches.
+numba kernels (``_kernels._jenkins64``, ``neardup.primitives.fnv1a64``) on whole batches.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from neardup import primitives
 from neardup.fingerprints import _kernels as K
 
 __all__ = ["HASHES", "fnv1a64", "hashlittle2", "jenkins64", "resolve_hash"]
@@ -77,7 +78,7 @@ def fnv1a64(data: bytes | str) -> int:
     '0x85944171f73967e8'
     """
     buf = _as_bytes(data)
-    return int(K._fnv1a64(buf, 0, buf.shape[0]))
+    return int(primitives.fnv1a64(buf, 0, buf.shape[0]))
 
 
 #: Feature hashes by name, with their kernel codes.

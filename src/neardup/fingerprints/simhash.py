@@ -185,28 +185,7 @@ class Fingerprinter:
         params = {**PRESETS[preset], **overrides}
         self.preset = preset
         self.params: dict[str, Any] = params
-
-        norm = params["normalize"]
-        self._norm_code = N.NORM_NONE  # a callable runs in Python, the kernels take its output
-        if callable(norm):
-            self._normalize: Callable[[str], str] | None = norm
-        elif norm in NORMALIZATIONS:
-            self._normalize = None if norm == "none" else NORMALIZATIONS[norm]
-            self._norm_code = _NORMS[norm]
-        else:
-            raise ValueError(
-                f"unknown normalize {norm!r}; use one of {sorted(NORMALIZATIONS)} or a callable"
-            )
-
-        tok = params["tokenizer"]
-        if callable(tok):
-            self._tokenize, self._tok_code = tok, None
-        elif tok in TOKENIZERS:
-            self._tokenize, self._tok_code = TOKENIZERS[tok]
-        else:
-            raise ValueError(
-                f"unknown tokenizer {tok!r}; use one of {sorted(TOKENIZERS)} or a callable"
-            )
+        self._choose_text_stages(params)
 
         window = params["window"]
         if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
@@ -234,6 +213,35 @@ class Fingerprinter:
                 f"unknown bit_order {params['bit_order']!r}; use one of {list(_BIT_ORDERS)}"
             )
         self._reverse = params["bit_order"] == "reversed"
+        self._prepare_kernels(params)
+
+    def _choose_text_stages(self, params: dict[str, Any]) -> None:
+        """The normalization and tokenizer of ``params``: a kernel's code, or a callable."""
+        norm = params["normalize"]
+        self._norm_code = N.NORM_NONE  # a callable runs in Python, the kernels take its output
+        if callable(norm):
+            self._normalize: Callable[[str], str] | None = norm
+        elif norm in NORMALIZATIONS:
+            self._normalize = None if norm == "none" else NORMALIZATIONS[norm]
+            self._norm_code = _NORMS[norm]
+        else:
+            raise ValueError(
+                f"unknown normalize {norm!r}; use one of {sorted(NORMALIZATIONS)} or a callable"
+            )
+
+        tok = params["tokenizer"]
+        if callable(tok):
+            self._tokenize, self._tok_code = tok, None
+        elif tok in TOKENIZERS:
+            self._tokenize, self._tok_code = TOKENIZERS[tok]
+        else:
+            raise ValueError(
+                f"unknown tokenizer {tok!r}; use one of {sorted(TOKENIZERS)} or a callable"
+            )
+
+    def _prepare_kernels(self, params: dict[str, Any]) -> None:
+        """The compiled kernels' options when every stage has a kernel (else the Python path)."""
+        norm = params["normalize"]
         self._py_normalize = callable(norm)
         self._fast = (
             self._tok_code is not None

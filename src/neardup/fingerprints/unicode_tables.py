@@ -114,21 +114,7 @@ def norm_tables() -> NormTables:
     fold, fold_off = _sequences([folded[k] for k in multi])
     fold_cp[cps[multi]] = np.arange(len(multi), dtype=np.uint32) | np.uint32(N.FOLD_MULTI)
 
-    # primary composites: canonical pairs of a starter and a character that NFC composes
-    firsts, seconds, composites = [], [], []
-    for k in dec_idx:
-        parts = unicodedata.decomposition(chars[k]).split()
-        if len(parts) != 2 or parts[0].startswith("<"):
-            continue
-        a, b = int(parts[0], 16), int(parts[1], 16)
-        if ccc[a] == 0 and _nfc_keeps(chars[k]):
-            firsts.append(a)
-            seconds.append(b)
-            composites.append(int(cps[k]))
-    keys = (np.array(firsts, dtype=np.int64) << 21) | np.array(seconds, dtype=np.int64)
-    order = np.argsort(keys, kind="stable")
-    pair_keys = np.ascontiguousarray(keys[order])
-    pair_vals = np.array(composites, dtype=np.int32)[order]
+    firsts, seconds, pair_keys, pair_vals = _composites(chars, cps, dec_idx, ccc)
 
     props = fold_cp
     props[firsts] |= np.uint32(N.COMP_FIRST)
@@ -136,15 +122,8 @@ def norm_tables() -> NormTables:
     props[N.V_BASE : N.V_BASE + N.V_COUNT] |= np.uint32(N.COMP_LAST)
     props[N.T_BASE + 1 : N.T_BASE + N.T_COUNT] |= np.uint32(N.COMP_LAST)
 
-    # boundaries: unchanged by NFKC, a starter, and neither it nor its decomposition's first
-    # character combines backwards
-    last = (props & np.uint32(N.COMP_LAST)) != 0
-    stable = (ccc == 0) & ~last
-    changed = [int(cps[k]) for k, (c, d) in enumerate(zip(chars, nfkc, strict=True)) if d != c]
-    stable[changed] = False
-    lead = np.array([ord(nfkd[k][0]) if nfkd[k] else 0 for k in dec_idx], dtype=np.int64)
-    stable[cps[dec_idx]] &= (ccc[lead] == 0) & ~last[lead]
-    props[stable] |= np.uint32(N.NFKC_STABLE)
+    props[_stable(props, ccc, chars, cps, nfkd, nfkc, dec_idx)] |= np.uint32(N.NFKC_STABLE)
+    stable = (props & np.uint32(N.NFKC_STABLE)) != 0
     if not stable[:128].all():  # pragma: no cover - a property of every Unicode version
         raise RuntimeError("unicodedata: ASCII is not NFKC-stable in this interpreter")
 
@@ -161,6 +140,48 @@ def norm_tables() -> NormTables:
     for arr in tables:
         arr.flags.writeable = False
     return tables
+
+
+def _stable(
+    props: np.ndarray,
+    ccc: np.ndarray,
+    chars: list[str],
+    cps: np.ndarray,
+    nfkd: list[str],
+    nfkc: list[str],
+    dec_idx: list[int],
+) -> np.ndarray:
+    """Boundaries (bool per code point): unchanged by NFKC, a starter, and neither it nor its
+    decomposition's first character combines backwards."""
+    last = (props & np.uint32(N.COMP_LAST)) != 0
+    stable = (ccc == 0) & ~last
+    changed = [int(cps[k]) for k, (c, d) in enumerate(zip(chars, nfkc, strict=True)) if d != c]
+    stable[changed] = False
+    lead = np.array([ord(nfkd[k][0]) if nfkd[k] else 0 for k in dec_idx], dtype=np.int64)
+    stable[cps[dec_idx]] &= (ccc[lead] == 0) & ~last[lead]
+    return stable
+
+
+def _composites(
+    chars: list[str], cps: np.ndarray, dec_idx: list[int], ccc: np.ndarray
+) -> tuple[list[int], list[int], np.ndarray, np.ndarray]:
+    """Primary composites: canonical pairs of a starter and a character that NFC composes, as
+    (first characters, second characters, sorted pair keys, their composites)."""
+    firsts, seconds, composites = [], [], []
+    for k in dec_idx:
+        parts = unicodedata.decomposition(chars[k]).split()
+        if len(parts) != 2 or parts[0].startswith("<"):
+            continue
+        a, b = int(parts[0], 16), int(parts[1], 16)
+        if ccc[a] == 0 and _nfc_keeps(chars[k]):
+            firsts.append(a)
+            seconds.append(b)
+            composites.append(int(cps[k]))
+    keys = (np.array(firsts, dtype=np.int64) << 21) | np.array(seconds, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    pair_keys = np.ascontiguousarray(keys[order])
+    pair_vals = np.array(composites, dtype=np.int32)[order]
+    return firsts, seconds, pair_keys, pair_vals
 
 
 def _nfc_keeps(ch: str) -> bool:

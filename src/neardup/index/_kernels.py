@@ -1,4 +1,4 @@
-"""numba kernels of the persistent index: id hashing, sorted-id lookups, string comparison.
+"""numba kernels of the persistent index: string id keys, sorted-id lookups, string comparison.
 
 Every function is ``_``-prefixed, takes contiguous arrays and scalars and validates nothing.
 """
@@ -8,28 +8,17 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.compiled import njit
-
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
+from neardup.primitives import string_key
 
 
 @njit(cache=True, nogil=True)
-def _hash_strings(blob, offsets):
-    """64-bit key of each UTF-8 string ``blob[offsets[i]:offsets[i+1]]`` (FNV-1a + splitmix)."""
+def _string_keys(blob, offsets):
+    """The stored key (:func:`neardup.primitives.string_key`) of each UTF-8 string id
+    ``blob[offsets[i]:offsets[i+1]]``."""
     n = offsets.shape[0] - 1
     out = np.empty(n, dtype=np.uint64)
     for i in range(n):
-        h = _FNV_OFFSET
-        for j in range(offsets[i], offsets[i + 1]):
-            h = (h ^ np.uint64(blob[j])) * _FNV_PRIME
-        h ^= h >> np.uint64(30)
-        h *= _MIX1
-        h ^= h >> np.uint64(27)
-        h *= _MIX2
-        h ^= h >> np.uint64(31)
-        out[i] = h
+        out[i] = string_key(blob, offsets[i], offsets[i + 1])
     return out
 
 

@@ -10,7 +10,7 @@ Each table of the batch keeps its permuted values sorted, the batch position of 
 directory of the top ``dbits`` bits (``dbits`` at most the table's prefix bits), so a probe reads
 one directory entry and the few batch entries of its bucket. A pair is reported by the first
 table (in table order) whose leading blocks all agree, so every (batch position, stored row) pair
-within the distance appears once, exactly as :meth:`Index.query_arrays` reports it.
+within the distance appears once, exactly as :meth:`Index.search` reports it.
 """
 
 from __future__ import annotations
@@ -26,17 +26,18 @@ from neardup.config import DEFAULT_DISTANCE, default_threads
 from neardup.core.bits import as_fingerprints
 from neardup.core.cost import choose_query_blocks as choose_index_blocks
 from neardup.core.layout import Layout
+from neardup.core.matches import Matches
 from neardup.index import _batch_kernels as bk
 from neardup.index import _kernels
-from neardup.index.base import check_query_distance
+from neardup.index.backend import IndexBackend, check_query_distance
 from neardup.index.codec import load_table
-from neardup.index.index import Index, IndexMatches
+from neardup.index.location import open_index
 from neardup.index.storage import load_array
 
 __all__ = [
     "BatchTables",
     "IndexPart",
-    "Matches",
+    "PartMatches",
     "batch_query",
     "index_parts",
     "match_index_part",
@@ -184,7 +185,7 @@ class BatchTables:
         return tuple(np.concatenate(c) for c in zip(*parts, strict=True))  # type: ignore[return-value]
 
 
-class Matches(NamedTuple):
+class PartMatches(NamedTuple):
     """Matches of a part of the stored corpus: batch positions, stored ids (and their sort keys:
     the int64 id, or the 64-bit hash of a str id as in the index) and distances."""
 
@@ -194,19 +195,17 @@ class Matches(NamedTuple):
     distance: np.ndarray
 
 
-def merge_matches(parts: list[Matches], id_type: str | None = "int64") -> IndexMatches:
-    """Concatenate the matches of every part, sorted as :meth:`Index.query_arrays` sorts them:
-    by batch position, then distance, then id key."""
+def merge_matches(parts: list[PartMatches], id_type: str | None, n: int) -> Matches:
+    """The matches of every part for a batch of ``n``, sorted as :meth:`Index.search` sorts
+    them: by batch position, then distance, then id key."""
     if not parts:
-        e = np.empty(0, dtype=np.int64)
-        ids = np.empty(0, dtype=object if id_type == "str" else np.int64)
-        return IndexMatches(e, ids, e.copy())
+        return Matches.empty(n, id_type)
     qi = np.concatenate([p.batch_index for p in parts])
     key = np.concatenate([p.key for p in parts])
     d = np.concatenate([p.distance for p in parts])
     ids = np.concatenate([p.id for p in parts])
     order = np.lexsort((key, d, qi))
-    return IndexMatches(qi[order], ids[order], d[order])
+    return Matches.from_sorted(qi[order], ids[order], d[order], n)
 
 
 class IndexPart(NamedTuple):
@@ -220,12 +219,14 @@ class IndexPart(NamedTuple):
     id_type: str | None
 
 
-def index_parts(index: Index, rows: int = DEFAULT_PART_ROWS) -> list[IndexPart]:
-    """The committed segments of ``index`` cut into parts of at most ``rows`` rows."""
+def index_parts(index: IndexBackend, rows: int = DEFAULT_PART_ROWS) -> list[IndexPart]:
+    """The committed segments of ``index`` cut into parts of at most ``rows`` rows (a backend
+    with the ``parts`` capability: a local index)."""
     if rows < 1:
         raise ValueError(f"rows per part must be >= 1 (got {rows})")
+    index.require("parts")
     out = []
-    for seg in index._body["segments"]:
+    for seg in index.segment_entries:  # type: ignore[attr-defined]
         for a in range(0, int(seg["rows"]), rows):
             b = min(int(seg["rows"]), a + rows)
             out.append(IndexPart(index.path, seg, a, b, index.id_type))
@@ -258,29 +259,29 @@ def read_index_part(part: IndexPart) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 def match_index_part(
     tables: BatchTables, part: IndexPart, distance: int | None = None, threads: int = 1
-) -> Matches:
+) -> PartMatches:
     """Stream one part of a stored index past the batch's tables."""
     fps, keys, ids = read_index_part(part)
     qi, pos, d = tables.probe(fps, distance, threads=threads)
-    return Matches(qi, keys[pos], ids[pos], d)
+    return PartMatches(qi, keys[pos], ids[pos], d)
 
 
 def batch_query(
-    index: Index | str | os.PathLike,
+    index: IndexBackend | str | os.PathLike,
     batch: Any,
     distance: int | None = None,
     blocks: int | None = None,
     *,
     part_rows: int = DEFAULT_PART_ROWS,
     threads: int | None = None,
-) -> IndexMatches:
-    """Batch mode on this machine: the answer of ``index.query_arrays(batch, distance)``,
+) -> Matches:
+    """Batch mode on this machine: the answer of ``index.search(batch, distance)``,
     computed by building the batch's tables and streaming the index's segments past them.
 
     Parameters
     ----------
     index : Index or path
-        The stored corpus (opened read-only when a path).
+        The stored corpus, a local index (opened read-only when a path).
     batch : sequence of int or ndarray
         New fingerprints (uint64); ``query_index`` counts positions in it.
     distance : int, optional
@@ -294,21 +295,16 @@ def batch_query(
 
     Returns
     -------
-    IndexMatches
-        ``(query_index, id, distance)`` sorted by query, distance, then id (as the index sorts).
+    Matches
+        Per query, sorted by distance, then id (as the index sorts).
     """
-    ix = index if isinstance(index, Index) else Index.open(index)
+    ix = index if isinstance(index, IndexBackend) else open_index(index)
     try:
-        k = ix.distance if distance is None else distance
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= ix.distance:
-            raise ValueError(
-                f"query distance must be an integer between 0 and the index's distance "
-                f"{ix.distance} (got {distance!r}); create the index with a larger distance"
-            )
-        tables = BatchTables(batch, int(k), blocks)
+        k = check_query_distance(distance, ix.distance)
+        tables = BatchTables(batch, k, blocks)
         nthreads = default_threads() if threads is None else max(1, int(threads))
-        parts = [match_index_part(tables, p, int(k), nthreads) for p in index_parts(ix, part_rows)]
-        return merge_matches(parts, ix.id_type)
+        parts = [match_index_part(tables, p, k, nthreads) for p in index_parts(ix, part_rows)]
+        return merge_matches(parts, ix.id_type, tables.n)
     finally:
         if ix is not index:
             ix.close()

@@ -11,30 +11,28 @@ Removed rows are listed per segment (tombstones) until a merge drops them.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from neardup.config import DEFAULT_DISTANCE
+from neardup.core.bits import as_fingerprints
 from neardup.core.cost import choose_query_blocks as choose_index_blocks
 from neardup.core.layout import Layout
+from neardup.core.matches import Matches
 from neardup.core.similarity import check_threshold, distance_for_threshold
-from neardup.core.sketch import SKETCH_WORDS, check_sketch_words
-from neardup.index import _kernels
-from neardup.index.base import IndexBase
+from neardup.core.sketch import SKETCH_WORDS, Sketches, as_sketches, check_sketch_words
+from neardup.errors import IdError
+from neardup.index import probe, verified, writer
+from neardup.index.backend import CAPABILITIES, IndexBackend, IndexMatches
 from neardup.index.codec import set_codec, verify_table
-from neardup.index.matches import IndexMatches, IndexMatching, VerifiedMatches
-from neardup.index.probe import IndexProbe
-from neardup.index.segments import (
-    Ids,
-    Segment,
-    convert_ids,
-    expand_ranges,
-    segment_files,
-)
+from neardup.index.redis_store import is_redis_url
+from neardup.index.segments import Ids, Segment, convert_ids, segment_files, show_id
 from neardup.index.storage import (
     FORMAT_VERSION,
     MAGIC,
@@ -44,13 +42,15 @@ from neardup.index.storage import (
     read_manifest,
     remove_unreferenced,
     verify_file,
+    write_array,
+    write_manifest,
 )
-from neardup.index.writer import IndexWriter
 
-__all__ = ["Index", "IndexMatches", "VerifiedMatches", "choose_index_blocks"]
+#: IndexMatches: the deprecated flat form of Matches, kept importable from here for the service
+__all__ = ["Index", "IndexMatches", "choose_index_blocks"]
 
 
-class Index(IndexWriter, IndexMatching, IndexProbe, IndexBase):
+class Index(IndexBackend):
     """A persistent index of 64-bit fingerprints answering "what is within k bits of F?".
 
     Create one with :meth:`create`, open one with :meth:`open`. A writer (``mode="w"``) holds an
@@ -73,8 +73,10 @@ class Index(IndexWriter, IndexMatching, IndexProbe, IndexBase):
     [[(7, 2)], [(7, 0)]]
     """
 
+    capabilities = CAPABILITIES
+    backend = "local"
     #: Most segments (base + delta runs) before add() merges delta runs.
-    max_segments: int | None = None  # None: config.MAX_SEGMENTS
+    max_segments: int = writer.MAX_SEGMENTS
 
     def __init__(self, path: str | os.PathLike, mode: str = "r", *, _lock: Any = None) -> None:
         if mode not in ("r", "w"):
@@ -168,7 +170,7 @@ class Index(IndexWriter, IndexMatching, IndexProbe, IndexBase):
             raise ValueError("sketch_words= needs threshold= (an index for verified dedup)")
         if distance is None:
             distance = DEFAULT_DISTANCE
-        if isinstance(path, str) and path.startswith(("redis://", "rediss://", "unix://")):
+        if is_redis_url(path):
             if words is not None:
                 raise ValueError(
                     f"{path}: the Redis backend keeps no sketches; create an index for verified "
@@ -204,20 +206,19 @@ class Index(IndexWriter, IndexMatching, IndexProbe, IndexBase):
         return cls(p, "w", _lock=lock)
 
     @classmethod
-    def open(cls, path: str | os.PathLike, mode: str = "r") -> Index:
+    def open(cls, path: str | os.PathLike, mode: str = "r") -> IndexBackend:  # type: ignore[override]
         """Open an existing index: ``mode="r"`` for a read-only snapshot, ``"w"`` to write.
 
-        Opening memory-maps the array files and checks their sizes and headers against the
-        manifest (a truncated file is reported by name); content checksums are checked by
-        :meth:`verify`. Raises :class:`IndexLockedError` when ``mode="w"`` and another process
-        writes the index. A ``redis://host:port/db?name=NAME`` location opens the index stored
-        in Redis (:class:`neardup.index.redis.RedisIndex`, same API and answers).
+        The same as :func:`neardup.open_index` (a ``redis://host:port/db?name=NAME`` location
+        opens the index stored in Redis, :class:`neardup.index.redis.RedisIndex`, same API and
+        answers). Opening memory-maps the array files and checks their sizes and headers
+        against the manifest (a truncated file is reported by name); content checksums are
+        checked by :meth:`verify`. Raises :class:`IndexLockedError` when ``mode="w"`` and
+        another process writes the index.
         """
-        if isinstance(path, str) and path.startswith(("redis://", "rediss://", "unix://")):
-            from neardup.index.redis import RedisIndex
+        from neardup.index.location import open_index
 
-            return RedisIndex.open(path, mode)  # type: ignore[return-value]
-        return cls(path, mode)
+        return open_index(path, mode)
 
     def _load(self) -> None:
         for attempt in range(10):
@@ -381,27 +382,324 @@ class Index(IndexWriter, IndexMatching, IndexProbe, IndexBase):
         name = os.path.join(self.path, seg.entry["files"]["sketch"]["name"])
         return f"{name}: the sketch of row {row} does not start with its fingerprint; the index is damaged"
 
+    @property
+    def segment_entries(self) -> list[dict[str, Any]]:
+        """The manifest entries of the committed segments (copies): what batch mode and Dask
+        workers read (:func:`neardup.index.batch.index_parts`)."""
+        return copy.deepcopy(self._body["segments"])
+
     # ------------------------------------------------------------------ lookups by id
-    def _find(self, ids: Ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _find(self, ids: Ids) -> tuple[np.ndarray, ...]:
         """(id index, segment index, row) of every live row holding one of ``ids``."""
         self._check_open()
-        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        for si, seg in enumerate(self._segs if len(ids.keys) else []):
-            lo, hi = _kernels._lookup(seg.keys, seg.kord, ids.keys)
-            owner, pos = expand_ranges(lo, hi)
-            if len(owner) == 0:
-                continue
-            rows = seg.kord[pos].astype(np.int64)
-            keep = seg.alive(rows)
-            if ids.kind == "str":
-                keep &= _kernels._strings_equal(seg.blob, seg.off, rows, ids.blob, ids.off, owner)
-            parts.append((owner[keep], np.full(int(keep.sum()), si, np.int64), rows[keep]))
-        if not parts:
-            e = np.empty(0, dtype=np.int64)
-            return e, e.copy(), e.copy()
-        return tuple(np.concatenate(p) for p in zip(*parts, strict=True))  # type: ignore[return-value]
+        return probe.find_rows(self._segs, ids)
+
+    # ------------------------------------------------------------------ queries
+    def _probe(self, fingerprints: Any, distance: int | None, threads: int | None) -> tuple:
+        """(query index, segment index, row, distance) of every match."""
+        self._check_open()
+        q = as_fingerprints(fingerprints, "fingerprints")
+        return probe.probe(self._segs, self.layout, q, self._query_distance(distance), threads)
+
+    def search(
+        self,
+        fingerprints: Sequence[int] | np.ndarray,
+        distance: int | None = None,
+        *,
+        threads: int | None = None,
+    ) -> Matches:
+        """Every indexed id within ``distance`` bits of each query (see
+        :meth:`IndexBackend.search <neardup.index.backend.IndexBackend.search>`). A large batch
+        is probed table by table in one sorted pass, like :func:`neardup.find_all`."""
+        q = as_fingerprints(fingerprints, "fingerprints")
+        qi, si, rows, d = self._probe(q, distance, threads)
+        keys, values = probe.ids_of(self.path, self._segs, self.id_type, si, rows)
+        order = np.lexsort((keys, d, qi))
+        return Matches.from_sorted(qi[order], values[order], d[order], len(q))
+
+    def nearest(
+        self,
+        fingerprints: Sequence[int] | np.ndarray,
+        distance: int | None = None,
+        *,
+        threads: int | None = None,
+    ) -> Matches:
+        """For each query with a match within ``distance`` bits, its nearest entry (ties: the
+        smallest id; string ids in the index's fixed order): the first match of each query in
+        :meth:`search`, with ids looked up for those only."""
+        q = as_fingerprints(fingerprints, "fingerprints")
+        qi, si, rows, d = self._probe(q, distance, threads)
+        keys = probe.row_keys(self._segs, si, rows)
+        order = np.lexsort((keys, d, qi))
+        qi, si, rows, d = qi[order], si[order], rows[order], d[order]
+        head = np.ones(len(qi), dtype=bool)
+        head[1:] = qi[1:] != qi[:-1]
+        _, values = probe.ids_of(self.path, self._segs, self.id_type, si[head], rows[head])
+        return Matches.from_sorted(qi[head], values, d[head], len(q))
+
+    def dedup_mask(
+        self, fingerprints: Sequence[int] | np.ndarray, distance: int | None = None
+    ) -> np.ndarray:
+        """Boolean array, True where a fingerprint is within ``distance`` bits of an indexed one
+        (no id is looked up)."""
+        q = as_fingerprints(fingerprints, "fingerprints")
+        mask = np.zeros(len(q), dtype=bool)
+        mask[self._probe(q, distance, None)[0]] = True
+        return mask
+
+    def verified_query(
+        self,
+        sketches: Sketches | tuple[Any, Any],
+        threshold: float,
+        distance: int | None = None,
+        *,
+        threads: int | None = None,
+        candidates: Matches | None = None,
+    ) -> Matches:
+        """Every entry whose estimated Jaccard with each query reaches ``threshold``.
+
+        Candidates are the entries whose fingerprints (the sketches' first words) lie within
+        ``distance`` bits of the query's first word; each is decided by
+        :func:`neardup.core.sketch.sketch_decide`: both sets non-empty, the exact size bound
+        ``min / max >= threshold`` and the Jaccard estimated from the other words
+        ``>= threshold``.
+
+        Parameters
+        ----------
+        sketches : Sketches
+            The queries' sketches and sizes (:func:`neardup.core.sketch.set_sketches` with
+            ``words=index.sketch_words``).
+        threshold : float
+            Jaccard threshold in (0, 1].
+        distance : int, optional
+            Candidate distance in bits (default: :func:`distance_for_threshold` of
+            ``threshold``), at most the index's distance.
+        threads : int, optional
+            Threads for the search and the estimates.
+        candidates : Matches, optional
+            Candidates found elsewhere (``neardup.distributed.query`` of the first words on
+            Dask): decided here instead of searching (``distance`` is then not used).
+
+        Returns
+        -------
+        Matches
+            With ``jaccards``; per query sorted by estimated Jaccard (highest first), then
+            distance, then id. :meth:`Matches.first` gives each query's best match.
+
+        Raises
+        ------
+        ValueError
+            For an index without sketches, sketches of other words, or a distance above the
+            index's.
+        """
+        self._check_open()
+        words = self.sketch_words
+        if words is None:
+            raise ValueError(
+                f"index {self.path} keeps no sketches; a verified query needs an index created "
+                "with threshold= (`neardup index create --threshold`)"
+            )
+        sk = as_sketches(sketches, words)
+        t = check_threshold(threshold)
+        d = distance_for_threshold(t) if distance is None else distance
+        if candidates is not None:
+            qi, si, rows, dist, jac = self._decide_candidates(sk, t, candidates, threads)
+        else:
+            parts = []
+            step = max(1, verified.VERIFY_QUERY_CHUNK)
+            for lo in range(0, len(sk), step):
+                part = sk.take(np.arange(lo, min(lo + step, len(sk))))
+                found = self._probe(part.fingerprints, d, threads)
+                qi, si, rows, dist, jac = verified.decide(self._segs, part, t, found, threads)
+                parts.append((qi + lo, si, rows, dist, jac))
+            qi, si, rows, dist, jac = verified.concat(parts)
+        keys, values = probe.ids_of(self.path, self._segs, self.id_type, si, rows)
+        order = np.lexsort((keys, dist, -jac, qi))
+        return Matches.from_sorted(qi[order], values[order], dist[order], len(sk), jac[order])
+
+    def _decide_candidates(
+        self, sk: Sketches, t: float, candidates: Matches, threads: int | None
+    ) -> verified.Decided:
+        """:func:`verified.decide` for candidates given by id: each id is found in the index
+        (ids removed meanwhile are no candidates)."""
+        if len(candidates) != len(sk):
+            raise ValueError(
+                f"candidates are for {len(candidates)} queries, not the {len(sk)} sketches given"
+            )
+        if candidates.size == 0 or self.id_type is None:
+            return verified.no_decisions()
+        cq, cd = candidates.query_index, candidates.distances
+        owner, si, rows = self._find(convert_ids(candidates.ids, None, self.id_type))
+        return verified.decide(self._segs, sk, t, (cq[owner], si, rows, cd[owner]), threads)
 
     # ------------------------------------------------------------------ writes
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError(f"index {self.path} is closed; open it again with Index.open")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.mode != "w" or self._lock is None:
+            raise ValueError(f"index {self.path} is open read-only; open it with mode='w'")
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[Index]:
+        """Inside the block no other writer changes the index: a local index open for writing
+        holds its writer lock from :meth:`open` to :meth:`close`, so this only checks that."""
+        self._check_writable()
+        yield self
+
+    def _next_name(self, body: dict[str, Any]) -> str:
+        name = f"s{body['next_file']:08d}"
+        body["next_file"] += 1
+        return name
+
+    def _commit(self, body: dict[str, Any]) -> None:
+        body["generation"] += 1
+        write_manifest(self.path, body)
+        self._install(body)
+        remove_unreferenced(self.path, body)
+
+    def add(
+        self,
+        fingerprints: Sequence[int] | np.ndarray | None,
+        ids: Sequence[int] | Sequence[str] | np.ndarray | None = None,
+        *,
+        sketches: Sketches | tuple[Any, Any] | None = None,
+    ) -> None:
+        """Add fingerprints with their ids and commit them durably (many adds in one commit:
+        :meth:`session`).
+
+        Parameters
+        ----------
+        fingerprints : sequence of int or ndarray, or None
+            uint64 fingerprints (bit 63 most significant). In an index with sketches they are
+            the sketches' first words: pass None (or exactly those).
+        ids : sequence of int or str, optional
+            One id per fingerprint, all int64 or all str (the first add fixes the kind); ids
+            must not already be in the index. ``None`` numbers the fingerprints with integer
+            ids following the largest integer id added so far.
+        sketches : Sketches, optional
+            Required by an index with sketches (:attr:`sketch_words`), refused by others: the
+            MinHash sketch and shingle count of each document,
+            ``neardup.core.sketch.set_sketches((offsets, keys), words=index.sketch_words)``
+            from ``Fingerprinter().features_many(texts)``.
+
+        Raises
+        ------
+        neardup.errors.IdError
+            A ``ValueError`` naming the first bad id and its position: an id already in the
+            index, repeated in the batch, of the other kind, not an int64 or str, or a count or
+            shape that does not match the fingerprints. Nothing is written.
+        ValueError
+            Sketches missing, unexpected, malformed, or fingerprints other than their first
+            words.
+        """
+        self._check_writable()
+        sk = writer.check_sketches(self.path, self.sketch_words, fingerprints, sketches)
+        fp = sk.fingerprints if sk is not None else as_fingerprints(fingerprints, "fingerprints")
+        body = copy.deepcopy(self._body)
+        if ids is None:
+            if self.id_type == "str":
+                raise ValueError("this index has string ids; pass ids to add()")
+            start = int(body["next_id"])
+            ids = np.arange(start, start + len(fp), dtype=np.int64)
+        conv = convert_ids(ids, len(fp), self.id_type, unique=True)
+        if len(fp) == 0:
+            return
+        found = self._find(conv)[0]
+        if len(found):
+            k = int(found.min())
+            raise IdError(
+                f"id {show_id(conv.values[k])} is already in the index; remove it first", k
+            )
+        body["id_type"] = conv.kind
+        if conv.kind == "int64":
+            body["next_id"] = max(int(body["next_id"]), int(conv.keys.max()) + 1)
+        rows = writer.Rows(fp, conv.keys, conv.blob, conv.off, sk)
+        start = writer.merge_start(self._segs, len(fp), self.max_segments)
+        merged = self._segs[start:]
+        if merged:
+            rows = writer.gather(merged, self.id_type, self.sketch_words).then(rows)
+        name = self._next_name(body)
+        entry = writer.write_segment(self.path, self.layout, name, rows, body.get("codec"))
+        gone = {s.name for s in merged}
+        body["segments"] = [e for e in body["segments"] if e["name"] not in gone] + [entry]
+        self._commit(body)
+
+    def remove(
+        self, ids: Sequence[int] | Sequence[str] | np.ndarray, *, missing: str = "error"
+    ) -> int:
+        """Remove entries by id and commit; return how many were removed.
+
+        Parameters
+        ----------
+        ids : sequence of int or str
+            Ids to remove (repeats are removed once).
+        missing : {"error", "ignore"}
+            ``"error"``: an id not in the index raises ``KeyError`` and nothing is removed.
+            ``"ignore"``: unknown ids are skipped (the return value counts what was removed).
+        """
+        self._check_writable()
+        if missing not in ("error", "ignore"):
+            raise ValueError(f"missing must be 'error' or 'ignore' (got {missing!r})")
+        conv = convert_ids(ids, None, self.id_type)
+        if len(conv.keys) == 0:
+            return 0
+        owner, si, rows = self._find(conv)
+        if missing == "error":
+            hit = np.zeros(len(conv.keys), dtype=bool)
+            hit[owner] = True
+            if not hit.all():
+                first = int(np.flatnonzero(~hit)[0])
+                raise KeyError(
+                    f"id {show_id(conv.values[first])} is not in the index "
+                    f"({int((~hit).sum())} of {len(hit)} ids are not); nothing removed"
+                )
+        if len(rows) == 0:
+            return 0
+        body = copy.deepcopy(self._body)
+        removed = 0
+        keep_entries = []
+        for s_idx, (seg, e) in enumerate(zip(self._segs, body["segments"], strict=True)):
+            r = np.unique(rows[si == s_idx])
+            if len(r) == 0:
+                keep_entries.append(e)
+                continue
+            removed += len(r)
+            dead = np.union1d(seg.dead, r).astype(np.int64)
+            if len(dead) == seg.n:
+                continue  # every row removed: drop the segment
+            e["deleted"] = write_array(
+                self.path, f"{seg.name}.del{body['generation'] + 1}.npy", dead
+            )
+            keep_entries.append(e)
+        body["segments"] = keep_entries
+        self._commit(body)
+        return removed
+
+    def compact(self, compress: bool | None = None) -> None:
+        """Merge every run into one sorted base without removed entries, and commit.
+
+        Parameters
+        ----------
+        compress : bool, optional
+            ``True`` converts the index to compressed tables (:mod:`neardup.index.codec`),
+            ``False`` to plain ones; later runs are written the same way. ``None`` keeps the
+            index's setting. A conversion rewrites the base even when there is nothing to merge.
+        """
+        self._check_writable()
+        body = copy.deepcopy(self._body)
+        codec = body.get("codec") if compress is None else ("ef" if compress else None)
+        convert = codec != body.get("codec")
+        if not convert and len(self._segs) <= 1 and all(s.live == s.n for s in self._segs):
+            return
+        set_codec(body, codec)
+        live = [s for s in self._segs if s.live]
+        if live:
+            rows = writer.gather(live, self.id_type, self.sketch_words)
+            name = self._next_name(body)
+            body["segments"] = [writer.write_segment(self.path, self.layout, name, rows, codec)]
+        else:
+            body["segments"] = []
+        self._commit(body)

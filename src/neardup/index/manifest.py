@@ -8,6 +8,7 @@ outside the index directory or an out-of-bounds array access.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -108,62 +109,80 @@ def check_manifest(doc: dict[str, Any], path: str) -> None:
         bad("'segments' is not a list of segments of a typed index")
     names: set[str] = set()
     for i, seg in enumerate(segs):
-        if not isinstance(seg, dict) or not isinstance(seg.get("files"), dict):
-            bad(f"segment {i} is not an object with 'files'")
-        sname = seg.get("name")
-        if not isinstance(sname, str) or not _SEGMENT.match(sname) or sname in names:
-            bad(f"segment {i} is named {sname!r}, expected a new s followed by 8 digits")
-        names.add(sname)
-        rows = seg.get("rows")
-        if not _is_int(rows):
-            bad(f"segment {sname} has {rows!r} rows")
-        files = seg["files"]
-        strings = {"sblob", "soff"}
-        need = {"fp", "key", "kord"} | (strings if id_type == "str" else set())
-        if need - files.keys() or (id_type != "str" and strings & files.keys()):
-            bad(f"segment {sname} lists files {sorted(files)}, which do not fit ids {id_type}")
-        sketch = {"sketch", "ssize"}
-        if (sketch <= files.keys()) != (words is not None) or (
-            words is None and sketch & files.keys()
-        ):
-            bad(
-                f"segment {sname} lists files {sorted(files)}, which do not fit sketch words {words}"
-            )
-        entries = [(f"segment {sname} file {k!r}", e) for k, e in files.items()]
-        if seg.get("deleted") is not None:
-            entries.append((f"segment {sname} tombstones", seg["deleted"]))
-        for what, e in entries:
-            _check_entry(e, what, sname, bad)
-            if e["name"] in names:
-                bad(f"{what}: {e['name']} is listed twice")
-            names.add(e["name"])
-        codec = seg.get("codec")
-        if codec != doc.get("codec") and not (codec is None and doc.get("codec") in TABLE_CODECS):
-            bad(f"segment {sname} has codec {codec!r}, the index {doc.get('codec')!r}")
-        for key, e in files.items():
-            if e.get("codec") != (codec if key == "fp" or key[0] == "t" else None):
-                bad(f"segment {sname} file {key!r} has codec {e.get('codec')!r}, not {codec!r}")
-        if codec is not None and files["fp"]["values"] != rows:
-            bad(f"segment {sname} file 'fp' holds {files['fp']['values']} values for {rows} rows")
-        for key, (dtypes, extra) in _EXPECT.items():
-            e = files.get(key)
-            if key == "fp" and codec is not None:
-                continue  # checked through 'values' above
-            if e is not None and (e["dtype"] not in dtypes or e["shape"] != [rows + extra]):
-                bad(f"segment {sname} file {key!r} is {e['dtype']}{e['shape']} for {rows} rows")
-        if "sketch" in files and (
-            files["sketch"]["dtype"] != "<u8" or files["sketch"]["shape"] != [rows, words]
-        ):
-            e = files["sketch"]
-            bad(
-                f"segment {sname} file 'sketch' is {e['dtype']}{e['shape']} for {rows} rows of {words}"
-            )
-        if "sblob" in files and (
-            files["sblob"]["dtype"] != "|u1" or len(files["sblob"]["shape"]) != 1
-        ):
-            bad(f"segment {sname} file 'sblob' is not bytes")
-        dead = seg.get("deleted")
-        if dead is not None and (
-            dead["dtype"] != "<i8" or len(dead["shape"]) != 1 or dead["shape"][0] > rows
-        ):
-            bad(f"segment {sname} tombstones are {dead['dtype']}{dead['shape']} for {rows} rows")
+        _check_segment(doc, i, seg, names, id_type, words, bad)
+
+
+def _check_segment(
+    doc: dict[str, Any],
+    i: int,
+    seg: Any,
+    names: set[str],
+    id_type: str | None,
+    words: int | None,
+    bad: Callable[[str], None],
+) -> None:
+    """Check segment ``i`` of a manifest: its name, rows, files and the names they take."""
+    if not isinstance(seg, dict) or not isinstance(seg.get("files"), dict):
+        bad(f"segment {i} is not an object with 'files'")
+    sname = seg.get("name")
+    if not isinstance(sname, str) or not _SEGMENT.match(sname) or sname in names:
+        bad(f"segment {i} is named {sname!r}, expected a new s followed by 8 digits")
+    names.add(sname)
+    rows = seg.get("rows")
+    if not _is_int(rows):
+        bad(f"segment {sname} has {rows!r} rows")
+    files = seg["files"]
+    strings = {"sblob", "soff"}
+    need = {"fp", "key", "kord"} | (strings if id_type == "str" else set())
+    if need - files.keys() or (id_type != "str" and strings & files.keys()):
+        bad(f"segment {sname} lists files {sorted(files)}, which do not fit ids {id_type}")
+    sketch = {"sketch", "ssize"}
+    if (sketch <= files.keys()) != (words is not None) or (words is None and sketch & files.keys()):
+        bad(f"segment {sname} lists files {sorted(files)}, which do not fit sketch words {words}")
+    entries = [(f"segment {sname} file {k!r}", e) for k, e in files.items()]
+    if seg.get("deleted") is not None:
+        entries.append((f"segment {sname} tombstones", seg["deleted"]))
+    for what, e in entries:
+        _check_entry(e, what, sname, bad)
+        if e["name"] in names:
+            bad(f"{what}: {e['name']} is listed twice")
+        names.add(e["name"])
+    _check_segment_arrays(doc, seg, sname, rows, words, bad)
+
+
+def _check_segment_arrays(
+    doc: dict[str, Any],
+    seg: dict[str, Any],
+    sname: str,
+    rows: int,
+    words: int | None,
+    bad: Callable[[str], None],
+) -> None:
+    """Check the codec, dtype and shape of the arrays a segment lists."""
+    files = seg["files"]
+    codec = seg.get("codec")
+    if codec != doc.get("codec") and not (codec is None and doc.get("codec") in TABLE_CODECS):
+        bad(f"segment {sname} has codec {codec!r}, the index {doc.get('codec')!r}")
+    for key, e in files.items():
+        if e.get("codec") != (codec if key == "fp" or key[0] == "t" else None):
+            bad(f"segment {sname} file {key!r} has codec {e.get('codec')!r}, not {codec!r}")
+    if codec is not None and files["fp"]["values"] != rows:
+        bad(f"segment {sname} file 'fp' holds {files['fp']['values']} values for {rows} rows")
+    for key, (dtypes, extra) in _EXPECT.items():
+        e = files.get(key)
+        if key == "fp" and codec is not None:
+            continue  # checked through 'values' above
+        if e is not None and (e["dtype"] not in dtypes or e["shape"] != [rows + extra]):
+            bad(f"segment {sname} file {key!r} is {e['dtype']}{e['shape']} for {rows} rows")
+    if "sketch" in files and (
+        files["sketch"]["dtype"] != "<u8" or files["sketch"]["shape"] != [rows, words]
+    ):
+        e = files["sketch"]
+        bad(f"segment {sname} file 'sketch' is {e['dtype']}{e['shape']} for {rows} rows of {words}")
+    if "sblob" in files and (files["sblob"]["dtype"] != "|u1" or len(files["sblob"]["shape"]) != 1):
+        bad(f"segment {sname} file 'sblob' is not bytes")
+    dead = seg.get("deleted")
+    if dead is not None and (
+        dead["dtype"] != "<i8" or len(dead["shape"]) != 1 or dead["shape"][0] > rows
+    ):
+        bad(f"segment {sname} tombstones are {dead['dtype']}{dead['shape']} for {rows} rows")

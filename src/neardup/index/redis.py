@@ -36,11 +36,12 @@ from neardup._optional import require
 from neardup.config import DEFAULT_DISTANCE
 from neardup.core.bits import as_fingerprints
 from neardup.core.layout import Layout
-from neardup.index.base import IndexBase
-from neardup.index.matches import IndexMatches
+from neardup.core.matches import Matches
+from neardup.index import redis_store
+from neardup.index.backend import CAPABILITIES, IndexBackend
 from neardup.index.redis_store import (
-    _GOLDEN,
     FORMAT_VERSION,
+    GOLDEN,
     MAGIC,
     RECORD,
     IndexUnavailableError,
@@ -57,7 +58,7 @@ from neardup.index.storage import CorruptIndexError
 __all__ = ["RedisIndex", "IndexUnavailableError", "choose_redis_layout", "is_redis_url"]
 
 
-class RedisIndex(RedisWriter, IndexBase):
+class RedisIndex(RedisWriter, IndexBackend):
     """:class:`neardup.Index` over Redis: the same API and the same answers.
 
     Open one with ``neardup.Index.open("redis://host:6379/0?name=crawl")`` (or
@@ -69,8 +70,11 @@ class RedisIndex(RedisWriter, IndexBase):
     Raises :class:`IndexUnavailableError` (a ``ConnectionError``) when Redis cannot be reached.
     """
 
-    #: Words of the MinHash sketch kept per entry: None, the Redis backend keeps no sketches
-    #: (dedup against it is by fingerprint distance, not Jaccard-verified).
+    #: No sketches are kept (dedup against Redis is by fingerprint distance, not
+    #: Jaccard-verified), and Dask workers cannot read segment files.
+    capabilities = CAPABILITIES - {"verified", "parts"}
+    backend = "redis"
+    #: Words of the MinHash sketch kept per entry: None, the Redis backend keeps no sketches.
     sketch_words: int | None = None
 
     def __init__(self, url: str, mode: str = "r") -> None:
@@ -251,11 +255,11 @@ class RedisIndex(RedisWriter, IndexBase):
             raise IndexUnavailableError(f"{self.path}: Redis is unavailable ({e})") from None
 
     def _pipeline(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
-        """Run ``(method, *args)`` commands in pipelines of ``config.REDIS_PIPELINE``."""
+        """Run ``(method, *args)`` commands in pipelines of ``redis_store.REDIS_PIPELINE``."""
         if self._closed:
             raise ValueError(f"index {self.path} is closed; open it again with Index.open")
         out: list[Any] = []
-        step = config.REDIS_PIPELINE
+        step = redis_store.REDIS_PIPELINE
         for s in range(0, len(commands), step):
             pipe = self._client.pipeline(transaction=False)
             for name, *args in commands[s : s + step]:
@@ -270,7 +274,7 @@ class RedisIndex(RedisWriter, IndexBase):
         return f"{self.name}:e:{s:x}"
 
     def _shards(self, keys: np.ndarray) -> np.ndarray:
-        return (keys.view(np.uint64) * _GOLDEN) >> self._shard_shift
+        return (keys.view(np.uint64) * GOLDEN) >> self._shard_shift
 
     def _buckets(self, fps: np.ndarray, t: int) -> np.ndarray:
         return self.layout.apply(fps, t) >> np.uint64(64 - self.bucket_bits)
@@ -356,23 +360,25 @@ class RedisIndex(RedisWriter, IndexBase):
         sel = np.flatnonzero(ok)
         return qi[sel], key[sel], d[sel], [raw[i] for i in kinv[sel].tolist()]
 
-    def query_arrays(
+    def search(
         self,
         fingerprints: Sequence[int] | np.ndarray,
         distance: int | None = None,
         *,
         threads: int | None = None,
-    ) -> IndexMatches:
-        """As :meth:`neardup.Index.query_arrays`: ``(query_index, id, distance)`` sorted by
-        query, then distance, then id (string ids: in the local index's order)."""
-        qi, key, d, raw = self._probe(fingerprints, distance)
+    ) -> Matches:
+        """As :meth:`neardup.Index.search`: per query, its matches sorted by distance, then id
+        (string ids: in the local index's order). One pipeline per round trip: ``threads`` is
+        not used."""
+        q = as_fingerprints(fingerprints, "fingerprints")
+        qi, key, d, raw = self._probe(q, distance)
         order = np.lexsort((key, d, qi))
         if self.id_type == "str":
             ids = np.empty(len(order), dtype=object)
             ids[:] = [raw[i][8:].decode("utf-8") for i in order.tolist()]
         else:
             ids = key[order]
-        return IndexMatches(qi[order], ids, d[order])
+        return Matches.from_sorted(qi[order], ids, d[order], len(q))
 
     def verify(self) -> None:
         """Check that every entry has its record in the bucket of every table.

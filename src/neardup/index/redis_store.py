@@ -13,6 +13,7 @@ import numpy as np
 
 from neardup import config
 from neardup._optional import require
+from neardup.core import cost as cost_model
 from neardup.core.layout import Layout
 
 __all__ = [
@@ -24,10 +25,20 @@ __all__ = [
     "split_url",
 ]
 
+#: Redis index: records per bucket the automatic layout aims at (see the README's measurements).
+REDIS_BUCKET_RECORDS = 128
+
+#: Redis index: cost of reading one more bucket in a query, in records scanned (layout choice).
+REDIS_READ_COST = 1000.0
+
+#: Commands per pipeline round trip.
+REDIS_PIPELINE = 10_000
+
 MAGIC = "neardup-redis-index"
 FORMAT_VERSION = 1
 RECORD = np.dtype([("fp", "<u8"), ("key", "<i8")])
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+#: Fibonacci hashing multiplier that spreads id keys over the entry shards
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _SCHEMES = ("redis://", "rediss://", "unix://")
 
 # Removes the records of the given id keys (8 bytes each) from one bucket; one key, so it runs
@@ -84,20 +95,20 @@ def choose_redis_layout(n: int, distance: int) -> tuple[int, int]:
     """``(blocks, bucket_bits)`` for about ``n`` fingerprints on Redis.
 
     A query reads one bucket per table (``C(blocks, distance)`` reads) of about
-    ``n / 2**bucket_bits`` records each. Buckets aim at ``config.REDIS_BUCKET_RECORDS`` records
+    ``n / 2**bucket_bits`` records each. Buckets aim at ``REDIS_BUCKET_RECORDS`` records
     (smaller buckets mean more keys, and Redis spends about 60-80 bytes per key); a table's
     bucket bits cannot exceed its leading prefix, so large ``n`` needs more blocks. The layout
     with the least ``tables * (REDIS_READ_COST + records per bucket)`` wins (constants measured
     by ``bench/serve.py --sweep``).
     """
-    want = max(1, math.ceil(math.log2(max(2.0, n / config.REDIS_BUCKET_RECORDS))))
+    want = max(1, math.ceil(math.log2(max(2.0, n / REDIS_BUCKET_RECORDS))))
     best, best_cost = (distance + 1, 1), math.inf
     for blocks in range(distance + 1, 65):
         layout = Layout(blocks, distance)
-        if layout.n_tables > config.MAX_INDEX_TABLES:
+        if layout.n_tables > cost_model.MAX_INDEX_TABLES:
             break
         bits = min(want, min(t.prefix_bits for t in layout.tables))
-        cost = layout.n_tables * (config.REDIS_READ_COST + n / 2.0**bits)
+        cost = layout.n_tables * (REDIS_READ_COST + n / 2.0**bits)
         if cost < best_cost:
             best, best_cost = (blocks, bits), cost
     return best

@@ -20,6 +20,7 @@ import numpy as np
 
 from neardup import config
 from neardup.core.bits import as_fingerprints
+from neardup.index import redis_store
 from neardup.index._redis_kernels import _counting_order
 from neardup.index.redis_store import (
     _APPEND_MANY,
@@ -33,6 +34,15 @@ from neardup.index.redis_store import (
 from neardup.index.segments import convert_ids, show_id
 
 __all__ = ["RedisWriter"]
+
+#: Redis index: payload bytes per pipeline round trip of a write (bounds a bulk add's buffers).
+REDIS_WRITE_BYTES = 16 << 20
+
+#: Redis index: buckets appended by one script call in a write.
+REDIS_SCRIPT_KEYS = 1000
+
+#: Redis index: entries written or looked up by one script call in a write.
+REDIS_SCRIPT_ITEMS = 20_000
 
 
 class RedisWriter:
@@ -136,7 +146,7 @@ class RedisWriter:
         by shard), and ``neardup serve``'s ``/add`` retried with the same ids completes it.
 
         A large batch is one bulk write: per table its records are grouped by bucket and many
-        buckets go in one script call, pipelined in rounds of ``config.REDIS_WRITE_BYTES``
+        buckets go in one script call, pipelined in rounds of ``REDIS_WRITE_BYTES``
         (prefer a few large adds to many small ones when loading)."""
         if sketches is not None or fingerprints is None:
             raise ValueError(
@@ -207,14 +217,14 @@ class RedisWriter:
 
     def _bounded(self, commands: Iterable[tuple[int, tuple[Any, ...]]]) -> list[Any]:
         """Run ``(payload bytes, command)`` pairs in pipelines of at most
-        ``config.REDIS_WRITE_BYTES`` payload (and ``config.REDIS_PIPELINE`` commands) each."""
+        ``REDIS_WRITE_BYTES`` payload (and ``redis_store.REDIS_PIPELINE`` commands) each."""
 
         def rounds() -> Iterator[Callable[[], list[Any]]]:
             batch: list[tuple[Any, ...]] = []
             size = 0
             for nbytes, cmd in commands:
                 if batch and (
-                    size + nbytes > config.REDIS_WRITE_BYTES or len(batch) >= config.REDIS_PIPELINE
+                    size + nbytes > REDIS_WRITE_BYTES or len(batch) >= redis_store.REDIS_PIPELINE
                 ):
                     yield functools.partial(self._pipeline, batch)
                     batch, size = [], 0
@@ -232,7 +242,7 @@ class RedisWriter:
             return present
         order, groups = self._by_shard(keys)
         fields = np.ascontiguousarray(keys[order], dtype="<i8").view("V8")
-        step = config.REDIS_SCRIPT_ITEMS
+        step = REDIS_SCRIPT_ITEMS
         parts = [(s, a, min(e, a + step)) for s, a0, e in groups for a in range(a0, e, step)]
         cmds = (
             (8 * (e - a), ("hmget", self._shard_key(s), fields[a:e].tolist())) for s, a, e in parts
@@ -249,7 +259,7 @@ class RedisWriter:
         pairs = np.empty((len(order), 2), dtype="<u8")
         pairs[:, 0] = conv.keys[order].view(np.uint64)
         pairs[:, 1] = fp[order]
-        step = config.REDIS_SCRIPT_ITEMS
+        step = REDIS_SCRIPT_ITEMS
         parts = [(s, a, min(e, a + step)) for s, a0, e in groups for a in range(a0, e, step)]
 
         def hset(s: int, a: int, e: int) -> tuple[int, tuple[Any, ...]]:
@@ -266,8 +276,8 @@ class RedisWriter:
         """Append the 16-byte records of ``fp``/``keys`` to their bucket in every table.
 
         Table by table, the records are ordered by bucket (a counting sort) and sent in slices
-        of ``config.REDIS_WRITE_BYTES``: each bucket gets one APPEND per slice, and one script
-        call carries ``config.REDIS_SCRIPT_KEYS`` buckets (on Redis Cluster, buckets of one
+        of ``REDIS_WRITE_BYTES``: each bucket gets one APPEND per slice, and one script
+        call carries ``REDIS_SCRIPT_KEYS`` buckets (on Redis Cluster, buckets of one
         node), so a bulk load costs about one command per thousand buckets.
         """
         self._overlapped(self._append_rounds(fp, keys))
@@ -275,7 +285,7 @@ class RedisWriter:
     def _append_rounds(self, fp: np.ndarray, keys: np.ndarray) -> Iterator[Callable[[], Any]]:
         n = len(fp)
         n_buckets = 1 << self.bucket_bits
-        step = max(1, config.REDIS_WRITE_BYTES // RECORD.itemsize)
+        step = max(1, REDIS_WRITE_BYTES // RECORD.itemsize)
         for t in range(self.layout.n_tables):
             b = self._buckets(fp, t).astype(np.int64)
             if n_buckets <= 4 * n + 1024:
@@ -296,7 +306,7 @@ class RedisWriter:
     def _append_many(self, names: list[str], values: list[bytes]) -> Callable[[], Any]:
         """The round trip that APPENDs ``values[i]`` to key ``names[i]``, many keys per script
         call (on Redis Cluster, one pipeline per node holding some of the keys)."""
-        step = config.REDIS_SCRIPT_KEYS
+        step = REDIS_SCRIPT_KEYS
         if not self._cluster:
             cmds = [
                 ("execute_command", "EVAL", _APPEND_MANY, 0, *names[a : a + step],
@@ -375,5 +385,8 @@ class RedisWriter:
             self._bump()
             return int(removed)
 
-    def compact(self) -> None:
-        """Nothing to merge on Redis (buckets are rewritten by each remove)."""
+    def compact(self, compress: bool | None = None) -> None:
+        """Nothing to merge on Redis (buckets are rewritten by each remove); ``compress`` must
+        be None (Redis keeps no tables to compress)."""
+        if compress is not None:
+            raise ValueError(f"index {self.path}: the Redis backend keeps no tables to compress")

@@ -124,30 +124,45 @@ def convert_ids(ids: Any, n: int | None, kind: str | None, *, unique: bool = Fal
                 raise IdError(f"id {values[k]} does not fit in int64", k) from None
             values = None
         else:
-            first = _id_kind(values[0])
-            k = next((i for i, v in enumerate(values) if _id_kind(v) not in ("str", "int")), None)
-            if k is None:
-                k = next(i for i, v in enumerate(values) if _id_kind(v) != first)
-                raise IdError(
-                    f"ids must be all integers or all strings: id {values[k]!r} is a "
-                    f"{_id_kind(values[k])}, the first id {values[0]!r} a {first}",
-                    k,
-                    0,
-                )
-            what = f"{type(values[k]).__name__} {values[k]!r}"
-            raise IdError(f"id is {what}; ids must be integers or strings", k)
+            raise _kinds_error(values)
     if arr is not None:
-        if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
-            k = int(np.argmax(arr > np.iinfo(np.int64).max))
-            raise IdError(f"id {arr[k]} does not fit in int64", k)
-        if kind == "str" and arr.size:
-            raise IdError("this index has string ids; got integer ids", 0)
-        keys = np.ascontiguousarray(arr, dtype=np.int64)
-        rep = _first_repeat(keys) if unique else None
-        if rep is not None:
-            raise IdError(f"id {int(keys[rep[1]])} repeats; ids must be unique", rep[1], rep[0])
-        return Ids("int64", keys, None, None, keys)
+        return _int_ids(arr, kind, unique)
     assert values is not None
+    return _str_ids(values, kind, unique)
+
+
+def _kinds_error(values: list[Any]) -> IdError:
+    """The error for ids that are neither all integers nor all strings."""
+    first = _id_kind(values[0])
+    k = next((i for i, v in enumerate(values) if _id_kind(v) not in ("str", "int")), None)
+    if k is None:
+        k = next(i for i, v in enumerate(values) if _id_kind(v) != first)
+        return IdError(
+            f"ids must be all integers or all strings: id {values[k]!r} is a "
+            f"{_id_kind(values[k])}, the first id {values[0]!r} a {first}",
+            k,
+            0,
+        )
+    what = f"{type(values[k]).__name__} {values[k]!r}"
+    return IdError(f"id is {what}; ids must be integers or strings", k)
+
+
+def _int_ids(arr: np.ndarray, kind: str | None, unique: bool) -> Ids:
+    """Integer ids (an int or uint array) as int64 keys."""
+    if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+        k = int(np.argmax(arr > np.iinfo(np.int64).max))
+        raise IdError(f"id {arr[k]} does not fit in int64", k)
+    if kind == "str" and arr.size:
+        raise IdError("this index has string ids; got integer ids", 0)
+    keys = np.ascontiguousarray(arr, dtype=np.int64)
+    rep = _first_repeat(keys) if unique else None
+    if rep is not None:
+        raise IdError(f"id {int(keys[rep[1]])} repeats; ids must be unique", rep[1], rep[0])
+    return Ids("int64", keys, None, None, keys)
+
+
+def _str_ids(values: list[Any], kind: str | None, unique: bool) -> Ids:
+    """String ids as UTF-8 bytes, offsets and their 64-bit hashes as keys."""
     if kind == "int64" and values:
         raise IdError("this index has integer ids; got string ids", 0)
     enc = []
@@ -165,7 +180,7 @@ def convert_ids(ids: Any, n: int | None, kind: str | None, *, unique: bool = Fal
     off = np.zeros(len(enc) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, enc), dtype=np.int64, count=len(enc)), out=off[1:])
     blob = np.frombuffer(b"".join(enc), dtype=np.uint8).copy()
-    keys = _kernels._hash_strings(blob, off).view(np.int64)
+    keys = _kernels._string_keys(blob, off).view(np.int64)
     return Ids("str", keys, blob, off, [str(v) for v in values])
 
 

@@ -9,24 +9,19 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.compiled import njit
-from neardup.primitives import fmix64
+from neardup.primitives import GOLDEN, fmix64, string_key
 
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
-_TAG_INT = np.uint64(0x9E3779B97F4A7C15)
+_TAG_INT = GOLDEN
 
 
 @njit(cache=True, nogil=True)
 def _hash_strings(buf, ends):
-    """64-bit hash of each newline-terminated string ``buf[ends[j-1]:ends[j] - 1]``: FNV-1a
-    over the UTF-8 bytes, then MurmurHash3's finalizer."""
+    """64-bit hash of each newline-terminated string ``buf[ends[j-1]:ends[j] - 1]``: the key an
+    index stores for that string id (:func:`neardup.primitives.string_key`)."""
     out = np.empty(ends.shape[0], dtype=np.uint64)
     a = 0
     for j in range(ends.shape[0]):
-        h = _FNV_OFFSET
-        for t in range(a, ends[j] - 1):
-            h = (h ^ np.uint64(buf[t])) * _FNV_PRIME
-        out[j] = fmix64(h)
+        out[j] = string_key(buf, a, ends[j] - 1)
         a = ends[j]
     return out
 

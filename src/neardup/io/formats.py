@@ -10,8 +10,11 @@ import sys
 
 import numpy as np
 
-from neardup import config
+from neardup.core import small
 from neardup.errors import InputError
+
+#: Decimal fingerprint inputs up to this many bytes are parsed in Python (no numba).
+SMALL_PARSE_BYTES = 64 << 10
 
 STDIO = "-"
 
@@ -46,7 +49,7 @@ def parse_decimal_lines(data: bytes, source: str = "<input>") -> np.ndarray:
     Surrounding whitespace and CRLF line ends are accepted, blank lines skipped. The first bad line
     raises :class:`InputError` naming ``source``, its 1-based line number and its text.
     """
-    if len(data) <= config.SMALL_PARSE_BYTES:
+    if len(data) <= SMALL_PARSE_BYTES:
         small = _parse_small(data)
         if small is not None:
             return small
@@ -94,7 +97,7 @@ def format_json_rows(values: np.ndarray, row_ptr: np.ndarray) -> bytes:
     row_ptr = np.ascontiguousarray(row_ptr, dtype=np.int64)
     if len(row_ptr) <= 1:
         return b""
-    if len(values) <= config.SMALL_INPUT:
+    if len(values) <= small.SMALL_INPUT:
         return "".join(
             "[" + ", ".join(map(str, values[a:b].tolist())) + "]\n"
             for a, b in zip(row_ptr[:-1].tolist(), row_ptr[1:].tolist(), strict=True)

@@ -5,7 +5,7 @@ or a redirect loop out as an aiohttp traceback. Here every remote filesystem of 
 gets a connect and read timeout (:data:`neardup.config.REMOTE_TIMEOUT_S`,
 ``--remote-timeout``), a read that fails for a transient reason (a connection dropped, reset or
 refused, a timeout, a server error 5xx) is retried from the byte where it stopped
-(:data:`~neardup.config.REMOTE_RETRIES` times, after :data:`~neardup.config.REMOTE_BACKOFF_S`
+(:data:`RETRIES` times, after :data:`BACKOFF_S`
 seconds, then twice as long each time), and what still fails is an :class:`InputError` naming
 the URL.
 """
@@ -22,6 +22,11 @@ from neardup import config
 from neardup.errors import InputError
 
 __all__ = ["Resuming", "is_transient", "remote_errors", "remote_options"]
+
+#: Retries of a read that failed for a transient reason (a connection dropped or refused, a
+#: timeout), from where it stopped, after BACKOFF_S seconds, then twice as long each time.
+RETRIES = 3
+BACKOFF_S = 1.0
 
 
 def remote_options(scheme: str, configured: dict[str, Any]) -> dict[str, Any]:
@@ -148,10 +153,10 @@ class Resuming(io.RawIOBase):
             except Exception as e:
                 if not _is_remote(e):
                     raise
-                if not is_transient(e) or tries >= config.REMOTE_RETRIES:
+                if not is_transient(e) or tries >= RETRIES:
                     raise remote_error(self._url, e, tries) from None
                 self._drop()
-                time.sleep(config.REMOTE_BACKOFF_S * 2**tries)
+                time.sleep(BACKOFF_S * 2**tries)
                 tries += 1
 
     def _drop(self) -> None:

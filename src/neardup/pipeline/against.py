@@ -16,10 +16,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from neardup.core.matches import Matches
 from neardup.core.sketch import Sketches
 from neardup.errors import IdError, InputError
-from neardup.index import Index
-from neardup.index.redis import RedisIndex
+from neardup.index import IndexBackend
+from neardup.index import open_index as open_backend
 from neardup.io.writers import OutputSet, RolledBack
 from neardup.pipeline.scan import Scan
 
@@ -27,6 +28,9 @@ from neardup.pipeline.scan import Scan
 class ParquetCorpus:
     """Stored fingerprints in Parquet files (columns ``fingerprint`` and ``id``), checked in
     batch mode on Dask (:func:`neardup.distributed.query`); read-only."""
+
+    #: Parquet corpora keep no sketches
+    sketch_words = None
 
     def __init__(self, paths: list[str]) -> None:
         self.paths = paths
@@ -46,9 +50,10 @@ def _parquet_paths(against: Any) -> list[str] | None:
     return None
 
 
-def open_index(against: Any, update: bool) -> Index | RedisIndex | ParquetCorpus:
+def open_index(against: Any, update: bool) -> IndexBackend | ParquetCorpus:
     """``against`` as an open :class:`Index`: a path (or ``redis://`` URL) is opened for
-    writing when ``update``, else read-only. An ``Index`` or ``RedisIndex`` is returned as is.
+    writing when ``update``, else read-only (:func:`neardup.open_index`). An open index is
+    returned as is.
     Paths ending in ``.parquet`` (files or globs) are a :class:`ParquetCorpus`. With
     ``update``, the job holds the index's writers off for its whole run (:func:`hold_writes`).
     """
@@ -59,23 +64,20 @@ def open_index(against: Any, update: bool) -> Index | RedisIndex | ParquetCorpus
                 f"cannot add to Parquet files ({', '.join(paths)}); update needs an index"
             )
         return ParquetCorpus(paths)
-    if isinstance(against, (Index, RedisIndex)):
+    if not isinstance(against, (str, os.PathLike)):  # an open index
         if update and against.mode != "w":
             raise ValueError(f"index {against.path} is open read-only; update needs mode='w'")
         return against
-    return Index.open(against, "w" if update else "r")
+    return open_backend(against, "w" if update else "r")
 
 
 @contextlib.contextmanager
-def hold_writes(index: Index | RedisIndex) -> Iterator[None]:
+def hold_writes(index: IndexBackend) -> Iterator[None]:
     """No other writer changes ``index`` (open for writing) inside the block, so the ids checked
     by :func:`check_survivors` are still free when :func:`add_survivors` adds them. A local index
     holds its writer lock while it is open for writing; a Redis index takes its writers' lease
     here (renewed while held; raises ``IndexUnavailableError`` if another writer keeps it)."""
-    if isinstance(index, RedisIndex):
-        with index.lock():
-            yield
-    else:
+    with index.lock():
         yield
 
 
@@ -125,7 +127,7 @@ class IndexCheck(NamedTuple):
 def sketch_words(index: Any) -> int | None:
     """Words of the sketches ``index`` keeps per entry, None when it keeps none (Parquet
     corpora and Redis indexes never do)."""
-    return getattr(index, "sketch_words", None)
+    return index.sketch_words
 
 
 def _check_distance(index: Any, distance: int) -> None:
@@ -153,17 +155,23 @@ def own_entries(index: Any, ids: list[Any] | None, stored: np.ndarray) -> np.nda
         return own
     if len(cand) == 0:
         return own
-    m = index.query_arrays(np.asarray(stored, dtype=np.uint64)[cand], 0)
-    want = np.empty(len(cand), dtype=m.id.dtype)
+    m = index.search(np.asarray(stored, dtype=np.uint64)[cand], 0)
+    qi = m.query_index
+    want = np.empty(len(cand), dtype=m.ids.dtype)
     want[:] = [sel[i] for i in cand.tolist()]
-    same = m.id == want[m.query_index]
-    own[cand[m.query_index[same]]] = True
+    same = m.ids == want[qi]
+    own[cand[qi[same]]] = True
     return own
 
 
-def _without(m: Any, drop: np.ndarray) -> Any:
-    """Matches ``m`` (a NamedTuple of aligned arrays) without those where ``drop``."""
-    return type(m)(*(a[~drop] for a in m))
+def _spread(m: Matches, ask: np.ndarray, n: int) -> Matches:
+    """The matches ``m`` of the queries ``ask`` (ascending positions among ``n``) as matches
+    of all ``n`` queries, the others without any."""
+    counts = np.zeros(n, dtype=np.int64)
+    counts[ask] = m.counts
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return Matches(offsets, m.ids, m.distances, m.jaccards)
 
 
 def _entry_ids(index: Any, ids: list[Any], own: np.ndarray) -> np.ndarray:
@@ -175,7 +183,7 @@ def _entry_ids(index: Any, ids: list[Any], own: np.ndarray) -> np.ndarray:
 
 
 def check_index(
-    index: Index | RedisIndex | ParquetCorpus,
+    index: IndexBackend | ParquetCorpus,
     fingerprints: np.ndarray,
     distance: int,
     *,
@@ -216,19 +224,19 @@ def check_index(
     m = _matches(index, fingerprints, distance, sketches, threshold, client, threads, own)
     if own.any():
         assert ids is not None
-        m = _without(m, own[m.query_index] | np.isin(m.id, _entry_ids(index, ids, own)))
+        m = m.select(~(own[m.query_index] | np.isin(m.ids, _entry_ids(index, ids, own))))
     # the first match of each query: nearest (fingerprints) or best estimated (sketches)
-    q, at = np.unique(m.query_index, return_index=True)
-    found = np.zeros(n, dtype=bool)
-    found[q] = True
+    found = m.found()
+    q = np.flatnonzero(found)
+    at = m.offsets[:-1][found]
     found_ids: list[Any] = [None] * n
-    for k, v in zip(q.tolist(), m.id[at].tolist(), strict=True):
+    for k, v in zip(q.tolist(), m.ids[at].tolist(), strict=True):
         found_ids[k] = v
     dist = np.full(n, -1, dtype=np.int64)
-    dist[q] = m.distance[at]
+    dist[q] = m.distances[at]
     jac = np.full(n, np.nan)
-    if words is not None:
-        jac[q] = m.jaccard[at]
+    if m.jaccards is not None:
+        jac[q] = m.jaccards[at]
     how = "sketch" if words is not None else "fingerprint"
     return IndexCheck(found, found_ids, dist, jac, how, index.path, distance, own)
 
@@ -242,7 +250,7 @@ def _matches(
     client: Any,
     threads: int | None,
     own: np.ndarray,
-) -> Any:
+) -> Matches:
     """The index's matches of the documents, sorted by query then preference (nearest, or
     best estimated): all of them where some documents are the index's own (whose entries
     are then set aside), else only the first of each query where the index can say so."""
@@ -256,20 +264,20 @@ def _matches(
         candidates = query(corpus, fps, distance, client=client)
         if words is None:
             return candidates
-        assert isinstance(index, Index) and sketches is not None and threshold is not None
+        assert sketches is not None and threshold is not None
         return index.verified_query(
             sketches, threshold, distance, threads=threads, candidates=candidates
         )
+    if not own.any() and words is None:
+        return index.nearest(fingerprints, distance, threads=threads)
     ask = np.flatnonzero(~own)  # the index's own documents need no search
     if words is not None:
-        assert isinstance(index, Index) and sketches is not None and threshold is not None
+        assert sketches is not None and threshold is not None
         part = sketches.take(ask) if own.any() else sketches
         m = index.verified_query(part, threshold, distance, threads=threads)
-    elif hasattr(index, "nearest_arrays") and not own.any():
-        m = index.nearest_arrays(fingerprints, distance, threads=threads)
-    else:  # a Redis index (its first match of each query is its nearest), or all matches
-        m = index.query_arrays(np.asarray(fingerprints, dtype=np.uint64)[ask], distance)
-    return m._replace(query_index=ask[m.query_index])
+    else:  # all matches: those of the index's own entries are set aside afterwards
+        m = index.search(np.asarray(fingerprints, dtype=np.uint64)[ask], distance, threads=threads)
+    return _spread(m, ask, len(fingerprints))
 
 
 def _survivor_ids(index: Any, ids: list[Any], kept: np.ndarray) -> tuple[np.ndarray, list[Any]]:
@@ -290,7 +298,7 @@ def _where(scan: Scan | None, i: int) -> tuple[str, int | None]:
 
 
 def check_survivors(
-    index: Index | RedisIndex | ParquetCorpus,
+    index: IndexBackend | ParquetCorpus,
     ids: list[Any],
     fingerprints: np.ndarray,
     kept: np.ndarray,
@@ -333,7 +341,7 @@ def commit_with_update(outputs: OutputSet, index: Any, add: Callable[[], object]
         reason = str(cause)
         if isinstance(cause, OSError) and cause.strerror:
             reason = f"{cause.filename}: {cause.strerror}" if cause.filename else cause.strerror
-        partly = " (or only in part)" if isinstance(index, RedisIndex) else ""
+        partly = " (or only in part)" if getattr(index, "backend", "") == "redis" else ""
         fix = "run the same command again"
         if partly or e.left:
             fix += " to finish (a rerun does not add a document the index already holds)"
@@ -343,7 +351,7 @@ def commit_with_update(outputs: OutputSet, index: Any, add: Callable[[], object]
 
 
 def add_survivors(
-    index: Index | RedisIndex | ParquetCorpus,
+    index: IndexBackend | ParquetCorpus,
     ids: list[Any],
     fingerprints: np.ndarray,
     kept: np.ndarray,

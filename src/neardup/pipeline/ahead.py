@@ -30,6 +30,14 @@ from neardup import compiled, config
 
 __all__ = ["WAIT_SECONDS", "compile_ahead", "wait_ahead"]
 
+#: Compile ahead (``config.COMPILE_AHEAD``) only when the usable CPUs minus the 1-minute load
+#: average is at least this. The second process
+#: costs about 1.4 s of CPU (an interpreter, numpy and numba of its own): with a CPU idle it
+#: gains more than that, with none the two processes take turns and it is a loss
+#: (``bench/startup.py --ahead`` on a shared 2-core machine: a cold dedup of the sample took
+#: 5.8 s instead of 6.6 s at load 1.3-2.1, 7.0 s instead of 5.8 s at load 2.7-2.9).
+COMPILE_AHEAD_SPARE_CPUS = 1.5
+
 #: Longest wait for the child (seconds); a child still compiling then is killed.
 WAIT_SECONDS = 300.0
 
@@ -57,14 +65,14 @@ def _spare_cpus(cpus: int) -> float:
 def _start(verify: bool, threads: int | None) -> subprocess.Popen | None:
     """The child, when it helps: some of its groups are not compiled yet, and this run may use
     a second CPU (``threads`` and the CPUs usable) that is idle
-    (:data:`neardup.config.COMPILE_AHEAD_SPARE_CPUS`); else None."""
+    (:data:`COMPILE_AHEAD_SPARE_CPUS`); else None."""
     if not config.COMPILE_AHEAD:
         return None
     cpus = _usable_cpus() if threads is None else min(threads, _usable_cpus())
     groups = _GROUPS[verify]
     if cpus < 2 or all(compiled.is_compiled(g) for g in groups):
         return None
-    if _spare_cpus(cpus) < config.COMPILE_AHEAD_SPARE_CPUS:
+    if _spare_cpus(cpus) < COMPILE_AHEAD_SPARE_CPUS:
         return None  # no CPU idle: the child would only take turns with this process
     if any(compiled.cache_dir_for(compiled.GROUPS[g][0]) is None for g in groups):
         return None  # numba can cache nowhere: what the child compiled would be lost

@@ -22,6 +22,13 @@ from neardup.pipeline.report import json_id
 
 __all__ = ["render"]
 
+#: Rows of the report's "largest clusters" table.
+REPORT_LARGEST = 20
+
+#: Rows of the report's table of documents dropped as seen in an index (``--against``; the
+#: search covers them all).
+REPORT_INDEX_ROWS = 200
+
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 _NEXT_CELL = re.compile(r'<t([dh]) class="diff_next"[^>]*>.*?</t\1>', re.S)
 _COLGROUPS = re.compile(r"(\s*<colgroup></colgroup>)+")
@@ -260,7 +267,7 @@ def _index_section(rows: Sequence[dict[str, Any]], s: Mapping[str, Any]) -> str:
     for r in rows:
         js = r.get("jaccards")
         for k in range(1, len(r["members"])):
-            if len(body) == config.REPORT_INDEX_ROWS:
+            if len(body) == REPORT_INDEX_ROWS:
                 break
             est = ""
             if sketch:
@@ -294,7 +301,7 @@ def _index_section(rows: Sequence[dict[str, Any]], s: Mapping[str, Any]) -> str:
 def _largest(clusters: list[dict[str, Any]], where: dict[int, int]) -> str:
     order = sorted(range(len(clusters)), key=lambda i: (-len(clusters[i]["members"]), i))
     rows = []
-    for i in order[: config.REPORT_LARGEST]:
+    for i in order[:REPORT_LARGEST]:
         c = clusters[i]
         members = [m for m in c["members"] if json_id(m) != json_id(c["kept"])]
         shown = ", ".join(f"<code>{_e(m)}</code>" for m in members[:8])

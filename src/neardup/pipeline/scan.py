@@ -141,13 +141,7 @@ def scan_files(
         for batch in batches:
             keep = seen.add(batch, bad)
             if spool is not None:
-                offsets, keys = batch.key_offsets, batch.keys
-                if not keep.all():
-                    sizes = np.diff(offsets)[keep]
-                    keys = keys[np.repeat(keep, np.diff(offsets))]
-                    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-                    np.cumsum(sizes, out=offsets[1:])
-                spool.append(offsets, keys)
+                spool.append(*_kept_keys(batch.key_offsets, batch.keys, keep))
             if progress is not None:
                 progress(len(seen.ids))
 
@@ -164,6 +158,19 @@ def scan_files(
     )
     scan.check_unchanged()  # also while this pass read it
     return scan
+
+
+def _kept_keys(
+    offsets: np.ndarray, keys: np.ndarray, keep: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The shingle keys (CSR ``offsets``, ``keys``) of the documents where ``keep`` is True."""
+    if keep.all():
+        return offsets, keys
+    sizes = np.diff(offsets)[keep]
+    keys = keys[np.repeat(keep, np.diff(offsets))]
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return offsets, keys
 
 
 class _Seen:

@@ -52,6 +52,10 @@ __all__ = [
     "reads_in_blocks",
 ]
 
+#: Blocks per thread that the block size aims at (between config.READ_BLOCK_MIN_BYTES and
+#: config.READ_BLOCK_BYTES), so that threads end together.
+READ_BLOCKS_PER_THREAD = 4
+
 
 @dataclass
 class Batch:
@@ -71,7 +75,7 @@ def block_bytes(files: list[InputFile], threads: int) -> int:
     """Bytes per block (and per group of records): about ``READ_BLOCKS_PER_THREAD`` blocks for
     every thread over the inputs, between ``READ_BLOCK_MIN_BYTES`` and ``READ_BLOCK_BYTES``."""
     total = _size(files)
-    per = total // max(1, threads * config.READ_BLOCKS_PER_THREAD) if total is not None else None
+    per = total // max(1, threads * READ_BLOCKS_PER_THREAD) if total is not None else None
     if per is None:
         return config.READ_BLOCK_BYTES
     return int(max(config.READ_BLOCK_MIN_BYTES, min(config.READ_BLOCK_BYTES, per)))

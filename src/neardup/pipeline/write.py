@@ -39,6 +39,9 @@ __all__ = [
     "write_summary",
 ]
 
+#: Rows per batch when copying Parquet rows in dedup's second pass.
+PARQUET_BATCH_ROWS = 65536
+
 Progress = Callable[[int], None]
 
 
@@ -236,7 +239,7 @@ def _write_parquet(
                 mask[numbers - 1] = True
                 row = 0
                 try:
-                    for batch in pf.iter_batches(batch_size=config.PARQUET_BATCH_ROWS):
+                    for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS):
                         m = mask[row : row + batch.num_rows]
                         row += batch.num_rows
                         if m.any():

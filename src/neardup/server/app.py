@@ -52,6 +52,10 @@ READ_TOKEN_ENV = "NEARDUP_READ_TOKEN"
 
 log = logging.getLogger("neardup.serve")
 
+#: Local index: queries of at most this many fingerprints run on the event loop itself (tens
+#: of microseconds) instead of hopping to the thread pool.
+INLINE_QUERIES = 64
+
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Any:
     from starlette.responses import Response
@@ -107,7 +111,7 @@ def _failure(exc: BaseException) -> Any:
 
 def _plain_query(body: bytes) -> tuple[np.ndarray, int | None] | None:
     """(fingerprints, distance) of a ``/query`` body that is a JSON object holding at most
-    ``config.SERVE_INLINE`` integer fingerprints in ``[0, 2**64)`` and an optional integer
+    ``INLINE_QUERIES`` integer fingerprints in ``[0, 2**64)`` and an optional integer
     distance, else None (anything else takes the validating route and its error messages)."""
     try:
         req = json.loads(body)
@@ -116,7 +120,7 @@ def _plain_query(body: bytes) -> tuple[np.ndarray, int | None] | None:
     if type(req) is not dict or not req.keys() <= {"fingerprints", "distance"}:
         return None
     fps, distance = req.get("fingerprints"), req.get("distance")
-    if type(fps) is not list or not 0 < len(fps) <= config.SERVE_INLINE:
+    if type(fps) is not list or not 0 < len(fps) <= INLINE_QUERIES:
         return None
     if (distance is not None and type(distance) is not int) or any(type(v) is not int for v in fps):
         return None
@@ -312,7 +316,7 @@ def _read_routes(app: Any, backend: Any, fingerprinter: Any, metrics: Metrics) -
     async def query(req: QueryRequest) -> Any:
         """Every indexed id within ``distance`` bits of each fingerprint or text, nearest first
         (with ``threshold``: best estimated Jaccard first)."""
-        small = req.fingerprints is not None and len(req.fingerprints) <= config.SERVE_INLINE
+        small = req.fingerprints is not None and len(req.fingerprints) <= INLINE_QUERIES
         if small and backend.kind == "local":
             return answer(req)  # microseconds: cheaper than a hop to the thread pool
         return await run_in_threadpool(answer, req)

@@ -26,7 +26,7 @@ from neardup.core.search import find_all
 from neardup.core.similarity import check_threshold, distance_for_threshold
 from neardup.core.sketch import Sketches, sketch_decide
 from neardup.index import Index, IndexLockedError
-from neardup.index.base import check_query_distance
+from neardup.index.backend import check_query_distance
 from neardup.index.redis import IndexUnavailableError, RedisIndex, is_redis_url
 from neardup.index.storage import MANIFEST
 from neardup.server import _kernels

@@ -32,15 +32,23 @@ OPEN_PATHS = ("/health", "/docs", "/openapi.json", "/redoc", "/static-offline-do
 #: Endpoints named in metrics; anything else counts as "other" (bounded label values).
 KNOWN_PATHS = frozenset(("/query", "/add", "/remove", "/dedup", "/stats", "/health", "/metrics"))
 
+#: Deepest nesting of arrays and objects in a request's JSON (a deeper one gets a 400; the
+#: requests themselves nest two levels).
+MAX_JSON_DEPTH = 32
+
+#: Longest error message in characters (values a request sent are shown cut, never echoed
+#: whole).
+ERROR_CHARS = 300
+
 
 def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> Any:
-    """``{"error": "one line"}``: whitespace collapsed, at most ``config.SERVE_ERROR_CHARS``
+    """``{"error": "one line"}``: whitespace collapsed, at most ``ERROR_CHARS``
     characters (an error never echoes a request's values without bound)."""
     from starlette.responses import Response
 
     line = " ".join(str(message).split())
-    if len(line) > config.SERVE_ERROR_CHARS:
-        line = line[: config.SERVE_ERROR_CHARS - 3] + "..."
+    if len(line) > ERROR_CHARS:
+        line = line[: ERROR_CHARS - 3] + "..."
     body = json.dumps({"error": line}, separators=(",", ":")).encode()
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
@@ -236,8 +244,8 @@ class Guard:
     async def _checked(self, scope: Any, receive: Any, body: bytes, path: str) -> Any:
         """(refusal or fast answer or None, the receive replaying ``body``, the scope declaring
         it JSON whatever type the client named: curl's ``-d`` says form data)."""
-        if json_depth_over(body, config.SERVE_MAX_JSON_DEPTH):
-            msg = f"malformed JSON: nested deeper than {config.SERVE_MAX_JSON_DEPTH} levels"
+        if json_depth_over(body, MAX_JSON_DEPTH):
+            msg = f"malformed JSON: nested deeper than {MAX_JSON_DEPTH} levels"
             return error_response(400, msg), receive, scope
         if path == "/query" and self.fast_query is not None:
             answer = await self.fast_query(body)
