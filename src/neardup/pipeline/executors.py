@@ -111,8 +111,9 @@ class DaskExecutor:
             return []
         token = uuid.uuid4().hex[:8]
         futures = [
-            self.client.submit(fn, *args, key=f"neardup-{stage}-{token}-{i}", pure=False,
-                               retries=RETRIES)  # fmt: skip
+            self.client.submit(
+                fn, *args, key=f"neardup-{stage}-{token}-{i}", pure=False, retries=RETRIES
+            )  # fmt: skip
             for i, args in enumerate(tasks)
         ]
         try:

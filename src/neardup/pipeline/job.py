@@ -20,7 +20,6 @@ from neardup.core.decide import (
     from_kept_for,
 )
 from neardup.core.decide import decide as decide_on_arrays
-from neardup.core.similarity import check_threshold
 from neardup.core.sketch import set_sketches
 from neardup.core.verify import (
     NO_SHINGLES_WARN_FRACTION,
@@ -31,13 +30,16 @@ from neardup.core.verify import (
     set_fingerprints,
 )
 from neardup.errors import InputError, holding
-from neardup.io.sources import expand_inputs, is_paths, texts_and_ids
+from neardup.io.sources import is_paths, texts_and_ids
 from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import wait_ahead
+from neardup.pipeline.executors import DaskExecutor, LocalExecutor
 from neardup.pipeline.extra import ExtraOutput
+from neardup.pipeline.plan import DEFAULT_SHARD_DOCS, build_plan
 from neardup.pipeline.result import DedupResult
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
 from neardup.pipeline.spool import ShingleSpool, subset_sets
+from neardup.pipeline.staged import run_staged
 from neardup.pipeline.write import (
     register_outputs,
     write_clusters,
@@ -176,6 +178,9 @@ def dedup(
     update: bool = False,
     client: Any = None,
     extra_outputs: Sequence[ExtraOutput] = (),
+    shard_docs: int | None = None,
+    work_dir: str | os.PathLike | None = None,
+    stage_progress: Callable[[str, int, int], None] | None = None,
 ) -> DedupResult:
     """Find near-duplicate documents and choose one survivor per cluster.
 
@@ -259,6 +264,17 @@ def dedup(
         dataset and ``--report``), checked with the others before any work, written in order
         after the kept documents, clusters and drop list (before the JSON summary) and
         committed with them.
+    shard_docs : int, optional
+        File input: run as stages over shards of about this many documents
+        (:mod:`neardup.pipeline.staged`; default with ``client`` or ``work_dir``:
+        :data:`neardup.pipeline.plan.DEFAULT_SHARD_DOCS`). The outputs are the same, byte for
+        byte, for every shard size, thread count and executor. Not with ``against``.
+    work_dir : path, optional
+        Staged run: keep each finished task's results in this directory, so that running the
+        same call again after a crash resumes it (a different run is refused). Default: a
+        temporary directory, removed at the end.
+    stage_progress : callable, optional
+        Staged run: ``stage_progress(stage, tasks done, tasks)``.
 
     Returns
     -------
@@ -280,7 +296,6 @@ def dedup(
     >>> float(r.jaccard[1])
     1.0
     """
-    from neardup.fingerprints import Fingerprinter
     from neardup.pipeline.against import (
         ParquetCorpus,
         add_survivors,
@@ -291,19 +306,35 @@ def dedup(
         sketch_words,
     )
 
-    if update and against is None:
-        raise ValueError("update=True needs against= (the index to add the kept documents to)")
-    if verify:
-        check_threshold(threshold)
-    fp_distance = DEFAULT_DEDUP_DISTANCE if distance is None else int(distance)
-    fper = fingerprinter if fingerprinter is not None else Fingerprinter(preset)
+    file_input = is_paths(data)
+    staged = file_input and (shard_docs is not None or work_dir is not None or client is not None)
+    if staged and (against is not None or extra_outputs or already_seen is not None):
+        if shard_docs is not None or work_dir is not None:
+            raise ValueError(
+                "shard_docs= and work_dir= do not work with against=, "
+                "already_seen= or extra outputs (a report, a saved dataset) yet"
+            )
+        staged = False  # the search alone runs on the cluster
+    if staged and shard_docs is None:
+        shard_docs = DEFAULT_SHARD_DOCS
+    plan = build_plan(
+        data, threshold=threshold, verify=verify, distance=distance, keep=keep, blocks=blocks,
+        fingerprinter=fingerprinter, preset=preset, text_field=text_field, id_field=id_field,
+        fmt=fmt, skip_bad=skip_bad, output=output, clusters=clusters, drop_list=drop_list,
+        json_summary=json_summary, against=against, update=update,
+        shard_docs=shard_docs if staged else None, work_dir=work_dir if staged else None,
+    )  # fmt: skip
     if not skip_bad:
         on_bad = None
     elif on_bad is None:
         on_bad = _ignore
-    file_input = is_paths(data)
-    if output is not None and not file_input:
-        raise ValueError("output= needs file input; filter in-memory data with result.kept")
+    if staged:
+        executor = DaskExecutor(client) if client is not None else LocalExecutor(threads)
+        _, result = run_staged(plan, executor=executor, progress=stage_progress, on_bad=on_bad,
+                               log=log, collect=True)  # fmt: skip
+        return result
+    fp_distance = DEFAULT_DEDUP_DISTANCE if distance is None else int(distance)
+    fper = plan.fingerprinter
     seconds: dict[str, float] = {}
     index = None
     with contextlib.ExitStack() as stack:
@@ -312,7 +343,7 @@ def dedup(
         files = None
         if file_input:
             paths = [data] if isinstance(data, (str, os.PathLike)) else list(data)
-            files = expand_inputs(paths, fmt)
+            files = list(plan.files)
             outputs.add_inputs(paths)
             outputs.add_inputs(f.path for f in files)
         if against is not None:

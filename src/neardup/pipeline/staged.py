@@ -94,7 +94,9 @@ def open_work_dir(plan: DedupPlan) -> Iterator[str]:
             raise InputError(work, None, "holds work on inputs that changed since: give "
                              "another --work-dir, or remove this one to start over")  # fmt: skip
         for name in os.listdir(work):  # what a stopped run left half written
-            for stage in [os.path.join(work, name)] if os.path.isdir(os.path.join(work, name)) else []:
+            for stage in (
+                [os.path.join(work, name)] if os.path.isdir(os.path.join(work, name)) else []
+            ):
                 for t in os.listdir(stage):
                     if ".tmp-" in t:
                         shutil.rmtree(os.path.join(stage, t), ignore_errors=True)

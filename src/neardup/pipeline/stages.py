@@ -246,7 +246,9 @@ def drop_docs(out: str, work: str, plan: DedupPlan, s: int, places: list[int]) -
     if plan.verify:
         sets = _sets(work, s)
         sub = _subset(sets, np.flatnonzero(keep))
-        arrays.update(koff=sub.offsets, keys=sub.keys, sfp=np.asarray(load(work, "scan", s, "sfp"))[keep])
+        arrays.update(
+            koff=sub.offsets, keys=sub.keys, sfp=np.asarray(load(work, "scan", s, "sfp"))[keep]
+        )
         no_shingles = int(np.count_nonzero(sub.sizes == 0))
     nbytes = _save(out, **arrays)
     ids = list(itertools.compress(load_ids(work, s), keep.tolist()))
@@ -325,13 +327,17 @@ def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, sp: ShardPla
     for s in range(n_shards):
         c = load(work, "split", s, f"c{g}")
         lo, hi = int(c[b]), int(c[b + 1])
-        pieces.append((load(work, "split", s, f"v{g}")[lo:hi], load(work, "split", s, f"p{g}")[lo:hi]))
+        pieces.append(
+            (load(work, "split", s, f"v{g}")[lo:hi], load(work, "split", s, f"p{g}")[lo:hi])
+        )
     moved = sum(len(v) for v, _ in pieces) * 16
     pairs = shard_pairs(pieces, sp, g) if plan.verify else shard_edges(pieces, sp, g)
     return {"pairs": len(pairs), "bytes": _save(out, pairs=pairs), "moved": moved}
 
 
-def verify_task(out: str, work: str, plan: DedupPlan, offsets: list[int], task: str) -> dict[str, int]:
+def verify_task(
+    out: str, work: str, plan: DedupPlan, offsets: list[int], task: str
+) -> dict[str, int]:
     """Exact Jaccard of one bucket's candidate pairs, the keys read from both documents'
     shards; keeps the pairs that reach the threshold."""
     pairs = np.asarray(load(work, "pairs", task, "pairs"))
