@@ -87,11 +87,11 @@ def open_work_dir(plan: DedupPlan) -> Iterator[str]:
         except (OSError, ValueError):
             raise InputError(work, None, "is not empty and holds no neardup work: give a new "
                              "or empty --work-dir") from None  # fmt: skip
-        if found.get("plan") != manifest["plan"] or found.get("version") != _VERSION:
-            raise InputError(work, None, "holds the work of a different dedup command: give "
-                             "another --work-dir, or remove this one to start over")  # fmt: skip
         if found.get("inputs") != manifest["inputs"]:
             raise InputError(work, None, "holds work on inputs that changed since: give "
+                             "another --work-dir, or remove this one to start over")  # fmt: skip
+        if found.get("plan") != manifest["plan"] or found.get("version") != _VERSION:
+            raise InputError(work, None, "holds the work of a different dedup command: give "
                              "another --work-dir, or remove this one to start over")  # fmt: skip
         for name in os.listdir(work):  # what a stopped run left half written
             for stage in (
