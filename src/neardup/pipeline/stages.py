@@ -36,7 +36,7 @@ from neardup.core.similarity import ShingleSets, pair_jaccard, set_fingerprints
 from neardup.core.verify import decide_verified
 from neardup.distributed.plan import ShardPlan, components, shard_edges, shard_ids, shard_pairs
 from neardup.errors import InputError
-from neardup.io.blocks import id_key, iter_blocks, kept_lines, line_format
+from neardup.io.blocks import hash_ids, id_key, iter_blocks, kept_lines, line_format
 from neardup.io.files import input_size
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.scan import _Seen
@@ -183,6 +183,7 @@ def scan_shard(out: str, plan: DedupPlan, s: int, first_line: int) -> dict[str, 
         arrays.update(koff=koff, keys=keys)
         arrays["sfp"] = set_fingerprints(ShingleSets(koff, keys), threads=1)
         no_shingles = int(np.count_nonzero(np.diff(koff) == 0))
+    arrays["idh"] = hash_ids(seen.ids)  # for ids repeated across shards
     nbytes = _save(out, **arrays)
     with open(os.path.join(out, "ids.pkl"), "wb") as f:
         pickle.dump(seen.ids, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -194,12 +195,8 @@ def repeated_ids(out: str, work: str, plan: DedupPlan, sizes: list[int]) -> list
     """Ids that repeat an id of an earlier shard, as ``[shard, place, source, line, message]``
     in input order (a shard's own repeats were refused by its scan). Runs in one task over the
     ids' 8-byte hashes."""
-    from neardup.io.blocks import hash_ids
-
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    hashes = np.concatenate(
-        [hash_ids(load_ids(work, s)) for s in range(len(sizes)) if sizes[s]] or [np.zeros(0)]
-    ).astype(np.uint64)
+    hashes = concat([load(work, "scan", s, "idh") for s in range(len(sizes))], np.uint64)
     order = np.argsort(hashes, kind="stable")
     h = hashes[order]
     same = np.flatnonzero(h[1:] == h[:-1])
@@ -241,7 +238,8 @@ def drop_docs(out: str, work: str, plan: DedupPlan, s: int, places: list[int]) -
     skipped as bad)."""
     keep = np.ones(len(load(work, "scan", s, "fp")), dtype=bool)
     keep[places] = False
-    arrays = {k: np.asarray(load(work, "scan", s, k))[keep] for k in ("fp", "len", "rec", "src")}
+    names = ("fp", "len", "rec", "src", "idh")
+    arrays = {k: np.asarray(load(work, "scan", s, k))[keep] for k in names}
     no_shingles = 0
     if plan.verify:
         sets = _sets(work, s)
