@@ -56,6 +56,7 @@ class StagedRun:
     temp_bytes: dict[str, int] = field(default_factory=dict)
     tasks: dict[str, int] = field(default_factory=dict)
     moved_bytes: int = 0
+    peak_rss: dict[str, int] = field(default_factory=dict)
 
     @property
     def offsets(self) -> list[int]:
@@ -116,6 +117,7 @@ class _Runner:
         self.work, self.executor, self.progress = work, executor, progress
         self.seconds: dict[str, float] = {}
         self.tasks: dict[str, int] = {}
+        self.peak_rss: dict[str, int] = {}  #: this process's peak RSS (bytes) after each stage
 
     def map(self, stage: str, fn: Callable[..., Any], tasks: Sequence[tuple[str, tuple]]) -> list:
         t0 = time.perf_counter()
@@ -123,6 +125,7 @@ class _Runner:
         out = self.executor.map(run_task, args, stage, self.progress)
         self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
         self.tasks[stage] = self.tasks.get(stage, 0) + len(tasks)
+        self.peak_rss[stage] = _peak_rss()
         return out
 
 
@@ -131,7 +134,8 @@ def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | No
     counts = r.map("lines", S.count_lines, [(str(s), (plan, s)) for s in shards])
     first = np.concatenate([[1], 1 + np.cumsum([c["lines"] for c in counts])]).astype(np.int64)
     first_lines = [int(first[s]) if plan.shards[s].is_range else 1 for s in shards]
-    infos = r.map("scan", S.scan_shard, [(str(s), (plan, s, first_lines[s])) for s in shards])
+    per = max(1, r.executor.threads // len(shards))  # threads in each scan task
+    infos = r.map("scan", S.scan_shard, [(str(s), (plan, s, first_lines[s], per)) for s in shards])
     run = StagedRun(r.work, [i["n"] for i in infos], first_lines)
     for info in infos:
         for source, line, message in info["bad"]:
@@ -233,7 +237,7 @@ def run_staged(
         names = _search(r, plan, run)
         _decide(r, plan, run, names)
         _write(r, plan, run)
-        run.seconds, run.tasks = r.seconds, r.tasks
+        run.seconds, run.tasks, run.peak_rss = r.seconds, r.tasks, r.peak_rss
         run.temp_bytes = _stage_bytes(work)
         run.bytes_in = S.input_bytes(plan)
         t0 = time.perf_counter()
@@ -250,6 +254,15 @@ def run_staged(
     return run, result
 
 
+def _peak_rss() -> int:
+    """Peak resident memory of this process so far, in bytes (0 where unknown)."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _stage_bytes(work: str) -> dict[str, int]:
     out = {}
     for stage in sorted(os.listdir(work)):
@@ -262,15 +275,48 @@ def _stage_bytes(work: str) -> dict[str, int]:
 
 
 def _copy_parts(dest: Any, work: str, n: int, name: str) -> int:
+    """The shards' parts ``name`` end to end into ``dest``; in the kernel (no copy through
+    this process) where both are plain files of one file system."""
     total = 0
     for s in range(n):
         path = os.path.join(work, "write", str(s), name)
-        if os.path.exists(path):
-            with open(path, "rb") as f:
-                while chunk := f.read(1 << 22):
-                    dest.write(chunk)
-                    total += len(chunk)
+        if not os.path.exists(path):
+            continue
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size and _copy_in_kernel(f, dest, size):
+                total += size
+                continue
+            while chunk := f.read(1 << 22):
+                dest.write(chunk)
+                total += len(chunk)
     return total
+
+
+def _copy_in_kernel(src: Any, dest: Any, size: int) -> bool:
+    """``size`` bytes of ``src`` appended to ``dest`` by ``os.copy_file_range``; False (nothing
+    copied) where that cannot be used."""
+    copy = getattr(os, "copy_file_range", None)
+    try:
+        fd = dest.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    if copy is None or type(dest).__name__ not in ("BufferedWriter", "FileIO"):
+        return False
+    dest.flush()
+    done = 0
+    try:
+        while done < size:
+            k = copy(src.fileno(), fd, size - done)
+            if k == 0:
+                break
+            done += k
+    except OSError:
+        if done:
+            raise
+        return False
+    dest.seek(0, os.SEEK_END)
+    return done == size
 
 
 def _commit_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet) -> None:
@@ -383,8 +429,11 @@ def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:
     out["seconds"] = sec
     out["documents_per_second"] = round(run.n / total) if total > 0 else None
     out["shards"] = len(plan.shards)
-    out["stages"] = {k: {"tasks": run.tasks.get(k, 0), "temp_bytes": run.temp_bytes.get(k, 0)}
-                     for k in run.tasks}  # fmt: skip
+    out["stages"] = {
+        k: {"tasks": run.tasks.get(k, 0), "temp_bytes": run.temp_bytes.get(k, 0),
+            "caller_peak_rss": run.peak_rss.get(k, 0)}
+        for k in run.tasks
+    }  # fmt: skip
     out["shuffle_bytes"] = run.moved_bytes
     return out
 

@@ -27,6 +27,7 @@ import os
 import pickle
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -137,7 +138,9 @@ def _shard_items(plan: DedupPlan, s: int, first_line: int) -> Iterator[tuple[Any
             yield (item[0], item[1] + shard.first, *item[2:])
 
 
-def scan_shard(out: str, plan: DedupPlan, s: int, first_line: int) -> dict[str, Any]:
+def scan_shard(
+    out: str, plan: DedupPlan, s: int, first_line: int, threads: int = 1
+) -> dict[str, Any]:
     """Read, parse and fingerprint shard ``s``; spill its arrays to ``out``.
 
     Bad records and ids repeated within the shard raise :class:`InputError` (the first in input
@@ -157,7 +160,9 @@ def scan_shard(out: str, plan: DedupPlan, s: int, first_line: int) -> dict[str, 
     held = 0
     items = _shard_items(plan, s, first_line)
     work = lambda item: _work(item, fper=plan.fingerprinter, keys=verify)  # noqa: E731
-    with contextlib.closing(in_order(None, work, items, 1)) as batches:
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(ThreadPoolExecutor(threads)) if threads > 1 else None
+        batches = stack.enter_context(contextlib.closing(in_order(pool, work, items, threads + 1)))
         for batch in batches:
             keep = seen.add(batch, bad)
             if verify:
