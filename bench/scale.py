@@ -101,6 +101,7 @@ def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
             dropped=s["dropped"],
             temp_mb=s.get("temp_bytes", 0) / 1e6,
             stage_temp_mb={k: round(v["temp_bytes"] / 1e6, 1) for k, v in stages.items()},
+            stage_rss_mb={k: round(v["caller_peak_rss"] / 1e6) for k, v in stages.items()},
             shuffle_mb=s.get("shuffle_bytes", 0) / 1e6,
             seconds=s["seconds"],
             same=name == "today" or _same(out, ref),
@@ -126,7 +127,8 @@ def _line(r: dict) -> str:
         f"largest child {r['children_rss_mb']:6.0f} MB  temp {r['temp_mb']:7.1f} MB  "
         f"shuffle {r['shuffle_mb']:6.1f} MB  dropped {r['dropped']:,}  "
         f"same bytes as today: {r['same']}\n          stages {r['seconds']}\n"
-        f"          temp per stage (MB) {r['stage_temp_mb']}"
+        f"          temp per stage (MB) {r['stage_temp_mb']}\n"
+        f"          caller peak RSS after each stage (MB) {r['stage_rss_mb']}"
     )
 
 

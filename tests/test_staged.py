@@ -3,6 +3,7 @@ count and executor as the one-process job, and the decisions of the naive rule."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ from neardup.core.verify import distance_for_threshold, priority_order
 from neardup.errors import InputError
 from neardup.fingerprints import Fingerprinter
 from neardup.io.sources import InputPath
+from neardup.pipeline import staged
 from neardup.pipeline.plan import build_plan
 
 WORDS = ["apple", "berry", "cherry", "date", "elder", "fig", "grape"]
@@ -79,24 +81,39 @@ def _naive_kept(docs: list[str], threshold: float, keep: str, verify: bool) -> l
     st.sampled_from([0.5, 0.8, 1.0]),
     st.sampled_from(["first", "longest"]),
     st.booleans(),
+    st.sampled_from([None, 2, 5]),
 )
-def test_staged_matches_job_and_naive(docs, shard_docs, threads, threshold, keep, verify):
+def test_staged_matches_job_and_naive(docs, shard_docs, threads, threshold, keep, verify, bucket):
+    """``bucket``: fingerprints per search bucket (None: one search task; else the search is
+    split into buckets of each table group, as for a large corpus)."""
     docs = docs + docs[:3]  # exact copies too
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, _buckets(bucket):
         where = Path(tmp)
         _write(where / "in.jsonl", docs)
         src = [InputPath(where / "in.jsonl")]
         kw = dict(threshold=threshold, keep=keep, verify=verify)
-        one, staged = _outputs(where, "one"), _outputs(where, "staged")
+        one, outs = _outputs(where, "one"), _outputs(where, "staged")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             ref = dedup(src, **kw, **one)
-            got = dedup(src, **kw, **staged, shard_docs=shard_docs, threads=threads)
-        assert _read(staged) == _read(one)
+            got = dedup(src, **kw, **outs, shard_docs=shard_docs, threads=threads)
+        assert _read(outs) == _read(one)
         assert got.kept.tolist() == ref.kept.tolist()
         assert got.kept.tolist() == _naive_kept(docs, threshold, keep, verify)
         assert got.labels.tolist() == ref.labels.tolist()
         assert got.summary()["dropped"] == ref.summary()["dropped"]
+
+
+@contextlib.contextmanager
+def _buckets(size: int | None):
+    """Search buckets of ``size`` fingerprints (None: as configured)."""
+    saved = staged.ONE_TASK_SEARCH, staged.SEARCH_PER_SHARD_DOC
+    if size is not None:
+        staged.ONE_TASK_SEARCH, staged.SEARCH_PER_SHARD_DOC = size, 0
+    try:
+        yield
+    finally:
+        staged.ONE_TASK_SEARCH, staged.SEARCH_PER_SHARD_DOC = saved
 
 
 def test_shards_cut_a_file_after_line_ends(tmp_path):
@@ -120,10 +137,10 @@ def test_repeated_ids_across_shards(tmp_path):
         dedup(src, shard_docs=3, output=tmp_path / "x.jsonl")
     assert not (tmp_path / "x.jsonl").exists()
     bad: list[str] = []
-    one, staged = _outputs(tmp_path, "one"), _outputs(tmp_path, "staged")
+    one, outs = _outputs(tmp_path, "one"), _outputs(tmp_path, "staged")
     ref = dedup(src, skip_bad=True, **one)
-    got = dedup(src, skip_bad=True, on_bad=lambda e: bad.append(str(e)), shard_docs=3, **staged)
-    assert _read(staged) == _read(one)
+    got = dedup(src, skip_bad=True, on_bad=lambda e: bad.append(str(e)), shard_docs=3, **outs)
+    assert _read(outs) == _read(one)
     assert got.skipped == ref.skipped == 1 and "in.jsonl:11: duplicate id 'k2'" in bad[0]
 
 
@@ -155,12 +172,13 @@ def test_dask_executor_same_bytes(client, tmp_path, verify):
     docs = naive.text_families(120, seed=3, vocab=60, words=(8, 20))
     _write(tmp_path / "in.jsonl", docs)
     src = [InputPath(tmp_path / "in.jsonl")]
-    one, staged = _outputs(tmp_path, "one"), _outputs(tmp_path, "dask")
+    one, outs = _outputs(tmp_path, "one"), _outputs(tmp_path, "dask")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         ref = dedup(src, verify=verify, **one)
-        got = dedup(src, verify=verify, client=client, shard_docs=25, **staged)
-    assert _read(staged) == _read(one)
+        with _buckets(16):
+            got = dedup(src, verify=verify, client=client, shard_docs=25, **outs)
+    assert _read(outs) == _read(one)
     assert got.kept.tolist() == ref.kept.tolist() and ref.n_dropped > 0
 
 
@@ -214,3 +232,50 @@ def test_killed_run_resumes_from_its_work_dir(tmp_path):
         f.write(json.dumps({"id": "new", "text": "a new document"}) + "\n")
     r = _cli(*args)
     assert r.returncode == 2 and "inputs that changed" in r.stderr
+
+
+@pytest.mark.parametrize("kind", ["parquet", "text", "gz", "lines"])
+def test_other_inputs_same_bytes(tmp_path, kind):
+    docs = naive.text_families(60, seed=7, vocab=40, words=(6, 14), wordless=0)
+    if kind == "parquet":
+        pq = pytest.importorskip("pyarrow.parquet")
+        import pyarrow as pa
+
+        for k in range(3):
+            part = docs[k * 20 : (k + 1) * 20]
+            ids = [f"p{k}-{i}" for i in range(len(part))]
+            pq.write_table(pa.table({"id": ids, "text": part}), tmp_path / f"in{k}.parquet")
+        src, out = [InputPath(tmp_path / f"in{k}.parquet") for k in range(3)], "kept.parquet"
+    elif kind == "text":
+        (tmp_path / "dir").mkdir()
+        for i, t in enumerate(docs):
+            (tmp_path / "dir" / f"{i:03d}.txt").write_text(t)
+        src, out = [InputPath(tmp_path / "dir")], "kept"
+    elif kind == "gz":
+        import gzip
+
+        with gzip.open(tmp_path / "in.jsonl.gz", "wt") as f:
+            f.writelines(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(docs))
+        src, out = [InputPath(tmp_path / "in.jsonl.gz")], "kept.jsonl.gz"
+    else:
+        (tmp_path / "in.txt").write_text("\n".join(docs) + "\n")
+        src, out = [InputPath(tmp_path / "in.txt")], "kept.txt"
+    fmt = "lines" if kind == "lines" else "auto"
+    results = []
+    for tag, extra in (("one", {}), ("staged", {"shard_docs": 7})):
+        outs = {"output": tmp_path / tag / out, "clusters": tmp_path / f"{tag}.cl",
+                "drop_list": tmp_path / f"{tag}.drop"}  # fmt: skip
+        (tmp_path / tag).mkdir()
+        r = dedup(src, fmt=fmt, **outs, **extra)
+        results.append((r.kept.tolist(), [_tree(p) for p in outs.values()]))
+    assert results[0] == results[1] and not all(results[0][0])
+
+
+def _tree(path: Path) -> object:
+    if path.is_dir():
+        return sorted((p.name, p.read_bytes()) for p in path.iterdir())
+    if path.suffix == ".gz":
+        import gzip
+
+        return gzip.decompress(path.read_bytes())
+    return path.read_bytes()

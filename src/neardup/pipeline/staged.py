@@ -34,6 +34,10 @@ from neardup.pipeline.write import register_outputs, write_summary
 
 __all__ = ["StagedRun", "open_work_dir", "run_staged"]
 
+#: Search fingerprints that one task searches at once (16 bytes each, with their positions;
+#: at least 16 shards' worth): above, the search is split into buckets per table group.
+ONE_TASK_SEARCH = 1 << 22
+SEARCH_PER_SHARD_DOC = 16
 _MANIFEST = "manifest.json"
 _VERSION = 1
 
@@ -177,10 +181,16 @@ def _repeated_ids(r: _Runner, plan: DedupPlan, run: StagedRun, on_bad: Any) -> N
 def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> list[str]:
     """Split, pairs and (verified) verify; returns the tasks holding the edges to decide on."""
     n = run.n
-    per_bucket = max(plan.shard_docs * 4, 1 << 20)
-    sp = make_plan(max(n, 1), plan.distance, plan.blocks, shard_size=per_bucket,
-                   min_shards=1)  # fmt: skip
+    sp = make_plan(max(n, 1), plan.distance, plan.blocks,
+                   shard_size=max(SEARCH_PER_SHARD_DOC * plan.shard_docs,
+                                  ONE_TASK_SEARCH))  # fmt: skip
     off = run.offsets
+    if sp.n_shards == 1:  # one task searches all, with the cost model's scheme
+        r.map("pairs", S.search_task, [("all", (r.work, plan, off, r.executor.threads))])
+        names = ["all"]
+        if plan.verify:
+            r.map("verify", S.verify_task, [("all", (r.work, plan, off, "all"))])
+        return names
     r.map("split", S.split_task,
           [(str(s), (r.work, plan, s, off[s], sp)) for s in range(len(run.sizes))])  # fmt: skip
     buckets = [(g, b) for g in range(len(sp.groups)) for b in range(sp.n_shards)]

@@ -52,6 +52,7 @@ __all__ = [
     "pairs_task",
     "repeated_ids",
     "scan_shard",
+    "search_task",
     "split_task",
     "verify_task",
     "write_task",
@@ -305,14 +306,7 @@ def _gather(work: str, offsets: np.ndarray, pos: np.ndarray, name: str, dtype: A
 def split_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, sp: ShardPlan) -> int:
     """Shard ``s``'s search fingerprints (verified: set fingerprints of documents with
     shingles) bucketed for each table group of ``sp``; returns the bytes written."""
-    if plan.verify:
-        fp = np.asarray(load(work, "scan", s, "sfp"))
-        pos = np.flatnonzero(np.diff(load(work, "scan", s, "koff")) > 0)
-        fp = fp[pos]
-    else:
-        fp = np.asarray(load(work, "scan", s, "fp"))
-        pos = np.arange(len(fp))
-    pos = pos.astype(np.int64) + np.int64(offset)
+    fp, pos = _search_fps(work, plan, s, offset)
     nbytes = 0
     for g in range(len(sp.groups)):
         sid = shard_ids(fp, sp, g)
@@ -320,6 +314,35 @@ def split_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, sp: Sh
         cuts = np.searchsorted(sid[order], np.arange(sp.n_shards + 1)).astype(np.int64)
         nbytes += _save(out, **{f"v{g}": fp[order], f"p{g}": pos[order], f"c{g}": cuts})
     return nbytes
+
+
+def _search_fps(work: str, plan: DedupPlan, s: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shard ``s``'s search fingerprints and their global positions (verified: the set
+    fingerprints of the documents with shingles; else every document's fingerprint)."""
+    if plan.verify:
+        pos = np.flatnonzero(np.diff(load(work, "scan", s, "koff")) > 0)
+        fp = np.asarray(load(work, "scan", s, "sfp"))[pos]
+    else:
+        fp = np.asarray(load(work, "scan", s, "fp"))
+        pos = np.arange(len(fp))
+    return fp, pos.astype(np.int64) + np.int64(offset)
+
+
+def search_task(out: str, work: str, plan: DedupPlan, offsets: list[int], threads: int) -> dict:
+    """Every candidate pair (fingerprint-only: cluster edges) in one task, by the search the
+    one-process job uses (:func:`neardup.core.search.find_all`, its cost model's scheme): for
+    corpora whose search fingerprints fit one task."""
+    from neardup.core.search import find_all, find_clusters
+
+    parts = [_search_fps(work, plan, s, offsets[s]) for s in range(len(offsets) - 1)]
+    fp, pos = concat([p[0] for p in parts], np.uint64), concat([p[1] for p in parts], np.int64)
+    if plan.verify:
+        pairs = pos[find_all(fp, plan.distance, plan.blocks, threads=threads)].reshape(-1, 2)
+    else:
+        labels = find_clusters(fp, plan.distance, plan.blocks, threads=threads)
+        linked = np.flatnonzero(labels != np.arange(len(fp)))
+        pairs = np.stack([pos[labels[linked]], pos[linked]], axis=1).reshape(-1, 2)
+    return {"pairs": len(pairs), "bytes": _save(out, pairs=pairs), "moved": 0}
 
 
 def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, sp: ShardPlan, g: int,
