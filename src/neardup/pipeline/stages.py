@@ -33,12 +33,13 @@ from typing import Any
 import numpy as np
 
 from neardup.core.bits import popcount
+from neardup.core.search import find_all, find_clusters
 from neardup.core.similarity import ShingleSets, pair_jaccard, set_fingerprints
 from neardup.core.verify import decide_verified
 from neardup.distributed.plan import ShardPlan, components, shard_edges, shard_ids, shard_pairs
 from neardup.errors import InputError
 from neardup.io.blocks import hash_ids, id_key, iter_blocks, kept_lines, line_format
-from neardup.io.files import input_size
+from neardup.io.files import input_size, open_input
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.scan import _Seen
 from neardup.pipeline.stream import _items, _work, block_bytes, concat, in_order, reads_in_blocks
@@ -156,25 +157,28 @@ def scan_shard(
         bad_records.append([err.source, err.line, err.message])
 
     seen = _Seen(list(plan.files))
-    off_parts: list[np.ndarray] = []
-    key_parts: list[np.ndarray] = []
-    held = 0
+    sizes_parts: list[np.ndarray] = []
+    sfp_parts: list[np.ndarray] = []
     items = _shard_items(plan, s, first_line)
     work = lambda item: _work(item, fper=plan.fingerprinter, keys=verify)  # noqa: E731
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(ThreadPoolExecutor(threads)) if threads > 1 else None
         batches = stack.enter_context(contextlib.closing(in_order(pool, work, items, threads + 1)))
+        keys_file = stack.enter_context(open(os.path.join(out, "keys.u32"), "wb"))
         for batch in batches:
             keep = seen.add(batch, bad)
-            if verify:
+            if verify:  # keys go to disk block by block: the task holds one block's
                 offsets, keys = batch.key_offsets, batch.keys
                 sizes = np.diff(offsets)
                 if not keep.all():
                     keys = keys[np.repeat(keep, sizes)]
                     sizes = sizes[keep]
-                off_parts.append(np.cumsum(sizes) + held)
-                key_parts.append(np.asarray(keys, dtype=np.uint32))
-                held += int(sizes.sum())
+                offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+                np.cumsum(sizes, out=offsets[1:])
+                keys = np.ascontiguousarray(keys, dtype=np.uint32)
+                keys.tofile(keys_file)
+                sizes_parts.append(sizes)
+                sfp_parts.append(set_fingerprints(ShingleSets(offsets, keys), threads=1))
     fps = concat(seen.fp_parts, np.uint64)
     arrays = {
         "fp": fps,
@@ -184,16 +188,17 @@ def scan_shard(
     }
     no_shingles = 0
     if verify:
-        koff = np.concatenate([np.zeros(1, np.int64), *off_parts]).astype(np.int64)
-        keys = concat(key_parts, np.uint32)
-        arrays.update(koff=koff, keys=keys)
-        arrays["sfp"] = set_fingerprints(ShingleSets(koff, keys), threads=1)
-        no_shingles = int(np.count_nonzero(np.diff(koff) == 0))
+        sizes = concat(sizes_parts, np.int64)
+        koff = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=koff[1:])
+        arrays.update(koff=koff, sfp=concat(sfp_parts, np.uint64))
+        no_shingles = int(np.count_nonzero(sizes == 0))
     arrays["idh"] = hash_ids(seen.ids)  # for ids repeated across shards
     nbytes = _save(out, **arrays)
     with open(os.path.join(out, "ids.pkl"), "wb") as f:
         pickle.dump(seen.ids, f, protocol=pickle.HIGHEST_PROTOCOL)
     nbytes += os.path.getsize(os.path.join(out, "ids.pkl"))
+    nbytes += os.path.getsize(os.path.join(out, "keys.u32"))
     return {"n": len(fps), "bad": bad_records, "bytes": nbytes, "no_shingles": no_shingles}
 
 
@@ -250,9 +255,8 @@ def drop_docs(out: str, work: str, plan: DedupPlan, s: int, places: list[int]) -
     if plan.verify:
         sets = _sets(work, s)
         sub = _subset(sets, np.flatnonzero(keep))
-        arrays.update(
-            koff=sub.offsets, keys=sub.keys, sfp=np.asarray(load(work, "scan", s, "sfp"))[keep]
-        )
+        arrays.update(koff=sub.offsets, sfp=np.asarray(load(work, "scan", s, "sfp"))[keep])
+        sub.keys.tofile(os.path.join(out, "keys.u32"))
         no_shingles = int(np.count_nonzero(sub.sizes == 0))
     nbytes = _save(out, **arrays)
     ids = list(itertools.compress(load_ids(work, s), keep.tolist()))
@@ -263,7 +267,13 @@ def drop_docs(out: str, work: str, plan: DedupPlan, s: int, places: list[int]) -
 
 # ------------------------------------------------------------------------------ candidates
 def _sets(work: str, s: int) -> ShingleSets:
-    return ShingleSets(load(work, "scan", s, "koff"), load(work, "scan", s, "keys"))
+    """Shard ``s``'s shingle sets, the keys memory-mapped."""
+    koff = load(work, "scan", s, "koff")
+    n = int(koff[-1])
+    if n == 0:  # an empty file cannot be mapped
+        return ShingleSets(koff, np.zeros(0, dtype=np.uint32))
+    path = os.path.join(work, "scan", str(s), "keys.u32")
+    return ShingleSets(koff, np.memmap(path, dtype=np.uint32, mode="r", shape=(n,)))
 
 
 def _subset(sets: ShingleSets, idx: np.ndarray) -> ShingleSets:
@@ -332,8 +342,6 @@ def search_task(out: str, work: str, plan: DedupPlan, offsets: list[int], thread
     """Every candidate pair (fingerprint-only: cluster edges) in one task, by the search the
     one-process job uses (:func:`neardup.core.search.find_all`, its cost model's scheme): for
     corpora whose search fingerprints fit one task."""
-    from neardup.core.search import find_all, find_clusters
-
     parts = [_search_fps(work, plan, s, offsets[s]) for s in range(len(offsets) - 1)]
     fp, pos = concat([p[0] for p in parts], np.uint64), concat([p[1] for p in parts], np.int64)
     if plan.verify:
@@ -537,8 +545,6 @@ def write_task(out: str, work: str, plan: DedupPlan, offsets: list[int], n_decid
 
 def _write_lines(dest: str, plan: DedupPlan, s: int, numbers: np.ndarray, first_line: int) -> int:
     """The lines of shard ``s`` numbered ``numbers`` (ascending), byte for byte, to ``dest``."""
-    from neardup.io.files import open_input
-
     shard = plan.shards[s]
     f = plan.files[shard.first]
     written = 0
