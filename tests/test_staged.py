@@ -180,6 +180,11 @@ def test_dask_executor_same_bytes(client, tmp_path, verify):
             got = dedup(src, verify=verify, client=client, shard_docs=25, **outs)
     assert _read(outs) == _read(one)
     assert got.kept.tolist() == ref.kept.tolist() and ref.n_dropped > 0
+    with open(tmp_path / "in.jsonl", "a") as f:
+        f.write('{"id": "bad", "text": \n')
+    with pytest.raises(InputError, match=r"in.jsonl:121: "):  # from a worker, named
+        dedup(src, verify=verify, client=client, shard_docs=25, output=tmp_path / "x.jsonl")
+    assert not (tmp_path / "x.jsonl").exists()
 
 
 # ---------------------------------------------------------------------------- restarting

@@ -17,7 +17,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
-__all__ = ["DaskExecutor", "LocalExecutor", "Progress", "run_task"]
+from neardup.errors import InputError
+
+__all__ = ["DaskExecutor", "LocalExecutor", "Progress", "TaskInputError", "run_task"]
 
 #: ``progress(stage, tasks done, tasks in the stage)``
 Progress = Callable[[str, int, int], None]
@@ -46,10 +48,20 @@ def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: An
             if not os.path.exists(done):
                 raise
             shutil.rmtree(tmp, ignore_errors=True)
+    except InputError as e:  # sent back from a worker process: it must pickle
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise TaskInputError(e.source, e.line, e.message) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return result
+
+
+class TaskInputError(InputError):
+    """An :class:`InputError` raised by a task, as it travels back from a worker process."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TaskInputError, (self.source, self.line, self.message))
 
 
 class LocalExecutor:
