@@ -30,6 +30,7 @@ from neardup.io.writers import OutputSet
 from neardup.pipeline import stages as S
 from neardup.pipeline.executors import LocalExecutor, Progress, run_task
 from neardup.pipeline.plan import DedupPlan
+from neardup.pipeline.shard_write import write_task
 from neardup.pipeline.write import register_outputs, write_summary
 
 __all__ = ["StagedRun", "open_work_dir", "run_staged"]
@@ -218,7 +219,7 @@ def _decide(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str]) -> No
 def _write(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
     tasks = [(str(s), (r.work, plan, run.offsets, run.n_decide, s, run.first_lines[s]))
              for s in range(len(run.sizes))]  # fmt: skip
-    results = r.map("write", S.write_task, tasks)
+    results = r.map("write", write_task, tasks)
     run.clusters = sum(x["clusters"] for x in results)
 
 
