@@ -187,11 +187,8 @@ def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> list[str]:
                                   ONE_TASK_SEARCH))  # fmt: skip
     off = run.offsets
     if sp.n_shards == 1:  # one task searches all, with the cost model's scheme
-        r.map("pairs", S.search_task, [("all", (r.work, plan, off, r.executor.threads))])
-        names = ["all"]
-        if plan.verify:
-            r.map("verify", S.verify_task, [("all", (r.work, plan, off, "all"))])
-        return names
+        found = r.map("pairs", S.search_task, [("all", (r.work, plan, off, r.executor.threads))])
+        return _verify(r, plan, off, ["all"], found)
     r.map("split", S.split_task,
           [(str(s), (r.work, plan, s, off[s], sp)) for s in range(len(run.sizes))])  # fmt: skip
     buckets = [(g, b) for g in range(len(sp.groups)) for b in range(sp.n_shards)]
@@ -200,10 +197,22 @@ def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> list[str]:
                   [(nm, (r.work, plan, len(run.sizes), sp, g, b))
                    for nm, (g, b) in zip(names, buckets, strict=True)])  # fmt: skip
     run.moved_bytes = sum(f["moved"] for f in found)
+    return _verify(r, plan, off, names, found)
+
+
+def _verify(
+    r: _Runner, plan: DedupPlan, off: list[int], names: list[str], found: list[dict]
+) -> list[str]:
+    """Verify tasks of at most ``shard_docs`` candidate pairs each (fingerprint-only: none);
+    returns the tasks holding the edges to decide on."""
     if not plan.verify:
         return names
-    r.map("verify", S.verify_task, [(nm, (r.work, plan, off, nm)) for nm in names])
-    return names
+    tasks = []
+    for nm, f in zip(names, found, strict=True):
+        for lo in range(0, max(1, f["pairs"]), plan.shard_docs):
+            tasks.append((f"{nm}.{lo}", (r.work, plan, off, nm, lo, lo + plan.shard_docs)))
+    r.map("verify", S.verify_task, tasks)
+    return [name for name, _ in tasks]
 
 
 def _decide(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str]) -> None:

@@ -367,11 +367,11 @@ def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, sp: ShardPla
 
 
 def verify_task(
-    out: str, work: str, plan: DedupPlan, offsets: list[int], task: str
+    out: str, work: str, plan: DedupPlan, offsets: list[int], task: str, lo: int, hi: int
 ) -> dict[str, int]:
-    """Exact Jaccard of one bucket's candidate pairs, the keys read from both documents'
-    shards; keeps the pairs that reach the threshold."""
-    pairs = np.asarray(load(work, "pairs", task, "pairs"))
+    """Exact Jaccard of candidate pairs ``lo`` to ``hi`` of a search task, the keys read from
+    both documents' shards; keeps the pairs that reach the threshold."""
+    pairs = np.asarray(load(work, "pairs", task, "pairs")[lo:hi])
     if len(pairs) == 0:
         return {"pairs": 0, "bytes": _save(out, pairs=pairs, jac=np.zeros(0))}
     pos = np.unique(pairs)
