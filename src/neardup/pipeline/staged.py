@@ -254,6 +254,8 @@ def run_staged(
                          plan.json_summary)  # fmt: skip
         r = _Runner(work, executor, progress)
         run = _scan(r, plan, on_bad)
+        if hasattr(progress, "documents"):  # documents/s in the later stages' progress
+            progress.documents = run.n  # type: ignore[union-attr]
         names = _search(r, plan, run)
         _decide(r, plan, run, names)
         _write(r, plan, run)
