@@ -15,17 +15,18 @@ from neardup.cli.fingerprint import (
     make_fingerprinter,
     resolve_input,
 )
-from neardup.cli.progress import Progress, progress_option
+from neardup.cli.progress import Progress, TaskProgress, progress_option
 from neardup.cli.report import report_option
 from neardup.cli.style import announce_compile, plural, saved, size
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, KEEP_POLICIES
 from neardup.core.verify import distance_for_threshold
 from neardup.errors import InputError
-from neardup.io.files import input_size, metered
+from neardup.io.files import input_size, metered, spooled
 from neardup.io.hf import is_saved_dataset, load_saved_dataset
 from neardup.io.sources import InputPath, expand_inputs
 from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import compile_ahead
+from neardup.pipeline.plan import DEFAULT_SHARD_DOCS
 from neardup.pipeline.stream import reads_in_blocks
 
 PROG = "neardup dedup"
@@ -183,6 +184,23 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     help="Where a verified dedup spools its shingle keys (4 bytes per distinct shingle; "
     "default: TMPDIR, else the system temporary directory).",
 )
+@click.option(
+    "--shard-docs",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Run as stages over shards of about N documents (scan, search, verify, decide, write: "
+    "each task one shard or bucket; default with --work-dir, --workers or --scheduler: "
+    f"{DEFAULT_SHARD_DOCS:,}). Same outputs, byte for byte, for every N; memory bounded by N.",
+)
+@click.option(
+    "--work-dir",
+    default=None,
+    metavar="DIR",
+    help="Staged run: keep each finished task's results in DIR (must be new, empty or this "
+    "command's); running the same command again after a crash or kill resumes it. Default: a "
+    "temporary directory, removed at the end.",
+)
 @dask_options
 def dedup(
     inputs: tuple[str, ...],
@@ -211,6 +229,8 @@ def dedup(
     update: bool,
     device: str,
     temp_dir: str | None,
+    shard_docs: int | None,
+    work_dir: str | None,
     scheduler: str | None,
     workers: int | None,
 ) -> None:
@@ -243,7 +263,6 @@ def dedup(
     from neardup.pipeline.report import ReportOutput
     from neardup.pipeline.write import register_outputs
 
-    fingerprinter = make_fingerprinter(preset, window)
     in_format, text_field = resolve_input(in_format, lines, field, column)
     search_distance = distance
     if search_distance is None:
@@ -261,6 +280,23 @@ def dedup(
 
     if report_path is not None:  # before the run, not after its outputs are written
         require("matplotlib", "report", "the HTML report")
+    asked = shard_docs is not None or work_dir is not None
+    if asked and (against is not None or report_path is not None):
+        raise click.UsageError("--shard-docs and --work-dir do not work with --against or "
+                               "--report yet")  # fmt: skip
+    if asked or ((scheduler is not None or workers is not None) and against is None and
+                 report_path is None):  # fmt: skip
+        if not (len(inputs) == 1 and is_saved_dataset(inputs[0])):
+            if device != "cpu":
+                raise click.UsageError("--device runs the search on this machine: leave out "
+                                       "--shard-docs, --work-dir, --workers and --scheduler")  # fmt: skip
+            with spooled(list(inputs), temp_dir):  # pipes and FIFOs: read once
+                _staged(inputs, output, clusters_path, drop_list, json_summary, keep, threshold,
+                        no_verify, distance, blocks, preset, window, in_format, text_field,
+                        id_field, skip_bad, threads, quiet, progress_mode, shard_docs,
+                        work_dir, scheduler, workers)  # fmt: skip
+            return
+    fingerprinter = make_fingerprinter(preset, window)
     dataset = None
     if len(inputs) == 1 and is_saved_dataset(inputs[0]):  # datasets' save_to_disk directory
         if output == "-":
@@ -361,4 +397,55 @@ def dedup(
     summary = result.summary()
     if not quiet:
         for line in _summary_lines(summary):
+            click.echo(f"{PROG}: {line}", err=True)
+
+
+def _staged(inputs: tuple[str, ...], output: str, clusters: str | None, drop_list: str | None,
+            json_summary: str | None, keep: str, threshold: float, no_verify: bool,
+            distance: int | None, blocks: int | None, preset: str, window: int | None,
+            in_format: str, text_field: str, id_field: str, skip_bad: bool, threads: int | None,
+            quiet: bool, progress_mode: str, shard_docs: int | None, work_dir: str | None,
+            scheduler: str | None, workers: int | None) -> None:  # fmt: skip
+    """The run as stages over shards (:mod:`neardup.pipeline.staged`), on threads or on Dask;
+    this process holds a few numbers per shard, not per document."""
+    from neardup.pipeline.executors import DaskExecutor, LocalExecutor
+    from neardup.pipeline.plan import build_plan, check_outputs
+    from neardup.pipeline.staged import run_staged, summary
+
+    try:
+        plan = build_plan(
+            [InputPath(p) for p in inputs], threshold=threshold, verify=not no_verify,
+            distance=distance, keep=keep, blocks=blocks,
+            fingerprinter=make_fingerprinter(preset, window), text_field=text_field,
+            id_field=id_field or None, fmt=in_format, skip_bad=skip_bad, output=output,
+            clusters=clusters, drop_list=drop_list, json_summary=json_summary,
+            shard_docs=shard_docs if shard_docs is not None else DEFAULT_SHARD_DOCS,
+            work_dir=work_dir,
+        )  # fmt: skip
+    except ValueError as e:
+        if isinstance(e, InputError):
+            raise
+        raise click.BadParameter(str(e), param_hint="--blocks") from None
+    if output == "-" and json_summary == "-":
+        raise click.UsageError("--output - and --json-summary - both want stdout; pick one")
+    check_outputs(plan)
+    bar = TaskProgress(PROG, progress_mode, quiet)
+
+    def say(message: str) -> None:
+        if not quiet:
+            click.echo(f"{PROG}: {message}", err=True)
+
+    with contextlib.ExitStack() as stack:
+        executor: Any = LocalExecutor(threads)
+        if scheduler is not None or workers is not None:
+            from neardup.distributed import connect
+
+            executor = DaskExecutor(stack.enter_context(connect(scheduler, workers)))
+        else:
+            stack.enter_context(compile_ahead(not no_verify, threads))
+        stack.callback(bar.close)
+        run, _ = run_staged(plan, executor=executor, progress=bar, log=say,
+                            on_bad=lambda e: say(f"skipped {e}"))  # fmt: skip
+    if not quiet:
+        for line in _summary_lines(summary(plan, run)):
             click.echo(f"{PROG}: {line}", err=True)

@@ -158,3 +158,53 @@ def tick(items: Iterable[T], callback: Callable[[int], None], every: int = 256) 
         if n % every == 0:
             callback(n)
     callback(n)
+
+
+class TaskProgress:
+    """Progress of a staged run (``neardup dedup --shard-docs``): for each stage, tasks done of
+    its tasks, documents per second (``documents`` known after the scan) and an ETA; a tqdm bar
+    (``bar``) or a plain line every few seconds and at each stage's end (``log``).
+
+    Call it as ``progress(stage, done, total)``.
+    """
+
+    def __init__(self, prog: str, mode: str = "auto", quiet: bool = False) -> None:
+        self.prog = prog
+        self.mode = resolve_mode(mode, quiet)
+        self.documents = 0
+        self._bar: Any = None
+        self._stage = ""
+        self._t0 = self._last = 0.0
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if stage != self._stage:
+            self.close()
+            self._stage, self._t0, self._last = stage, now, now
+            if self.mode == "bar":
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=total, desc=stage, unit="task", file=sys.stderr,
+                                 leave=False, dynamic_ncols=True, mininterval=0.2,
+                                 delay=config.PROGRESS_BAR_DELAY)  # fmt: skip
+        if self._bar is not None:
+            self._bar.update(done - self._bar.n)
+        elif self.mode == "log" and (
+            done == total or now - self._last >= config.PROGRESS_LOG_SECONDS
+        ):
+            self._last = now
+            click.echo(f"{self.prog}: {self.line(done, total, now - self._t0)}", err=True)
+
+    def line(self, done: int, total: int, elapsed: float) -> str:
+        """``stage done/total tasks[, documents/s][, ETA]``."""
+        parts = [f"{self._stage} {done}/{total} tasks"]
+        if self.documents and elapsed > 0 and done:
+            parts.append(f"{self.documents * done / total / elapsed:,.0f} documents/s")
+        if 0 < done < total and elapsed > 0:
+            parts.append(f"ETA {_eta(elapsed * (total - done) / done)}")
+        return ", ".join(parts)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

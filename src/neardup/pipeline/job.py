@@ -21,7 +21,6 @@ from neardup.core.decide import (
 )
 from neardup.core.decide import decide as decide_on_arrays
 from neardup.core.search import find_all, find_clusters
-from neardup.core.similarity import check_threshold
 from neardup.core.sketch import set_sketches
 from neardup.core.verify import (
     NO_SHINGLES_WARN_FRACTION,
@@ -33,13 +32,16 @@ from neardup.core.verify import (
 )
 from neardup.errors import InputError, holding
 from neardup.io.files import spooled
-from neardup.io.sources import expand_inputs, is_paths, texts_and_ids
+from neardup.io.sources import is_paths, texts_and_ids
 from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import wait_ahead
+from neardup.pipeline.executors import DaskExecutor, LocalExecutor
 from neardup.pipeline.extra import ExtraOutput
+from neardup.pipeline.plan import DEFAULT_SHARD_DOCS, build_plan
 from neardup.pipeline.result import DedupResult
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
 from neardup.pipeline.spool import ShingleSpool, subset_sets
+from neardup.pipeline.staged import run_staged
 from neardup.pipeline.write import (
     register_outputs,
     write_clusters,
@@ -203,6 +205,9 @@ def dedup(
     extra_outputs: Sequence[ExtraOutput] = (),
     device: str = "cpu",
     temp_dir: str | os.PathLike | None = None,
+    shard_docs: int | None = None,
+    work_dir: str | os.PathLike | None = None,
+    stage_progress: Callable[[str, int, int], None] | None = None,
 ) -> DedupResult:
     """Find near-duplicate documents and choose one survivor per cluster.
 
@@ -296,6 +301,17 @@ def dedup(
     temp_dir : path, optional
         Where the verified dedup spools its shingle keys (default: the system temporary
         directory, ``TMPDIR``). A directory that fills up is named in the error.
+    shard_docs : int, optional
+        File input: run as stages over shards of about this many documents
+        (:mod:`neardup.pipeline.staged`; default with ``client`` or ``work_dir``:
+        :data:`neardup.pipeline.plan.DEFAULT_SHARD_DOCS`). The outputs are the same, byte for
+        byte, for every shard size, thread count and executor. Not with ``against``.
+    work_dir : path, optional
+        Staged run: keep each finished task's results in this directory, so that running the
+        same call again after a crash resumes it (a different run is refused). Default: a
+        temporary directory, removed at the end.
+    stage_progress : callable, optional
+        Staged run: ``stage_progress(stage, tasks done, tasks)``.
 
     Returns
     -------
@@ -317,7 +333,6 @@ def dedup(
     >>> float(r.jaccard[1])
     1.0
     """
-    from neardup.fingerprints import Fingerprinter
     from neardup.pipeline.against import (
         ParquetCorpus,
         add_survivors,
@@ -329,19 +344,45 @@ def dedup(
         sketch_words,
     )
 
-    if update and against is None:
-        raise ValueError("update=True needs against= (the index to add the kept documents to)")
-    if verify:
-        check_threshold(threshold)
-    fp_distance = DEFAULT_DEDUP_DISTANCE if distance is None else int(distance)
-    fper = fingerprinter if fingerprinter is not None else Fingerprinter(preset)
-    if not skip_bad:
-        on_bad = None
-    elif on_bad is None:
-        on_bad = _ignore
     file_input = is_paths(data)
-    if output is not None and not file_input:
-        raise ValueError("output= needs file input; filter in-memory data with result.kept")
+    staged = file_input and (shard_docs is not None or work_dir is not None or client is not None)
+    if staged and (against is not None or extra_outputs or already_seen is not None):
+        if shard_docs is not None or work_dir is not None:
+            raise ValueError(
+                "shard_docs= and work_dir= do not work with against=, "
+                "already_seen= or extra outputs (a report, a saved dataset) yet"
+            )
+        staged = False  # the search alone runs on the cluster
+    if staged and shard_docs is None:
+        shard_docs = DEFAULT_SHARD_DOCS
+    if staged and device != "cpu":
+        raise ValueError(
+            "device= runs the one-process dedup's search: leave out shard_docs=, work_dir= and "
+            "the Dask client"
+        )
+    staging = contextlib.ExitStack()
+    if staged:  # pipes, FIFOs and /dev/stdin: read once, before the plan cuts them into shards
+        paths = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+        staging.enter_context(spooled([os.fspath(q) for q in paths], temp_dir))
+    with staging:
+        plan = build_plan(
+            data, threshold=threshold, verify=verify, distance=distance, keep=keep,
+            blocks=blocks, fingerprinter=fingerprinter, preset=preset, text_field=text_field,
+            id_field=id_field, fmt=fmt, skip_bad=skip_bad, output=output, clusters=clusters,
+            drop_list=drop_list, json_summary=json_summary, against=against, update=update,
+            shard_docs=shard_docs if staged else None, work_dir=work_dir if staged else None,
+        )  # fmt: skip
+        if not skip_bad:
+            on_bad = None
+        elif on_bad is None:
+            on_bad = _ignore
+        if staged:
+            executor = DaskExecutor(client) if client is not None else LocalExecutor(threads)
+            _, result = run_staged(plan, executor=executor, progress=stage_progress,
+                                   on_bad=on_bad, log=log, collect=True)  # fmt: skip
+            return result
+    fp_distance = DEFAULT_DEDUP_DISTANCE if distance is None else int(distance)
+    fper = plan.fingerprinter
     seconds: dict[str, float] = {}
     index = None
     with contextlib.ExitStack() as stack:
@@ -350,7 +391,7 @@ def dedup(
         files = None
         if file_input:
             paths = [data] if isinstance(data, (str, os.PathLike)) else list(data)
-            files = expand_inputs(paths, fmt)
+            files = list(plan.files)
             outputs.add_inputs(paths)
             outputs.add_inputs(f.path for f in files)
         if against is not None:

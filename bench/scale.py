@@ -1,0 +1,158 @@
+"""Dedup at scale: today's one-process ``neardup dedup`` against the staged run (``--shard-docs``)
+on threads and on a local Dask cluster, on generated corpora of n documents.
+
+Documents are JSONL lines of 60 random words out of 20,000 (about 420 bytes of text, string
+ids, as ``bench/memory.py`` writes them); a share (``--dups``) are planted near-duplicates of an
+earlier document with 1-3 words replaced. Each run is its own process; it reports wall time, the
+peak RSS of the calling process and the largest peak RSS among its children (the Dask workers),
+the temporary disk of each stage and whether the kept documents are byte-identical to today's
+output.
+
+    python bench/scale.py --docs 1e6 [--docs 4e6] [--shard-docs 250000] [--workers 2]
+
+A run other than ``today`` is compared with today's output of the same size, so keep
+``today`` in ``--runs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+WRAP = (
+    "import json, resource, sys, time\n"
+    "from neardup.cli.main import main\n"
+    "t = time.perf_counter()\n"
+    "code = 0\n"
+    "try:\n"
+    "    main(sys.argv[2:])\n"
+    "except SystemExit as e:\n"
+    "    code = e.code or 0\n"
+    "wall = time.perf_counter() - t\n"
+    "me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+    "open(sys.argv[1], 'w').write(json.dumps([code, wall, me, kids]))\n"
+)
+
+
+def write_docs(path: str, n: int, dups: float, seed: int = 0) -> None:
+    """``n`` JSONL documents, a share ``dups`` of them near-copies of an earlier one."""
+    rng = np.random.default_rng(seed)
+    words = np.array([f"w{i}" for i in range(20000)])
+    chunk = 100_000
+    with open(path, "w") as f:
+        for lo in range(0, n, chunk):
+            m = min(chunk, n - lo)
+            idx = rng.integers(0, len(words), (m, 60))
+            copy = rng.random(m) < dups
+            own = np.flatnonzero(~copy)  # copies are made of the chunk's earlier originals
+            before = np.searchsorted(own, np.arange(m))
+            copy &= before > 0
+            rows = np.flatnonzero(copy)
+            src = own[(rng.random(len(rows)) * before[rows]).astype(np.int64)]
+            idx[rows] = idx[src]
+            for p in (1.0, 0.3):  # one word replaced, a second in 30% of the copies
+                r = rows[rng.random(len(rows)) < p]
+                idx[r, rng.integers(0, 60, len(r))] = rng.integers(0, len(words), len(r))
+            lines = [
+                json.dumps({"id": f"doc-{lo + i}", "text": " ".join(words[idx[i]].tolist())})
+                for i in range(m)
+            ]
+            f.write("\n".join(lines) + "\n")
+
+
+def run(args: list[str], tmp: str) -> dict:
+    """One ``neardup`` command in its own process: exit code, wall, peak RSS (MB) of it and of
+    its largest child."""
+    stats = os.path.join(tmp, "stats.json")
+    subprocess.run([sys.executable, "-c", WRAP, stats, *args], check=False)
+    with open(stats) as f:
+        code, wall, me, kids = json.load(f)
+    if code:
+        raise SystemExit(f"neardup {' '.join(args)} failed ({code})")
+    return {"wall": wall, "rss_mb": me / 1024, "children_rss_mb": kids / 1024}
+
+
+def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
+    docs = os.path.join(tmp, f"docs-{n}.jsonl")
+    if not os.path.exists(docs):
+        write_docs(docs, n, ns.dups)
+    ref = os.path.join(tmp, "today.jsonl")
+    rows = []
+    runs = {
+        "today": [],
+        "local": ["--shard-docs", str(ns.shard_docs)],
+        "dask": ["--shard-docs", str(ns.shard_docs), "--workers", str(ns.workers)],
+    }
+    for name, extra in runs.items():
+        if name not in ns.runs.split(","):
+            continue
+        out = ref if name == "today" else os.path.join(tmp, f"{name}.jsonl")
+        summary = os.path.join(tmp, f"{name}.json")
+        r = run(["dedup", docs, "-q", "-o", out, "--json-summary", summary, *extra], tmp)
+        with open(summary) as f:
+            s = json.load(f)
+        stages = s.get("stages", {})
+        r.update(
+            name=name,
+            n=n,
+            dropped=s["dropped"],
+            temp_mb=s.get("temp_bytes", 0) / 1e6,
+            stage_temp_mb={k: round(v["temp_bytes"] / 1e6, 1) for k, v in stages.items()},
+            stage_rss_mb={k: round(v["caller_peak_rss"] / 1e6) for k, v in stages.items()},
+            shuffle_mb=s.get("shuffle_bytes", 0) / 1e6,
+            seconds=s["seconds"],
+            same=name == "today" or _same(out, ref),
+        )
+        rows.append(r)
+        print(_line(r), flush=True)
+    return rows
+
+
+def _same(a: str, b: str) -> bool:
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(1 << 22), fb.read(1 << 22)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def _line(r: dict) -> str:
+    return (
+        f"{r['n']:>9,} {r['name']:<6} wall {r['wall']:7.1f} s  caller {r['rss_mb']:7.0f} MB  "
+        f"largest child {r['children_rss_mb']:6.0f} MB  temp {r['temp_mb']:7.1f} MB  "
+        f"shuffle {r['shuffle_mb']:6.1f} MB  dropped {r['dropped']:,}  "
+        f"same bytes as today: {r['same']}\n          stages {r['seconds']}\n"
+        f"          temp per stage (MB) {r['stage_temp_mb']}\n"
+        f"          caller peak RSS after each stage (MB) {r['stage_rss_mb']}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--docs", action="append", type=float, help="corpus sizes (repeat)")
+    ap.add_argument("--shard-docs", type=int, default=250_000)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--runs", default="today,local,dask", help="which runs (today first)")
+    ap.add_argument("--dups", type=float, default=0.1, help="share of planted near-copies")
+    ap.add_argument("--dir", default=None, help="where corpora and outputs go (default: TMPDIR)")
+    ns = ap.parse_args()
+    sizes = [int(x) for x in (ns.docs or [1e6])]
+    with tempfile.TemporaryDirectory(dir=ns.dir) as tmp:
+        t0 = time.perf_counter()
+        for n in sizes:
+            measure(n, ns, tmp)
+        print(f"total {time.perf_counter() - t0:.0f} s; load: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

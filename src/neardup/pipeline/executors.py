@@ -1,0 +1,141 @@
+"""Executors: what maps a stage function over its tasks (threads of this process, or Dask).
+
+An executor only runs ``fn(*args)`` for each task and gives the results back in task order; it
+knows nothing of dedup. The stage functions of :mod:`neardup.pipeline.stages` are plain,
+picklable module functions whose arguments are small (a plan, a few integers), and they read and
+write files in the run's work directory, so any pool of workers that shares that directory can
+run them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from typing import Any
+
+from neardup.errors import InputError
+
+__all__ = ["DaskExecutor", "LocalExecutor", "Progress", "TaskInputError", "run_task"]
+
+#: ``progress(stage, tasks done, tasks in the stage)``
+Progress = Callable[[str, int, int], None]
+
+
+def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(out, *args)`` with ``out`` a fresh directory that becomes ``work/stage/name`` when
+    ``fn`` returns, with its (JSON) result beside its files; a task already finished there (a
+    run resumed) is not run again, its result read back."""
+    final = os.path.join(work, stage, name)
+    done = os.path.join(final, "done.json")
+    if os.path.exists(done):
+        with open(done) as f:
+            return json.load(f)
+    tmp = f"{final}.tmp-{uuid.uuid4().hex[:12]}"
+    os.makedirs(tmp)
+    try:
+        result = fn(tmp, *args)
+        with open(os.path.join(tmp, "done.json"), "w") as f:
+            json.dump(result, f)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.rename(tmp, final)
+        except OSError:  # the same task finished elsewhere meanwhile (a retried Dask task)
+            if not os.path.exists(done):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except InputError as e:  # sent back from a worker process: it must pickle
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise TaskInputError(e.source, e.line, e.message) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return result
+
+
+class TaskInputError(InputError):
+    """An :class:`InputError` raised by a task, as it travels back from a worker process."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TaskInputError, (self.source, self.line, self.message))
+
+
+class LocalExecutor:
+    """Tasks on ``threads`` threads of this process (the stage kernels release the GIL)."""
+
+    name = "local"
+
+    def __init__(self, threads: int | None = None) -> None:
+        from neardup.fingerprints.batch import threads_for
+
+        self.threads = threads_for(threads)
+        self.workers = 1
+
+    def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], stage: str,
+            progress: Progress | None = None) -> list[Any]:  # fmt: skip
+        """``fn(*args)`` of every task, in task order; the first failure in task order is
+        raised (the tasks not started are cancelled)."""
+        total = len(tasks)
+        if progress is not None:
+            progress(stage, 0, total)
+        if total == 0:
+            return []
+        with ThreadPoolExecutor(min(self.threads, total)) as pool:
+            futures = [pool.submit(fn, *args) for args in tasks]
+            pending = set(futures)
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                if any(f.exception() is not None for f in finished):
+                    for f in pending:
+                        f.cancel()
+                    break
+                if progress is not None:
+                    progress(stage, total - len(pending), total)
+            return [f.result() for f in futures]
+
+
+class DaskExecutor:
+    """Tasks on a Dask cluster (``client``), named ``neardup-<stage>`` in its dashboard; a
+    task lost with its worker is run again (:data:`neardup.distributed.RETRIES` times)."""
+
+    name = "dask"
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.threads = 1
+        self.workers = len(client.scheduler_info().get("workers", {})) or 1
+
+    def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], stage: str,
+            progress: Progress | None = None) -> list[Any]:  # fmt: skip
+        """As :meth:`LocalExecutor.map`, on the cluster."""
+        from distributed import as_completed
+
+        from neardup.distributed import RETRIES
+
+        total = len(tasks)
+        if progress is not None:
+            progress(stage, 0, total)
+        if total == 0:
+            return []
+        token = uuid.uuid4().hex[:8]
+        futures = [
+            self.client.submit(
+                fn, *args, key=f"neardup-{stage}-{token}-{i}", pure=False, retries=RETRIES
+            )  # fmt: skip
+            for i, args in enumerate(tasks)
+        ]
+        try:
+            done = 0
+            for f in as_completed(futures):
+                if f.status == "error":
+                    break
+                done += 1
+                if progress is not None:
+                    progress(stage, done, total)
+            return [f.result() for f in futures]
+        finally:
+            self.client.cancel(futures)

@@ -1,0 +1,299 @@
+"""A dedup run described once: :class:`DedupPlan`, made by :func:`build_plan`.
+
+The plan holds what the run reads (input files, cut into shards of about ``shard_docs``
+documents), how documents are compared (the fingerprinter and the rule: verified at a Jaccard
+threshold with a search distance, or fingerprints only at a distance), the keep order, the index
+to check against, the outputs and the work directory. It is small and picklable: executors send
+it with every task (:mod:`neardup.pipeline.stages`). The default distance of each rule, the
+expansion of input paths and the checks of the outputs live here only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, KEEP_POLICIES
+from neardup.core.similarity import check_threshold, distance_for_threshold
+from neardup.io.blocks import line_format
+from neardup.io.files import compression_of, input_size, is_url
+from neardup.io.readers import STDIN
+from neardup.io.sources import InputFile, expand_inputs
+from neardup.io.writers import OutputSet
+from neardup.pipeline.write import register_outputs
+
+__all__ = [
+    "DEFAULT_SHARD_DOCS",
+    "DedupPlan",
+    "Shard",
+    "build_plan",
+    "check_outputs",
+    "search_distance",
+]
+
+#: Documents per shard when not given: a scan task then holds about 60 MB of shingle keys.
+DEFAULT_SHARD_DOCS = 250_000
+#: Bytes read from the start of the first input to estimate bytes per document.
+_SAMPLE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Input files ``first`` to ``stop`` (exclusive) of a plan, or, for one uncompressed local
+    JSONL or line file, its bytes ``start`` to ``end`` (``end`` -1: to the end of the file),
+    cut just after a line end."""
+
+    first: int
+    stop: int
+    start: int = 0
+    end: int = -1
+
+    @property
+    def is_range(self) -> bool:
+        return self.start > 0 or self.end >= 0
+
+
+def search_distance(verify: bool, threshold: float, distance: int | None) -> int:
+    """The search distance of a rule: ``distance`` when given, else (verified) the distance for
+    ``threshold`` (:func:`neardup.core.similarity.distance_for_threshold`) or (fingerprints
+    only) :data:`neardup.core.decide.DEFAULT_DEDUP_DISTANCE`."""
+    if distance is not None:
+        return int(distance)
+    return distance_for_threshold(threshold) if verify else DEFAULT_DEDUP_DISTANCE
+
+
+@dataclass(frozen=True)
+class DedupPlan:
+    """One dedup run (see the module docstring). ``files`` is empty for in-memory input."""
+
+    files: tuple[InputFile, ...]
+    shards: tuple[Shard, ...]
+    fingerprinter: Any
+    verify: bool
+    threshold: float
+    distance: int  #: the search distance (the rule's default applied)
+    distance_given: int | None  #: as given (an index without sketches defaults to 6)
+    blocks: int | None
+    keep: str
+    text_field: str
+    id_field: str | None
+    fmt: str
+    skip_bad: bool = False
+    output: str | None = None
+    clusters: str | None = None
+    drop_list: str | None = None
+    json_summary: str | None = None
+    against: Any = None
+    update: bool = False
+    shard_docs: int = DEFAULT_SHARD_DOCS
+    work_dir: str | None = None
+    inputs: tuple[str, ...] = field(default=())
+
+    @property
+    def kind(self) -> str:
+        """The inputs' reader kind (``"jsonl"`` for in-memory input)."""
+        return self.files[0].kind if self.files else "jsonl"
+
+    def key(self) -> str:
+        """A hash of everything that decides the run's intermediate results and outputs (not
+        the work directory, threads or executor): a work directory serves one plan only."""
+        fper = self.fingerprinter
+        spec = {
+            "files": [[f.path, f.kind, f.relname] for f in self.files],
+            "shards": [[s.first, s.stop, s.start, s.end] for s in self.shards],
+            "fingerprinter": [type(fper).__name__, getattr(fper, "preset", None),
+                              repr(sorted(getattr(fper, "params", {}).items()))],
+            "rule": [self.verify, self.threshold, self.distance, self.blocks, self.keep],
+            "fields": [self.text_field, self.id_field, self.fmt, self.skip_bad],
+            "outputs": [self.output, self.clusters, self.drop_list],
+        }  # fmt: skip
+        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]
+
+    def input_stamps(self) -> list[list[Any]]:
+        """``[path, size, mtime_ns]`` of every local input (a changed input voids a work dir)."""
+        out = []
+        for f in self.files:
+            if is_url(f.path):
+                out.append([f.path, None, None])
+                continue
+            st = os.stat(f.path)
+            out.append([f.path, st.st_size, st.st_mtime_ns])
+        return out
+
+
+def build_plan(
+    data: Any,
+    *,
+    threshold: float = DEFAULT_DEDUP_THRESHOLD,
+    verify: bool = True,
+    distance: int | None = None,
+    keep: str = "first",
+    blocks: int | None = None,
+    fingerprinter: Any = None,
+    preset: str = "default",
+    text_field: str = "text",
+    id_field: str | None = "id",
+    fmt: str = "auto",
+    skip_bad: bool = False,
+    output: str | os.PathLike | None = None,
+    clusters: str | os.PathLike | None = None,
+    drop_list: str | os.PathLike | None = None,
+    json_summary: str | os.PathLike | None = None,
+    against: Any = None,
+    update: bool = False,
+    shard_docs: int | None = None,
+    work_dir: str | os.PathLike | None = None,
+) -> DedupPlan:
+    """The :class:`DedupPlan` of a dedup run: options checked, defaults applied, file inputs
+    expanded (``data`` a path or list of paths; anything else is in-memory input and gets no
+    shards) and, with ``shard_docs``, cut into shards.
+
+    Raises
+    ------
+    ValueError
+        For options that do not fit together (``update`` without ``against``, ``blocks`` not
+        above the distance, an unknown keep policy, a bad threshold or shard size).
+    InputError
+        For inputs that cannot be read (missing, mixed formats, stdin).
+    """
+    from neardup.fingerprints import Fingerprinter
+    from neardup.io.sources import is_paths
+
+    if update and against is None:
+        raise ValueError("update=True needs against= (the index to add the kept documents to)")
+    if keep not in KEEP_POLICIES:
+        raise ValueError(f"keep must be one of {list(KEEP_POLICIES)} (got {keep!r})")
+    if verify:
+        check_threshold(threshold)
+    d = search_distance(verify, threshold, distance)
+    if blocks is not None and blocks <= d:
+        raise ValueError(
+            f"blocks must be > distance (got blocks={blocks}, distance={d}); "
+            f"use blocks={d + 1} or more"
+        )
+    if shard_docs is not None and shard_docs < 1:
+        raise ValueError(f"shard_docs must be >= 1 (got {shard_docs})")
+    files: list[InputFile] = []
+    inputs: list[str] = []
+    if is_paths(data):
+        paths = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+        inputs = [os.fspath(p) for p in paths]
+        files = expand_inputs(paths, fmt)
+    elif output is not None:
+        raise ValueError("output= needs file input; filter in-memory data with result.kept")
+    per = DEFAULT_SHARD_DOCS if shard_docs is None else int(shard_docs)
+    staged = shard_docs is not None or work_dir is not None
+    shards = cut_shards(files, per, text_field, id_field) if staged and files else []
+    return DedupPlan(
+        files=tuple(files),
+        shards=tuple(shards),
+        fingerprinter=fingerprinter if fingerprinter is not None else Fingerprinter(preset),
+        verify=verify,
+        threshold=float(threshold),
+        distance=d,
+        distance_given=None if distance is None else int(distance),
+        blocks=blocks,
+        keep=keep,
+        text_field=text_field,
+        id_field=id_field,
+        fmt=fmt,
+        skip_bad=skip_bad,
+        output=_path(output),
+        clusters=_path(clusters),
+        drop_list=_path(drop_list),
+        json_summary=_path(json_summary),
+        against=against,
+        update=update,
+        shard_docs=per,
+        work_dir=_path(work_dir),
+        inputs=tuple(inputs),
+    )
+
+
+def _path(p: str | os.PathLike | None) -> str | None:
+    return None if p is None else os.fspath(p)
+
+
+def check_outputs(plan: DedupPlan, extras: Sequence[Any] = ()) -> None:
+    """Check every output of ``plan`` (and ``extras``, see :mod:`neardup.pipeline.extra`)
+    before any work: not an input, not another output, its directory writable."""
+    protect = [plan.against] if isinstance(plan.against, (str, os.PathLike)) else []
+    with OutputSet(plan.inputs, protect=protect) as check:
+        check.add_inputs(f.path for f in plan.files)
+        register_outputs(check, list(plan.files), plan.output, plan.clusters, plan.drop_list,
+                         plan.json_summary)  # fmt: skip
+        if plan.work_dir is not None:
+            check.add_inputs([plan.work_dir])
+        for extra in extras:
+            extra.register(check)
+
+
+def cut_shards(
+    files: Sequence[InputFile], shard_docs: int, text_field: str, id_field: str | None
+) -> list[Shard]:
+    """Shards of about ``shard_docs`` documents: byte ranges of large uncompressed local JSONL
+    and line files (cut after a line end; the bytes per document estimated from the first
+    inputs' first MiB), groups of ``shard_docs`` text files, whole files otherwise."""
+    shards: list[Shard] = []
+    if files and files[0].kind == "text":
+        for a in range(0, len(files), shard_docs):
+            shards.append(Shard(a, min(a + shard_docs, len(files))))
+        return shards
+    per_doc = _bytes_per_doc(files)
+    for k, f in enumerate(files):
+        if not _splittable(f, text_field, id_field):
+            shards.append(Shard(k, k + 1))
+            continue
+        cuts = _line_cuts(f.path, max(1, int(per_doc * shard_docs)))
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            shards.append(Shard(k, k + 1, a, b))
+    return shards
+
+
+def _splittable(f: InputFile, text_field: str, id_field: str | None) -> bool:
+    if f.kind not in ("jsonl", "lines") or f.path == STDIN or is_url(f.path):
+        return False
+    if compression_of(f.path) is not None:
+        return False
+    return line_format(f.path, f.kind == "jsonl", text_field, id_field) is not None
+
+
+def _bytes_per_doc(files: Sequence[InputFile]) -> float:
+    for f in files:
+        if f.kind in ("jsonl", "lines") and not is_url(f.path) and compression_of(f.path) is None:
+            with open(f.path, "rb") as r:
+                sample = r.read(_SAMPLE_BYTES)
+            if sample:
+                return len(sample) / max(1, sample.count(b"\n"))
+    return 1.0
+
+
+def _line_cuts(path: str, every: int) -> list[int]:
+    """Byte offsets ``[0, c1, ..., size]`` about ``every`` bytes apart, each just after a line
+    end (a line longer than ``every`` makes a longer range)."""
+    size = input_size(path)
+    cuts = [0]
+    with open(path, "rb") as r:
+        at = every
+        while at < size:
+            r.seek(at - 1)
+            while True:
+                piece = r.read(1 << 16)
+                if not piece:
+                    at = size
+                    break
+                j = piece.find(b"\n")
+                if j >= 0:
+                    at += j
+                    break
+                at += len(piece)
+            if at >= size:
+                break
+            cuts.append(at)
+            at += every
+    cuts.append(size)
+    return cuts

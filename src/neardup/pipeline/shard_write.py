@@ -1,0 +1,139 @@
+"""The write stage of a staged dedup (:mod:`neardup.pipeline.stages`): each shard its parts of
+the outputs, byte for byte as the one-process job writes them: its kept lines, its dropped ids
+and the clusters whose first member it holds (members anywhere)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from neardup.core.bits import popcount
+from neardup.io.blocks import iter_blocks, kept_lines
+from neardup.io.files import open_input
+from neardup.pipeline.plan import DedupPlan
+from neardup.pipeline.stages import _gather, _Range, load, load_ids
+from neardup.pipeline.stream import concat
+from neardup.pipeline.write import _json_id
+
+__all__ = ["write_task"]
+
+
+class _Lookup:
+    """Ids and fingerprints of documents at global positions, each shard's loaded once."""
+
+    def __init__(self, work: str, offsets: np.ndarray) -> None:
+        self.work, self.offsets = work, offsets
+        self._ids: dict[int, list[Any]] = {}
+
+    def ids(self, pos: np.ndarray) -> list[Any]:
+        shard = np.searchsorted(self.offsets, pos, side="right") - 1
+        out = []
+        for s, p in zip(shard.tolist(), pos.tolist(), strict=True):
+            if s not in self._ids:
+                self._ids[s] = load_ids(self.work, s)
+            out.append(self._ids[s][p - int(self.offsets[s])])
+        return out
+
+    def fps(self, pos: np.ndarray) -> np.ndarray:
+        order = np.argsort(pos, kind="stable")
+        out = np.empty(len(pos), dtype=np.uint64)
+        out[order] = _gather(self.work, self.offsets, pos[order], "fp", np.uint64)
+        return out
+
+
+def _rows_for(work: str, n_decide: int, lo: int, hi: int) -> dict[str, np.ndarray]:
+    """Cluster rows whose label is in ``[lo, hi)``, and dropped positions in it, from every
+    decide task."""
+    cols: dict[str, list[np.ndarray]] = {"label": [], "pos": [], "surv": [], "jac": [], "drop": []}
+    for k in range(n_decide):
+        label = load(work, "decide", k, "label")
+        a, b = np.searchsorted(label, [lo, hi])
+        for name in ("label", "pos", "surv", "jac"):
+            cols[name].append(np.asarray(load(work, "decide", k, name)[a:b]))
+        drop = load(work, "decide", k, "drop")
+        a, b = np.searchsorted(drop, [lo, hi])
+        cols["drop"].append(np.asarray(drop[a:b]))
+    out = {k: concat(v, np.float64 if k == "jac" else np.int64) for k, v in cols.items()}
+    order = np.lexsort((out["pos"], out["label"]))
+    for name in ("label", "pos", "surv", "jac"):
+        out[name] = out[name][order]
+    out["drop"] = np.sort(out["drop"])
+    return out
+
+
+def _cluster_lines(rows: dict[str, np.ndarray], look: _Lookup, verify: bool) -> Iterator[str]:
+    pos, label = rows["pos"], rows["label"]
+    if len(pos) == 0:
+        return
+    ids = look.ids(pos)
+    kept_ids = look.ids(rows["surv"])
+    dist = popcount(look.fps(pos) ^ look.fps(rows["surv"])).astype(np.int64)
+    cuts = np.flatnonzero(label[1:] != label[:-1]) + 1
+    for g in np.split(np.arange(len(pos)), cuts):
+        a, b = int(g[0]), int(g[-1]) + 1
+        c: dict[str, Any] = {
+            "kept": _json_id(kept_ids[a]),
+            "size": b - a,
+            "members": [_json_id(m) for m in ids[a:b]],
+            "distances": dist[a:b].tolist(),
+        }
+        if verify:
+            c["jaccards"] = rows["jac"][a:b].tolist()
+        yield json.dumps(c, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def write_task(out: str, work: str, plan: DedupPlan, offsets: list[int], n_decide: int, s: int,
+               first_line: int) -> dict[str, int]:  # fmt: skip
+    """Shard ``s``'s parts of the outputs: its kept lines (JSONL and line inputs), its dropped
+    ids and the clusters whose first member it holds."""
+    off = np.asarray(offsets, dtype=np.int64)
+    lo, hi = int(off[s]), int(off[s + 1])
+    rows = _rows_for(work, n_decide, lo, hi)
+    dropped = np.zeros(hi - lo, dtype=bool)
+    dropped[rows["drop"] - lo] = True
+    ids = load_ids(work, s)
+    result = {"dropped": int(dropped.sum()), "clusters": 0, "kept_bytes": 0}
+    if plan.drop_list is not None:
+        with open(os.path.join(out, "drop.txt"), "w") as f:
+            f.writelines(f"{ids[i]}\n" for i in np.flatnonzero(dropped).tolist())
+    label = rows["label"]
+    result["clusters"] = int(len(np.unique(label)))
+    if plan.clusters is not None:
+        with open(os.path.join(out, "clusters.jsonl"), "w") as f:
+            f.writelines(_cluster_lines(rows, _Lookup(work, off), plan.verify))
+    if plan.output is not None and plan.kind in ("jsonl", "lines"):
+        rec = np.asarray(load(work, "scan", s, "rec"))[~dropped]
+        result["kept_bytes"] = _write_lines(os.path.join(out, "kept.bin"), plan, s, rec, first_line)
+    return result
+
+
+def _write_lines(dest: str, plan: DedupPlan, s: int, numbers: np.ndarray, first_line: int) -> int:
+    """The lines of shard ``s`` numbered ``numbers`` (ascending), byte for byte, to ``dest``."""
+    shard = plan.shards[s]
+    f = plan.files[shard.first]
+    written = 0
+    with open(dest, "wb") as w:
+        if len(numbers) == 0:
+            return 0
+        if shard.is_range:
+            reader: Any = contextlib.closing(_Range(f.path, shard.start, shard.end))
+        else:
+            reader = open_input(f.path)
+            first_line = 1
+        with reader as r:
+            for first, block in iter_blocks(r, 4 << 20):
+                if block is None:
+                    continue
+                first += first_line - 1
+                i = int(np.searchsorted(numbers, first))
+                if i == len(numbers):
+                    break
+                data, _ = kept_lines(block, first, numbers, i, kernel=True)
+                w.write(data)
+                written += len(data)
+    return written

@@ -1,0 +1,468 @@
+"""A dedup run as stages over shards (:mod:`neardup.pipeline.stages`) on an executor.
+
+The caller holds the plan and a few numbers per shard and per task (documents per shard, task
+counts); documents, fingerprints, keys and decisions stay in the work directory, written by the
+tasks. With a work directory given, each finished task's results are kept there with a manifest
+(the plan's hash, the inputs' sizes and times), so a run stopped at any point (``kill -9``
+included) resumes where it was when run again; a different run against the same directory is
+refused. Without one, a temporary directory is used and removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from neardup.distributed.plan import make_plan
+from neardup.errors import InputError
+from neardup.io.files import check_unchanged, file_stamp, open_output_stream
+from neardup.io.writers import OutputSet
+from neardup.pipeline import stages as S
+from neardup.pipeline.executors import LocalExecutor, Progress, run_task
+from neardup.pipeline.plan import DedupPlan
+from neardup.pipeline.shard_write import write_task
+from neardup.pipeline.write import register_outputs, write_summary
+
+__all__ = ["StagedRun", "open_work_dir", "run_staged"]
+
+#: Search fingerprints that one task searches at once (16 bytes each, with their positions;
+#: at least 16 shards' worth): above, the search is split into buckets per table group.
+ONE_TASK_SEARCH = 1 << 22
+SEARCH_PER_SHARD_DOC = 16
+_MANIFEST = "manifest.json"
+_VERSION = 1
+
+
+@dataclass
+class StagedRun:
+    """What a staged run did: per-shard document counts, totals and per-stage figures."""
+
+    work: str
+    sizes: list[int]  #: documents per shard (bad records excluded)
+    first_lines: list[int]  #: first line number of each shard
+    skipped: int = 0
+    dropped: int = 0
+    clusters: int = 0
+    no_shingles: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    n_decide: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+    temp_bytes: dict[str, int] = field(default_factory=dict)
+    tasks: dict[str, int] = field(default_factory=dict)
+    moved_bytes: int = 0
+    peak_rss: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def offsets(self) -> list[int]:
+        return [0, *np.cumsum(self.sizes, dtype=np.int64).tolist()]
+
+    @property
+    def n(self) -> int:
+        return int(sum(self.sizes))
+
+
+@contextlib.contextmanager
+def open_work_dir(plan: DedupPlan) -> Iterator[str]:
+    """The run's work directory: ``plan.work_dir`` (made, or resumed when its manifest is this
+    plan's; refused in one line otherwise), else a temporary one removed at the end."""
+    if plan.work_dir is None:
+        work = tempfile.mkdtemp(prefix="neardup-work-")
+        try:
+            yield work
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
+    work = plan.work_dir
+    manifest = {"version": _VERSION, "plan": plan.key(), "inputs": plan.input_stamps()}
+    path = os.path.join(work, _MANIFEST)
+    if os.path.isdir(work) and os.listdir(work):
+        try:
+            with open(path) as f:
+                found = json.load(f)
+        except (OSError, ValueError):
+            raise InputError(work, None, "is not empty and holds no neardup work: give a new "
+                             "or empty --work-dir") from None  # fmt: skip
+        if found.get("inputs") != manifest["inputs"]:
+            raise InputError(work, None, "holds work on inputs that changed since: give "
+                             "another --work-dir, or remove this one to start over")  # fmt: skip
+        if found.get("plan") != manifest["plan"] or found.get("version") != _VERSION:
+            raise InputError(work, None, "holds the work of a different dedup command: give "
+                             "another --work-dir, or remove this one to start over")  # fmt: skip
+        for name in os.listdir(work):  # what a stopped run left half written
+            for stage in (
+                [os.path.join(work, name)] if os.path.isdir(os.path.join(work, name)) else []
+            ):
+                for t in os.listdir(stage):
+                    if ".tmp-" in t:
+                        shutil.rmtree(os.path.join(stage, t), ignore_errors=True)
+    else:
+        os.makedirs(work, exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(manifest, f)
+        os.replace(tmp, path)
+    yield work
+
+
+class _Runner:
+    """Maps stage functions over tasks on the executor, each through :func:`run_task`."""
+
+    def __init__(self, work: str, executor: Any, progress: Progress | None) -> None:
+        self.work, self.executor, self.progress = work, executor, progress
+        self.seconds: dict[str, float] = {}
+        self.tasks: dict[str, int] = {}
+        self.peak_rss: dict[str, int] = {}  #: this process's peak RSS (bytes) after each stage
+
+    def map(self, stage: str, fn: Callable[..., Any], tasks: Sequence[tuple[str, tuple]]) -> list:
+        t0 = time.perf_counter()
+        args = [(self.work, stage, name, fn, *a) for name, a in tasks]
+        out = self.executor.map(run_task, args, stage, self.progress)
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
+        self.tasks[stage] = self.tasks.get(stage, 0) + len(tasks)
+        self.peak_rss[stage] = _peak_rss()
+        return out
+
+
+def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | None) -> StagedRun:
+    shards = range(len(plan.shards))
+    counts = r.map("lines", S.count_lines, [(str(s), (plan, s)) for s in shards])
+    first = np.concatenate([[1], 1 + np.cumsum([c["lines"] for c in counts])]).astype(np.int64)
+    first_lines = [int(first[s]) if plan.shards[s].is_range else 1 for s in shards]
+    per = max(1, r.executor.threads // len(shards))  # threads in each scan task
+    infos = r.map("scan", S.scan_shard, [(str(s), (plan, s, first_lines[s], per)) for s in shards])
+    run = StagedRun(r.work, [i["n"] for i in infos], first_lines)
+    for info in infos:
+        for source, line, message in info["bad"]:
+            run.skipped += 1
+            if on_bad is not None:
+                on_bad(InputError(source, line, message))
+    if len(plan.shards) > 1:
+        _repeated_ids(r, plan, run, on_bad)
+    run.no_shingles = sum(i["no_shingles"] for i in infos)
+    return run
+
+
+def _repeated_ids(r: _Runner, plan: DedupPlan, run: StagedRun, on_bad: Any) -> None:
+    """Ids repeated across shards: the later ones are bad records (raised, or skipped and taken
+    out of their shards' spills)."""
+    [repeats] = r.map("ids", S.repeated_ids, [("all", (r.work, plan, run.sizes))])
+    if repeats and not plan.skip_bad:
+        _, _, source, line, message = repeats[0]
+        raise InputError(source, line, message)
+    by_shard: dict[int, list[int]] = {}
+    for s, j, source, line, message in repeats:
+        by_shard.setdefault(s, []).append(j)
+        run.skipped += 1
+        if on_bad is not None:
+            on_bad(InputError(source, line, message))
+    if by_shard:
+        tasks = [(str(s), (r.work, plan, s, js)) for s, js in sorted(by_shard.items())]
+        infos = r.map("dedup-ids", S.drop_docs, tasks)
+        for (s, _), info in zip(sorted(by_shard.items()), infos, strict=True):
+            # the later stages read the spill without the repeats, in place of the scan's
+            scan_dir = os.path.join(r.work, "scan", str(s))
+            fixed = os.path.join(r.work, "dedup-ids", str(s))
+            for name in os.listdir(fixed):
+                if name != "done.json":
+                    os.replace(os.path.join(fixed, name), os.path.join(scan_dir, name))
+            run.sizes[s] = info["n"]
+
+
+def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> list[str]:
+    """Split, pairs and (verified) verify; returns the tasks holding the edges to decide on."""
+    n = run.n
+    sp = make_plan(max(n, 1), plan.distance, plan.blocks,
+                   shard_size=max(SEARCH_PER_SHARD_DOC * plan.shard_docs,
+                                  ONE_TASK_SEARCH))  # fmt: skip
+    off = run.offsets
+    if sp.n_shards == 1:  # one task searches all, with the cost model's scheme
+        found = r.map("pairs", S.search_task, [("all", (r.work, plan, off, r.executor.threads))])
+        return _verify(r, plan, off, ["all"], found)
+    r.map("split", S.split_task,
+          [(str(s), (r.work, plan, s, off[s], sp)) for s in range(len(run.sizes))])  # fmt: skip
+    buckets = [(g, b) for g in range(len(sp.groups)) for b in range(sp.n_shards)]
+    names = [f"{g}-{b}" for g, b in buckets]
+    found = r.map("pairs", S.pairs_task,
+                  [(nm, (r.work, plan, len(run.sizes), sp, g, b))
+                   for nm, (g, b) in zip(names, buckets, strict=True)])  # fmt: skip
+    run.moved_bytes = sum(f["moved"] for f in found)
+    return _verify(r, plan, off, names, found)
+
+
+def _verify(
+    r: _Runner, plan: DedupPlan, off: list[int], names: list[str], found: list[dict]
+) -> list[str]:
+    """Verify tasks of at most ``shard_docs`` candidate pairs each (fingerprint-only: none);
+    returns the tasks holding the edges to decide on."""
+    if not plan.verify:
+        return names
+    tasks = []
+    for nm, f in zip(names, found, strict=True):
+        for lo in range(0, max(1, f["pairs"]), plan.shard_docs):
+            tasks.append((f"{nm}.{lo}", (r.work, plan, off, nm, lo, lo + plan.shard_docs)))
+    r.map("verify", S.verify_task, tasks)
+    return [name for name, _ in tasks]
+
+
+def _decide(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str]) -> None:
+    stage = "verify" if plan.verify else "pairs"
+    [k] = r.map("components", S.components_task,
+                [("all", (r.work, stage, names, plan.shard_docs))])  # fmt: skip
+    run.n_decide = k
+    results = r.map("decide", S.decide_task,
+                    [(str(t), (r.work, plan, run.offsets, t)) for t in range(k)])  # fmt: skip
+    run.dropped = sum(x["dropped"] for x in results)
+
+
+def _write(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
+    tasks = [(str(s), (r.work, plan, run.offsets, run.n_decide, s, run.first_lines[s]))
+             for s in range(len(run.sizes))]  # fmt: skip
+    results = r.map("write", write_task, tasks)
+    run.clusters = sum(x["clusters"] for x in results)
+
+
+def run_staged(
+    plan: DedupPlan,
+    *,
+    executor: Any = None,
+    progress: Progress | None = None,
+    on_bad: Callable[[InputError], None] | None = None,
+    log: Callable[[str], None] | None = None,
+    collect: bool = False,
+) -> tuple[StagedRun, Any]:
+    """Run ``plan`` as stages over its shards on ``executor`` (default: threads of this
+    process) and commit its outputs together; returns the run's figures and, with ``collect``,
+    a :class:`~neardup.pipeline.result.DedupResult` (which holds arrays of every document)."""
+    executor = executor if executor is not None else LocalExecutor()
+    if not plan.shards:
+        raise ValueError("a staged dedup needs file input cut into shards (build_plan)")
+    t_all = time.perf_counter()
+    # an input rewritten while the stages read it is refused, as in the one-process run
+    stamps = {f.path: file_stamp(f.path) for f in plan.files}
+    with open_work_dir(plan) as work, OutputSet(plan.inputs) as outputs:
+        outputs.add_inputs(f.path for f in plan.files)
+        register_outputs(outputs, list(plan.files), plan.output, plan.clusters, plan.drop_list,
+                         plan.json_summary)  # fmt: skip
+        r = _Runner(work, executor, progress)
+        run = _scan(r, plan, on_bad)
+        if hasattr(progress, "documents"):  # documents/s in the later stages' progress
+            progress.documents = run.n  # type: ignore[union-attr]
+        names = _search(r, plan, run)
+        _decide(r, plan, run, names)
+        _write(r, plan, run)
+        run.seconds, run.tasks, run.peak_rss = r.seconds, r.tasks, r.peak_rss
+        run.temp_bytes = _stage_bytes(work)
+        run.bytes_in = S.input_bytes(plan)
+        t0 = time.perf_counter()
+        _commit_parts(plan, run, outputs)
+        result = build_result(plan, run) if collect else None
+        run.seconds["commit"] = time.perf_counter() - t0
+        run.seconds["total"] = time.perf_counter() - t_all
+        if plan.json_summary is not None:
+            write_summary(summary(plan, run), plan.json_summary, outputs=outputs)
+        for path, stamp in stamps.items():
+            check_unchanged(path, stamp)
+        outputs.commit()
+        if log is not None:
+            log(f"{run.n} documents in {len(plan.shards)} shards, {run.clusters} clusters found "
+                f"({executor.name} executor)")  # fmt: skip
+    return run, result
+
+
+def _peak_rss() -> int:
+    """Peak resident memory of this process so far, in bytes (0 where unknown)."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _stage_bytes(work: str) -> dict[str, int]:
+    out = {}
+    for stage in sorted(os.listdir(work)):
+        root = os.path.join(work, stage)
+        if os.path.isdir(root):
+            out[stage] = sum(
+                os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(root) for f in fs
+            )
+    return out
+
+
+def _copy_parts(dest: Any, work: str, n: int, name: str) -> int:
+    """The shards' parts ``name`` end to end into ``dest``; in the kernel (no copy through
+    this process) where both are plain files of one file system."""
+    total = 0
+    for s in range(n):
+        path = os.path.join(work, "write", str(s), name)
+        if not os.path.exists(path):
+            continue
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size and _copy_in_kernel(f, dest, size):
+                total += size
+                continue
+            while chunk := f.read(1 << 22):
+                dest.write(chunk)
+                total += len(chunk)
+    return total
+
+
+def _copy_in_kernel(src: Any, dest: Any, size: int) -> bool:
+    """``size`` bytes of ``src`` appended to ``dest`` by ``os.copy_file_range``; False (nothing
+    copied) where that cannot be used."""
+    copy = getattr(os, "copy_file_range", None)
+    try:
+        fd = dest.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    if copy is None or type(dest).__name__ not in ("BufferedWriter", "FileIO"):
+        return False
+    dest.flush()
+    done = 0
+    try:
+        while done < size:
+            k = copy(src.fileno(), fd, size - done)
+            if k == 0:
+                break
+            done += k
+    except OSError:
+        if done:
+            raise
+        return False
+    dest.seek(0, os.SEEK_END)
+    return done == size
+
+
+def _commit_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet) -> None:
+    """Each output staged from the shards' parts, in shard order."""
+    work, n = run.work, len(run.sizes)
+    for path, name in ((plan.clusters, "clusters.jsonl"), (plan.drop_list, "drop.txt")):
+        if path is not None:
+            with outputs.open(outputs.get(path), "wb") as f:
+                _copy_parts(f, work, n, name)
+    if plan.output is None:
+        return
+    out = outputs.get(plan.output)
+    if plan.kind in ("jsonl", "lines"):
+        with outputs.open(out, "wb") as raw:
+            with open_output_stream(raw, out.path) as w:
+                run.bytes_out = _copy_parts(w, work, n, "kept.bin")
+            if out.path != "-" and _compressed(out.path):
+                run.bytes_out = raw.tell()
+        return
+    from neardup.pipeline.write import write_kept
+
+    scan = _scan_arrays(plan, run)
+    kept = np.ones(run.n, dtype=bool)
+    for k in range(run.n_decide):
+        kept[np.asarray(S.load(work, "decide", k, "drop"))] = False
+    run.bytes_out = write_kept(scan, kept, plan.output, outputs=outputs)
+
+
+def _compressed(path: str) -> bool:
+    from neardup.io.files import compression_of
+
+    return compression_of(path) is not None
+
+
+def _scan_arrays(plan: DedupPlan, run: StagedRun) -> Any:
+    """The first pass's :class:`~neardup.pipeline.scan.Scan` of every document, from the
+    spills (arrays of every document: only where a result is asked for, or for Parquet and
+    text-file outputs)."""
+    from neardup.pipeline.scan import Scan
+    from neardup.pipeline.stream import concat
+
+    shards = [s for s in range(len(run.sizes)) if run.sizes[s]]
+
+    def cat(name: str, dtype: Any) -> np.ndarray:
+        return concat([np.asarray(S.load(run.work, "scan", s, name)) for s in shards], dtype)
+
+    ids: list[Any] = []
+    for s in shards:
+        ids.extend(S.load_ids(run.work, s))
+    return Scan(list(plan.files), ids, cat("src", np.int32), cat("rec", np.int64),
+                cat("len", np.int64), cat("fp", np.uint64), run.skipped,
+                run.bytes_in)  # fmt: skip
+
+
+def build_result(plan: DedupPlan, run: StagedRun) -> Any:
+    """A :class:`~neardup.pipeline.result.DedupResult` of the run, as the one-process job
+    gives it."""
+    from neardup.core.bits import popcount
+    from neardup.core.decide import Decisions
+    from neardup.core.verify import VerifiedDecisions
+    from neardup.pipeline.result import DedupResult
+
+    scan = _scan_arrays(plan, run)
+    n = run.n
+    pos = np.arange(n, dtype=np.int64)
+    labels, surv, jac = pos.copy(), pos.copy(), np.full(n, np.nan)
+    for k in range(run.n_decide):
+        p = np.asarray(S.load(run.work, "decide", k, "pos"))
+        labels[p] = S.load(run.work, "decide", k, "label")
+        surv[p] = S.load(run.work, "decide", k, "surv")
+        jac[p] = S.load(run.work, "decide", k, "jac")
+    fp = scan.fingerprints
+    dist = popcount(fp ^ fp[surv]).astype(np.int64) if n else np.zeros(0, np.int64)
+    kept = surv == pos
+    decisions = Decisions(labels, surv, dist, kept)
+    result = DedupResult(scan.ids, fp, scan.lengths, decisions, run.skipped, dict(run.seconds),
+                         scan, bytes_in=run.bytes_in, bytes_out=run.bytes_out)  # fmt: skip
+    if plan.verify:
+        shards = [s for s in range(len(run.sizes)) if run.sizes[s]]
+        sizes = np.concatenate(
+            [np.diff(S.load(run.work, "scan", s, "koff")) for s in shards] or [np.zeros(0)]
+        )
+        jac[kept] = np.nan
+        result.verified = VerifiedDecisions(kept, np.where(kept, -1, surv), jac,
+                                            np.where(kept, -1, dist), sizes == 0)  # fmt: skip
+        result.threshold = plan.threshold
+        result.temp_bytes = sum(run.temp_bytes.values())
+    return result
+
+
+def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:
+    """The run's summary, the keys of :meth:`DedupResult.summary` and ``stages`` (seconds,
+    tasks and temporary bytes per stage)."""
+    sec = {k: round(v, 3) for k, v in run.seconds.items()}
+    total = run.seconds.get("total", 0.0)
+    out: dict[str, Any] = {
+        "documents": run.n,
+        "skipped": run.skipped,
+        "clusters": run.clusters,
+        "dropped": run.dropped,
+        "kept": run.n - run.dropped,
+        "verified": plan.verify,
+    }
+    if plan.verify:
+        out.update(threshold=plan.threshold, no_shingles=run.no_shingles,
+                   temp_bytes=sum(run.temp_bytes.values()))  # fmt: skip
+    if run.bytes_in:
+        out.update(bytes_in=run.bytes_in, bytes_out=run.bytes_out,
+                   bytes_saved=run.bytes_in - run.bytes_out)  # fmt: skip
+    out["seconds"] = sec
+    out["documents_per_second"] = round(run.n / total) if total > 0 else None
+    out["shards"] = len(plan.shards)
+    out["stages"] = {
+        k: {"tasks": run.tasks.get(k, 0), "temp_bytes": run.temp_bytes.get(k, 0),
+            "caller_peak_rss": run.peak_rss.get(k, 0)}
+        for k in run.tasks
+    }  # fmt: skip
+    out["shuffle_bytes"] = run.moved_bytes
+    return out
+
+
+def shard_count(n: int, per: int) -> int:
+    return max(1, math.ceil(n / max(1, per)))

@@ -1,0 +1,455 @@
+"""The stages of a dedup run, each a plain function of one shard (or one bucket, or one group of
+clusters) of a :class:`~neardup.pipeline.plan.DedupPlan` and a few small inputs.
+
+Every stage function takes the directory to write its results in (``out``, made fresh by the
+caller and renamed into place when the function returns) and reads what earlier stages wrote in
+the run's work directory (``work``): so a task's inputs and outputs are files, and what goes
+between the caller and a task is a few integers (see :mod:`neardup.pipeline.staged`). Positions
+are global: a document's shard offset plus its place in the shard.
+
+scan (read, parse and fingerprint one shard; spill its ids, record numbers, lengths,
+fingerprints and, verified, its shingle keys and set fingerprints) -> ids (ids repeated across
+shards) -> split (each shard's search fingerprints bucketed per table group) -> pairs (one
+bucket's candidate pairs, :func:`neardup.distributed.plan.shard_pairs`) -> verify (exact Jaccard
+of a bucket's pairs; only pairs that reach the threshold are kept) -> components (connected
+components of the verified pairs, spread over decide tasks) -> decide (the keep-order rule of
+:func:`neardup.core.verify.decide_verified`, or one survivor per component for fingerprint-only
+dedup) -> write (each shard its kept lines, its drop list and the clusters it leads; in
+:mod:`neardup.pipeline.shard_write`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import os
+import pickle
+import warnings
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from neardup.core.search import find_all, find_clusters
+from neardup.core.similarity import ShingleSets, pair_jaccard, set_fingerprints
+from neardup.core.verify import decide_verified
+from neardup.distributed.plan import ShardPlan, components, shard_edges, shard_ids, shard_pairs
+from neardup.errors import InputError
+from neardup.io.blocks import hash_ids, id_key, iter_blocks, line_format
+from neardup.io.files import input_size
+from neardup.pipeline.plan import DedupPlan
+from neardup.pipeline.scan import _Seen
+from neardup.pipeline.stream import _items, _work, block_bytes, concat, in_order, reads_in_blocks
+
+__all__ = [
+    "components_task",
+    "count_lines",
+    "decide_task",
+    "load",
+    "pairs_task",
+    "repeated_ids",
+    "scan_shard",
+    "search_task",
+    "split_task",
+    "verify_task",
+]
+
+#: Slack below the threshold when the verify stage filters pairs: the decide stage compares
+#: again exactly, so a pair at the threshold is never lost to rounding.
+_SLACK = 1e-9
+
+
+def _save(out: str, **arrays: np.ndarray) -> int:
+    n = 0
+    for name, a in arrays.items():
+        path = os.path.join(out, f"{name}.npy")
+        np.save(path, a)
+        n += os.path.getsize(path)
+    return n
+
+
+def load(work: str, stage: str, task: str | int, name: str) -> np.ndarray:
+    """Array ``name`` written by task ``task`` of ``stage`` (memory-mapped)."""
+    return np.load(os.path.join(work, stage, str(task), f"{name}.npy"), mmap_mode="r")
+
+
+def load_ids(work: str, shard: int) -> list[Any]:
+    """The ids of shard ``shard``'s documents, in input order."""
+    with open(os.path.join(work, "scan", str(shard), "ids.pkl"), "rb") as f:
+        return pickle.load(f)
+
+
+# ---------------------------------------------------------------------------------- scan
+class _Range(io.RawIOBase):
+    """Bytes ``start`` to ``end`` of a file, as a stream."""
+
+    def __init__(self, path: str, start: int, end: int) -> None:
+        self._f = open(path, "rb")  # noqa: SIM115 (closed with the stream)
+        self._f.seek(start)
+        self._left = end - start
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        size = self._left if size < 0 else min(size, self._left)
+        data = self._f.read(size)
+        self._left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+def count_lines(out: str, plan: DedupPlan, s: int) -> dict[str, int]:
+    """Line ends in shard ``s`` (a byte range; 0 for other shards)."""
+    shard = plan.shards[s]
+    n = 0
+    if shard.is_range:
+        with contextlib.closing(_Range(plan.files[shard.first].path, shard.start, shard.end)) as r:
+            while chunk := r.read(1 << 22):
+                n += chunk.count(b"\n")
+    return {"lines": n}
+
+
+def _shard_items(plan: DedupPlan, s: int, first_line: int) -> Iterator[tuple[Any, ...]]:
+    """The reading items of :func:`neardup.pipeline.stream.fingerprint_files` for one shard,
+    file indices those of the plan."""
+    shard = plan.shards[s]
+    files = list(plan.files)
+    size = block_bytes(files[shard.first : shard.stop], 1)
+    if shard.is_range:
+        f = files[shard.first]
+        fmt = line_format(f.path, f.kind == "jsonl", plan.text_field, plan.id_field)
+        with contextlib.closing(_Range(f.path, shard.start, shard.end)) as r:
+            for number, data in iter_blocks(r, size):
+                yield "raw", shard.first, fmt, number + first_line - 1, data
+        return
+    sub = files[shard.first : shard.stop]
+    arrow = reads_in_blocks(files, ("parquet",))
+    for item in _items(sub, plan.text_field, plan.id_field, size, reads_in_blocks(files), arrow):
+        if item[0] == "docs":
+            yield "docs", item[1] + np.int32(shard.first), item[2]
+        else:
+            yield (item[0], item[1] + shard.first, *item[2:])
+
+
+def scan_shard(
+    out: str, plan: DedupPlan, s: int, first_line: int, threads: int = 1
+) -> dict[str, Any]:
+    """Read, parse and fingerprint shard ``s``; spill its arrays to ``out``.
+
+    Bad records and ids repeated within the shard raise :class:`InputError` (the first in input
+    order), or with ``plan.skip_bad`` are skipped and returned as ``[source, line, message]``.
+    """
+    verify = plan.verify
+    bad_records: list[list[Any]] = []
+
+    def bad(err: InputError) -> None:
+        if not plan.skip_bad:
+            raise err
+        bad_records.append([err.source, err.line, err.message])
+
+    seen = _Seen(list(plan.files))
+    sizes_parts: list[np.ndarray] = []
+    sfp_parts: list[np.ndarray] = []
+    items = _shard_items(plan, s, first_line)
+    work = lambda item: _work(item, fper=plan.fingerprinter, keys=verify)  # noqa: E731
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(ThreadPoolExecutor(threads)) if threads > 1 else None
+        batches = stack.enter_context(contextlib.closing(in_order(pool, work, items, threads + 1)))
+        keys_file = stack.enter_context(open(os.path.join(out, "keys.u32"), "wb"))
+        for batch in batches:
+            keep = seen.add(batch, bad)
+            if verify:  # keys go to disk block by block: the task holds one block's
+                offsets, keys = batch.key_offsets, batch.keys
+                sizes = np.diff(offsets)
+                if not keep.all():
+                    keys = keys[np.repeat(keep, sizes)]
+                    sizes = sizes[keep]
+                offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+                np.cumsum(sizes, out=offsets[1:])
+                keys = np.ascontiguousarray(keys, dtype=np.uint32)
+                keys.tofile(keys_file)
+                sizes_parts.append(sizes)
+                sfp_parts.append(set_fingerprints(ShingleSets(offsets, keys), threads=1))
+    fps = concat(seen.fp_parts, np.uint64)
+    arrays = {
+        "fp": fps,
+        "len": concat(seen.len_parts, np.int64),
+        "rec": concat(seen.rec_parts, np.int64),
+        "src": concat(seen.src_parts, np.int32),
+    }
+    no_shingles = 0
+    if verify:
+        sizes = concat(sizes_parts, np.int64)
+        koff = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=koff[1:])
+        arrays.update(koff=koff, sfp=concat(sfp_parts, np.uint64))
+        no_shingles = int(np.count_nonzero(sizes == 0))
+    arrays["idh"] = hash_ids(seen.ids)  # for ids repeated across shards
+    nbytes = _save(out, **arrays)
+    with open(os.path.join(out, "ids.pkl"), "wb") as f:
+        pickle.dump(seen.ids, f, protocol=pickle.HIGHEST_PROTOCOL)
+    nbytes += os.path.getsize(os.path.join(out, "ids.pkl"))
+    nbytes += os.path.getsize(os.path.join(out, "keys.u32"))
+    return {"n": len(fps), "bad": bad_records, "bytes": nbytes, "no_shingles": no_shingles}
+
+
+def repeated_ids(out: str, work: str, plan: DedupPlan, sizes: list[int]) -> list[list[Any]]:
+    """Ids that repeat an id of an earlier shard, as ``[shard, place, source, line, message]``
+    in input order (a shard's own repeats were refused by its scan). Runs in one task over the
+    ids' 8-byte hashes."""
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    hashes = concat([load(work, "scan", s, "idh") for s in range(len(sizes))], np.uint64)
+    order = np.argsort(hashes, kind="stable")
+    h = hashes[order]
+    same = np.flatnonzero(h[1:] == h[:-1])
+    if len(same) == 0:
+        return []
+    docs = np.unique(np.concatenate([order[same], order[same + 1]]))
+    cache: dict[int, list[Any]] = {}
+
+    def where(p: int) -> tuple[int, int]:
+        s = int(np.searchsorted(offsets, p, side="right") - 1)
+        return s, p - int(offsets[s])
+
+    def ident(p: int) -> Any:
+        s, j = where(p)
+        if s not in cache:
+            cache[s] = load_ids(work, s)
+        return cache[s][j]
+
+    first: dict[Any, int] = {}
+    found = []
+    for p in docs.tolist():  # only the documents whose id hash is shared
+        k = first.setdefault(id_key(ident(p)), p)
+        if k != p:
+            s, j = where(p)
+            fs, fj = where(k)
+            src, rec = load(work, "scan", s, "src"), load(work, "scan", s, "rec")
+            fsrc, frec = load(work, "scan", fs, "src"), load(work, "scan", fs, "rec")
+            msg = (
+                f"duplicate id {ident(p)!r} (first at {plan.files[int(fsrc[fj])].path}:"
+                f"{int(frec[fj])}); ids must be unique: choose another --id-field or use "
+                "--skip-bad"
+            )
+            found.append([s, j, plan.files[int(src[j])].path, int(rec[j]), msg])
+    return found
+
+
+def drop_docs(out: str, work: str, plan: DedupPlan, s: int, places: list[int]) -> dict[str, Any]:
+    """Shard ``s``'s spill without the documents at ``places`` (ids repeated across shards,
+    skipped as bad)."""
+    keep = np.ones(len(load(work, "scan", s, "fp")), dtype=bool)
+    keep[places] = False
+    names = ("fp", "len", "rec", "src", "idh")
+    arrays = {k: np.asarray(load(work, "scan", s, k))[keep] for k in names}
+    no_shingles = 0
+    if plan.verify:
+        sets = _sets(work, s)
+        sub = _subset(sets, np.flatnonzero(keep))
+        arrays.update(koff=sub.offsets, sfp=np.asarray(load(work, "scan", s, "sfp"))[keep])
+        sub.keys.tofile(os.path.join(out, "keys.u32"))
+        no_shingles = int(np.count_nonzero(sub.sizes == 0))
+    nbytes = _save(out, **arrays)
+    ids = list(itertools.compress(load_ids(work, s), keep.tolist()))
+    with open(os.path.join(out, "ids.pkl"), "wb") as f:
+        pickle.dump(ids, f, protocol=pickle.HIGHEST_PROTOCOL)
+    return {"n": int(keep.sum()), "bad": [], "bytes": nbytes, "no_shingles": no_shingles}
+
+
+# ------------------------------------------------------------------------------ candidates
+def _sets(work: str, s: int) -> ShingleSets:
+    """Shard ``s``'s shingle sets, the keys memory-mapped."""
+    koff = load(work, "scan", s, "koff")
+    n = int(koff[-1])
+    if n == 0:  # an empty file cannot be mapped
+        return ShingleSets(koff, np.zeros(0, dtype=np.uint32))
+    path = os.path.join(work, "scan", str(s), "keys.u32")
+    return ShingleSets(koff, np.memmap(path, dtype=np.uint32, mode="r", shape=(n,)))
+
+
+def _subset(sets: ShingleSets, idx: np.ndarray) -> ShingleSets:
+    """The sets at ``idx`` (ascending), copied into memory."""
+    starts = np.asarray(sets.offsets[idx], dtype=np.int64)
+    sizes = np.asarray(sets.offsets[idx + 1], dtype=np.int64) - starts
+    offsets = np.zeros(len(idx) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    if offsets[-1] == 0:
+        return ShingleSets(offsets, np.zeros(0, dtype=np.uint32))
+    lo, hi = int(starts.min()), int((starts + sizes).max())
+    window = np.asarray(sets.keys[lo:hi])
+    at = np.repeat(starts - lo - offsets[:-1], sizes) + np.arange(offsets[-1], dtype=np.int64)
+    return ShingleSets(offsets, np.ascontiguousarray(window[at]))
+
+
+def _gather_sets(work: str, offsets: np.ndarray, pos: np.ndarray) -> ShingleSets:
+    """The shingle sets of the documents at global positions ``pos`` (ascending), from their
+    shards' spills."""
+    shard = np.searchsorted(offsets, pos, side="right") - 1
+    parts = []
+    for s in np.unique(shard).tolist():
+        parts.append(_subset(_sets(work, s), pos[shard == s] - offsets[s]))
+    sizes = concat([np.diff(p.offsets) for p in parts], np.int64)
+    out = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out[1:])
+    return ShingleSets(out, concat([p.keys for p in parts], np.uint32))
+
+
+def _gather(work: str, offsets: np.ndarray, pos: np.ndarray, name: str, dtype: Any) -> np.ndarray:
+    """Array ``name`` of the scan spills at global positions ``pos`` (ascending)."""
+    shard = np.searchsorted(offsets, pos, side="right") - 1
+    parts = [
+        np.asarray(load(work, "scan", s, name))[pos[shard == s] - offsets[s]]
+        for s in np.unique(shard).tolist()
+    ]
+    return concat(parts, dtype)
+
+
+def split_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, sp: ShardPlan) -> int:
+    """Shard ``s``'s search fingerprints (verified: set fingerprints of documents with
+    shingles) bucketed for each table group of ``sp``; returns the bytes written."""
+    fp, pos = _search_fps(work, plan, s, offset)
+    nbytes = 0
+    for g in range(len(sp.groups)):
+        sid = shard_ids(fp, sp, g)
+        order = np.argsort(sid, kind="stable")
+        cuts = np.searchsorted(sid[order], np.arange(sp.n_shards + 1)).astype(np.int64)
+        nbytes += _save(out, **{f"v{g}": fp[order], f"p{g}": pos[order], f"c{g}": cuts})
+    return nbytes
+
+
+def _search_fps(work: str, plan: DedupPlan, s: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shard ``s``'s search fingerprints and their global positions (verified: the set
+    fingerprints of the documents with shingles; else every document's fingerprint)."""
+    if plan.verify:
+        pos = np.flatnonzero(np.diff(load(work, "scan", s, "koff")) > 0)
+        fp = np.asarray(load(work, "scan", s, "sfp"))[pos]
+    else:
+        fp = np.asarray(load(work, "scan", s, "fp"))
+        pos = np.arange(len(fp))
+    return fp, pos.astype(np.int64) + np.int64(offset)
+
+
+def search_task(out: str, work: str, plan: DedupPlan, offsets: list[int], threads: int) -> dict:
+    """Every candidate pair (fingerprint-only: cluster edges) in one task, by the search the
+    one-process job uses (:func:`neardup.core.search.find_all`, its cost model's scheme): for
+    corpora whose search fingerprints fit one task."""
+    parts = [_search_fps(work, plan, s, offsets[s]) for s in range(len(offsets) - 1)]
+    fp, pos = concat([p[0] for p in parts], np.uint64), concat([p[1] for p in parts], np.int64)
+    if plan.verify:
+        pairs = pos[find_all(fp, plan.distance, plan.blocks, threads=threads)].reshape(-1, 2)
+    else:
+        labels = find_clusters(fp, plan.distance, plan.blocks, threads=threads)
+        linked = np.flatnonzero(labels != np.arange(len(fp)))
+        pairs = np.stack([pos[labels[linked]], pos[linked]], axis=1).reshape(-1, 2)
+    return {"pairs": len(pairs), "bytes": _save(out, pairs=pairs), "moved": 0}
+
+
+def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, sp: ShardPlan, g: int,
+               b: int) -> dict[str, int]:  # fmt: skip
+    """Candidate pairs (fingerprint-only dedup: cluster edges) of bucket ``b`` of group ``g``,
+    from every shard's split, as global positions."""
+    pieces = []
+    for s in range(n_shards):
+        c = load(work, "split", s, f"c{g}")
+        lo, hi = int(c[b]), int(c[b + 1])
+        pieces.append(
+            (load(work, "split", s, f"v{g}")[lo:hi], load(work, "split", s, f"p{g}")[lo:hi])
+        )
+    moved = sum(len(v) for v, _ in pieces) * 16
+    pairs = shard_pairs(pieces, sp, g) if plan.verify else shard_edges(pieces, sp, g)
+    return {"pairs": len(pairs), "bytes": _save(out, pairs=pairs), "moved": moved}
+
+
+def verify_task(
+    out: str, work: str, plan: DedupPlan, offsets: list[int], task: str, lo: int, hi: int
+) -> dict[str, int]:
+    """Exact Jaccard of candidate pairs ``lo`` to ``hi`` of a search task, the keys read from
+    both documents' shards; keeps the pairs that reach the threshold."""
+    pairs = np.asarray(load(work, "pairs", task, "pairs")[lo:hi])
+    if len(pairs) == 0:
+        return {"pairs": 0, "bytes": _save(out, pairs=pairs, jac=np.zeros(0))}
+    pos = np.unique(pairs)
+    sets = _gather_sets(work, np.asarray(offsets, dtype=np.int64), pos)
+    jac = pair_jaccard(sets, np.searchsorted(pos, pairs), threads=1)
+    ok = jac >= plan.threshold - _SLACK
+    return {"pairs": int(ok.sum()), "bytes": _save(out, pairs=pairs[ok], jac=jac[ok])}
+
+
+# ---------------------------------------------------------------------------------- decide
+def components_task(out: str, work: str, stage: str, tasks: list[str], per_task: int) -> int:
+    """Connected components of the edges of ``tasks`` (of ``stage``), cut into groups of about
+    ``per_task`` documents (whole components); writes each group's documents and edges and
+    returns the number of groups."""
+    edges = concat([np.asarray(load(work, stage, t, "pairs")) for t in tasks], np.int64)
+    edges = edges.reshape(-1, 2)
+    nodes, roots = components(edges)
+    if len(nodes) == 0:
+        return 0
+    order = np.lexsort((nodes, roots))
+    r = roots[order]
+    head = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
+    cum = np.arange(len(r))
+    group_of_head = cum[head] // max(1, per_task)
+    _, group_of_head = np.unique(group_of_head, return_inverse=True)
+    comp = np.cumsum(np.r_[True, r[1:] != r[:-1]]) - 1
+    group_sorted = group_of_head[comp]
+    group = np.empty(len(nodes), dtype=np.int64)
+    group[order] = group_sorted
+    edge_group = group[np.searchsorted(nodes, edges[:, 0])]
+    k = int(group.max()) + 1
+    for t in range(k):
+        _save(out, **{f"n{t}": nodes[group == t], f"e{t}": edges[edge_group == t]})
+    return k
+
+
+def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], k: int) -> dict[str, int]:
+    """The decisions for one group of components: every member of a cluster of two or more as
+    a row ``(label, pos, survivor, jaccard)`` sorted by label then position, and the dropped
+    positions, ascending."""
+    nodes = np.asarray(load(work, "components", "all", f"n{k}"))
+    edges = np.asarray(load(work, "components", "all", f"e{k}"))
+    off = np.asarray(offsets, dtype=np.int64)
+    local = np.searchsorted(nodes, edges)
+    n = len(nodes)
+    lens = _gather(work, off, nodes, "len", np.int64)
+    pos = np.arange(n, dtype=np.int64)
+    if plan.verify:
+        sets = _gather_sets(work, off, nodes)
+        sfp = _gather(work, off, nodes, "sfp", np.uint64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            d = decide_verified(sets, sfp, plan.threshold, pairs=local, keep=plan.keep,
+                                lengths=lens, threads=1)  # fmt: skip
+        surv = np.where(d.kept_for < 0, pos, d.kept_for)
+        jac = np.where(d.kept_for < 0, 1.0, d.jaccard)
+    else:
+        _, roots = components(local)  # every node is in an edge: roots[i] is node i's root
+        surv = roots.copy()
+        if plan.keep == "longest":
+            order = np.lexsort((pos, -lens, roots))
+            head = np.r_[True, roots[order][1:] != roots[order][:-1]]
+            best = np.empty(n, dtype=np.int64)
+            best[roots[order][head]] = order[head]
+            surv = best[roots]
+        jac = np.full(n, np.nan)
+    label = pos.copy()
+    np.minimum.at(label, surv, pos)
+    label = label[surv]
+    size = np.bincount(label, minlength=n)
+    member = size[label] >= 2
+    rows = np.flatnonzero(member)
+    rows = rows[np.lexsort((rows, label[rows]))]
+    nbytes = _save(out, label=nodes[label[rows]], pos=nodes[rows], surv=nodes[surv[rows]],
+                   jac=jac[rows], drop=nodes[surv != pos])  # fmt: skip
+    return {"dropped": int(np.count_nonzero(surv != pos)), "bytes": nbytes}
+
+
+def input_bytes(plan: DedupPlan) -> int:
+    """Total size of the inputs as stored."""
+    return sum(input_size(f.path) for f in plan.files)

@@ -1,0 +1,286 @@
+"""Dedup as stages over shards: the same outputs, byte for byte, for every shard size, thread
+count and executor as the one-process job, and the decisions of the naive rule."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import naive
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from neardup import dedup
+from neardup.core.verify import distance_for_threshold, priority_order
+from neardup.errors import InputError
+from neardup.fingerprints import Fingerprinter
+from neardup.io.sources import InputPath
+from neardup.pipeline import staged
+from neardup.pipeline.plan import build_plan
+
+WORDS = ["apple", "berry", "cherry", "date", "elder", "fig", "grape"]
+ROOT = Path(__file__).resolve().parents[1]
+_MAIN = [sys.executable, "-c", "from neardup.cli.main import main; main()"]
+
+
+def _write(path: Path, docs: list[str], ids: list | None = None) -> None:
+    ids = ids if ids is not None else [f"d{i}" for i in range(len(docs))]
+    path.write_text("".join(json.dumps({"id": k, "text": t}) + "\n" for k, t in zip(ids, docs)))
+
+
+def _outputs(where: Path, tag: str) -> dict:
+    return {
+        "output": where / f"{tag}.jsonl",
+        "clusters": where / f"{tag}.clusters",
+        "drop_list": where / f"{tag}.drop",
+    }
+
+
+def _read(outs: dict) -> list[bytes]:
+    return [Path(p).read_bytes() for p in outs.values()]
+
+
+def _naive_kept(docs: list[str], threshold: float, keep: str, verify: bool) -> list[bool]:
+    """The decisions by the brute-force rules of tests/naive.py."""
+    if not verify:
+        fps = Fingerprinter().fingerprint_many(docs)
+        labels = naive.find_clusters(fps, 6)
+        lens = np.array([len(d) for d in docs])
+        best = {}
+        for i in priority_order(len(docs), keep, lens).tolist():
+            best.setdefault(int(labels[i]), i)
+        return [best[int(labels[i])] == i for i in range(len(docs))]
+    f = Fingerprinter().features_many(docs)
+    sets = naive.csr_to_sets(f.offsets, f.keys)
+    fps = [naive.set_minhash(x) for x in sets]
+    order = priority_order(len(docs), keep, [len(d) for d in docs])
+    d = distance_for_threshold(threshold)
+    kept_for, _ = naive.decide_verified(sets, fps, threshold, order, distance=d)
+    return [k < 0 for k in kept_for]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.lists(st.sampled_from(WORDS), min_size=0, max_size=12).map(" ".join),
+        min_size=1,
+        max_size=30,
+    ),
+    st.integers(1, 12),
+    st.integers(1, 3),
+    st.sampled_from([0.5, 0.8, 1.0]),
+    st.sampled_from(["first", "longest"]),
+    st.booleans(),
+    st.sampled_from([None, 2, 5]),
+)
+def test_staged_matches_job_and_naive(docs, shard_docs, threads, threshold, keep, verify, bucket):
+    """``bucket``: fingerprints per search bucket (None: one search task; else the search is
+    split into buckets of each table group, as for a large corpus)."""
+    docs = docs + docs[:3]  # exact copies too
+    with tempfile.TemporaryDirectory() as tmp, _buckets(bucket):
+        where = Path(tmp)
+        _write(where / "in.jsonl", docs)
+        src = [InputPath(where / "in.jsonl")]
+        kw = dict(threshold=threshold, keep=keep, verify=verify)
+        one, outs = _outputs(where, "one"), _outputs(where, "staged")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            ref = dedup(src, **kw, **one)
+            got = dedup(src, **kw, **outs, shard_docs=shard_docs, threads=threads)
+        assert _read(outs) == _read(one)
+        assert got.kept.tolist() == ref.kept.tolist()
+        assert got.kept.tolist() == _naive_kept(docs, threshold, keep, verify)
+        assert got.labels.tolist() == ref.labels.tolist()
+        assert got.summary()["dropped"] == ref.summary()["dropped"]
+
+
+@contextlib.contextmanager
+def _buckets(size: int | None):
+    """Search buckets of ``size`` fingerprints (None: as configured)."""
+    saved = staged.ONE_TASK_SEARCH, staged.SEARCH_PER_SHARD_DOC
+    if size is not None:
+        staged.ONE_TASK_SEARCH, staged.SEARCH_PER_SHARD_DOC = size, 0
+    try:
+        yield
+    finally:
+        staged.ONE_TASK_SEARCH, staged.SEARCH_PER_SHARD_DOC = saved
+
+
+def test_shards_cut_a_file_after_line_ends(tmp_path):
+    docs = [" ".join(WORDS[: 1 + i % 7]) for i in range(50)]
+    _write(tmp_path / "in.jsonl", docs)
+    plan = build_plan([InputPath(tmp_path / "in.jsonl")], shard_docs=7)
+    data = (tmp_path / "in.jsonl").read_bytes()
+    assert len(plan.shards) > 3
+    assert plan.shards[0].start == 0 and plan.shards[-1].end == len(data)
+    for a, b in zip(plan.shards, plan.shards[1:]):
+        assert a.end == b.start and data[a.end - 1 : a.end] == b"\n"
+
+
+def test_repeated_ids_across_shards(tmp_path):
+    docs = [f"{w} one two three" for w in WORDS] * 2
+    ids = [f"k{i}" for i in range(len(docs))]
+    ids[10] = "k2"  # repeats an id of the first shard
+    _write(tmp_path / "in.jsonl", docs, ids)
+    src = [InputPath(tmp_path / "in.jsonl")]
+    with pytest.raises(InputError, match=r"in.jsonl:11: duplicate id 'k2' \(first at .*:3\)"):
+        dedup(src, shard_docs=3, output=tmp_path / "x.jsonl")
+    assert not (tmp_path / "x.jsonl").exists()
+    bad: list[str] = []
+    one, outs = _outputs(tmp_path, "one"), _outputs(tmp_path, "staged")
+    ref = dedup(src, skip_bad=True, **one)
+    got = dedup(src, skip_bad=True, on_bad=lambda e: bad.append(str(e)), shard_docs=3, **outs)
+    assert _read(outs) == _read(one)
+    assert got.skipped == ref.skipped == 1 and "in.jsonl:11: duplicate id 'k2'" in bad[0]
+
+
+def test_bad_record_is_named_and_nothing_written(tmp_path):
+    lines = [json.dumps({"id": i, "text": f"{w} and more words"}) for i, w in enumerate(WORDS * 3)]
+    lines[15] = '{"id": 99, "text": '
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(InputError, match=r"in.jsonl:16: "):
+        dedup([InputPath(tmp_path / "in.jsonl")], shard_docs=4, output=out)
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------ Dask
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, dashboard_address=None, processes=True
+        )
+    with cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_dask_executor_same_bytes(client, tmp_path, verify):
+    docs = naive.text_families(120, seed=3, vocab=60, words=(8, 20))
+    _write(tmp_path / "in.jsonl", docs)
+    src = [InputPath(tmp_path / "in.jsonl")]
+    one, outs = _outputs(tmp_path, "one"), _outputs(tmp_path, "dask")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ref = dedup(src, verify=verify, **one)
+        with _buckets(16):
+            got = dedup(src, verify=verify, client=client, shard_docs=25, **outs)
+    assert _read(outs) == _read(one)
+    assert got.kept.tolist() == ref.kept.tolist() and ref.n_dropped > 0
+    with open(tmp_path / "in.jsonl", "a") as f:
+        f.write('{"id": "bad", "text": \n')
+    with pytest.raises(InputError, match=r"in.jsonl:121: "):  # from a worker, named
+        dedup(src, verify=verify, client=client, shard_docs=25, output=tmp_path / "x.jsonl")
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+# ---------------------------------------------------------------------------- restarting
+def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    cmd = [*_MAIN, "dedup", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, **kw)
+
+
+def _finished(work: Path) -> list[Path]:
+    """The scan tasks finished (renamed into place) in ``work``."""
+    found = (work / "scan").glob("*/done.json") if (work / "scan").exists() else []
+    return [p for p in found if ".tmp-" not in p.parent.name]
+
+
+def test_killed_run_resumes_from_its_work_dir(tmp_path):
+    docs = naive.text_families(4000, seed=5, vocab=200, words=(20, 40))
+    _write(tmp_path / "in.jsonl", docs)
+    src = str(tmp_path / "in.jsonl")
+    work = tmp_path / "work"
+    common = [src, "--shard-docs", "200", "--threads", "1", "-q"]
+    r = _cli(*common, "-o", str(tmp_path / "one.jsonl"), "--clusters", str(tmp_path / "one.cl"))
+    assert r.returncode == 0, r.stderr
+    args = [*common, "--work-dir", str(work), "-o", str(tmp_path / "out.jsonl"),
+            "--clusters", str(tmp_path / "out.cl")]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen([*_MAIN, "dedup", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 120
+    done = []
+    while time.monotonic() < deadline and len(done) < 3 and proc.poll() is None:
+        done = _finished(work)
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert done, "no scan task finished before the kill"
+    assert not (tmp_path / "out.jsonl").exists()
+    stamps = {p: p.stat().st_mtime_ns for p in _finished(work)}
+    r = _cli(*args)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
+    assert (tmp_path / "out.cl").read_bytes() == (tmp_path / "one.cl").read_bytes()
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())  # reused, not redone
+    # another command, or changed inputs, against the same work dir: refused in one line
+    (tmp_path / "out.jsonl").unlink()
+    r = _cli(*args, "--threshold", "0.9")
+    assert r.returncode == 2 and "holds the work of a different dedup command" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "out.jsonl").exists()
+    with open(src, "a") as f:
+        f.write(json.dumps({"id": "new", "text": "a new document"}) + "\n")
+    r = _cli(*args)
+    assert r.returncode == 2 and "inputs that changed" in r.stderr
+
+
+@pytest.mark.parametrize("kind", ["parquet", "text", "gz", "lines"])
+def test_other_inputs_same_bytes(tmp_path, kind):
+    docs = naive.text_families(60, seed=7, vocab=40, words=(6, 14), wordless=0)
+    if kind == "parquet":
+        pq = pytest.importorskip("pyarrow.parquet")
+        import pyarrow as pa
+
+        for k in range(3):
+            part = docs[k * 20 : (k + 1) * 20]
+            ids = [f"p{k}-{i}" for i in range(len(part))]
+            pq.write_table(pa.table({"id": ids, "text": part}), tmp_path / f"in{k}.parquet")
+        src, out = [InputPath(tmp_path / f"in{k}.parquet") for k in range(3)], "kept.parquet"
+    elif kind == "text":
+        (tmp_path / "dir").mkdir()
+        for i, t in enumerate(docs):
+            (tmp_path / "dir" / f"{i:03d}.txt").write_text(t)
+        src, out = [InputPath(tmp_path / "dir")], "kept"
+    elif kind == "gz":
+        import gzip
+
+        with gzip.open(tmp_path / "in.jsonl.gz", "wt") as f:
+            f.writelines(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(docs))
+        src, out = [InputPath(tmp_path / "in.jsonl.gz")], "kept.jsonl.gz"
+    else:
+        (tmp_path / "in.txt").write_text("\n".join(docs) + "\n")
+        src, out = [InputPath(tmp_path / "in.txt")], "kept.txt"
+    fmt = "lines" if kind == "lines" else "auto"
+    results = []
+    for tag, extra in (("one", {}), ("staged", {"shard_docs": 7})):
+        outs = {"output": tmp_path / tag / out, "clusters": tmp_path / f"{tag}.cl",
+                "drop_list": tmp_path / f"{tag}.drop"}  # fmt: skip
+        (tmp_path / tag).mkdir()
+        r = dedup(src, fmt=fmt, **outs, **extra)
+        results.append((r.kept.tolist(), [_tree(p) for p in outs.values()]))
+    assert results[0] == results[1] and not all(results[0][0])
+
+
+def _tree(path: Path) -> object:
+    if path.is_dir():
+        return sorted((p.name, p.read_bytes()) for p in path.iterdir())
+    if path.suffix == ".gz":
+        import gzip
+
+        return gzip.decompress(path.read_bytes())
+    return path.read_bytes()
