@@ -298,3 +298,26 @@ def test_long_bulk_add_keeps_its_lease(node):
         assert elapsed > config.REDIS_LOCK_LEASE_S  # long enough to need renewing
         assert len(set(seen)) == 1 and seen[0] is not None
         assert len(ix) == len(fps)
+
+
+def test_a_retried_lease_request_finds_its_own_lease(node):
+    """redis-py resends a command whose reply was lost (a node restarting, a timeout): the
+    resent request for the writers' lease finds this writer's own token there and takes it,
+    rather than waiting for a lease nobody else holds."""
+    url = fresh(node.url)
+    config.SERVE_WRITE_WAIT_S = 1.0
+    with RedisIndex.create(url, distance=3) as ix:
+        lease = f"{ix.name}:lock".encode()
+        real = ix._client.execute_command
+        resent = []
+
+        def reply_lost_once(*args, **kw):
+            if not resent and any(a in (lease, lease.decode()) for a in args):
+                resent.append(args[0])
+                real(*args, **kw)  # applied by Redis; its reply never arrives
+            return real(*args, **kw)
+
+        ix._client.execute_command = reply_lost_once
+        ix.add(np.array([1, 2], dtype=np.uint64), ids=[1, 2])
+        assert resent and len(ix) == 2
+        assert ix._client.get(lease) is None  # and given back after the write
