@@ -91,3 +91,19 @@ def test_no_public_name_hides_a_submodule():
 def test_modules_stay_small():
     big = {name: n for name, path in _modules() if (n := len(path.read_text().splitlines())) > 550}
     assert big == {}
+
+
+def test_a_failed_assertion_in_a_thread_fails_the_test(tmp_path):
+    """The project's pytest settings turn a thread's unhandled exception into an error."""
+    import subprocess
+    import sys
+
+    config = Path(__file__).parent.parent / "pyproject.toml"
+    (tmp_path / "test_thread.py").write_text(
+        "import threading\n\n\ndef test_t():\n"
+        "    t = threading.Thread(target=lambda: [][0])\n    t.start()\n    t.join()\n"
+    )
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(config)]
+    r = subprocess.run([*args, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout
+    assert "1 failed" in r.stdout and "IndexError" in r.stdout
