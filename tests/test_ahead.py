@@ -33,6 +33,7 @@ def _cache_lines(stdout: str, what: str) -> list[str]:
 
 
 @pytest.mark.parametrize("verify", [True, False])
+@pytest.mark.slow
 def test_child_compiles_what_the_job_then_loads(tmp_path, verify):
     data = tmp_path / "docs.jsonl"
     data.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(DOCS)))

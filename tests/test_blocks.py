@@ -191,6 +191,7 @@ def _record(draw) -> bytes:
     id_field=st.sampled_from(["id", "url", None]),
     size=st.integers(1, 300),
 )
+@pytest.mark.slow
 def test_jsonl_blocks_read_as_the_python_reader_reads_lines(
     lines, crlf, last_newline, id_field, size
 ):

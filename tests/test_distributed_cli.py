@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from cli import Result, invoke
 
+pytestmark = pytest.mark.slow  # a Dask cluster each: seconds to start
+
 
 def run(*args: str) -> Result:
     return invoke("neardup", *args, text=True)

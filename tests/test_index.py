@@ -200,6 +200,7 @@ def test_choose_index_blocks():
 
 
 @pytest.mark.scale
+@pytest.mark.slow
 def test_larger_index_matches_brute_force(tmp_path):
     rng = np.random.default_rng(7)
     base = rng.integers(0, 2**64, 20_000, dtype=np.uint64, endpoint=False)

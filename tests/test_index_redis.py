@@ -77,6 +77,7 @@ def run_sequence(url, tmp_path, ops, layout, bucket_bits, queries):
     bucket_bits=st.integers(1, 12),
     queries=fingerprints(30),
 )
+@pytest.mark.slow
 def test_one_node_matches_brute_force_and_local(
     node, tmp_path_factory, ops, layout, bucket_bits, queries
 ):
@@ -90,6 +91,7 @@ def test_one_node_matches_brute_force_and_local(
     bucket_bits=st.integers(1, 12),
     queries=fingerprints(30),
 )
+@pytest.mark.slow
 def test_cluster_matches_brute_force_and_local(
     cluster, tmp_path_factory, ops, layout, bucket_bits, queries
 ):
@@ -237,6 +239,7 @@ def test_choose_redis_layout():
 
 
 @pytest.mark.parametrize("where", ["node", "cluster"])
+@pytest.mark.slow
 def test_bulk_writes_in_many_small_rounds(request, where):
     """Adds split into many pipelines, script calls and entry batches (tiny limits) give the
     same index as one round, and an id already stored in a late batch refuses the whole add."""
@@ -269,6 +272,7 @@ def test_bulk_writes_in_many_small_rounds(request, where):
         assert len(ix) == 300
 
 
+@pytest.mark.slow
 def test_long_bulk_add_keeps_its_lease(node):
     """A bulk add running longer than the writers' lease keeps renewing it, so no other writer
     can take the index midway."""

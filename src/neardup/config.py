@@ -147,6 +147,11 @@ COMPILE_AHEAD = True
 #: 5.8 s instead of 6.6 s at load 1.3-2.1, 7.0 s instead of 5.8 s at load 2.7-2.9).
 COMPILE_AHEAD_SPARE_CPUS = 1.5
 
+#: The Python API's first call on a machine says on stderr that it compiles kernels, and about
+#: how long that takes (``neardup: compiling kernels for this machine (first run only, ~9 s)``);
+#: False: silent. ``neardup warmup`` compiles them all ahead (for container images).
+COMPILE_NOTICE = True
+
 # -- report ---------------------------------------------------------------------------------------
 
 #: Clusters whose kept and dropped texts the HTML report shows side by side (chosen at random).

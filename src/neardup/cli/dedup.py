@@ -25,8 +25,7 @@ from neardup.io.files import input_size, metered
 from neardup.io.hf import is_saved_dataset, load_saved_dataset
 from neardup.io.sources import InputPath, expand_inputs
 from neardup.io.writers import OutputSet
-from neardup.pipeline.ahead import compile_ahead
-from neardup.pipeline.stream import reads_in_blocks
+from neardup.pipeline.ahead import compile_ahead, dedup_groups
 
 PROG = "neardup dedup"
 
@@ -294,7 +293,8 @@ def dedup(
         say(f"skipped {err}")
 
     later = ["search"] if no_verify else ["search", "verify"]
-    first = ["fingerprint", *(["reader"] if dataset is None and reads_in_blocks(files) else [])]
+    groups = dedup_groups(files if dataset is None else None, not no_verify, against is not None)
+    first = [g for g in groups if g not in later]
     with contextlib.ExitStack() as stack:
         client = None
         ahead = False

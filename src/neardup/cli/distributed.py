@@ -21,6 +21,7 @@ from neardup.cli.common import (
     output_option,
     quiet_option,
 )
+from neardup.cli.style import announce_compile, plural
 from neardup.core.bits import as_fingerprints
 from neardup.core.search import cluster_groups
 from neardup.errors import InputError, holding
@@ -91,7 +92,8 @@ def _search(
         from neardup.core.search import find_all, find_clusters
 
         fp = _read_local(inputs, column)
-        rep.say(f"read {len(fp)} fingerprints in {rep.lap():.2f}s")
+        rep.say(f"read {plural(len(fp), 'fingerprint')} in {rep.lap():.2f}s")
+        announce_compile(rep.prog, ["search"], rep.quiet)
         out = find_clusters(fp, distance, blocks) if clusters else find_all(fp, distance, blocks)
         return len(fp), out
 

@@ -34,6 +34,9 @@ cli.add_command(serve)
 from neardup.cli.report import report  # noqa: E402
 
 cli.add_command(report)
+from neardup.cli.warmup import warmup  # noqa: E402
+
+cli.add_command(warmup)
 add_version(cli, "neardup")
 
 

@@ -33,7 +33,7 @@ from neardup.core.verify import (
 from neardup.errors import InputError, holding
 from neardup.io.sources import expand_inputs, is_paths, texts_and_ids
 from neardup.io.writers import OutputSet
-from neardup.pipeline.ahead import wait_ahead
+from neardup.pipeline.ahead import announce, dedup_groups, wait_ahead
 from neardup.pipeline.extra import ExtraOutput
 from neardup.pipeline.result import DedupResult
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
@@ -334,6 +334,7 @@ def dedup(
         for extra in extra_outputs:
             extra.register(outputs)
         spool = stack.enter_context(ShingleSpool()) if verify else None
+        announce(dedup_groups(files, verify, index is not None), log)
 
         t0 = time.perf_counter()
         sets: ShingleSets | None = None
