@@ -191,3 +191,13 @@ def test_progress_for_index_inputs_and_directories_for_find_all(monkeypatch, tmp
     r = invoke("neardup", "find-all", str(d), "-d", "1", "-q", text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "[0, 1]\n"
+
+
+def test_the_command_lists_are_not_cut_short():
+    from cli import invoke
+
+    for args in ([], ["index"]):
+        r = invoke("neardup", *args, "--help", text=True)
+        commands = r.stdout.split("Commands:")[1]
+        assert r.returncode == 0 and "..." not in commands, commands
+        assert len(commands.strip().splitlines()) >= 6

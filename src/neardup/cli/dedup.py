@@ -77,7 +77,7 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     return lines
 
 
-@click.command("dedup")
+@click.command("dedup", short_help="Remove near-duplicate documents.")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option(
     "-o",

@@ -141,7 +141,11 @@ def _options(f):
     return f
 
 
-@click.command("find-all", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(
+    "find-all",
+    short_help="Every pair of fingerprints within DISTANCE bits.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @_options
 def find_all_cmd(
     inputs: tuple[str, ...],
@@ -170,7 +174,11 @@ def find_all_cmd(
     rep.say(f"{len(pairs)} pairs written to {display_name(output, output=True)}")
 
 
-@click.command("clusters", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(
+    "clusters",
+    short_help="Clusters of fingerprints within DISTANCE bits.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @_options
 def clusters_cmd(
     inputs: tuple[str, ...],

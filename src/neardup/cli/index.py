@@ -128,7 +128,7 @@ def _fit_ids(ids: list[Any] | None, id_type: str | None) -> list[Any] | None:
     return ids
 
 
-@click.group("index")
+@click.group("index", short_help="A persistent index of fingerprints: add, query, remove.")
 def index() -> None:
     """A persistent index of fingerprints: add, query, remove, compact.
 
@@ -137,7 +137,7 @@ def index() -> None:
     """
 
 
-@index.command("create")
+@index.command("create", short_help="Create an empty index.")
 @click.argument("path")
 @click.option(
     "--distance",
@@ -221,7 +221,7 @@ def create_cmd(
         )
 
 
-@index.command("add")
+@index.command("add", short_help="Add documents or fingerprints to an index.")
 @click.argument("path")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @_input_options
@@ -263,7 +263,7 @@ def add_cmd(path: str, inputs: tuple[str, ...], quiet: bool, **kw: Any) -> None:
             )
 
 
-@index.command("query")
+@index.command("query", short_help="Each document's matches in an index.")
 @click.argument("path")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option("--distance", type=click.IntRange(min=0), default=None, help="Bits (inclusive).")
@@ -361,7 +361,7 @@ def _per_query(m: Any, n: int) -> list[list[tuple[Any, ...]]]:
     ]
 
 
-@index.command("remove")
+@index.command("remove", short_help="Remove entries by id.")
 @click.argument("path")
 @click.argument("ids", nargs=-1)
 @click.option("--ids-file", default=None, help="File of ids, one per line.")
@@ -429,7 +429,7 @@ def _read_ids_file(path: str) -> list[tuple[str, int | None, str]]:
     return out
 
 
-@index.command("compact")
+@index.command("compact", short_help="Merge an index's runs into one sorted base.")
 @click.argument("path")
 @click.option(
     "--compress/--no-compress",
@@ -451,7 +451,7 @@ def compact_cmd(path: str, compress: bool | None) -> None:
         )
 
 
-@index.command("info")
+@index.command("info", short_help="An index's layout, size and segments as JSON.")
 @click.argument("path")
 @click.option("--verify", is_flag=True, help="Check every file's CRC-32 (reads the whole index).")
 def info_cmd(path: str, verify: bool) -> None:

@@ -55,7 +55,7 @@ def _dataset_texts(path: str, text_field: str, id_field: str | None, wanted: set
     return n, found
 
 
-@click.command("report")
+@click.command("report", short_help="An HTML report of a dedup run.")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option(
     "--clusters",

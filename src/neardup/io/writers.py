@@ -25,8 +25,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
+from neardup._optional import require
 from neardup.errors import InputError
-from neardup.io.files import is_url
+from neardup.io.files import compression_of, is_url
 from neardup.io.filesystem import _fsync_dir, _inside, _same_file, _stat, _umask
 from neardup.io.formats import STDIO, display_name
 
@@ -140,6 +141,8 @@ class OutputSet:
             return out
         if not p:
             raise InputError("''", None, f"{what} needs a file name")
+        if kind == "file" and compression_of(p) == "zstd":  # before any work, not at the end
+            require("zstandard", "zstd", f"writing .zst files ({p})")
         real = os.path.realpath(p)
         parent = os.path.dirname(real)
         shown_parent = os.path.dirname(p) or "."
