@@ -194,8 +194,6 @@ def test_progress_for_index_inputs_and_directories_for_find_all(monkeypatch, tmp
 
 
 def test_the_command_lists_are_not_cut_short():
-    from cli import invoke
-
     for args in ([], ["index"]):
         r = invoke("neardup", *args, "--help", text=True)
         commands = r.stdout.split("Commands:")[1]

@@ -171,7 +171,7 @@ def find_all_cmd(
         with outs.open(out) as f:
             f.write(data)
         outs.commit()
-    rep.say(f"{len(pairs)} pairs written to {display_name(output, output=True)}")
+    rep.say(f"{plural(len(pairs), 'pair')} written to {display_name(output, output=True)}")
 
 
 @click.command(
@@ -206,4 +206,4 @@ def clusters_cmd(
         with outs.open(out) as f:
             f.write(format_json_rows(flat.astype(np.uint64), ptr))
         outs.commit()
-    rep.say(f"{len(groups)} clusters written to {display_name(output, output=True)}")
+    rep.say(f"{plural(len(groups), 'cluster')} written to {display_name(output, output=True)}")

@@ -31,6 +31,7 @@ from neardup.core.verify import (
     set_fingerprints,
 )
 from neardup.errors import InputError, holding
+from neardup.io.display import plural
 from neardup.io.sources import expand_inputs, is_paths, texts_and_ids
 from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import announce, dedup_groups, wait_ahead
@@ -424,7 +425,7 @@ def dedup(
             _report_no_shingles(verified, log)
         if log is not None:
             n, c = len(result), result.n_clusters
-            log(f"{n} document{'s'[: n != 1]} fingerprinted, {c} cluster{'s'[: c != 1]} found")
+            log(f"{plural(n, 'document')} fingerprinted, {plural(c, 'cluster')} found")
         if scan is not None:
             result.bytes_in = scan.bytes_in
         if index is not None and update:
