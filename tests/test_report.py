@@ -19,6 +19,7 @@ from cli import invoke
 import neardup
 from neardup.errors import InputError
 from neardup.pipeline.report import (
+    borderline,
     read_clusters,
     report_ids,
     sample_clusters,
@@ -57,6 +58,23 @@ def test_read_clusters_names_the_bad_line(tmp_path):
         read_clusters(p)
 
 
+def test_borderline_drops_are_the_nearest_the_threshold():
+    clusters = [
+        {
+            "kept": "a",
+            "members": ["a", "b", "c"],
+            "distances": [0, 9, 2],
+            "jaccards": [1, 0.81, 0.95],
+        },
+        {"kept": "d", "members": ["d", "e"], "distances": [0, 1], "jaccards": [1, 0.8]},
+    ]
+    assert borderline(clusters, 2) == [(1, 1), (0, 1)]  # Jaccard 0.80, then 0.81
+    for c in clusters:
+        del c["jaccards"]
+    assert borderline(clusters, 2) == [(0, 1), (0, 2)]  # fingerprints only: most bits apart
+    assert {"b", "a", "c"} <= report_ids(clusters, [])
+
+
 def test_sample_is_seeded_and_ids_are_kept_plus_some_dropped():
     clusters = [{"kept": i, "members": list(range(i, i + 6)), "distances": [0] * 6}
                 for i in range(0, 600, 6)]  # fmt: skip
@@ -65,7 +83,8 @@ def test_sample_is_seeded_and_ids_are_kept_plus_some_dropped():
     assert sample_clusters(clusters, 7, seed=2) != a
     assert sample_clusters(clusters[:3], 7) == [0, 1, 2]
     ids = report_ids(clusters, [0])
-    assert ids == {0, 1, 2, 3}  # the kept one and REPORT_MEMBERS = 3 dropped ones
+    near = {x for i, k in borderline(clusters, 12) for x in (clusters[i]["kept"], k + 6 * i)}
+    assert ids == {0, 1, 2, 3} | near  # kept, REPORT_MEMBERS = 3 dropped, the borderline ones
     s = summary_from_clusters(clusters[:2], 100)
     assert (s["clusters"], s["dropped"], s["kept"]) == (2, 10, 90)
 
@@ -86,6 +105,10 @@ def test_dedup_report_and_report_command_agree(tmp_path):
     for page in (a, b):
         assert "<td>174 (14.5%)</td>" in page and "<td>1,026</td>" in page
         assert page.count('<details class="cluster"') == 30
+        # the drops nearest the threshold, lowest Jaccard first, each with its diff
+        near = re.findall(r'<details class="pair"><summary>.*?Jaccard (0\.\d+)', page)
+        assert len(near) == 12 and near == sorted(near) and float(near[0]) >= 0.8
+        assert "Verified dedup: a document was dropped when the exact Jaccard" in page
         assert page.count("<svg") == 3  # cluster sizes, distances in bits, Jaccards
         assert "src=" not in page and 'href="http' not in page  # self-contained
 

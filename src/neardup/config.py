@@ -172,6 +172,10 @@ REPORT_TEXT_CHARS = 20_000
 #: Clusters listed in the report's search index (the page stays small for huge runs).
 REPORT_MAX_CLUSTERS = 50_000
 
+#: Dropped documents the report shows nearest the threshold, each against its kept document
+#: (lowest Jaccard of a verified run; most bits apart of a fingerprint-only one).
+REPORT_BORDERLINE = 12
+
 #: Rows of the report's "largest clusters" table.
 REPORT_LARGEST = 20
 

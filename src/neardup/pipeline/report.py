@@ -23,6 +23,7 @@ from neardup.io.readers import Record
 from neardup.io.writers import OutputSet, atomic_output
 
 __all__ = [
+    "borderline",
     "ReportOutput",
     "json_id",
     "read_clusters",
@@ -108,10 +109,31 @@ def sample_clusters(clusters: list[dict[str, Any]], n: int, seed: int = 0) -> li
     return sorted(rng.choice(len(clusters), size=n, replace=False).tolist())
 
 
+def borderline(clusters: list[dict[str, Any]], n: int) -> list[tuple[int, int]]:
+    """(cluster, member) positions of the ``n`` dropped documents nearest the threshold: the
+    lowest Jaccard with their kept document when the clusters carry Jaccards, else the most
+    bits apart; ties in cluster order."""
+    scored = []
+    for i, c in enumerate(clusters):
+        kept, js = json_id(c["kept"]), c.get("jaccards")
+        for k, m in enumerate(c["members"]):
+            if json_id(m) == kept:
+                continue
+            if js is not None and js[k] is not None:
+                scored.append((float(js[k]), i, k))
+            elif js is None:
+                scored.append((-float(c["distances"][k]), i, k))
+    scored.sort()
+    return [(i, k) for _, i, k in scored[:n]]
+
+
 def report_ids(clusters: list[dict[str, Any]], sample: Iterable[int]) -> set[Any]:
     """Ids whose text the report shows: each sampled cluster's kept document and its first
-    :data:`neardup.config.REPORT_MEMBERS` dropped ones."""
+    :data:`neardup.config.REPORT_MEMBERS` dropped ones, and the :func:`borderline` drops with
+    their kept documents."""
     ids: set[Any] = set()
+    for i, k in borderline(clusters, config.REPORT_BORDERLINE):
+        ids.update((json_id(clusters[i]["kept"]), json_id(clusters[i]["members"][k])))
     for i in sample:
         c = clusters[i]
         ids.add(json_id(c["kept"]))
