@@ -311,3 +311,70 @@ def test_index_drops_render_and_are_found_in_chromium(tmp_path):
         f"estimated Jaccard {row['jaccards'][1]:.3f}"
     )
     assert 'id="index-matches"' in dom.stdout
+
+
+_LAYOUT = """<script>
+var r = Array.prototype.map.call(document.querySelectorAll('.plot'), function (p) {
+  var b = p.getBoundingClientRect(); return [Math.round(b.top), Math.round(b.width)];
+});
+var pre = document.createElement('pre'); pre.id = 'layout';
+pre.textContent = JSON.stringify({plots: r, body: document.body.clientWidth});
+document.body.appendChild(pre);
+</script></body>"""
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_the_plots_share_one_row(tmp_path, width):
+    """The three histograms sit side by side at the same size, none stretched to the full
+    width (where its fonts grew to three times the others')."""
+    _, _, report = _sample_run()
+    page = tmp_path / "r.html"
+    page.write_text(open(report, encoding="utf-8").read().replace("</body>", _LAYOUT))
+    dom = _chromium(page.as_uri(), "--dump-dom", f"--window-size={width},1500")
+    assert _console(dom.stderr) == [], dom.stderr
+    got = json.loads(html.unescape(re.search(r'<pre id="layout">(.*?)</pre>', dom.stdout)[1]))
+    tops, widths = zip(*got["plots"])
+    assert len(tops) == 3 and len(set(tops)) == 1, got
+    assert max(widths) - min(widths) <= 1 and max(widths) < got["body"] / 2.5, got
+
+
+@needs_chromium
+def test_hostile_ids_and_control_characters(tmp_path):
+    """An id with <!--<script> leaves the search working; a \\x01 in a text is shown as \\x01;
+    a kept id in no cluster is said to be kept, not unknown."""
+    evil = "a<!--<script>b"
+    base = "one two three four five six seven eight nine ten eleven twelve thirteen"
+    rows = [
+        {"id": evil, "text": base + " \x01 end"},
+        {"id": "copy", "text": base + " \x01 end!"},
+        {"id": "alone", "text": "something else entirely, with other words in it"},
+    ]
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = tmp_path / "r.html"
+    r = invoke("neardup", "dedup", str(src), "-o", str(tmp_path / "k.jsonl"),
+               "--report", str(report), "-q", "--threshold", "0.5", text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    page = report.read_text()
+    assert "\x01" not in page and "\\x01" in page
+    dom = _chromium(f"{report.as_uri()}#q=copy", "--dump-dom")
+    assert _console(dom.stderr) == [], dom.stderr
+    assert "1 cluster match" in dom.stdout and "a&lt;!--&lt;script&gt;b" in dom.stdout
+    dom = _chromium(f"{report.as_uri()}#q=alone", "--dump-dom")
+    assert _console(dom.stderr) == [], dom.stderr
+    assert "was kept, having no near-duplicate" in dom.stdout
+
+
+def test_report_stays_small_at_100k_drops(tmp_path):
+    rng = np.random.default_rng(1)
+    clusters = []
+    for i in range(50_000):  # 100,000 drops in clusters of 3
+        ids = [f"document-{3 * i + k:08d}" for k in range(3)]
+        js = [1.0, *np.round(rng.uniform(0.8, 1.0, 2), 6).tolist()]
+        clusters.append({"kept": ids[0], "members": ids, "distances": [0, 4, 7], "jaccards": js})
+    texts = {c["kept"]: "word " * 400 for c in clusters[:30]}
+    path = tmp_path / "big.html"
+    n = write_report(path, summary_from_clusters(clusters, 300_000), clusters, texts,
+                     sample_clusters(clusters, 30))  # fmt: skip
+    assert 1_000_000 < n < 20_000_000
