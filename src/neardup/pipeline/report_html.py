@@ -379,10 +379,9 @@ def _borderline_section(clusters: list[dict[str, Any]], texts: Mapping[Any, str]
         js = c.get("jaccards")
         sim = f"Jaccard {float(js[k]):.3f}, " if verified else ""
         blocks.append(
-            f'<details class="pair"><summary>dropped <code>{_e(m)}</code> for '
-            f"<code>{_e(kept)}</code>: {sim}{c['distances'][k]} bits</summary>"
-            + _diff(kept, texts.get(kept), m, texts.get(m))
-            + "</details>"
+            f'<details class="pair"{" open" if not blocks else ""}><summary>dropped '
+            f"<code>{_e(m)}</code> for <code>{_e(kept)}</code>: {sim}{c['distances'][k]} bits"
+            "</summary>" + _diff(kept, texts.get(kept), m, texts.get(m)) + "</details>"
         )
     nearest = "lowest Jaccard similarity" if verified else "fingerprints most bits apart"
     return (
