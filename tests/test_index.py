@@ -24,6 +24,7 @@ from neardup.index import CorruptIndexError, Index, IndexLockedError, choose_ind
     max_segments=st.integers(2, 6),
     queries=fingerprints(max_size=30),
 )
+@pytest.mark.slow
 def test_sequences_match_brute_force(tmp_path_factory, ops, layout, max_segments, queries):
     distance, blocks = layout
     path = tmp_path_factory.mktemp("ix") / "index"

@@ -344,7 +344,9 @@ def query_cmd(
     if not quiet:
         hit = sum(1 for r in res if r)
         click.echo(
-            f"{PROG}: {plural(len(res), 'query', 'queries')}, {hit:,} with matches", err=True
+            f"{PROG}: {plural(len(res), 'query', 'queries')}, {hit:,} with matches, written to "
+            f"{display_name(output, output=True)}",
+            err=True,
         )
 
 
