@@ -17,6 +17,7 @@ import pytest
 from cli import invoke
 
 import neardup
+from neardup import config
 from neardup.errors import InputError
 from neardup.pipeline.report import (
     borderline,
@@ -82,8 +83,13 @@ def test_sample_is_seeded_and_ids_are_kept_plus_some_dropped():
     assert a == b == sorted(a) and len(set(a)) == 7
     assert sample_clusters(clusters, 7, seed=2) != a
     assert sample_clusters(clusters[:3], 7) == [0, 1, 2]
-    ids = report_ids(clusters, [0])
     near = {x for i, k in borderline(clusters, 12) for x in (clusters[i]["kept"], k + 6 * i)}
+    assert report_ids(clusters, [0]) == set(range(600))  # few: every text, for the search
+    config.REPORT_EMBED_DOCS = 100
+    try:
+        ids = report_ids(clusters, [0])
+    finally:
+        config._reset()
     assert ids == {0, 1, 2, 3} | near  # kept, REPORT_MEMBERS = 3 dropped, the borderline ones
     s = summary_from_clusters(clusters[:2], 100)
     assert (s["clusters"], s["dropped"], s["kept"]) == (2, 10, 90)
@@ -378,3 +384,19 @@ def test_report_stays_small_at_100k_drops(tmp_path):
     n = write_report(path, summary_from_clusters(clusters, 300_000), clusters, texts,
                      sample_clusters(clusters, 30))  # fmt: skip
     assert 1_000_000 < n < 20_000_000
+
+
+@needs_chromium
+def test_texts_of_any_cluster_on_demand(tmp_path):
+    """A cluster outside the random sample shows its texts from the search."""
+    _, _, report = _sample_run()
+    page = open(report, encoding="utf-8").read()
+    index = json.loads(re.search(r'id="cluster-index">(.*?)</script>', page, re.S)[1])
+    texts = json.loads(re.search(r'id="cluster-texts">(.*?)</script>', page, re.S)[1])
+    c = next(c for c in index if c["s"] < 0 and "x" not in c)  # not among the sampled
+    dropped = next(m for m in c["m"] if m != c["k"])
+    assert {str(m) for m in c["m"]} <= set(texts)
+    dom = _chromium(f"file://{os.path.abspath(report)}#q={dropped}&texts", "--dump-dom")
+    assert _console(dom.stderr) == [], dom.stderr
+    assert f"Texts of the cluster of <code>{c['k']}</code>" in dom.stdout
+    assert html.escape(texts[c["k"]][:60], quote=False) in dom.stdout

@@ -176,6 +176,12 @@ REPORT_MAX_CLUSTERS = 50_000
 #: (lowest Jaccard of a verified run; most bits apart of a fingerprint-only one).
 REPORT_BORDERLINE = 12
 
+#: Runs with at most this many documents in clusters embed the texts of every cluster (the first
+#: REPORT_EMBED_CHARS characters of each), shown on demand from the search; larger runs show
+#: the sampled and borderline clusters' texts only (the page stays small).
+REPORT_EMBED_DOCS = 5_000
+REPORT_EMBED_CHARS = 2_000
+
 #: Rows of the report's "largest clusters" table.
 REPORT_LARGEST = 20
 

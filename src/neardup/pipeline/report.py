@@ -24,6 +24,7 @@ from neardup.io.writers import OutputSet, atomic_output
 
 __all__ = [
     "borderline",
+    "embedded_ids",
     "ReportOutput",
     "json_id",
     "read_clusters",
@@ -127,11 +128,20 @@ def borderline(clusters: list[dict[str, Any]], n: int) -> list[tuple[int, int]]:
     return [(i, k) for _, i, k in scored[:n]]
 
 
+def embedded_ids(clusters: list[dict[str, Any]]) -> set[Any]:
+    """Ids whose texts the report embeds for the search to show, cluster by cluster: every
+    member's when the clusters hold at most :data:`neardup.config.REPORT_EMBED_DOCS`
+    documents, else none."""
+    if sum(len(c["members"]) for c in clusters) > config.REPORT_EMBED_DOCS:
+        return set()
+    return {json_id(m) for c in clusters for m in c["members"]}
+
+
 def report_ids(clusters: list[dict[str, Any]], sample: Iterable[int]) -> set[Any]:
     """Ids whose text the report shows: each sampled cluster's kept document and its first
     :data:`neardup.config.REPORT_MEMBERS` dropped ones, and the :func:`borderline` drops with
-    their kept documents."""
-    ids: set[Any] = set()
+    their kept documents, and the :func:`embedded_ids`."""
+    ids: set[Any] = embedded_ids(clusters)
     for i, k in borderline(clusters, config.REPORT_BORDERLINE):
         ids.update((json_id(clusters[i]["kept"]), json_id(clusters[i]["members"][k])))
     for i in sample:

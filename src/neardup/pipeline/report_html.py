@@ -18,7 +18,7 @@ import numpy as np
 from neardup import config
 from neardup._optional import require
 from neardup.io.display import size
-from neardup.pipeline.report import borderline, json_id
+from neardup.pipeline.report import borderline, embedded_ids, json_id
 
 __all__ = ["render"]
 
@@ -57,6 +57,27 @@ _JS = """
   var data = JSON.parse(document.getElementById('cluster-index').textContent);
   var box = document.getElementById('search');
   var out = document.getElementById('results');
+  var texts = JSON.parse(document.getElementById('cluster-texts').textContent);
+  var view = document.getElementById('texts'), first = -1;
+  function showTexts(i) {  // a cluster's kept text beside each dropped one, as embedded
+    var c = data[i], k = String(c.k), parts = [];
+    for (var j = 0; j < c.m.length && parts.length < 5; j++) {
+      if (String(c.m[j]) === k) continue;
+      var t = texts[c.m[j]];
+      parts.push('<h4>dropped <code>' + esc(c.m[j]) + '</code>: ' + c.d[j] + ' bits' +
+        (c.j && c.j[j] != null ? ', Jaccard ' + Number(c.j[j]).toFixed(3) : '') + '</h4>' +
+        '<table class="diff"><tr><th>kept: ' + esc(k) + '</th><th>dropped: ' + esc(c.m[j]) +
+        '</th></tr><tr><td>' + esc(texts[k] == null ? '(not found)' : texts[k]) + '</td><td>' +
+        esc(t == null ? '(not found)' : t) + '</td></tr></table>');
+    }
+    view.innerHTML = '<h3>Texts of the cluster of <code>' + esc(k) + '</code></h3>' +
+      '<p class="note">The first characters of each text, as embedded in this page.</p>' +
+      parts.join('');
+  }
+  out.addEventListener('click', function (ev) {
+    var a = ev.target.closest('a[data-c]');
+    if (a) { ev.preventDefault(); showTexts(Number(a.getAttribute('data-c'))); }
+  });
   function esc(s) {
     return String(s).replace(/[&<>"]/g, function (c) {
       return {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c];
@@ -66,6 +87,7 @@ _JS = """
     var q = box.value.trim().toLowerCase();
     if (!q) { out.innerHTML = ''; return; }
     var rows = [], shown = 0, total = 0;
+    first = -1;
     for (var i = 0; i < data.length; i++) {
       var c = data[i], hit = -1;
       for (var j = 0; j < c.m.length; j++) {
@@ -86,7 +108,9 @@ _JS = """
           Number(c.j[hit]).toFixed(3) : '');
       }
       var link = c.s >= 0 ? ' <a href="#cluster-' + c.s + '">see the texts</a>' :
-        (c.x ? ' <a href="#index-matches">in the index</a>' : '');
+        (c.x ? ' <a href="#index-matches">in the index</a>' :
+         (texts[c.k] != null ? ' <a href="#" data-c="' + i + '">show the texts</a>' : ''));
+      if (first < 0) first = i;
       rows.push('<tr><td><code>' + esc(c.m[hit]) + '</code></td><td>' + esc(who) +
         '</td><td><code>' + esc(c.k) + '</code>' + (c.x ? ' (index)' : '') +
         '</td><td class="num">' + c.m.length + '</td><td>' + link + '</td></tr>');
@@ -104,6 +128,10 @@ _JS = """
   box.addEventListener('input', show);
   var m = /[#&]q=([^&]*)/.exec(window.location.hash);
   if (m) { box.value = decodeURIComponent(m[1]); show(); }
+  // "#q=ID&texts": the texts of the first cluster found, at once
+  if (m && /[#&]texts(&|$)/.test(window.location.hash) && first >= 0 && texts[data[first].k] != null) {
+    showTexts(first);
+  }
 })();
 """
 
@@ -392,6 +420,19 @@ def _borderline_section(clusters: list[dict[str, Any]], texts: Mapping[Any, str]
     )
 
 
+def _texts_json(clusters: list[dict[str, Any]], texts: Mapping[Any, str]) -> str:
+    """The embedded texts (:func:`neardup.pipeline.report.embedded_ids`) as JSON safe inside a
+    script element: each cut at :data:`neardup.config.REPORT_EMBED_CHARS`, control characters
+    written as ``\\x01``."""
+    out = {}
+    for i in embedded_ids(clusters):
+        if texts.get(i) is not None:
+            out[str(i)] = _CONTROL.sub(
+                lambda m: f"\\x{ord(m.group()):02x}", texts[i][: config.REPORT_EMBED_CHARS]
+            )
+    return json.dumps(out, ensure_ascii=False).replace("<", "\\u003c")
+
+
 def render(
     summary: Mapping[str, Any],
     clusters: list[dict[str, Any]],
@@ -433,6 +474,7 @@ def render(
 <label for="search">Find a document by id:</label>
 <input id="search" type="search" placeholder="id, or part of it" autocomplete="off">
 <div id="results"></div>
+<div id="texts"></div>
 {f'<p class="note">The search covers the first {len(index):,} clusters ({cut:,} more not listed).</p>' if cut > 0 else ""}
 <h2>Distributions</h2>
 <div class="plots">{plots or '<p class="note">No clusters: nothing was dropped.</p>'}</div>
@@ -447,6 +489,7 @@ are <span class="diff_chg">marked</span>, <span class="diff_add">added</span> an
 <span class="diff_sub">removed</span> lines coloured.</p>
 {blocks}
 <script type="application/json" id="cluster-index">{index_json}</script>
+<script type="application/json" id="cluster-texts">{_texts_json(clusters, texts)}</script>
 <script>{_JS}</script>
 </body></html>
 """
