@@ -26,6 +26,7 @@ def pairs(qi, ci, di) -> list[tuple[int, int, int]]:
     k_less=st.integers(0, 2),
     threads=st.sampled_from([1, 3]),
 )
+@pytest.mark.slow
 def test_probe_matches_brute_force(batch, stored, layout, k_less, threads):
     distance, blocks = layout
     k = max(0, distance - k_less)
@@ -71,6 +72,7 @@ def build(path, fps, ids, compress, removed):
 
 @pytest.mark.parametrize("compress", [False, True])
 @pytest.mark.parametrize("id_kind", ["int", "str"])
+@pytest.mark.slow
 def test_batch_query_equals_the_index_query(tmp_path, compress, id_kind):
     rng = np.random.default_rng(5)
     base = rng.integers(0, 2**64, 2500, dtype=np.uint64)

@@ -191,6 +191,7 @@ def _record(draw) -> bytes:
     id_field=st.sampled_from(["id", "url", None]),
     size=st.integers(1, 300),
 )
+@pytest.mark.slow
 def test_jsonl_blocks_read_as_the_python_reader_reads_lines(
     lines, crlf, last_newline, id_field, size
 ):
@@ -200,6 +201,7 @@ def test_jsonl_blocks_read_as_the_python_reader_reads_lines(
 
 @settings(max_examples=150, deadline=None)
 @given(lines=st.lists(_record(), max_size=8), limit=st.integers(0, 40), depth=st.integers(0, 4))
+@pytest.mark.slow
 def test_size_and_depth_bounds_as_the_python_reader(lines, limit, depth):
     config.MAX_RECORD_BYTES = limit
     config.MAX_JSON_DEPTH = depth

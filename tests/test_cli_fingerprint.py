@@ -14,6 +14,7 @@ def run(*args: str, input: bytes | None = None) -> Result:
     return invoke("neardup", "fingerprint", *args, input=input)
 
 
+@pytest.mark.slow
 def test_text_files_decimal_and_reference(tmp_path):
     a = tmp_path / "a.txt"
     b = tmp_path / "b.txt"

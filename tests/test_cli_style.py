@@ -15,6 +15,7 @@ import pytest
 from cli import invoke
 
 from neardup import __version__, config
+from neardup.cli import progress
 from neardup.cli.main import cli
 from neardup.cli.progress import Progress, resolve_mode
 from neardup.cli.seed import find_all_command, find_clusters_command
@@ -144,7 +145,7 @@ def test_progress_policy(monkeypatch, tmp_path):
     quiet = invoke("neardup", "dedup", CORPUS, "-o", str(tmp_path / "q.jsonl"), "--progress",
                    "none", "--json-summary", str(tmp_path / "s.json"), text=True)  # fmt: skip
     assert not re.search(r"fingerprint \d+%", quiet.stderr) and "ETA" not in quiet.stderr
-    monkeypatch.setattr(config, "PROGRESS_BAR_DELAY", 0.0)
+    monkeypatch.setattr(progress, "BAR_DELAY", 0.0)
     bar = invoke("neardup", "fingerprint", CORPUS, "-o", str(tmp_path / "f.txt"), "--progress",
                  "bar", text=True)  # fmt: skip
     assert "fingerprint:" in bar.stderr and "%|" in bar.stderr and "B/s" in bar.stderr
@@ -191,3 +192,11 @@ def test_progress_for_index_inputs_and_directories_for_find_all(monkeypatch, tmp
     r = invoke("neardup", "find-all", str(d), "-d", "1", "-q", text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "[0, 1]\n"
+
+
+def test_the_command_lists_are_not_cut_short():
+    for args in ([], ["index"]):
+        r = invoke("neardup", *args, "--help", text=True)
+        commands = r.stdout.split("Commands:")[1]
+        assert r.returncode == 0 and "..." not in commands, commands
+        assert len(commands.strip().splitlines()) >= 6

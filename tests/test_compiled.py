@@ -14,7 +14,7 @@ import time
 import pytest
 from cli import script
 
-from neardup import compiled
+from neardup import compiled, config
 
 
 def test_cache_dir_follows_numbas_order(monkeypatch, tmp_path):
@@ -49,20 +49,49 @@ def test_nothing_writable_falls_back_to_a_per_user_temp_dir(monkeypatch, tmp_pat
 
 def test_notice_only_while_a_group_is_not_compiled(monkeypatch, tmp_path):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    cost = {g: c for g, (_, _, c) in compiled.GROUPS.items()}
     assert compiled.compile_notice(["search"]) == (
-        "compiling kernels for this machine (first run only, ~2 s)"
+        f"compiling kernels for this machine (first run only, ~{cost['search']} s)"
     )
     where = compiled.cache_dir_for(compiled.GROUPS["search"][0])
     os.makedirs(where)
     open(os.path.join(where, "tree_kernels._root-471.py311.nbi"), "wb").close()
     assert compiled.compile_notice(["search"]) is None
-    assert "~3 s" in compiled.compile_notice(["search", "fingerprint"])
+    want = cost["query"] + cost["fingerprint"]
+    assert f"~{want} s" in compiled.compile_notice(["search", "query", "fingerprint"])
     # groups compiled meanwhile by another process: the longer of the two sides
-    assert "~3 s" in compiled.compile_notice(["fingerprint"], alongside=["verify"])
-    assert "~4 s" in compiled.compile_notice(["verify", "fingerprint"], alongside=["index"])
-    assert "~1 s" in compiled.compile_notice([], alongside=["verify", "search"])
+    want = max(cost["fingerprint"], cost["verify"])
+    assert f"~{want} s" in compiled.compile_notice(["fingerprint"], alongside=["verify"])
+    assert compiled.compile_notice(["index"]) is None  # a second: not worth a line
 
 
+def test_each_group_is_announced_once_per_process(monkeypatch, tmp_path):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compiled, "_ANNOUNCED", set())
+    cost = {g: c for g, (_, _, c) in compiled.GROUPS.items()}
+    assert f"~{cost['fingerprint']} s" in compiled.first_notice(["fingerprint"])
+    assert compiled.first_notice(["fingerprint"]) is None
+    got = compiled.first_notice(["fingerprint", "reader"])  # only what the first did not name
+    assert f"~{cost['reader']} s" in got
+
+
+def test_a_dedup_announces_what_it_compiles():
+    from neardup.io.sources import InputPath, expand_inputs
+    from neardup.pipeline.ahead import dedup_groups
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = expand_inputs([InputPath(os.path.join(root, "data", "sample", "corpus.jsonl"))], "auto")
+    assert dedup_groups(None, True, False) == ["fingerprint", "search", "verify"]
+    assert dedup_groups(None, False, True) == ["fingerprint", "query", "index", "search"]
+    assert "reader" not in dedup_groups(files, True, False)  # small files: read in Python
+    config.READ_KERNEL_FROM = 0
+    try:
+        assert "reader" in dedup_groups(files, True, False)
+    finally:
+        config._reset()
+
+
+@pytest.mark.slow
 def test_first_run_says_so_once(tmp_path):
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
     args = [script("simhash-find-all"), "-d", "1", "-b", "3"]  # --blocks: the numba engine
@@ -70,7 +99,10 @@ def test_first_run_says_so_once(tmp_path):
     second = subprocess.run(args, input=b"5\n7\n", capture_output=True, env=env, timeout=600)
     assert first.returncode == second.returncode == 0
     assert first.stdout == second.stdout == b"[5, 7]\n"
-    assert b"compiling kernels for this machine (first run only, ~2 s)" in first.stderr
+    cost = compiled.GROUPS["search"][2]
+    assert (
+        f"compiling kernels for this machine (first run only, ~{cost} s)".encode() in first.stderr
+    )
     assert b"compiling" not in second.stderr
 
 
@@ -167,3 +199,47 @@ def test_every_cached_kernel_uses_the_checked_cache():
                 assert type(obj._cache).__name__ == "CheckedFunctionCache", f"{m.name}.{name}"
                 seen += 1
     assert seen > 100
+
+
+_API = """
+import neardup
+texts = ["the cat sat on the mat today", "The cat sat on the mat today!", "dogs bark"]
+neardup.dedup(texts)
+neardup.dedup(texts)
+"""
+
+
+def _nbi(cache) -> set[str]:
+    return {p.name for p in cache.rglob("*.nbi")}
+
+
+@pytest.mark.slow
+def test_warmup_compiles_what_the_commands_and_the_api_use(tmp_path):
+    """The Python API's first call says it compiles (once); after `neardup warmup` on a fresh
+    cache, no command compiles anything more and none says it does."""
+    cache = tmp_path / "cache"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+    run = lambda *a, **kw: subprocess.run(a, capture_output=True, text=True, env=env, **kw)  # noqa: E731
+    api = run(sys.executable, "-c", _API, timeout=600)
+    assert api.returncode == 0, api.stderr
+    assert api.stderr.count("neardup: compiling kernels for this machine (first run only") == 1
+    warm = run(script("neardup"), "warmup", timeout=600)
+    assert warm.returncode == 0, warm.stderr
+    assert "every kernel compiled" in warm.stderr
+    before = _nbi(cache)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sample = os.path.join(root, "data", "sample", "corpus.jsonl")
+    commands = [
+        ["dedup", sample, "-o", str(tmp_path / "kept.jsonl")],
+        ["dedup", sample, "--no-verify", "-o", str(tmp_path / "kept2.jsonl")],
+        ["fingerprint", sample, "-o", str(tmp_path / "fps.txt")],
+        ["find-all", str(tmp_path / "fps.txt"), "-o", str(tmp_path / "pairs.jsonl")],
+        ["index", "create", str(tmp_path / "ix")],
+        ["index", "add", str(tmp_path / "ix"), sample],
+        ["index", "query", str(tmp_path / "ix"), sample, "-o", str(tmp_path / "q.jsonl")],
+    ]
+    for args in commands:
+        r = run(script("neardup"), *args, timeout=600)
+        assert r.returncode == 0, r.stderr
+        assert "compiling" not in r.stderr, args
+    assert _nbi(cache) == before  # nothing compiled after the warmup

@@ -236,6 +236,7 @@ def test_dedup_temporary_file_removed_after_success_and_error(tmp_path, monkeypa
     assert _shingle_files(temp) == []
 
 
+@pytest.mark.slow
 def test_dedup_pyarrow_and_pandas():
     pa = pytest.importorskip("pyarrow")
     table = pa.table({"key": ["a", "b", "c", "d", "e"], "body": DOCS})

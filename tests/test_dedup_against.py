@@ -85,6 +85,7 @@ def contents(ix: Index) -> dict:
     keep=st.sampled_from(["first", "longest"]),
     cut=st.integers(0, 40),
 )
+@pytest.mark.slow
 def test_decisions_match_brute_force(tmp_path_factory, seed, threshold, keep, cut):
     docs = texts(80, seed)
     first, second = docs[:cut], docs[cut:]

@@ -67,7 +67,8 @@ def test_text_field_and_sample(tmp_path):
     assert json.loads(r.stdout)["dropped"] == 2
     r = run(os.path.join(SAMPLE, "corpus.jsonl"), "-o", str(out))
     assert r.returncode == 0, r.stderr
-    assert "documents read   1200" in r.stderr and "clusters" in r.stderr
+    assert "documents read   1,200" in r.stderr and "clusters" in r.stderr
+    assert f"written          {out}\n" in r.stderr  # every command names what it wrote
 
 
 def test_bad_input_errors_and_skip_bad(tmp_path):

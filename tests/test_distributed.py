@@ -26,6 +26,8 @@ import neardup  # noqa: E402
 import neardup.distributed as nd  # noqa: E402
 from neardup.distributed.plan import make_plan, split_partition  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a Dask cluster each: seconds to start
+
 SMALL = {"shard_size": 64, "partition_size": 97}
 
 

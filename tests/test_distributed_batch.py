@@ -27,6 +27,8 @@ from strategies import fingerprints  # noqa: E402
 import neardup.distributed as nd  # noqa: E402
 from neardup.index import Index  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a Dask cluster each: seconds to start
+
 
 @pytest.fixture(scope="module")
 def client():

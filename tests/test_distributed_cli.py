@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from cli import Result, invoke
 
+pytestmark = pytest.mark.slow  # a Dask cluster each: seconds to start
+
 
 def run(*args: str) -> Result:
     return invoke("neardup", *args, text=True)
@@ -85,7 +87,6 @@ def test_dedup_on_local_dask_cluster_matches_single_machine(tmp_path):
         sample,
         "-o",
         str(dask),
-        "-q",
         "--workers",
         "2",
         "--clusters",
@@ -93,6 +94,9 @@ def test_dedup_on_local_dask_cluster_matches_single_machine(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert dask.read_bytes() == local.read_bytes()
+    # the summary says where it ran, and its time counts the cluster's start-up
+    time_line = next(ln for ln in r.stderr.splitlines() if "time     " in ln)
+    assert "(on Dask (2 workers): cluster start-up " in time_line
     assert (tmp_path / "c2.jsonl").read_text() == (tmp_path / "c1.jsonl").read_text()
     assert len(local.read_text().splitlines()) < 1200  # something was dropped
     r = run(

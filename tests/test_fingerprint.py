@@ -146,6 +146,7 @@ def test_reference_near_and_far():
     assert bin(a ^ fp.fingerprint(POPE)).count("1") > 5
 
 
+@pytest.mark.slow
 def test_reference_python_path_is_bit_exact():
     # the same pipeline through the Python path (a callable tokenizer) gives the same value
     fp = Fingerprinter("reference", tokenizer=ascii_letters)
@@ -198,6 +199,7 @@ TEXTS = st.text(
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(TEXTS, max_size=12))
+@pytest.mark.slow
 def test_fingerprint_many_matches_fingerprint(texts):
     for preset in PRESETS:
         fp = Fingerprinter(preset)
@@ -206,6 +208,7 @@ def test_fingerprint_many_matches_fingerprint(texts):
 
 @settings(max_examples=60, deadline=None)
 @given(TEXTS, st.sampled_from(["count", "unique", "log"]), st.integers(1, 4))
+@pytest.mark.slow
 def test_kernel_path_equals_python_path(text, weighting, window):
     fast = Fingerprinter("default", weighting=weighting, window=window)
     slow = Fingerprinter("default", weighting=weighting, window=window, tokenizer=unicode_tokens)
@@ -308,6 +311,7 @@ OPTIONS = st.fixed_dictionaries(
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.text(alphabet=ALPHABET, max_size=60), max_size=6), OPTIONS)
+@pytest.mark.slow
 def test_kernels_match_naive_pipeline(texts, options):
     fp = Fingerprinter("default", **options)
     want = [naive_fingerprint(t, **options) for t in texts]
@@ -388,6 +392,7 @@ KIND_TEXTS = {
         {"hash": "jenkins", "weighting": "log", "shingle": "cyclic"},  # run-time choices
     ],
 )
+@pytest.mark.slow
 def test_kernel_variants_agree(options):
     # Each chunk goes through the kernel compiled for its options and kinds of text, and
     # through kernels that accept more: one for every kind, and the run-time choosing one.
@@ -411,6 +416,7 @@ def test_kernel_variants_agree(options):
             assert got == want_keys
 
 
+@pytest.mark.slow
 def test_presets_compile_only_the_stages_they_use(tmp_path):
     # A first run on ASCII text with the default preset compiles neither the normalization nor
     # the other tokenizer, hash or weighting (a fresh numba cache in a fresh process).
@@ -471,6 +477,7 @@ def _key_sets(features):
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(alphabet=ALPHABET, max_size=80), max_size=6), OPTIONS)
+@pytest.mark.slow
 def test_features_many_match_naive_pipeline(texts, options):
     fp = Fingerprinter("default", **options)
     f = fp.features_many(texts, threads=1)

@@ -24,6 +24,7 @@ def _buffer(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.text(alphabet=ALPHABET, max_size=60), max_size=6), OPTIONS, st.integers(1, 3))
+@pytest.mark.slow
 def test_utf8_buffer_fingerprints_as_str(texts, options, threads):
     fp = Fingerprinter("default", **options)
     data, offsets = _buffer(texts)

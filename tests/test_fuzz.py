@@ -199,6 +199,7 @@ def jsonl_lines(draw) -> bytes:
     ),  # fmt: skip
     skip_bad=st.booleans(),
 )
+@pytest.mark.slow
 def test_jsonl_inputs(scratch, lines, command, skip_bad):
     with tempfile.TemporaryDirectory(dir=scratch) as d:
         f = os.path.join(d, "in.jsonl")

@@ -196,3 +196,19 @@ def test_config_holds_at_most_25_documented_tunables():
         while above >= 0 and lines[above].startswith("#") and not lines[above].startswith("#:"):
             above -= 1
         assert above >= 0 and lines[above].startswith("#:"), f"{name} has no #: comment"
+
+
+def test_a_failed_assertion_in_a_thread_fails_the_test(tmp_path):
+    """The project's pytest settings turn a thread's unhandled exception into an error."""
+    import subprocess
+    import sys
+
+    config = Path(__file__).parent.parent / "pyproject.toml"
+    (tmp_path / "test_thread.py").write_text(
+        "import threading\n\n\ndef test_t():\n"
+        "    t = threading.Thread(target=lambda: [][0])\n    t.start()\n    t.join()\n"
+    )
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(config)]
+    r = subprocess.run([*args, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout
+    assert "1 failed" in r.stdout and "IndexError" in r.stdout

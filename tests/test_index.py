@@ -24,6 +24,7 @@ from neardup.index import CorruptIndexError, Index, IndexLockedError, choose_ind
     max_segments=st.integers(2, 6),
     queries=fingerprints(max_size=30),
 )
+@pytest.mark.slow
 def test_sequences_match_brute_force(tmp_path_factory, ops, layout, max_segments, queries):
     distance, blocks = layout
     path = tmp_path_factory.mktemp("ix") / "index"
@@ -200,6 +201,7 @@ def test_choose_index_blocks():
 
 
 @pytest.mark.scale
+@pytest.mark.slow
 def test_larger_index_matches_brute_force(tmp_path):
     rng = np.random.default_rng(7)
     base = rng.integers(0, 2**64, 20_000, dtype=np.uint64, endpoint=False)

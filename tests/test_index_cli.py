@@ -39,6 +39,7 @@ def test_create_add_query_remove_compact_info(tmp_path):
     out = tmp_path / "out.jsonl"
     r = run("index", "query", ix, "--fingerprints", str(q), "-o", str(out), "--distance", "1")
     assert r.returncode == 0, r.stderr
+    assert r.stderr.endswith(f"with matches, written to {out}\n")  # names what it wrote
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert rows == [
         {"id": 0, "matches": [[0, 1], [1, 1], [3, 1]]},

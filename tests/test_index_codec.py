@@ -27,6 +27,7 @@ from neardup.index.codec import CompressedTable
     max_segments=st.integers(2, 6),
     queries=fingerprints(max_size=30),
 )
+@pytest.mark.slow
 def test_compressed_sequences_match_brute_force(
     tmp_path_factory, ops, layout, max_segments, queries
 ):
@@ -161,6 +162,7 @@ def test_newer_format_and_unknown_codec_are_refused(tmp_path):
         Index.open(path)
 
 
+@pytest.mark.slow
 def test_sigkill_during_compressed_writes_reopens_committed_state(tmp_path):
     path = tmp_path / "ix"
     Index.create(path, distance=3, blocks=5, compress=True).close()

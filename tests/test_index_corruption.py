@@ -270,6 +270,7 @@ def _outside_snapshot(root: str) -> dict[str, bytes]:
     "str_ids, sketches", [(False, False), (True, False), (False, True)],
     ids=["int-ids", "str-ids", "sketches"],
 )  # fmt: skip
+@pytest.mark.slow
 def test_damaged_index_files_give_a_clear_error_or_the_right_answer(tmp_path, str_ids, sketches):
     pristine = str(tmp_path / "pristine" / "ix")
     queries, probe, qsk = _build(pristine, str_ids, sketches)

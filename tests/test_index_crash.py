@@ -9,6 +9,7 @@ from neardup.index import Index
 
 
 @pytest.mark.parametrize("sketches", [False, True], ids=["plain", "sketches"])
+@pytest.mark.slow
 def test_sigkill_at_random_points_reopens_committed_state(tmp_path, sketches):
     path = tmp_path / "ix"
     Index.create(

@@ -77,6 +77,7 @@ def run_sequence(url, tmp_path, ops, layout, bucket_bits, queries):
     bucket_bits=st.integers(1, 12),
     queries=fingerprints(30),
 )
+@pytest.mark.slow
 def test_one_node_matches_brute_force_and_local(
     node, tmp_path_factory, ops, layout, bucket_bits, queries
 ):
@@ -90,6 +91,7 @@ def test_one_node_matches_brute_force_and_local(
     bucket_bits=st.integers(1, 12),
     queries=fingerprints(30),
 )
+@pytest.mark.slow
 def test_cluster_matches_brute_force_and_local(
     cluster, tmp_path_factory, ops, layout, bucket_bits, queries
 ):
@@ -237,6 +239,7 @@ def test_choose_redis_layout():
 
 
 @pytest.mark.parametrize("where", ["node", "cluster"])
+@pytest.mark.slow
 def test_bulk_writes_in_many_small_rounds(request, where, monkeypatch):
     """Adds split into many pipelines, script calls and entry batches (tiny limits) give the
     same index as one round, and an id already stored in a late batch refuses the whole add."""
@@ -269,6 +272,7 @@ def test_bulk_writes_in_many_small_rounds(request, where, monkeypatch):
         assert len(ix) == 300
 
 
+@pytest.mark.slow
 def test_long_bulk_add_keeps_its_lease(node, monkeypatch):
     """A bulk add running longer than the writers' lease keeps renewing it, so no other writer
     can take the index midway."""
@@ -298,3 +302,26 @@ def test_long_bulk_add_keeps_its_lease(node, monkeypatch):
         assert elapsed > config.REDIS_LOCK_LEASE_S  # long enough to need renewing
         assert len(set(seen)) == 1 and seen[0] is not None
         assert len(ix) == len(fps)
+
+
+def test_a_retried_lease_request_finds_its_own_lease(node):
+    """redis-py resends a command whose reply was lost (a node restarting, a timeout): the
+    resent request for the writers' lease finds this writer's own token there and takes it,
+    rather than waiting for a lease nobody else holds."""
+    url = fresh(node.url)
+    config.SERVE_WRITE_WAIT_S = 1.0
+    with RedisIndex.create(url, distance=3) as ix:
+        lease = f"{ix.name}:lock".encode()
+        real = ix._client.execute_command
+        resent = []
+
+        def reply_lost_once(*args, **kw):
+            if not resent and any(a in (lease, lease.decode()) for a in args):
+                resent.append(args[0])
+                real(*args, **kw)  # applied by Redis; its reply never arrives
+            return real(*args, **kw)
+
+        ix._client.execute_command = reply_lost_once
+        ix.add(np.array([1, 2], dtype=np.uint64), ids=[1, 2])
+        assert resent and len(ix) == 2
+        assert ix._client.get(lease) is None  # and given back after the write

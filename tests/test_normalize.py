@@ -93,6 +93,7 @@ def _composing(tables) -> tuple[list[int], list[int]]:
     return starts, sorted(seconds)
 
 
+@pytest.mark.slow
 def test_every_composing_pair(tables):
     starts, seconds = _composing(tables)
     pairs = [chr(a) + chr(b) for a in starts for b in seconds]

@@ -17,8 +17,10 @@ import pytest
 from cli import invoke
 
 import neardup
+from neardup import config
 from neardup.errors import InputError
 from neardup.pipeline.report import (
+    borderline,
     read_clusters,
     report_ids,
     sample_clusters,
@@ -57,6 +59,23 @@ def test_read_clusters_names_the_bad_line(tmp_path):
         read_clusters(p)
 
 
+def test_borderline_drops_are_the_nearest_the_threshold():
+    clusters = [
+        {
+            "kept": "a",
+            "members": ["a", "b", "c"],
+            "distances": [0, 9, 2],
+            "jaccards": [1, 0.81, 0.95],
+        },
+        {"kept": "d", "members": ["d", "e"], "distances": [0, 1], "jaccards": [1, 0.8]},
+    ]
+    assert borderline(clusters, 2) == [(1, 1), (0, 1)]  # Jaccard 0.80, then 0.81
+    for c in clusters:
+        del c["jaccards"]
+    assert borderline(clusters, 2) == [(0, 1), (0, 2)]  # fingerprints only: most bits apart
+    assert {"b", "a", "c"} <= report_ids(clusters, [])
+
+
 def test_sample_is_seeded_and_ids_are_kept_plus_some_dropped():
     clusters = [{"kept": i, "members": list(range(i, i + 6)), "distances": [0] * 6}
                 for i in range(0, 600, 6)]  # fmt: skip
@@ -64,8 +83,14 @@ def test_sample_is_seeded_and_ids_are_kept_plus_some_dropped():
     assert a == b == sorted(a) and len(set(a)) == 7
     assert sample_clusters(clusters, 7, seed=2) != a
     assert sample_clusters(clusters[:3], 7) == [0, 1, 2]
-    ids = report_ids(clusters, [0])
-    assert ids == {0, 1, 2, 3}  # the kept one and REPORT_MEMBERS = 3 dropped ones
+    near = {x for i, k in borderline(clusters, 12) for x in (clusters[i]["kept"], k + 6 * i)}
+    assert report_ids(clusters, [0]) == set(range(600))  # few: every text, for the search
+    config.REPORT_EMBED_DOCS = 100
+    try:
+        ids = report_ids(clusters, [0])
+    finally:
+        config._reset()
+    assert ids == {0, 1, 2, 3} | near  # kept, REPORT_MEMBERS = 3 dropped, the borderline ones
     s = summary_from_clusters(clusters[:2], 100)
     assert (s["clusters"], s["dropped"], s["kept"]) == (2, 10, 90)
 
@@ -86,6 +111,10 @@ def test_dedup_report_and_report_command_agree(tmp_path):
     for page in (a, b):
         assert "<td>174 (14.5%)</td>" in page and "<td>1,026</td>" in page
         assert page.count('<details class="cluster"') == 30
+        # the drops nearest the threshold, lowest Jaccard first, each with its diff
+        near = re.findall(r'<details class="pair"(?: open)?><summary>.*?Jaccard (0\.\d+)', page)
+        assert len(near) == 12 and near == sorted(near) and float(near[0]) >= 0.8
+        assert "Verified dedup: a document was dropped when the exact Jaccard" in page
         assert page.count("<svg") == 3  # cluster sizes, distances in bits, Jaccards
         assert "src=" not in page and 'href="http' not in page  # self-contained
 
@@ -288,3 +317,86 @@ def test_index_drops_render_and_are_found_in_chromium(tmp_path):
         f"estimated Jaccard {row['jaccards'][1]:.3f}"
     )
     assert 'id="index-matches"' in dom.stdout
+
+
+_LAYOUT = """<script>
+var r = Array.prototype.map.call(document.querySelectorAll('.plot'), function (p) {
+  var b = p.getBoundingClientRect(); return [Math.round(b.top), Math.round(b.width)];
+});
+var pre = document.createElement('pre'); pre.id = 'layout';
+pre.textContent = JSON.stringify({plots: r, body: document.body.clientWidth});
+document.body.appendChild(pre);
+</script></body>"""
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_the_plots_share_one_row(tmp_path, width):
+    """The three histograms sit side by side at the same size, none stretched to the full
+    width (where its fonts grew to three times the others')."""
+    _, _, report = _sample_run()
+    page = tmp_path / "r.html"
+    page.write_text(open(report, encoding="utf-8").read().replace("</body>", _LAYOUT))
+    dom = _chromium(page.as_uri(), "--dump-dom", f"--window-size={width},1500")
+    assert _console(dom.stderr) == [], dom.stderr
+    got = json.loads(html.unescape(re.search(r'<pre id="layout">(.*?)</pre>', dom.stdout)[1]))
+    tops, widths = zip(*got["plots"])
+    assert len(tops) == 3 and len(set(tops)) == 1, got
+    assert max(widths) - min(widths) <= 1 and max(widths) < got["body"] / 2.5, got
+
+
+@needs_chromium
+def test_hostile_ids_and_control_characters(tmp_path):
+    """An id with <!--<script> leaves the search working; a \\x01 in a text is shown as \\x01;
+    a kept id in no cluster is said to be kept, not unknown."""
+    evil = "a<!--<script>b"
+    base = "one two three four five six seven eight nine ten eleven twelve thirteen"
+    rows = [
+        {"id": evil, "text": base + " \x01 end"},
+        {"id": "copy", "text": base + " \x01 end!"},
+        {"id": "alone", "text": "something else entirely, with other words in it"},
+    ]
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = tmp_path / "r.html"
+    r = invoke("neardup", "dedup", str(src), "-o", str(tmp_path / "k.jsonl"),
+               "--report", str(report), "-q", "--threshold", "0.5", text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    page = report.read_text()
+    assert "\x01" not in page and "\\x01" in page
+    dom = _chromium(f"{report.as_uri()}#q=copy", "--dump-dom")
+    assert _console(dom.stderr) == [], dom.stderr
+    assert "1 cluster match" in dom.stdout and "a&lt;!--&lt;script&gt;b" in dom.stdout
+    dom = _chromium(f"{report.as_uri()}#q=alone", "--dump-dom")
+    assert _console(dom.stderr) == [], dom.stderr
+    assert "was kept, having no near-duplicate" in dom.stdout
+
+
+def test_report_stays_small_at_100k_drops(tmp_path):
+    rng = np.random.default_rng(1)
+    clusters = []
+    for i in range(50_000):  # 100,000 drops in clusters of 3
+        ids = [f"document-{3 * i + k:08d}" for k in range(3)]
+        js = [1.0, *np.round(rng.uniform(0.8, 1.0, 2), 6).tolist()]
+        clusters.append({"kept": ids[0], "members": ids, "distances": [0, 4, 7], "jaccards": js})
+    texts = {c["kept"]: "word " * 400 for c in clusters[:30]}
+    path = tmp_path / "big.html"
+    n = write_report(path, summary_from_clusters(clusters, 300_000), clusters, texts,
+                     sample_clusters(clusters, 30))  # fmt: skip
+    assert 1_000_000 < n < 20_000_000
+
+
+@needs_chromium
+def test_texts_of_any_cluster_on_demand(tmp_path):
+    """A cluster outside the random sample shows its texts from the search."""
+    _, _, report = _sample_run()
+    page = open(report, encoding="utf-8").read()
+    index = json.loads(re.search(r'id="cluster-index">(.*?)</script>', page, re.S)[1])
+    texts = json.loads(re.search(r'id="cluster-texts">(.*?)</script>', page, re.S)[1])
+    c = next(c for c in index if c["s"] < 0 and "x" not in c)  # not among the sampled
+    dropped = next(m for m in c["m"] if m != c["k"])
+    assert {str(m) for m in c["m"]} <= set(texts)
+    dom = _chromium(f"file://{os.path.abspath(report)}#q={dropped}&texts", "--dump-dom")
+    assert _console(dom.stderr) == [], dom.stderr
+    assert f"Texts of the cluster of <code>{c['k']}</code>" in dom.stdout
+    assert html.escape(texts[c["k"]][:60], quote=False) in dom.stdout

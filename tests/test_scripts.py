@@ -85,6 +85,7 @@ def _terminated(proc: subprocess.Popen) -> str:
     return stderr
 
 
+@pytest.mark.slow
 def test_sigterm_mid_run_removes_the_shingle_spool_and_writes_nothing(tmp_path):
     big = tmp_path / "big.jsonl"
     _big_corpus(big, 200_000)

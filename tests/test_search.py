@@ -35,6 +35,7 @@ def planted(n: int, seed: int = 0) -> np.ndarray:
 
 @settings(max_examples=150, deadline=None)
 @given(fingerprints(), layouts())
+@pytest.mark.slow
 def test_find_all_matches_brute_force(fp, layout):
     distance, blocks = layout
     got = neardup.find_all(fp, distance, blocks)
@@ -44,6 +45,7 @@ def test_find_all_matches_brute_force(fp, layout):
 
 @settings(max_examples=100, deadline=None)
 @given(fingerprints(), layouts())
+@pytest.mark.slow
 def test_find_clusters_matches_brute_force(fp, layout):
     distance, blocks = layout
     np.testing.assert_array_equal(
@@ -302,6 +304,7 @@ def test_large_distances_on_families_match_brute_force(distance):
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("memory", [None, 1])
+@pytest.mark.slow
 def test_deep_trees_threads_and_lanes_agree(deep, threads, memory):
     # memory=1 byte leaves room for one partition buffer: all threads share each first block
     fp = np.concatenate([planted(6000, seed=threads), naive.families(2000, seed=7)])
@@ -388,6 +391,7 @@ def test_index_batches_search_with_the_engine(tmp_path, monkeypatch):
         np.testing.assert_array_equal(np.sort(got.id), np.sort(ids))
 
 
+@pytest.mark.slow
 def test_int64_rows_for_inputs_of_two_billion_give_the_same_pairs():
     # inputs of 2**31 fingerprints or more carry int64 rows (side bit 62 in a join)
     fp = np.concatenate([planted(3000, seed=9), naive.families(300, seed=9)])

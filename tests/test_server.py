@@ -57,6 +57,7 @@ def as_lists(corpus_ids, corpus, queries, k):
     return out
 
 
+@pytest.mark.slow
 def test_query_matches_brute_force(local):
     near = CORPUS[:200] ^ (np.uint64(1) << RNG.integers(0, 64, 200).astype(np.uint64))
     queries = np.concatenate([near, RNG.integers(0, 2**64, 100, dtype=np.uint64), CORPUS[:3]])
@@ -245,6 +246,7 @@ def test_missing_index_fails_at_start(tmp_path):
 
 
 @needs_redis
+@pytest.mark.slow
 def test_redis_node_killed_during_writes(tmp_path):
     """Writes while the Redis node is killed get 503; once it is back (AOF, fsync always) the
     service answers again without a restart and every acknowledged write is there."""
@@ -310,6 +312,7 @@ def test_redis_node_killed_during_writes(tmp_path):
 
 
 @needs_redis
+@pytest.mark.slow
 def test_replicas_over_a_redis_cluster(tmp_path):
     cluster = RedisCluster3(tmp_path / "c")
     url = cluster.url + "?name=web"

@@ -26,6 +26,7 @@ THRESHOLDS = [0.5, 0.75, 0.8, 0.9, 0.95, 1.0]
 
 @settings(max_examples=80, deadline=None)
 @given(sets=key_sets(), words=st.sampled_from([2, 3, 4, 16]))
+@pytest.mark.slow
 def test_sketches_match_the_pure_python_version(sets, words):
     offsets, keys = naive.sets_to_csr(sets)
     sk = set_sketches((offsets, keys), words, threads=1)

@@ -266,6 +266,7 @@ def check_invariants(d, sets, fps, threshold, distance, order):
     leaf=st.sampled_from([(1, 0), (2, 0), (3, 0), (5, 0), (4, 2), (2048, 64)]),
     data=st.data(),
 )
+@pytest.mark.slow
 def test_decide_verified_matches_the_rule(case, longest, leaf, data):
     sets, fps, threshold, distance = case
     n = len(sets)

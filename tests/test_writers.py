@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 
 import pytest
 
@@ -260,3 +261,19 @@ def test_outputs_that_cannot_be_put_back_are_named(tmp_path, monkeypatch):
     )
     assert (tmp_path / "a.txt").read_text() == "NEW" and (tmp_path / "b.txt").read_text() == "OLD B"
     assert not (tmp_path / "c.txt").exists()
+
+
+def test_a_zst_output_without_zstandard_fails_before_any_work(monkeypatch, tmp_path):
+    from cli import invoke
+
+    from neardup._optional import MissingDependency
+
+    monkeypatch.setitem(sys.modules, "zstandard", None)  # as if not installed
+    with pytest.raises(MissingDependency, match="zstandard"), OutputSet() as outs:
+        outs.file(tmp_path / "kept.jsonl.zst")
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"id": 1, "text": "a b c d e f"}\n')
+    r = invoke("neardup", "dedup", str(docs), "-o", str(tmp_path / "k.jsonl.zst"), text=True)
+    assert r.returncode == 2
+    assert "zstandard" in r.stderr and "documents read" not in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]

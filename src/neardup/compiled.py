@@ -32,6 +32,7 @@ __all__ = [
     "GROUPS",
     "cache_dir_for",
     "compile_notice",
+    "first_notice",
     "is_compiled",
     "njit",
     "use_writable_cache",
@@ -40,20 +41,27 @@ __all__ = [
 _ROOT = os.path.dirname(os.path.abspath(__file__))
 
 #: kernel group -> (module file, a kernel whose cache stands for the group, CPU seconds to compile
-#: what a run on a few thousand ASCII documents compiles of the group (non-ASCII text adds about
-#: 3 s of normalization), measured by bench/startup.py --breakdown on a 2-core machine)
+#: what a run on a few thousand ASCII documents compiles of the group, measured on a 2-core
+#: machine with numba's compile events, a fresh cache each: see bench/startup.py --breakdown)
 GROUPS = {
     "fingerprint": (
         os.path.join(_ROOT, "fingerprints", "_pipeline.py"),
         "_make_chunk_kernel.locals._fingerprint_chunk",
-        3,
+        4,
     ),
-    "search": (os.path.join(_ROOT, "core", "tree_kernels.py"), "_root", 2),
-    "verify": (os.path.join(_ROOT, "core", "verify_kernels.py"), "_greedy", 1),
-    "index": (os.path.join(_ROOT, "index", "_kernels.py"), "", 2),
+    "search": (os.path.join(_ROOT, "core", "tree_kernels.py"), "_root", 3),
+    "verify": (os.path.join(_ROOT, "core", "verify_kernels.py"), "_greedy", 2),
+    # an index's queries: the tree walk (not the all-pairs search's kernels)
+    "query": (os.path.join(_ROOT, "core", "tree_kernels.py"), "_walk", 10),
+    "index": (os.path.join(_ROOT, "index", "_kernels.py"), "", 1),
     "formats": (os.path.join(_ROOT, "io", "_kernels.py"), "_parse_decimal_lines", 1),
-    "reader": (os.path.join(_ROOT, "io", "_line_kernels.py"), "_parse_block", 7),
+    # the block reader of inputs of config.READ_KERNEL_FROM bytes or more, with its id and
+    # kept-line kernels
+    "reader": (os.path.join(_ROOT, "io", "_line_kernels.py"), "_parse_block", 12),
 }
+
+#: groups a notice of this process named already (each is announced once)
+_ANNOUNCED: set[str] = set()
 
 
 def _writable(path: str) -> bool:
@@ -130,9 +138,20 @@ def compile_notice(groups: list[str], alongside: list[str] = ()) -> str | None:
     are not compiled yet, else None."""
     missing = sum(GROUPS[g][2] for g in groups if not is_compiled(g))
     beside = sum(GROUPS[g][2] for g in alongside if not is_compiled(g))
-    if not missing and not beside:
+    if max(missing, beside) <= 1:  # a second or less: not worth a line
         return None
     return f"compiling kernels for this machine (first run only, ~{max(missing, beside)} s)"
+
+
+def first_notice(groups: list[str], alongside: list[str] = ()) -> str | None:
+    """:func:`compile_notice` for the groups no earlier notice of this process named (a command
+    announces, then calls the Python API, which announces only what it adds)."""
+    groups = [g for g in groups if g not in _ANNOUNCED]
+    alongside = [g for g in alongside if g not in _ANNOUNCED]
+    notice = compile_notice(groups, alongside)
+    if notice is not None:
+        _ANNOUNCED.update(groups, alongside)
+    return notice
 
 
 # -- numba's cache, checked ------------------------------------------------------------------------

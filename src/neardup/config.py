@@ -13,8 +13,14 @@ import os
 
 # -- search ---------------------------------------------------------------------------------------
 
-#: Default Hamming distance (inclusive) for the search functions and the seed tools.
+#: The three default distances, one per meaning (Hamming distance in bits, inclusive):
+#: a search for near matches (find_all, query, find-all, clusters, the seed tools) ...
 DEFAULT_DISTANCE = 3
+#: ... a fingerprint-only dedup (--no-verify) and an index's distance, for the dedup --against it
+#: serves (recall 0.88 on Jaccard >= 0.9 pairs in the evaluation) ...
+DEFAULT_DEDUP_DISTANCE = 6
+#: ... and, for a verified dedup, the candidate distance of its threshold:
+#: neardup.core.similarity.distance_for_threshold(threshold) (10 bits at the default 0.8).
 
 #: Batch search: share of the available memory the partition buffers may use when neither
 #: ``memory=`` nor ``NEARDUP_MEMORY`` says otherwise.
@@ -37,15 +43,17 @@ READ_BLOCK_BYTES = 4 << 20
 #: ... and of at least this many (fewer when that gives every thread several blocks).
 READ_BLOCK_MIN_BYTES = 256 << 10
 
-#: ``--progress bar``: seconds before a bar appears (shorter runs never show one).
-PROGRESS_BAR_DELAY = 0.5
-
 #: ``--progress log``: seconds between two progress lines.
 PROGRESS_LOG_SECONDS = 5.0
 
 #: ``neardup dedup``, first run on a machine: compile the search and verification kernels in a
 #: second process while this one fingerprints, when threads >= 2 and a CPU is idle for it.
 COMPILE_AHEAD = True
+
+#: The Python API's first call on a machine says on stderr that it compiles kernels, and about
+#: how long that takes (``neardup: compiling kernels for this machine (first run only, ~9 s)``);
+#: False: silent. ``neardup warmup`` compiles them all ahead (for container images).
+COMPILE_NOTICE = True
 
 # -- report ---------------------------------------------------------------------------------------
 

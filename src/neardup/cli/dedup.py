@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any
 
 import click
@@ -22,25 +23,29 @@ from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD,
 from neardup.core.verify import distance_for_threshold
 from neardup.errors import InputError
 from neardup.io.files import input_size, metered, spooled
+from neardup.io.formats import display_name
 from neardup.io.hf import is_saved_dataset, load_saved_dataset
 from neardup.io.sources import InputPath, expand_inputs
 from neardup.io.writers import OutputSet
-from neardup.pipeline.ahead import compile_ahead
+from neardup.pipeline.ahead import compile_ahead, dedup_groups
 from neardup.pipeline.plan import DEFAULT_SHARD_DOCS
-from neardup.pipeline.stream import reads_in_blocks
 
 PROG = "neardup dedup"
 
 
-def _summary_lines(s: dict[str, Any]) -> list[str]:
+def _summary_lines(
+    s: dict[str, Any], written: list[str] = (), dask: tuple[str, float] | None = None
+) -> list[str]:
+    """The summary on stderr: ``written``, the outputs' names; ``dask``, where the run's search
+    ran and the seconds its cluster took to start (counted in the time)."""
     sec = s["seconds"]
     docs = s["documents"]
     pct = 100.0 * s["dropped"] / docs if docs else 0.0
     lines = [
-        f"documents read   {docs}"
+        f"documents read   {docs:,}"
         + (f" ({plural(s['skipped'], 'bad record')} skipped)" if s["skipped"] else ""),
-        f"clusters         {s['clusters']} (of 2 or more near-duplicates)",
-        f"dropped          {s['dropped']} ({pct:.1f}%), kept {s['kept']}",
+        f"clusters         {s['clusters']:,} (of 2 or more near-duplicates)",
+        f"dropped          {s['dropped']:,} ({pct:.1f}%), kept {s['kept']:,}",
     ]
     against = s.get("against")
     if s["verified"]:
@@ -73,15 +78,20 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
             f"{saved(s['bytes_in'], s['bytes_out'])}"
         )
     stages = ", ".join(f"{k} {v:.2f} s" for k, v in sec.items() if k != "total")
-    rate = s["documents_per_second"]
+    total, rate = sec["total"], s["documents_per_second"]
+    if dask is not None:  # the cluster's start-up is part of what the run took
+        stages = f"{dask[0]} start-up {dask[1]:.2f} s, {stages}"
+        total += dask[1]
+        rate = round(docs / total) if total > 0 else None
     lines.append(
-        f"time             {sec['total']:.2f} s ({stages})"
-        + (f", {rate:,} documents/s" if rate else "")
+        f"time             {total:.2f} s ({stages})" + (f", {rate:,} documents/s" if rate else "")
     )
+    if written:
+        lines.append(f"written          {', '.join(written)}")
     return lines
 
 
-@click.command("dedup")
+@click.command("dedup", short_help="Remove near-duplicate documents.")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option(
     "-o",
@@ -350,7 +360,8 @@ def dedup(
         say(f"skipped {err}")
 
     later = ["search"] if no_verify else ["search", "verify"]
-    first = ["fingerprint", *(["reader"] if dataset is None and reads_in_blocks(files) else [])]
+    groups = dedup_groups(files if dataset is None else None, not no_verify, against is not None)
+    first = [g for g in groups if g not in later]
     with contextlib.ExitStack() as stack:
         client = None
         ahead = False
@@ -360,10 +371,14 @@ def dedup(
             announce_compile(PROG, first, quiet, alongside=later)
         else:
             announce_compile(PROG, [*first, *later], quiet)
+        dask = None
         if scheduler is not None or workers is not None:
             from neardup.distributed import connect
 
+            t0 = time.perf_counter()
             client = stack.enter_context(connect(scheduler, workers))
+            where = f"the cluster at {scheduler}" if scheduler else f"{plural(workers, 'worker')}"
+            dask = (f"on Dask ({where}): cluster", time.perf_counter() - t0)
         meter = stack.enter_context(metered())
         stack.callback(bar.close)
         result = run_dedup(
@@ -396,7 +411,9 @@ def dedup(
 
     summary = result.summary()
     if not quiet:
-        for line in _summary_lines(summary):
+        written = [display_name(p, output=True) for p in
+                   (output, clusters_path, drop_list, json_summary, report_path) if p]  # fmt: skip
+        for line in _summary_lines(summary, written, dask):
             click.echo(f"{PROG}: {line}", err=True)
 
 
@@ -435,17 +452,23 @@ def _staged(inputs: tuple[str, ...], output: str, clusters: str | None, drop_lis
         if not quiet:
             click.echo(f"{PROG}: {message}", err=True)
 
+    dask = None
     with contextlib.ExitStack() as stack:
         executor: Any = LocalExecutor(threads)
         if scheduler is not None or workers is not None:
             from neardup.distributed import connect
 
+            t0 = time.perf_counter()
             executor = DaskExecutor(stack.enter_context(connect(scheduler, workers)))
+            where = f"the cluster at {scheduler}" if scheduler else f"{plural(workers, 'worker')}"
+            dask = (f"on Dask ({where}): cluster", time.perf_counter() - t0)
         else:
             stack.enter_context(compile_ahead(not no_verify, threads))
         stack.callback(bar.close)
         run, _ = run_staged(plan, executor=executor, progress=bar, log=say,
                             on_bad=lambda e: say(f"skipped {e}"))  # fmt: skip
     if not quiet:
-        for line in _summary_lines(summary(plan, run)):
+        written = [display_name(p, output=True) for p in
+                   (output, clusters, drop_list, json_summary) if p]  # fmt: skip
+        for line in _summary_lines(summary(plan, run), written, dask):
             click.echo(f"{PROG}: {line}", err=True)

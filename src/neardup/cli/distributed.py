@@ -22,6 +22,7 @@ from neardup.cli.common import (
     output_option,
     quiet_option,
 )
+from neardup.cli.style import announce_compile, plural
 from neardup.core.bits import as_fingerprints
 from neardup.core.search import cluster_groups
 from neardup.errors import InputError, holding
@@ -98,7 +99,8 @@ def _search(
         from neardup.core.search import find_all, find_clusters
 
         fp = _read_local(inputs, column)
-        rep.say(f"read {len(fp)} fingerprints in {rep.lap():.2f}s")
+        rep.say(f"read {plural(len(fp), 'fingerprint')} in {rep.lap():.2f}s")
+        announce_compile(rep.prog, ["search"], rep.quiet)
         search = find_clusters if clusters else find_all
         out = search(fp, distance, blocks, device=device)
         return len(fp), out
@@ -148,7 +150,11 @@ def _options(f):
     return f
 
 
-@click.command("find-all", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(
+    "find-all",
+    short_help="Every pair of fingerprints within DISTANCE bits.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @_options
 def find_all_cmd(
     inputs: tuple[str, ...],
@@ -175,10 +181,14 @@ def find_all_cmd(
         with outs.open(out) as f:
             f.write(data)
         outs.commit()
-    rep.say(f"{len(pairs)} pairs written to {display_name(output, output=True)}")
+    rep.say(f"{plural(len(pairs), 'pair')} written to {display_name(output, output=True)}")
 
 
-@click.command("clusters", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(
+    "clusters",
+    short_help="Clusters of fingerprints within DISTANCE bits.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @_options
 def clusters_cmd(
     inputs: tuple[str, ...],
@@ -207,4 +217,4 @@ def clusters_cmd(
         with outs.open(out) as f:
             f.write(format_json_rows(flat.astype(np.uint64), ptr))
         outs.commit()
-    rep.say(f"{len(groups)} clusters written to {display_name(output, output=True)}")
+    rep.say(f"{plural(len(groups), 'cluster')} written to {display_name(output, output=True)}")

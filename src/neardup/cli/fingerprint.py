@@ -153,7 +153,7 @@ def resolve_input(in_format: str, lines: bool, field: str | None, column: str | 
     return in_format, field or column or "text"
 
 
-@click.command("fingerprint")
+@click.command("fingerprint", short_help="Fingerprint documents with 64-bit simhash.")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @fingerprint_options
 @input_options

@@ -14,7 +14,7 @@ import numpy as np
 
 from neardup.cli.common import dask_options
 from neardup.cli.progress import progress_option
-from neardup.cli.style import plural
+from neardup.cli.style import announce_compile, plural
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE
 from neardup.core.similarity import distance_for_threshold
 from neardup.core.sketch import SKETCH_WORDS, Sketches, set_sketches
@@ -65,6 +65,7 @@ def read_inputs(
     progress_mode: str = "auto",
     where: list[tuple[str, int]] | None = None,
     sketch_words: int | None = None,
+    groups: tuple[str, ...] = ("fingerprint", "index"),
 ) -> tuple[np.ndarray, list[Any] | None, Sketches | None]:
     """Fingerprints, ids and sketches of the inputs: decimal lines (ids and sketches None) or
     fingerprinted documents.
@@ -73,6 +74,7 @@ def read_inputs(
     when given, receives the (file, line) of every document, to name one in a later error.
     With ``sketch_words`` (an index with sketches) documents get the MinHash sketch of their
     shingle set, and their fingerprints are the sketches' first words (set fingerprints).
+    ``groups``: the kernels the command compiles on a first run (announced before any work).
     """
     from neardup.cli.fingerprint import fingerprint_inputs, make_fingerprinter, resolve_input
     from neardup.io.sources import InputPath, expand_inputs
@@ -82,6 +84,7 @@ def read_inputs(
     files = expand_inputs([InputPath(p) for p in inputs], in_format, one_output=False)
     inputs = tuple(f.path for f in files)
     if raw:
+        announce_compile(PROG, [g for g in groups if g != "fingerprint"], quiet)
         parts = [read_fingerprints(p) for p in inputs]
         return (np.concatenate(parts) if parts else np.zeros(0, np.uint64)), None, None
     fp = make_fingerprinter(preset, window)
@@ -93,7 +96,7 @@ def read_inputs(
 
     got, _ = fingerprint_inputs(
         PROG, fp, files, text_field, id_field, skip_bad, threads, quiet, progress_mode,
-        ("fingerprint", "index"), keys=sketch_words is not None,
+        groups, keys=sketch_words is not None,
         each=sketch if sketch_words is not None else None,
     )  # fmt: skip
     if where is not None:
@@ -125,7 +128,7 @@ def _fit_ids(ids: list[Any] | None, id_type: str | None) -> list[Any] | None:
     return ids
 
 
-@click.group("index")
+@click.group("index", short_help="A persistent index of fingerprints: add, query, remove.")
 def index() -> None:
     """A persistent index of fingerprints: add, query, remove, compact.
 
@@ -134,7 +137,7 @@ def index() -> None:
     """
 
 
-@index.command("create")
+@index.command("create", short_help="Create an empty index.")
 @click.argument("path")
 @click.option(
     "--distance",
@@ -218,7 +221,7 @@ def create_cmd(
         )
 
 
-@index.command("add")
+@index.command("add", short_help="Add documents or fingerprints to an index.")
 @click.argument("path")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @_input_options
@@ -260,7 +263,7 @@ def add_cmd(path: str, inputs: tuple[str, ...], quiet: bool, **kw: Any) -> None:
             )
 
 
-@index.command("query")
+@index.command("query", short_help="Each document's matches in an index.")
 @click.argument("path")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option("--distance", type=click.IntRange(min=0), default=None, help="Bits (inclusive).")
@@ -310,7 +313,11 @@ def query_cmd(
                     f"{'has' if ix.sketch_words else 'keeps no'} sketches; create one with "
                     "`neardup index create --threshold`)"
                 )
-            fps, ids, sketches = read_inputs(inputs, quiet=quiet, sketch_words=words, **kw)
+            local = scheduler is None and workers is None  # (else the workers query)
+            groups = ("fingerprint", "index", *(["query"] if local else []))
+            fps, ids, sketches = read_inputs(
+                inputs, quiet=quiet, sketch_words=words, groups=groups, **kw
+            )
             if threshold is not None:
                 k = distance_for_threshold(threshold) if distance is None else distance
             else:
@@ -335,11 +342,13 @@ def query_cmd(
     if not quiet:
         hit = sum(1 for r in res if r)
         click.echo(
-            f"{PROG}: {plural(len(res), 'query', 'queries')}, {hit:,} with matches", err=True
+            f"{PROG}: {plural(len(res), 'query', 'queries')}, {hit:,} with matches, written to "
+            f"{display_name(output, output=True)}",
+            err=True,
         )
 
 
-@index.command("remove")
+@index.command("remove", short_help="Remove entries by id.")
 @click.argument("path")
 @click.argument("ids", nargs=-1)
 @click.option("--ids-file", default=None, help="File of ids, one per line.")
@@ -407,7 +416,7 @@ def _read_ids_file(path: str) -> list[tuple[str, int | None, str]]:
     return out
 
 
-@index.command("compact")
+@index.command("compact", short_help="Merge an index's runs into one sorted base.")
 @click.argument("path")
 @click.option(
     "--compress/--no-compress",
@@ -438,7 +447,7 @@ def compact_cmd(path: str, compress: bool | None) -> None:
         )
 
 
-@index.command("info")
+@index.command("info", short_help="An index's layout, size and segments as JSON.")
 @click.argument("path")
 @click.option("--verify", is_flag=True, help="Check every file's CRC-32 (reads the whole index).")
 def info_cmd(path: str, verify: bool) -> None:

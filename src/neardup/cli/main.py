@@ -37,6 +37,9 @@ cli.add_command(report)
 from neardup.cli.clean import clean  # noqa: E402
 
 cli.add_command(clean)
+from neardup.cli.warmup import warmup  # noqa: E402
+
+cli.add_command(warmup)
 add_version(cli, "neardup")
 
 

@@ -25,6 +25,9 @@ from neardup.cli.style import plural, size
 
 MODES = ("auto", "bar", "log", "none")
 
+#: ``--progress bar``: seconds before a bar appears (shorter runs never show one).
+BAR_DELAY = 0.5
+
 T = TypeVar("T")
 
 
@@ -101,7 +104,7 @@ class Progress:
                 leave=False,
                 dynamic_ncols=True,
                 mininterval=0.2,
-                delay=config.PROGRESS_BAR_DELAY,
+                delay=BAR_DELAY,
             )
 
     def update(self, done_bytes: int, documents: int | None = None) -> None:
@@ -186,7 +189,7 @@ class TaskProgress:
 
                 self._bar = tqdm(total=total, desc=stage, unit="task", file=sys.stderr,
                                  leave=False, dynamic_ncols=True, mininterval=0.2,
-                                 delay=config.PROGRESS_BAR_DELAY)  # fmt: skip
+                                 delay=BAR_DELAY)  # fmt: skip
         if self._bar is not None:
             self._bar.update(done - self._bar.n)
         elif self.mode == "log" and (

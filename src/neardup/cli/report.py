@@ -90,7 +90,7 @@ def _input_texts(
     return documents, texts
 
 
-@click.command("report")
+@click.command("report", short_help="An HTML report of a dedup run.")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option(
     "--clusters",

@@ -49,7 +49,8 @@ def _load(input_: str, distance: int, blocks: int | None, rep: Reporter):
         resolve_layout(0, distance, blocks)
     values = np.unique(read_fingerprints(input_))
     read = (
-        f"read {len(values)} distinct fingerprints from {display_name(input_)} in {rep.lap():.2f}s"
+        f"read {plural(len(values), 'distinct fingerprint')} from {display_name(input_)} "
+        f"in {rep.lap():.2f}s"
     )
     if blocks is None and len(values) <= small.SMALL_INPUT and distance < 64:
         n = len(values)
@@ -86,7 +87,7 @@ def find_all_command(
             from neardup.core.search import find_all
 
             pairs = find_all(values, layout.distance, layout.blocks)
-        rep.say(f"found {len(pairs)} pairs in {rep.lap():.2f}s")
+        rep.say(f"found {plural(len(pairs), 'pair')} in {rep.lap():.2f}s")
         data = format_json_rows(values[pairs].reshape(-1), np.arange(0, 2 * len(pairs) + 1, 2))
         with outs.open(out) as f:
             f.write(data)

@@ -14,7 +14,7 @@ from neardup.fingerprints import PRESETS
 PROG = "neardup serve"
 
 
-@click.command("serve", no_args_is_help=True)
+@click.command("serve", no_args_is_help=True, short_help="Serve an index over HTTP.")
 @click.argument("index")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option(

@@ -45,7 +45,7 @@ def announce_compile(
     """Say once, before it happens, that this run compiles kernels (the first run on a
     machine), and about how long that takes (``alongside``: groups another process compiles
     meanwhile)."""
-    from neardup.compiled import compile_notice
+    from neardup.compiled import first_notice
 
-    if not quiet and (notice := compile_notice(groups, alongside)):
+    if not quiet and (notice := first_notice(groups, alongside)):
         click.echo(f"{prog}: {notice}", err=True)

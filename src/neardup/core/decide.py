@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from neardup.config import DEFAULT_DEDUP_DISTANCE
 from neardup.core.bits import as_fingerprints, popcount
 from neardup.core.search import find_clusters
 
@@ -22,8 +23,6 @@ __all__ = [
     "from_kept_for",
 ]
 
-#: Default Hamming distance for dedup (recall 0.88 on Jaccard >= 0.9 pairs in the evaluation).
-DEFAULT_DEDUP_DISTANCE = 6
 #: Default Jaccard threshold of verified dedup (documents dropped at exact Jaccard >= 0.8).
 DEFAULT_DEDUP_THRESHOLD = 0.8
 #: How the survivor of a cluster is chosen.

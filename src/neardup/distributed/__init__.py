@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from neardup._optional import require
-from neardup.config import DEFAULT_DISTANCE
+from neardup.config import DEFAULT_DEDUP_DISTANCE, DEFAULT_DISTANCE
 from neardup.distributed._dask import (
     DEFAULT_PARTITION_SIZE,
     RETRIES,
@@ -65,9 +65,6 @@ __all__ = [
     "query",
     "search",
 ]
-
-#: Default distance for dedup (the fingerprint evaluation's recommendation).
-DEFAULT_DEDUP_DISTANCE = 6
 
 
 class SearchReport(NamedTuple):

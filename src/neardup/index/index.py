@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from neardup.config import DEFAULT_DISTANCE
+from neardup.config import DEFAULT_DEDUP_DISTANCE
 from neardup.core.bits import as_fingerprints
 from neardup.core.cost import choose_query_blocks as choose_index_blocks
 from neardup.core.layout import Layout
@@ -119,8 +119,9 @@ class Index(IndexBackend):
             Directory; created if missing (with its parents), else it must be empty. A
             ``redis://host:port/db?name=NAME`` location creates the index in Redis.
         distance : int, optional
-            Largest Hamming distance (bits, inclusive) queries can ask for. Default: 3, or with
-            ``threshold`` the candidate distance of that threshold
+            Largest Hamming distance (bits, inclusive) queries can ask for. Default:
+            :data:`neardup.config.DEFAULT_DEDUP_DISTANCE` (6: dedup's, for the ``dedup --against``
+            an index serves), or with ``threshold`` the candidate distance of that threshold
             (:func:`neardup.core.similarity.distance_for_threshold`: 10 bits at 0.8).
         blocks : int, optional
             Blocks the 64 bits are split into; the index keeps ``C(blocks, distance)`` permuted
@@ -168,8 +169,8 @@ class Index(IndexBackend):
                 distance = distance_for_threshold(threshold)
         elif sketch_words is not None:
             raise ValueError("sketch_words= needs threshold= (an index for verified dedup)")
-        if distance is None:
-            distance = DEFAULT_DISTANCE
+        if distance is None:  # an index serves dedup --against: dedup's distance
+            distance = DEFAULT_DEDUP_DISTANCE
         if is_redis_url(path):
             if words is not None:
                 raise ValueError(

@@ -33,7 +33,7 @@ import numpy as np
 
 from neardup import config
 from neardup._optional import require
-from neardup.config import DEFAULT_DISTANCE
+from neardup.config import DEFAULT_DEDUP_DISTANCE
 from neardup.core.bits import as_fingerprints
 from neardup.core.layout import Layout
 from neardup.core.matches import Matches
@@ -101,7 +101,7 @@ class RedisIndex(RedisWriter, IndexBackend):
     def create(
         cls,
         url: str,
-        distance: int = DEFAULT_DISTANCE,
+        distance: int = DEFAULT_DEDUP_DISTANCE,
         blocks: int | None = None,
         *,
         expected_size: int = 1_000_000,

@@ -23,6 +23,7 @@ from neardup.core.bits import as_fingerprints
 from neardup.index import redis_store
 from neardup.index._redis_kernels import _counting_order
 from neardup.index.redis_store import (
+    _ACQUIRE,
     _APPEND_MANY,
     _APPEND_MANY_CLUSTER,
     _DROP_RECORDS,
@@ -70,7 +71,7 @@ class RedisWriter:
             self._stale.append(token)  # until released: a lost reply may have granted it
             deadline = time.monotonic() + config.SERVE_WRITE_WAIT_S
             lease_ms = int(config.REDIS_LOCK_LEASE_S * 1000)
-            while not self._call(self._client.set, self._lease, token, nx=True, px=lease_ms):
+            while not self._call(self._client.eval, _ACQUIRE, 1, self._lease, token, lease_ms):
                 if time.monotonic() > deadline:
                     raise IndexUnavailableError(
                         f"{self.path}: another writer held the index for "

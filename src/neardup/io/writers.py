@@ -26,8 +26,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
+from neardup._optional import require
 from neardup.errors import InputError
-from neardup.io.files import local_path
+from neardup.io.files import compression_of, local_path
 from neardup.io.filesystem import _fsync_dir, _inside, _same_file, _stat, _umask
 from neardup.io.formats import STDIO, display_name
 from neardup.io.leftovers import TEMP_SUFFIX, remove_leftovers, temp_prefix
@@ -180,6 +181,8 @@ class OutputSet:
             return out
         if not p:
             raise InputError("''", None, f"{what} needs a file name")
+        if kind == "file" and compression_of(p) == "zstd":  # before any work, not at the end
+            require("zstandard", "zstd", f"writing .zst files ({p})")
         real = os.path.realpath(p)
         parent = os.path.dirname(real)
         shown_parent = os.path.dirname(p) or "."

@@ -24,11 +24,11 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from neardup import compiled, config
 
-__all__ = ["WAIT_SECONDS", "compile_ahead", "wait_ahead"]
+__all__ = ["WAIT_SECONDS", "announce", "compile_ahead", "dedup_groups", "wait_ahead"]
 
 #: Compile ahead (``config.COMPILE_AHEAD``) only when the usable CPUs minus the 1-minute load
 #: average is at least this. The second process
@@ -121,6 +121,33 @@ def wait_ahead() -> None:
     """Wait until the kernels compiled ahead are in numba's cache (at once when none are)."""
     for proc in list(_pending):
         _reap(proc)
+
+
+def dedup_groups(files: list | None, verify: bool, against: bool) -> list[str]:
+    """The kernel groups (:data:`neardup.compiled.GROUPS`) a dedup of ``files`` (None: data in
+    memory) compiles on its first run."""
+    from neardup.pipeline.stream import reads_in_blocks
+
+    reader = files is not None and reads_in_blocks(files)
+    return [
+        "fingerprint",
+        *(["reader"] if reader else []),
+        *(["query", "index"] if against else []),
+        *_GROUPS[verify],
+    ]
+
+
+def announce(groups: list[str], log: Callable[[str], None] | None = None) -> None:
+    """Say, before it happens, that this call compiles kernels (a first run) and about how long
+    it takes, unless this process said so already: to ``log``, else on stderr
+    (:data:`neardup.config.COMPILE_NOTICE`)."""
+    notice = compiled.first_notice(groups)
+    if notice is None:
+        return
+    if log is not None:
+        log(notice)
+    elif config.COMPILE_NOTICE:
+        print(f"neardup: {notice}", file=sys.stderr, flush=True)
 
 
 # -- the child ------------------------------------------------------------------------------------

@@ -31,10 +31,11 @@ from neardup.core.verify import (
     set_fingerprints,
 )
 from neardup.errors import InputError, holding
+from neardup.io.display import plural
 from neardup.io.files import spooled
 from neardup.io.sources import is_paths, texts_and_ids
 from neardup.io.writers import OutputSet
-from neardup.pipeline.ahead import wait_ahead
+from neardup.pipeline.ahead import announce, dedup_groups, wait_ahead
 from neardup.pipeline.executors import DaskExecutor, LocalExecutor
 from neardup.pipeline.extra import ExtraOutput
 from neardup.pipeline.plan import DEFAULT_SHARD_DOCS, build_plan
@@ -415,6 +416,7 @@ def dedup(
         # pipes, FIFOs and /dev/stdin are read once, into temporary files read twice
         piped = stack.enter_context(spooled([f.path for f in files or []], temp_dir))
         spool = stack.enter_context(ShingleSpool(temp_dir)) if verify else None
+        announce(dedup_groups(files, verify, index is not None), log)
 
         t0 = time.perf_counter()
         sets: ShingleSets | None = None
@@ -511,7 +513,7 @@ def dedup(
             _report_no_shingles(verified, log)
         if log is not None:
             n, c = len(result), result.n_clusters
-            log(f"{n} document{'s'[: n != 1]} fingerprinted, {c} cluster{'s'[: c != 1]} found")
+            log(f"{plural(n, 'document')} fingerprinted, {plural(c, 'cluster')} found")
         if scan is not None:
             result.bytes_in = scan.bytes_in
         if index is not None and update:  # those the index holds as themselves stay as they are

@@ -23,6 +23,8 @@ from neardup.io.readers import Record
 from neardup.io.writers import OutputSet, atomic_output
 
 __all__ = [
+    "borderline",
+    "embedded_ids",
     "ReportOutput",
     "json_id",
     "read_clusters",
@@ -37,6 +39,16 @@ __all__ = [
     "write_report",
     "write_result_report",
 ]
+
+#: Dropped documents the report shows nearest the threshold, each against its kept document
+#: (lowest Jaccard of a verified run; most bits apart of a fingerprint-only one).
+REPORT_BORDERLINE = 12
+
+#: Runs with at most this many documents in clusters embed the texts of every cluster (the first
+#: REPORT_EMBED_CHARS characters of each), shown on demand from the search; larger runs show
+#: the sampled and borderline clusters' texts only (the page stays small).
+REPORT_EMBED_DOCS = 5_000
+REPORT_EMBED_CHARS = 2_000
 
 
 def json_id(v: Any) -> Any:
@@ -108,10 +120,40 @@ def sample_clusters(clusters: list[dict[str, Any]], n: int, seed: int = 0) -> li
     return sorted(rng.choice(len(clusters), size=n, replace=False).tolist())
 
 
+def borderline(clusters: list[dict[str, Any]], n: int) -> list[tuple[int, int]]:
+    """(cluster, member) positions of the ``n`` dropped documents nearest the threshold: the
+    lowest Jaccard with their kept document when the clusters carry Jaccards, else the most
+    bits apart; ties in cluster order."""
+    scored = []
+    for i, c in enumerate(clusters):
+        kept, js = json_id(c["kept"]), c.get("jaccards")
+        for k, m in enumerate(c["members"]):
+            if json_id(m) == kept:
+                continue
+            if js is not None and js[k] is not None:
+                scored.append((float(js[k]), i, k))
+            elif js is None:
+                scored.append((-float(c["distances"][k]), i, k))
+    scored.sort()
+    return [(i, k) for _, i, k in scored[:n]]
+
+
+def embedded_ids(clusters: list[dict[str, Any]]) -> set[Any]:
+    """Ids whose texts the report embeds for the search to show, cluster by cluster: every
+    member's when the clusters hold at most :data:`REPORT_EMBED_DOCS`
+    documents, else none."""
+    if sum(len(c["members"]) for c in clusters) > REPORT_EMBED_DOCS:
+        return set()
+    return {json_id(m) for c in clusters for m in c["members"]}
+
+
 def report_ids(clusters: list[dict[str, Any]], sample: Iterable[int]) -> set[Any]:
     """Ids whose text the report shows: each sampled cluster's kept document and its first
-    :data:`neardup.config.REPORT_MEMBERS` dropped ones."""
-    ids: set[Any] = set()
+    :data:`neardup.config.REPORT_MEMBERS` dropped ones, and the :func:`borderline` drops with
+    their kept documents, and the :func:`embedded_ids`."""
+    ids: set[Any] = embedded_ids(clusters)
+    for i, k in borderline(clusters, REPORT_BORDERLINE):
+        ids.update((json_id(clusters[i]["kept"]), json_id(clusters[i]["members"][k])))
     for i in sample:
         c = clusters[i]
         ids.add(json_id(c["kept"]))

@@ -18,7 +18,13 @@ import numpy as np
 from neardup import config
 from neardup._optional import require
 from neardup.io.display import size
-from neardup.pipeline.report import json_id
+from neardup.pipeline.report import (
+    REPORT_BORDERLINE,
+    REPORT_EMBED_CHARS,
+    borderline,
+    embedded_ids,
+    json_id,
+)
 
 __all__ = ["render"]
 
@@ -32,6 +38,7 @@ REPORT_INDEX_ROWS = 200
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 _NEXT_CELL = re.compile(r'<t([dh]) class="diff_next"[^>]*>.*?</t\1>', re.S)
 _COLGROUPS = re.compile(r"(\s*<colgroup></colgroup>)+")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _COLS = '<colgroup><col class="ln"><col class="tx"><col class="ln"><col class="tx"></colgroup>'
 
 _CSS = """
@@ -43,8 +50,8 @@ code{background:#f2f3f7;padding:0 3px;border-radius:3px}
 table.grid{border-collapse:collapse;margin:6px 0}table.grid td,table.grid th{border:1px solid #dde;
 padding:3px 8px;text-align:left;vertical-align:top}table.grid th{background:#f5f6fa}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
-.plots{display:flex;flex-wrap:wrap;gap:12px}.plot{flex:1 1 480px;max-width:100%}
-.plot svg{width:100%;height:auto}.note{color:#667;font-size:13px}
+.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(340px,1fr));gap:12px}
+.plot{min-width:0}.plot svg{width:100%;max-width:640px;height:auto}.note{color:#667;font-size:13px}
 #search{font-size:15px;padding:6px 10px;width:360px;max-width:100%;border:1px solid #99a;
 border-radius:4px}#results{margin-top:8px}
 table.diff{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;border-collapse:collapse;
@@ -53,8 +60,8 @@ table.diff td{padding:1px 6px;vertical-align:top;white-space:pre-wrap;overflow-w
 table.diff col.ln{width:3.2em}table.diff td.diff_header{text-align:right;color:#889;
 background:#f7f7fa}table.diff th{background:#eef;text-align:left;padding:2px 6px}
 .diff_add{background:#c8f0cc}.diff_chg{background:#fff1a8}.diff_sub{background:#ffc9c9}
-details.cluster{border:1px solid #dde;border-radius:4px;padding:4px 10px;margin:8px 0}
-details.cluster summary{cursor:pointer;font-weight:600}.hit{outline:3px solid #f5a623}
+details.cluster,details.pair{border:1px solid #dde;border-radius:4px;padding:4px 10px;
+margin:8px 0}details.cluster summary,details.pair summary{cursor:pointer;font-weight:600}.hit{outline:3px solid #f5a623}
 """
 
 # Filters the cluster index by id as the user types; "#q=ID" in the address pre-fills it.
@@ -63,6 +70,27 @@ _JS = """
   var data = JSON.parse(document.getElementById('cluster-index').textContent);
   var box = document.getElementById('search');
   var out = document.getElementById('results');
+  var texts = JSON.parse(document.getElementById('cluster-texts').textContent);
+  var view = document.getElementById('texts'), first = -1;
+  function showTexts(i) {  // a cluster's kept text beside each dropped one, as embedded
+    var c = data[i], k = String(c.k), parts = [];
+    for (var j = 0; j < c.m.length && parts.length < 5; j++) {
+      if (String(c.m[j]) === k) continue;
+      var t = texts[c.m[j]];
+      parts.push('<h4>dropped <code>' + esc(c.m[j]) + '</code>: ' + c.d[j] + ' bits' +
+        (c.j && c.j[j] != null ? ', Jaccard ' + Number(c.j[j]).toFixed(3) : '') + '</h4>' +
+        '<table class="diff"><tr><th>kept: ' + esc(k) + '</th><th>dropped: ' + esc(c.m[j]) +
+        '</th></tr><tr><td>' + esc(texts[k] == null ? '(not found)' : texts[k]) + '</td><td>' +
+        esc(t == null ? '(not found)' : t) + '</td></tr></table>');
+    }
+    view.innerHTML = '<h3>Texts of the cluster of <code>' + esc(k) + '</code></h3>' +
+      '<p class="note">The first characters of each text, as embedded in this page.</p>' +
+      parts.join('');
+  }
+  out.addEventListener('click', function (ev) {
+    var a = ev.target.closest('a[data-c]');
+    if (a) { ev.preventDefault(); showTexts(Number(a.getAttribute('data-c'))); }
+  });
   function esc(s) {
     return String(s).replace(/[&<>"]/g, function (c) {
       return {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c];
@@ -72,6 +100,7 @@ _JS = """
     var q = box.value.trim().toLowerCase();
     if (!q) { out.innerHTML = ''; return; }
     var rows = [], shown = 0, total = 0;
+    first = -1;
     for (var i = 0; i < data.length; i++) {
       var c = data[i], hit = -1;
       for (var j = 0; j < c.m.length; j++) {
@@ -92,12 +121,17 @@ _JS = """
           Number(c.j[hit]).toFixed(3) : '');
       }
       var link = c.s >= 0 ? ' <a href="#cluster-' + c.s + '">see the texts</a>' :
-        (c.x ? ' <a href="#index-matches">in the index</a>' : '');
+        (c.x ? ' <a href="#index-matches">in the index</a>' :
+         (texts[c.k] != null ? ' <a href="#" data-c="' + i + '">show the texts</a>' : ''));
+      if (first < 0) first = i;
       rows.push('<tr><td><code>' + esc(c.m[hit]) + '</code></td><td>' + esc(who) +
         '</td><td><code>' + esc(c.k) + '</code>' + (c.x ? ' (index)' : '') +
         '</td><td class="num">' + c.m.length + '</td><td>' + link + '</td></tr>');
     }
-    out.innerHTML = total === 0 ? '<p class="note">No cluster member matches.</p>' :
+    var none = '<p class="note">No cluster has a document whose id contains <code>' + esc(q) +
+      '</code>: a document of the input with this id was kept, having no near-duplicate in ' +
+      'this run (ids are matched as text, so check the spelling).</p>';
+    out.innerHTML = total === 0 ? none :
       '<p class="note">' + total + ' cluster' + (total === 1 ? '' : 's') + ' match' +
       (total > shown ? ' (first ' + shown + ' shown)' : '') + '.</p>' +
       '<table class="grid" id="result-table"><tr><th>id</th><th>decision</th><th>kept id or ' +
@@ -107,6 +141,10 @@ _JS = """
   box.addEventListener('input', show);
   var m = /[#&]q=([^&]*)/.exec(window.location.hash);
   if (m) { box.value = decodeURIComponent(m[1]); show(); }
+  // "#q=ID&texts": the texts of the first cluster found, at once
+  if (m && /[#&]texts(&|$)/.test(window.location.hash) && first >= 0 && texts[data[first].k] != null) {
+    showTexts(first);
+  }
 })();
 """
 
@@ -133,7 +171,7 @@ def _bar_plot(x: np.ndarray, y: np.ndarray, xlabel: str, title: str, log_x: bool
         ax.fill_between(x, y, step="post", color="#3b6fb6", alpha=0.35)
         ax.set_xscale("log")
     else:
-        ax.bar(x, y, width=0.8 if len(x) and np.issubdtype(x.dtype, np.integer) else 0.045,
+        ax.bar(x, y, width=0.8 if len(x) and np.issubdtype(x.dtype, np.integer) else 0.009,
                color="#3b6fb6")  # fmt: skip
     ax.set_xlabel(xlabel)
     ax.set_ylabel("documents" if "dropped" in title else "clusters")
@@ -177,13 +215,15 @@ def _plots(clusters: list[dict[str, Any]]) -> list[str]:
                 "Distance of each dropped document",
             )  # fmt: skip
         )
-    if jac:
-        counts, edges = np.histogram(np.clip(jac, 0, 1), bins=20, range=(0.0, 1.0))
+    if jac:  # per 0.01, from the lowest drop up: how many drops each step of a threshold moves
+        lo = min(np.floor(min(jac) * 100) / 100, 0.99)
+        bins = max(int(round((1.0 - lo) * 100)), 1)
+        counts, edges = np.histogram(np.clip(jac, 0, 1), bins=bins, range=(lo, 1.0))
         plots.append(
             _bar_plot(
-                edges[:-1] + 0.025,
+                edges[:-1] + 0.005,
                 counts,
-                "Jaccard similarity to the kept document",
+                "Jaccard similarity to the kept document (bars of 0.01)",
                 "Similarity of each dropped document",
             )  # fmt: skip
         )
@@ -191,7 +231,9 @@ def _plots(clusters: list[dict[str, Any]]) -> list[str]:
 
 
 def _lines(text: str) -> list[str]:
-    """Text split for a readable line diff: at line breaks and after sentence ends."""
+    """Text split for a readable line diff: at line breaks and after sentence ends; control
+    characters written as ``\\x01`` (difflib marks its changes with some of them)."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     out: list[str] = []
     for line in text.splitlines() or [""]:
         out += _SENTENCE_END.split(line) if len(line) > 100 else [line]
@@ -209,6 +251,30 @@ def _diff(kept_id: Any, kept: str | None, other_id: Any, other: str | None) -> s
     # columns, fixed spaces and nowrap go
     table = _NEXT_CELL.sub("", table).replace("&nbsp;", " ").replace(' nowrap="nowrap"', "")
     return _COLGROUPS.sub(_COLS, table, count=1)
+
+
+def _subtitle(
+    s: Mapping[str, Any], settings: Mapping[str, Any], clusters: list[dict[str, Any]]
+) -> str:
+    """What the run did, in one sentence: verified at a threshold, or fingerprints only."""
+    d = settings.get("distance")
+    within = f" within {_e(d)} bits" if d is not None else ""
+    t = s.get("threshold", settings.get("threshold"))
+    verified = s.get("verified")
+    if verified is None:  # (a clusters file alone: its Jaccards tell)
+        verified = any(c.get("jaccards") is not None for c in clusters)
+    if verified:
+        at = f" at least {float(t):g}" if t is not None else " at least the threshold"
+        return (
+            f"Verified dedup: a document was dropped when the exact Jaccard similarity of its "
+            f"shingle set with a kept document's was{at}; candidates were the documents whose "
+            f"fingerprints differ{within}. Each cluster keeps one document."
+        )
+    return (
+        f"Fingerprints only (--no-verify): documents whose 64-bit simhash fingerprints "
+        f"differ{within} were clustered, nothing checked against the texts; each cluster keeps "
+        "one document and drops the others."
+    )
 
 
 def _table(rows: list[tuple[str, str]]) -> str:
@@ -340,6 +406,46 @@ def _cluster_block(k: int, c: dict[str, Any], texts: Mapping[Any, str]) -> str:
     )
 
 
+def _borderline_section(clusters: list[dict[str, Any]], texts: Mapping[Any, str]) -> str:
+    """The drops nearest the threshold, each against its kept document: if these are true
+    near-duplicates, the threshold could go lower; if not, it should go higher."""
+    pairs = borderline(clusters, REPORT_BORDERLINE)
+    if not pairs:
+        return ""
+    verified = clusters[pairs[0][0]].get("jaccards") is not None
+    blocks = []
+    for i, k in pairs:
+        c = clusters[i]
+        kept, m = json_id(c["kept"]), json_id(c["members"][k])
+        js = c.get("jaccards")
+        sim = f"Jaccard {float(js[k]):.3f}, " if verified else ""
+        blocks.append(
+            f'<details class="pair"{" open" if not blocks else ""}><summary>dropped '
+            f"<code>{_e(m)}</code> for <code>{_e(kept)}</code>: {sim}{c['distances'][k]} bits"
+            "</summary>" + _diff(kept, texts.get(kept), m, texts.get(m)) + "</details>"
+        )
+    nearest = "lowest Jaccard similarity" if verified else "fingerprints most bits apart"
+    return (
+        '<h2 id="borderline">Nearest the threshold</h2>\n<p class="note">The '
+        f"{len(pairs):,} dropped documents with the {nearest}, each against the document kept "
+        "for it. If these are true near-duplicates, a lower threshold would drop more of their "
+        "kind; if they are not, raise it.</p>\n" + "".join(blocks)
+    )
+
+
+def _texts_json(clusters: list[dict[str, Any]], texts: Mapping[Any, str]) -> str:
+    """The embedded texts (:func:`neardup.pipeline.report.embedded_ids`) as JSON safe inside a
+    script element: each cut at :data:`REPORT_EMBED_CHARS`, control characters
+    written as ``\\x01``."""
+    out = {}
+    for i in embedded_ids(clusters):
+        if texts.get(i) is not None:
+            out[str(i)] = _CONTROL.sub(
+                lambda m: f"\\x{ord(m.group()):02x}", texts[i][:REPORT_EMBED_CHARS]
+            )
+    return json.dumps(out, ensure_ascii=False).replace("<", "\\u003c")
+
+
 def render(
     summary: Mapping[str, Any],
     clusters: list[dict[str, Any]],
@@ -362,7 +468,8 @@ def render(
         if i >= len(clusters):
             row["x"] = 1  # an index entry: "kept" is the entry, the others were dropped for it
         index.append(row)
-    index_json = json.dumps(index, ensure_ascii=False).replace("</", "<\\/")
+    # "<" only occurs inside JSON strings: as \u003c no id can open a comment or close the script
+    index_json = json.dumps(index, ensure_ascii=False).replace("<", "\\u003c")
     cut = len(clusters) + len(index_rows) - len(index)
     plots = "".join(f'<div class="plot">{svg}</div>' for svg in _plots(clusters))
     has_jaccard = any(c.get("jaccards") is not None for c in clusters)
@@ -373,18 +480,19 @@ def render(
 <title>{_e(title)}</title><style>{_CSS}</style></head>
 <body>
 <h1>{_e(title)}</h1>
-<p class="note">Documents whose 64-bit simhash fingerprints differ in a few bits were clustered;
-each cluster keeps one document and drops the others.</p>
+<p class="note">{_subtitle(summary, settings, clusters)}</p>
 <h2>Summary</h2>
 {_table(_summary_rows(summary, settings))}
 <h2>Why documents were dropped</h2>
 <label for="search">Find a document by id:</label>
 <input id="search" type="search" placeholder="id, or part of it" autocomplete="off">
 <div id="results"></div>
+<div id="texts"></div>
 {f'<p class="note">The search covers the first {len(index):,} clusters ({cut:,} more not listed).</p>' if cut > 0 else ""}
 <h2>Distributions</h2>
 <div class="plots">{plots or '<p class="note">No clusters: nothing was dropped.</p>'}</div>
 {"" if has_jaccard else '<p class="note">Distances are in bits between fingerprints; Jaccard similarities appear when the clusters carry them.</p>'}
+{_borderline_section(clusters, texts)}
 {_index_section(index_rows, summary)}
 <h2>Largest clusters</h2>
 {_largest(clusters, where) if clusters else '<p class="note">None.</p>'}
@@ -394,6 +502,7 @@ are <span class="diff_chg">marked</span>, <span class="diff_add">added</span> an
 <span class="diff_sub">removed</span> lines coloured.</p>
 {blocks}
 <script type="application/json" id="cluster-index">{index_json}</script>
+<script type="application/json" id="cluster-texts">{_texts_json(clusters, texts)}</script>
 <script>{_JS}</script>
 </body></html>
 """
