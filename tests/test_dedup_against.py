@@ -385,7 +385,7 @@ def _files(out) -> dict:
 
 @pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
 def test_a_failed_index_update_changes_no_output(tmp_path, monkeypatch):
-    import neardup.index.writer as writer
+    import neardup.index.index as index_module  # the module whose commits write the manifest
 
     src = tmp_path / "d.jsonl"
     jsonl(src, [{"id": f"a{i}", "text": t} for i, t in enumerate(texts(30, 5))])
@@ -404,7 +404,7 @@ def test_a_failed_index_update_changes_no_output(tmp_path, monkeypatch):
     def full_disk(directory, body):
         raise OSError(errno.ENOSPC, "No space left on device", os.path.join(directory, "MANIFEST"))
 
-    monkeypatch.setattr(writer, "write_manifest", full_disk)
+    monkeypatch.setattr(index_module, "write_manifest", full_disk)
     r = run("dedup", str(src), *_outputs(out), "--against", ix, "--update", "-q")
     lines = [ln for ln in r.stderr.splitlines() if "compiling kernels" not in ln]
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr

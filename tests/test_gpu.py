@@ -94,9 +94,13 @@ def test_find_all_matches_brute_force_and_cpu(fp, layout):
 def test_query_matches_brute_force_and_cpu(corpus, queries, distance):
     got = neardup.query(corpus, queries, distance, device="cuda")
     cpu = neardup.query(corpus, queries, distance)
-    for a, b, c in zip(got, naive.query(corpus, queries, distance), cpu):
+    flat = (got.query_index, got.ids, got.distances)
+    for a, b, c in zip(
+        flat, naive.query(corpus, queries, distance), (cpu.query_index, cpu.ids, cpu.distances)
+    ):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(a, c)
+    np.testing.assert_array_equal(got.offsets, cpu.offsets)
 
 
 @SMALL

@@ -46,7 +46,7 @@ _ROOT = os.path.dirname(os.path.abspath(__file__))
 GROUPS = {
     "fingerprint": (
         os.path.join(_ROOT, "fingerprints", "_pipeline.py"),
-        "_make_chunk_kernel.locals._fingerprint_chunk",
+        "_fingerprint_chunk_*",
         4,
     ),
     "search": (os.path.join(_ROOT, "core", "tree_kernels.py"), "_root", 3),

@@ -29,6 +29,7 @@ from neardup.io.sources import InputPath, expand_inputs
 from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import compile_ahead, dedup_groups
 from neardup.pipeline.plan import DEFAULT_SHARD_DOCS
+from neardup.pipeline.plan import search_distance as plan_distance
 
 PROG = "neardup dedup"
 
@@ -268,15 +269,11 @@ def dedup(
     The input is streamed twice (fingerprints, then copying); outputs appear only when
     complete.
     """
-    from neardup.pipeline.extra import DatasetOutput
     from neardup.pipeline.job import dedup as run_dedup
-    from neardup.pipeline.report import ReportOutput
     from neardup.pipeline.write import register_outputs
 
     in_format, text_field = resolve_input(in_format, lines, field, column)
-    search_distance = distance
-    if search_distance is None:
-        search_distance = DEFAULT_DEDUP_DISTANCE if no_verify else distance_for_threshold(threshold)
+    search_distance = plan_distance(not no_verify, threshold, distance)
     if blocks is not None and blocks <= search_distance:
         raise click.BadParameter(
             f"blocks must be > distance (got blocks={blocks}, distance={search_distance}); "
@@ -316,23 +313,11 @@ def dedup(
     else:
         files = expand_inputs([InputPath(p) for p in inputs], in_format)
         total = sum(input_size(f.path) for f in files)
-    extras: list[Any] = []
-    if dataset is not None:  # written before the report, whose summary has its sizes
-        extras.append(DatasetOutput(output, dataset, inputs[0]))
-    if report_path is not None:
-        settings = {"inputs": " ".join(inputs), "distance": search_distance, "keep": keep,
-                    "preset": preset, "window": window or "preset's"}  # fmt: skip
-        if not no_verify:
-            settings["threshold"] = threshold
-        extras.append(
-            ReportOutput(
-                report_path,
-                dataset if dataset is not None else [InputPath(p) for p in inputs],
-                text_field=text_field,
-                id_field=id_field or None,
-                settings=settings,
-            )  # fmt: skip
-        )
+    settings = {"inputs": " ".join(inputs), "distance": search_distance, "keep": keep,
+                "preset": preset, "window": window or "preset's"}  # fmt: skip
+    if not no_verify:
+        settings["threshold"] = threshold
+    extras = _extra_outputs(inputs, output, dataset, report_path, settings, text_field, id_field)
     # every output is checked before any work (and again by the job, which stages them all,
     # the report and a saved dataset included, and commits them together at its end)
     with OutputSet(inputs, protect=[against] if against else []) as check:
@@ -371,14 +356,7 @@ def dedup(
             announce_compile(PROG, first, quiet, alongside=later)
         else:
             announce_compile(PROG, [*first, *later], quiet)
-        dask = None
-        if scheduler is not None or workers is not None:
-            from neardup.distributed import connect
-
-            t0 = time.perf_counter()
-            client = stack.enter_context(connect(scheduler, workers))
-            where = f"the cluster at {scheduler}" if scheduler else f"{plural(workers, 'worker')}"
-            dask = (f"on Dask ({where}): cluster", time.perf_counter() - t0)
+        client, dask = _dask_client(stack, scheduler, workers)
         meter = stack.enter_context(metered())
         stack.callback(bar.close)
         result = run_dedup(
@@ -417,6 +395,45 @@ def dedup(
             click.echo(f"{PROG}: {line}", err=True)
 
 
+def _extra_outputs(
+    inputs: tuple[str, ...],
+    output: str,
+    dataset: Any,
+    report_path: str | None,
+    settings: dict[str, Any],
+    text_field: str,
+    id_field: str,
+) -> list[Any]:
+    """The outputs beside the kept records: a saved dataset (written before the report, whose
+    summary has its sizes) and the HTML report."""
+    from neardup.pipeline.extra import DatasetOutput
+    from neardup.pipeline.report import ReportOutput
+
+    extras: list[Any] = []
+    if dataset is not None:
+        extras.append(DatasetOutput(output, dataset, inputs[0]))
+    if report_path is not None:
+        source = dataset if dataset is not None else [InputPath(p) for p in inputs]
+        extras.append(ReportOutput(report_path, source, text_field=text_field,
+                                   id_field=id_field or None, settings=settings))  # fmt: skip
+    return extras
+
+
+def _dask_client(
+    stack: contextlib.ExitStack, scheduler: str | None, workers: int | None
+) -> tuple[Any, tuple[str, float] | None]:
+    """The Dask client of ``--scheduler``/``--workers`` (None without them), and where the run
+    goes with the seconds the cluster took to start, for the summary."""
+    if scheduler is None and workers is None:
+        return None, None
+    from neardup.distributed import connect
+
+    t0 = time.perf_counter()
+    client = stack.enter_context(connect(scheduler, workers))
+    where = f"the cluster at {scheduler}" if scheduler else f"{plural(workers, 'worker')}"
+    return client, (f"on Dask ({where}): cluster", time.perf_counter() - t0)
+
+
 def _staged(inputs: tuple[str, ...], output: str, clusters: str | None, drop_list: str | None,
             json_summary: str | None, keep: str, threshold: float, no_verify: bool,
             distance: int | None, blocks: int | None, preset: str, window: int | None,
@@ -452,16 +469,11 @@ def _staged(inputs: tuple[str, ...], output: str, clusters: str | None, drop_lis
         if not quiet:
             click.echo(f"{PROG}: {message}", err=True)
 
-    dask = None
     with contextlib.ExitStack() as stack:
         executor: Any = LocalExecutor(threads)
-        if scheduler is not None or workers is not None:
-            from neardup.distributed import connect
-
-            t0 = time.perf_counter()
-            executor = DaskExecutor(stack.enter_context(connect(scheduler, workers)))
-            where = f"the cluster at {scheduler}" if scheduler else f"{plural(workers, 'worker')}"
-            dask = (f"on Dask ({where}): cluster", time.perf_counter() - t0)
+        client, dask = _dask_client(stack, scheduler, workers)
+        if client is not None:
+            executor = DaskExecutor(client)
         else:
             stack.enter_context(compile_ahead(not no_verify, threads))
         stack.callback(bar.close)

@@ -181,7 +181,6 @@ def _make_chunk_kernel(tokens, hash_code, collapse, normalize, keys, utf8, utf16
     lower_copy = normalize and not fnv_only
     sorting = keys or not (collapse == 0)  # scratch for the features' radix sort
 
-    @njit(cache=True, nogil=True)
     def _fingerprint_chunk(chunk, classes, tables, opt, out, key_off):
         buf8 = chunk.buf8
         off8 = chunk.off8
@@ -311,4 +310,15 @@ def _make_chunk_kernel(tokens, hash_code, collapse, normalize, keys, utf8, utf16
                 out[d] = _tally_unit(feats, m, reverse)
         return found[:nk].copy()
 
-    return _fingerprint_chunk
+    # Each variant gets a name of its own: numba names a compiled function's environment (its
+    # constants, such as the dtype of the keys it returns) after the function and a counter of
+    # the compiling process, so two variants of one name compiled by two processes could share
+    # an environment name when both are loaded, and one would read the other's constants
+    # ("'descr' is NULL" when it returns its keys). Their cache entries are apart too.
+    variant = "_".join(
+        str(int(v)) for v in (tokens, hash_code, collapse, normalize, keys, utf8, utf16)
+    )
+    _fingerprint_chunk.__name__ = _fingerprint_chunk.__qualname__ = (
+        f"_fingerprint_chunk_{variant.replace('-', 'm')}"
+    )
+    return njit(cache=True, nogil=True)(_fingerprint_chunk)

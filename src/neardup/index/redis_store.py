@@ -25,7 +25,7 @@ __all__ = [
     "split_url",
 ]
 
-#: Redis index: records per bucket the automatic layout aims at (see the README's measurements).
+#: Redis index: records per bucket the automatic layout aims at (measured in docs/benchmarks/service.md, "Redis bucket width").
 REDIS_BUCKET_RECORDS = 128
 
 #: Redis index: cost of reading one more bucket in a query, in records scanned (layout choice).

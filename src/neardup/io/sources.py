@@ -95,9 +95,15 @@ def expand_inputs(
             files += [InputFile(p, detect_format(p, fmt), os.path.basename(p)) for p in matches]
         else:
             raise InputError(path, None, "no such file")
+    if one_output:
+        _check_one_output(files)
+    return files
+
+
+def _check_one_output(files: list[InputFile]) -> None:
+    """Refuse inputs of several formats, or text files that would be written under one name
+    (dedup writes one output in the input's format)."""
     kinds = {f.kind for f in files}
-    if not one_output:
-        return files
     if len(kinds) > 1:
         first = {k: next(f.path for f in files if f.kind == k) for k in sorted(kinds)}
         shown = ", ".join(f"{p} is {k}" for k, p in first.items())
@@ -117,7 +123,6 @@ def expand_inputs(
                     "rename one or pass their directory",
                 )
             seen[f.relname] = f.path
-    return files
 
 
 def is_paths(data: Any) -> bool:

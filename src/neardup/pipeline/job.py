@@ -335,32 +335,17 @@ def dedup(
     1.0
     """
     from neardup.pipeline.against import (
-        ParquetCorpus,
         add_survivors,
         check_index,
         check_survivors,
         commit_with_update,
-        hold_writes,
-        open_index,
         sketch_words,
     )
 
     file_input = is_paths(data)
-    staged = file_input and (shard_docs is not None or work_dir is not None or client is not None)
-    if staged and (against is not None or extra_outputs or already_seen is not None):
-        if shard_docs is not None or work_dir is not None:
-            raise ValueError(
-                "shard_docs= and work_dir= do not work with against=, "
-                "already_seen= or extra outputs (a report, a saved dataset) yet"
-            )
-        staged = False  # the search alone runs on the cluster
-    if staged and shard_docs is None:
-        shard_docs = DEFAULT_SHARD_DOCS
-    if staged and device != "cpu":
-        raise ValueError(
-            "device= runs the one-process dedup's search: leave out shard_docs=, work_dir= and "
-            "the Dask client"
-        )
+    shard_docs = _shard_docs(data, shard_docs, work_dir, client, against, extra_outputs,
+                             already_seen, device)  # fmt: skip
+    staged = shard_docs is not None
     staging = contextlib.ExitStack()
     if staged:  # pipes, FIFOs and /dev/stdin: read once, before the plan cuts them into shards
         paths = [data] if isinstance(data, (str, os.PathLike)) else list(data)
@@ -371,7 +356,7 @@ def dedup(
             blocks=blocks, fingerprinter=fingerprinter, preset=preset, text_field=text_field,
             id_field=id_field, fmt=fmt, skip_bad=skip_bad, output=output, clusters=clusters,
             drop_list=drop_list, json_summary=json_summary, against=against, update=update,
-            shard_docs=shard_docs if staged else None, work_dir=work_dir if staged else None,
+            shard_docs=shard_docs, work_dir=work_dir if staged else None,
         )  # fmt: skip
         if not skip_bad:
             on_bad = None
@@ -396,20 +381,7 @@ def dedup(
             outputs.add_inputs(paths)
             outputs.add_inputs(f.path for f in files)
         if against is not None:
-            index = open_index(against, update)
-            if index is not against:
-                stack.callback(index.close)
-            if isinstance(index, ParquetCorpus):  # its files are inputs: never overwritten
-                outputs.add_inputs(index.paths)
-            else:
-                outputs.protect(index.path)
-                if update:  # the ids checked free stay free until the survivors are added
-                    stack.enter_context(hold_writes(index))
-            if sketch_words(index) is not None and not verify:
-                raise ValueError(
-                    f"index {index.path} keeps sketches for verified dedup; its fingerprints are "
-                    "set fingerprints, which --no-verify does not compute: dedup it verified"
-                )
+            index = _open_against(stack, outputs, against, update, verify)
         register_outputs(outputs, files or [], output, clusters, drop_list, json_summary)
         for extra in extra_outputs:
             extra.register(outputs)
@@ -521,22 +493,8 @@ def dedup(
             new = decisions.kept if checked.own is None else decisions.kept & ~checked.own
             check_survivors(index, ids, fps, new, scan)
         t0 = time.perf_counter()
-        if output is not None:
-            assert scan is not None
-            result.bytes_out = write_kept(
-                scan,
-                decisions.kept,
-                output,
-                (lambda n: progress("write", n)) if progress else None,
-                outputs=outputs,
-                threads=threads,
-            )
-        if clusters is not None:
-            write_clusters(result, clusters, outputs=outputs)
-        if drop_list is not None:
-            write_drop_list(result, drop_list, outputs=outputs)
-        for extra in extra_outputs:
-            extra.write(result, outputs)
+        _write_outputs(result, scan, output, clusters, drop_list, extra_outputs, outputs,
+                       progress, threads)  # fmt: skip
         wrote = output is not None or clusters is not None or drop_list is not None or update
         if wrote or extra_outputs:
             seconds["write"] = time.perf_counter() - t0
@@ -553,6 +511,89 @@ def dedup(
             if log is not None:
                 log(f"added {added[0]} document{'s'[: added[0] != 1]} to {index.path}")
     return result
+
+
+def _shard_docs(
+    data: Any,
+    shard_docs: int | None,
+    work_dir: Any,
+    client: Any,
+    against: Any,
+    extra_outputs: Sequence[ExtraOutput],
+    already_seen: Any,
+    device: str,
+) -> int | None:
+    """Documents per shard when the run goes as stages over shards (file input with
+    ``shard_docs``, ``work_dir`` or a Dask client), else None (the one-process run)."""
+    if not is_paths(data) or (shard_docs is None and work_dir is None and client is None):
+        return None
+    if against is not None or extra_outputs or already_seen is not None:
+        if shard_docs is not None or work_dir is not None:
+            raise ValueError(
+                "shard_docs= and work_dir= do not work with against=, "
+                "already_seen= or extra outputs (a report, a saved dataset) yet"
+            )
+        return None  # the search alone runs on the cluster
+    if device != "cpu":
+        raise ValueError(
+            "device= runs the one-process dedup's search: leave out shard_docs=, work_dir= and "
+            "the Dask client"
+        )
+    return DEFAULT_SHARD_DOCS if shard_docs is None else shard_docs
+
+
+def _open_against(
+    stack: contextlib.ExitStack, outputs: OutputSet, against: Any, update: bool, verify: bool
+) -> Any:
+    """The index (or Parquet corpus) ``against`` names, open for the run: its files protected
+    from the outputs, other writers held off while ``update``."""
+    from neardup.pipeline.against import ParquetCorpus, hold_writes, open_index, sketch_words
+
+    index = open_index(against, update)
+    if index is not against:
+        stack.callback(index.close)
+    if isinstance(index, ParquetCorpus):  # its files are inputs: never overwritten
+        outputs.add_inputs(index.paths)
+    else:
+        outputs.protect(index.path)
+        if update:  # the ids checked free stay free until the survivors are added
+            stack.enter_context(hold_writes(index))
+    if sketch_words(index) is not None and not verify:
+        raise ValueError(
+            f"index {index.path} keeps sketches for verified dedup; its fingerprints are "
+            "set fingerprints, which --no-verify does not compute: dedup it verified"
+        )
+    return index
+
+
+def _write_outputs(
+    result: DedupResult,
+    scan: Scan | None,
+    output: Any,
+    clusters: Any,
+    drop_list: Any,
+    extra_outputs: Sequence[ExtraOutput],
+    outputs: OutputSet,
+    progress: Callable[[str, int], None] | None,
+    threads: int | None,
+) -> None:
+    """Stage the kept records, clusters, drop list and extra outputs of ``result``."""
+    if output is not None:
+        assert scan is not None
+        result.bytes_out = write_kept(
+            scan,
+            result.kept,
+            output,
+            (lambda n: progress("write", n)) if progress else None,
+            outputs=outputs,
+            threads=threads,
+        )
+    if clusters is not None:
+        write_clusters(result, clusters, outputs=outputs)
+    if drop_list is not None:
+        write_drop_list(result, drop_list, outputs=outputs)
+    for extra in extra_outputs:
+        extra.write(result, outputs)
 
 
 def _report_no_shingles(verified: VerifiedDecisions, log: Callable[[str], None] | None) -> None:

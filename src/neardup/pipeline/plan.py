@@ -125,6 +125,23 @@ class DedupPlan:
         return out
 
 
+def _check_rule(
+    verify: bool, threshold: float, distance: int | None, keep: str, blocks: int | None
+) -> int:
+    """The rule's search distance, once its threshold, keep policy and blocks are checked."""
+    if keep not in KEEP_POLICIES:
+        raise ValueError(f"keep must be one of {list(KEEP_POLICIES)} (got {keep!r})")
+    if verify:
+        check_threshold(threshold)
+    d = search_distance(verify, threshold, distance)
+    if blocks is not None and blocks <= d:
+        raise ValueError(
+            f"blocks must be > distance (got blocks={blocks}, distance={d}); "
+            f"use blocks={d + 1} or more"
+        )
+    return d
+
+
 def build_plan(
     data: Any,
     *,
@@ -165,16 +182,7 @@ def build_plan(
 
     if update and against is None:
         raise ValueError("update=True needs against= (the index to add the kept documents to)")
-    if keep not in KEEP_POLICIES:
-        raise ValueError(f"keep must be one of {list(KEEP_POLICIES)} (got {keep!r})")
-    if verify:
-        check_threshold(threshold)
-    d = search_distance(verify, threshold, distance)
-    if blocks is not None and blocks <= d:
-        raise ValueError(
-            f"blocks must be > distance (got blocks={blocks}, distance={d}); "
-            f"use blocks={d + 1} or more"
-        )
+    d = _check_rule(verify, threshold, distance, keep, blocks)
     if shard_docs is not None and shard_docs < 1:
         raise ValueError(f"shard_docs must be >= 1 (got {shard_docs})")
     files: list[InputFile] = []

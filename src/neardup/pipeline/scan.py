@@ -145,7 +145,14 @@ def scan_files(
             if progress is not None:
                 progress(len(seen.ids))
 
-    scan = Scan(
+    scan = _scan_of(files, seen, skipped, stamps)
+    scan.check_unchanged()  # also while this pass read it
+    return scan
+
+
+def _scan_of(files: list[InputFile], seen: Any, skipped: int, stamps: list[tuple]) -> Scan:
+    """The first pass's :class:`Scan` from what ``seen`` gathered, batch by batch."""
+    return Scan(
         files=files,
         ids=seen.ids,
         source=concat(seen.src_parts, np.int32),
@@ -156,8 +163,6 @@ def scan_files(
         bytes_in=sum(input_size(f.path) for f in files),
         stamps=stamps,
     )
-    scan.check_unchanged()  # also while this pass read it
-    return scan
 
 
 def _kept_keys(

@@ -60,7 +60,7 @@ class _Backend:
     @property
     def sketch_words(self) -> int | None:
         """Words of the MinHash sketch the index keeps per entry (None: fingerprints only)."""
-        return getattr(self.reader(), "sketch_words", None)
+        return self.reader().sketch_words
 
     def query(
         self,
