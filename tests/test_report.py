@@ -17,8 +17,8 @@ import pytest
 from cli import invoke
 
 import neardup
-from neardup import config
 from neardup.errors import InputError
+from neardup.pipeline import report
 from neardup.pipeline.report import (
     borderline,
     read_clusters,
@@ -85,11 +85,9 @@ def test_sample_is_seeded_and_ids_are_kept_plus_some_dropped():
     assert sample_clusters(clusters[:3], 7) == [0, 1, 2]
     near = {x for i, k in borderline(clusters, 12) for x in (clusters[i]["kept"], k + 6 * i)}
     assert report_ids(clusters, [0]) == set(range(600))  # few: every text, for the search
-    config.REPORT_EMBED_DOCS = 100
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(report, "REPORT_EMBED_DOCS", 100)
         ids = report_ids(clusters, [0])
-    finally:
-        config._reset()
     assert ids == {0, 1, 2, 3} | near  # kept, REPORT_MEMBERS = 3 dropped, the borderline ones
     s = summary_from_clusters(clusters[:2], 100)
     assert (s["clusters"], s["dropped"], s["kept"]) == (2, 10, 90)

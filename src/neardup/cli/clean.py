@@ -12,7 +12,7 @@ from neardup.io.leftovers import find_leftovers, remove_leftovers
 PROG = "neardup clean"
 
 
-@click.command("clean")
+@click.command("clean", short_help="Remove what killed neardup runs left behind.")
 @click.argument("directories", nargs=-1, type=click.Path(file_okay=False))
 @click.option("-n", "--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
 def clean(directories: tuple[str, ...], dry_run: bool) -> None:

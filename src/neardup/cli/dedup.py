@@ -285,8 +285,6 @@ def dedup(
     if update and against is None:
         raise click.UsageError("--update needs --against INDEX")
 
-    if report_path is not None:  # before the run, not after its outputs are written
-        require("matplotlib", "report", "the HTML report")
     asked = shard_docs is not None or work_dir is not None
     if asked and (against is not None or report_path is not None):
         raise click.UsageError("--shard-docs and --work-dir do not work with --against or "
@@ -410,6 +408,8 @@ def _extra_outputs(
     from neardup.pipeline.report import ReportOutput
 
     extras: list[Any] = []
+    if report_path is not None:  # before the run, not after its outputs are written
+        require("matplotlib", "report", "the HTML report")
     if dataset is not None:
         extras.append(DatasetOutput(output, dataset, inputs[0]))
     if report_path is not None:

@@ -21,6 +21,8 @@ import click
 import numpy as np
 
 from neardup import compiled, config
+from neardup.core.small import SMALL_INPUT
+from neardup.io import formats
 
 PROG = "neardup warmup"
 
@@ -59,7 +61,7 @@ def _write_inputs(tmp: str) -> dict[str, str]:
     with open(paths["lines"], "w", encoding="utf-8") as f:
         f.writelines(str(d["text"]) + "\n" for d in _corpus(200, True))
     paths["fps"] = os.path.join(tmp, "fps.txt")
-    fps = np.random.default_rng(3).integers(0, 2**63, config.SMALL_INPUT + 100, dtype=np.uint64)
+    fps = np.random.default_rng(3).integers(0, 2**63, SMALL_INPUT + 100, dtype=np.uint64)
     np.savetxt(paths["fps"], fps, fmt="%d")
     try:
         import pyarrow as pa
@@ -100,12 +102,12 @@ def _runs(tmp: str, p: dict[str, str]) -> Iterator[list[str]]:
 @contextlib.contextmanager
 def _settings() -> Iterator[None]:
     """Small files read with the kernels that large ones use, everything in this process."""
-    saved = config.READ_KERNEL_FROM, config.SMALL_PARSE_BYTES, config.COMPILE_AHEAD
-    config.READ_KERNEL_FROM, config.SMALL_PARSE_BYTES, config.COMPILE_AHEAD = 0, 0, False
+    saved = config.READ_KERNEL_FROM, formats.SMALL_PARSE_BYTES, config.COMPILE_AHEAD
+    config.READ_KERNEL_FROM, formats.SMALL_PARSE_BYTES, config.COMPILE_AHEAD = 0, 0, False
     try:
         yield
     finally:
-        config.READ_KERNEL_FROM, config.SMALL_PARSE_BYTES, config.COMPILE_AHEAD = saved
+        config.READ_KERNEL_FROM, formats.SMALL_PARSE_BYTES, config.COMPILE_AHEAD = saved
 
 
 @click.command("warmup", short_help="Compile every kernel once (for container images).")

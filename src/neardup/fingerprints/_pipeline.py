@@ -161,6 +161,16 @@ def chunk_kernel(spec: Spec) -> Any:
         return kernel
 
 
+def _named(name: str) -> Any:
+    """A decorator that renames a function (its ``__name__`` and ``__qualname__``)."""
+
+    def rename(f: Any) -> Any:
+        f.__name__ = f.__qualname__ = name
+        return f
+
+    return rename
+
+
 def _make_chunk_kernel(tokens, hash_code, collapse, normalize, keys, utf8, utf16):
     # Closure variables are constants to numba: it drops the branches they rule out before
     # typing, so nothing behind them is compiled (its cache keys each variant by their values).
@@ -181,6 +191,17 @@ def _make_chunk_kernel(tokens, hash_code, collapse, normalize, keys, utf8, utf16
     lower_copy = normalize and not fnv_only
     sorting = keys or not (collapse == 0)  # scratch for the features' radix sort
 
+    # Each variant gets a name of its own: numba names a compiled function's environment (its
+    # constants, such as the dtype of the keys it returns) after the function and a counter of
+    # the compiling process, so two variants of one name compiled by two processes could share
+    # an environment name when both are loaded, and one would read the other's constants
+    # ("'descr' is NULL" when it returns its keys). Their cache entries are apart too.
+    variant = "_".join(
+        str(int(v)) for v in (tokens, hash_code, collapse, normalize, keys, utf8, utf16)
+    )
+
+    @njit(cache=True, nogil=True)
+    @_named(f"_fingerprint_chunk_{variant.replace('-', 'm')}")
     def _fingerprint_chunk(chunk, classes, tables, opt, out, key_off):
         buf8 = chunk.buf8
         off8 = chunk.off8
@@ -310,15 +331,4 @@ def _make_chunk_kernel(tokens, hash_code, collapse, normalize, keys, utf8, utf16
                 out[d] = _tally_unit(feats, m, reverse)
         return found[:nk].copy()
 
-    # Each variant gets a name of its own: numba names a compiled function's environment (its
-    # constants, such as the dtype of the keys it returns) after the function and a counter of
-    # the compiling process, so two variants of one name compiled by two processes could share
-    # an environment name when both are loaded, and one would read the other's constants
-    # ("'descr' is NULL" when it returns its keys). Their cache entries are apart too.
-    variant = "_".join(
-        str(int(v)) for v in (tokens, hash_code, collapse, normalize, keys, utf8, utf16)
-    )
-    _fingerprint_chunk.__name__ = _fingerprint_chunk.__qualname__ = (
-        f"_fingerprint_chunk_{variant.replace('-', 'm')}"
-    )
-    return njit(cache=True, nogil=True)(_fingerprint_chunk)
+    return _fingerprint_chunk

@@ -142,6 +142,19 @@ def _check_rule(
     return d
 
 
+def _expand(data: Any, fmt: str, output: Any) -> tuple[list[str], list[InputFile]]:
+    """The paths ``data`` names (as given) and the files they expand to; none for in-memory
+    input, which cannot have an ``output``."""
+    from neardup.io.sources import is_paths
+
+    if not is_paths(data):
+        if output is not None:
+            raise ValueError("output= needs file input; filter in-memory data with result.kept")
+        return [], []
+    paths = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+    return [os.fspath(p) for p in paths], expand_inputs(paths, fmt)
+
+
 def build_plan(
     data: Any,
     *,
@@ -178,21 +191,13 @@ def build_plan(
         For inputs that cannot be read (missing, mixed formats, stdin).
     """
     from neardup.fingerprints import Fingerprinter
-    from neardup.io.sources import is_paths
 
     if update and against is None:
         raise ValueError("update=True needs against= (the index to add the kept documents to)")
     d = _check_rule(verify, threshold, distance, keep, blocks)
     if shard_docs is not None and shard_docs < 1:
         raise ValueError(f"shard_docs must be >= 1 (got {shard_docs})")
-    files: list[InputFile] = []
-    inputs: list[str] = []
-    if is_paths(data):
-        paths = [data] if isinstance(data, (str, os.PathLike)) else list(data)
-        inputs = [os.fspath(p) for p in paths]
-        files = expand_inputs(paths, fmt)
-    elif output is not None:
-        raise ValueError("output= needs file input; filter in-memory data with result.kept")
+    inputs, files = _expand(data, fmt, output)
     per = DEFAULT_SHARD_DOCS if shard_docs is None else int(shard_docs)
     staged = shard_docs is not None or work_dir is not None
     shards = cut_shards(files, per, text_field, id_field) if staged and files else []
