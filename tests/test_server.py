@@ -138,15 +138,16 @@ def test_fast_lane_takes_only_plain_small_queries(body, plain):
     )
 )
 def test_results_json_kernel_writes_what_json_dumps_writes(per_query):
-    from neardup.index.index import IndexMatches
+    from neardup import Matches
     from neardup.server.app import _results_body
 
     qi = [q for q, ms in enumerate(per_query) for _ in ms]
     flat = [m for ms in per_query for m in ms]
-    m = IndexMatches(
+    m = Matches.from_sorted(
         np.array(qi, dtype=np.int64),
         np.array([i for i, _ in flat], dtype=np.int64),
         np.array([d for _, d in flat], dtype=np.int64),
+        len(per_query),
     )
     want = [
         {"matches": [{"id": i, "distance": d, "jaccard": None} for i, d in ms]} for ms in per_query

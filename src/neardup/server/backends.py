@@ -22,6 +22,7 @@ import numpy as np
 
 from neardup import config
 from neardup.core.bits import popcount
+from neardup.core.matches import Matches
 from neardup.core.search import find_all
 from neardup.core.similarity import check_threshold, distance_for_threshold
 from neardup.core.sketch import Sketches, sketch_decide
@@ -42,7 +43,7 @@ class DedupOutcome(NamedTuple):
     """Result of :meth:`Backend.dedup` for ``n`` items (arrays of length ``n`` unless noted)."""
 
     new: np.ndarray  #: bool: nothing indexed and no earlier new item within distance
-    matches: Any  #: IndexMatches against the index (the item's own id left out)
+    matches: Matches  #: against the index (the item's own id left out)
     by: np.ndarray  #: int64: earlier item of the batch that makes it a duplicate, or -1
     by_distance: np.ndarray  #: int64: bits to that item
     added: int
@@ -73,7 +74,7 @@ class _Backend:
         ix = self.reader()
         if threshold is not None:
             return ix.verified_query(sketches, threshold, distance), ix.generation
-        return ix.query_arrays(q, distance), ix.generation
+        return ix.search(q, distance), ix.generation
 
     def add(
         self, q: np.ndarray, ids: np.ndarray, sketches: Sketches | None = None
@@ -81,7 +82,7 @@ class _Backend:
         """(added, already stored, generation). Items whose id is stored with the same
         fingerprint are skipped, so a call retried after a failure gives the same state."""
         with self.writer() as w:
-            m = w.query_arrays(q, 0)
+            m = w.search(q, 0)
             own = _own(m, ids)
             fresh = np.ones(len(q), dtype=bool)
             fresh[m.query_index[own]] = False
@@ -120,11 +121,11 @@ class _Backend:
             if threshold is not None:
                 m = w.verified_query(sketches, threshold, k)
             else:
-                m = w.query_arrays(q, k)
+                m = w.search(q, k)
             own = _own(m, ids)
             stored = np.zeros(n, dtype=bool)
             stored[m.query_index[own]] = True
-            m = type(m)(*(a[~own] for a in m))
+            m = m.select(~own)
             seen = np.zeros(n, dtype=bool)
             seen[m.query_index] = True
             new, by = links.survivors(seen)
@@ -155,17 +156,14 @@ def _store(w: Any, q: np.ndarray, ids: np.ndarray, sketches: Sketches | None, ke
         w.add(None, ids[keep], sketches=sketches.take(np.flatnonzero(keep)))
 
 
-def _own(m: Any, ids: np.ndarray) -> np.ndarray:
+def _own(m: Matches, ids: np.ndarray) -> np.ndarray:
     """Matches that are the query's own id (a retried call sees what it stored before)."""
-    if len(m.id) == 0:
+    if m.size == 0:
         return np.zeros(0, dtype=bool)
     mine = ids[m.query_index]
-    if mine.dtype.kind != np.asarray(m.id).dtype.kind and "O" not in (
-        mine.dtype.kind,
-        m.id.dtype.kind,
-    ):
-        return np.zeros(len(m.id), dtype=bool)
-    return np.asarray(mine == m.id, dtype=bool)
+    if mine.dtype.kind != m.ids.dtype.kind and "O" not in (mine.dtype.kind, m.ids.dtype.kind):
+        return np.zeros(m.size, dtype=bool)
+    return np.asarray(mine == m.ids, dtype=bool)
 
 
 class BatchLinks(NamedTuple):
