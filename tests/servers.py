@@ -12,6 +12,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +25,21 @@ needs_redis = pytest.mark.skipif(
     REDIS_SERVER is None or REDIS_CLI is None,
     reason="redis-server is not installed (apt-get install redis-server)",
 )
+
+
+@contextmanager
+def small_tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (``"64k"``, ``"3m"``) mounted at the new directory ``where``: a real
+    disk that fills up. Skips the test where mounting is not allowed (it needs root)."""
+    where.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                       capture_output=True)  # fmt: skip
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
 def fresh_name(url: str, prefix: str) -> str:

@@ -21,7 +21,7 @@ import pytest
 from cli import invoke
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from servers import RedisCluster3, RedisNode, Service, needs_redis
+from servers import RedisCluster3, RedisNode, Service, needs_redis, small_tmpfs
 
 from neardup import Index
 from neardup.index.redis import RedisIndex
@@ -770,16 +770,8 @@ def test_metrics_count_every_worker(local):
 
 @pytest.fixture
 def small_disk(tmp_path):
-    where = tmp_path / "disk"
-    where.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(where)],
-                       capture_output=True)  # fmt: skip
-    if r.returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here (needs root)")
-    try:
+    with small_tmpfs(tmp_path / "disk", "3m") as where:
         yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
 def test_full_disk_is_a_503_naming_storage(small_disk):

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 from cli import invoke
+from servers import small_tmpfs
 
 from neardup.io.leftovers import find_leftovers, temp_prefix
 from neardup.pipeline.spool import ShingleSpool
@@ -31,16 +32,8 @@ def _corpus(path, n: int = 1500) -> str:
 @pytest.fixture
 def tiny_tmpfs(tmp_path):
     """A 64 KiB tmpfs (root only): a real full disk."""
-    where = tmp_path / "tiny"
-    where.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)],
-                       capture_output=True)  # fmt: skip
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    try:
+    with small_tmpfs(tmp_path / "tiny", "64k") as where:
         yield str(where)
-    finally:
-        subprocess.run(["umount", str(where)], check=True)
 
 
 def test_a_full_spool_disk_names_the_directory_and_temp_dir(tmp_path, tiny_tmpfs):

@@ -13,6 +13,8 @@ import contextlib
 import io
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -99,6 +101,17 @@ def _runs(tmp: str, p: dict[str, str]) -> Iterator[list[str]]:
         yield ["dedup", p["parquet"], "-o", out("p.parquet")]
 
 
+def _small_runs(tmp: str, p: dict[str, str]) -> Iterator[list[str]]:
+    """Command lines that read small files as they are read (in Python, documents as str): the
+    fingerprint kernel's variants for str chunks, with and without shingle keys. Each runs in a
+    process of its own: a process reuses a variant made for more kinds of text, so only a fresh
+    one compiles the variant of its first chunk."""
+    out = lambda name: os.path.join(tmp, name)  # noqa: E731
+    for name in ("ascii", "unicode"):
+        yield ["dedup", p[name], "-o", out(f"s.{name}.jsonl")]
+        yield ["fingerprint", p[name], "-o", out(f"s.{name}.fps.txt")]
+
+
 @contextlib.contextmanager
 def _settings() -> Iterator[None]:
     """Small files read with the kernels that large ones use, everything in this process."""
@@ -127,13 +140,18 @@ def warmup(quiet: bool) -> None:
         )
         click.echo(f"{PROG}: compiling every kernel not compiled yet (~{todo} s)", err=True)
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="neardup-warmup-") as tmp, _settings():
+    with tempfile.TemporaryDirectory(prefix="neardup-warmup-") as tmp:
         paths = _write_inputs(tmp)
-        for args in _runs(tmp, paths):
-            hush = [] if args[:2] in (["index", "create"], ["index", "compact"]) else ["-q"]
-            sink = io.StringIO()  # (create and compact say what they did)
-            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-                cli.main([*args, *hush], prog_name="neardup", standalone_mode=False)
+        with _settings():
+            for args in _runs(tmp, paths):
+                hush = [] if args[:2] in (["index", "create"], ["index", "compact"]) else ["-q"]
+                sink = io.StringIO()  # (create and compact say what they did)
+                with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+                    cli.main([*args, *hush], prog_name="neardup", standalone_mode=False)
+        for args in _small_runs(tmp, paths):
+            r = subprocess.run([sys.executable, "-m", "neardup", *args, "-q"], capture_output=True)
+            if r.returncode != 0:
+                raise ValueError(f"warmup run {' '.join(args)} failed: {r.stderr.decode()[-300:]}")
     missing = [g for g in compiled.GROUPS if not compiled.is_compiled(g)]
     if missing:  # numba could cache nowhere (see neardup.compiled)
         raise ValueError(f"kernels not cached: {', '.join(missing)}; set NUMBA_CACHE_DIR")
