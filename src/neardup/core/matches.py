@@ -32,6 +32,8 @@ class Matches:
     jaccards : ndarray of float64, optional
         Jaccard estimated from the MinHash sketches (verified queries only), else None.
 
+    Notes
+    -----
     Within a query, matches are ordered best first: by distance then id, or for verified
     queries by estimated Jaccard (highest first), distance, then id.
 
