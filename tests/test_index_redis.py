@@ -312,7 +312,7 @@ def test_a_retried_lease_request_finds_its_own_lease(node):
     config.SERVE_WRITE_WAIT_S = 1.0
     with RedisIndex.create(url, distance=3) as ix:
         lease = f"{ix.name}:lock".encode()
-        real = ix._client.execute_command
+        real = ix._store.client.execute_command
         resent = []
 
         def reply_lost_once(*args, **kw):
@@ -321,7 +321,19 @@ def test_a_retried_lease_request_finds_its_own_lease(node):
                 real(*args, **kw)  # applied by Redis; its reply never arrives
             return real(*args, **kw)
 
-        ix._client.execute_command = reply_lost_once
+        ix._store.client.execute_command = reply_lost_once
         ix.add(np.array([1, 2], dtype=np.uint64), ids=[1, 2])
         assert resent and len(ix) == 2
-        assert ix._client.get(lease) is None  # and given back after the write
+        assert ix._store.client.get(lease) is None  # and given back after the write
+
+
+def test_the_redis_index_holds_its_writer_rather_than_inheriting_it(node):
+    """One class: the writes live in a writer object the index holds (no mixin reading the
+    index's attributes), and both reach Redis through the one store they share."""
+    from neardup.index.backend import IndexBackend
+
+    assert RedisIndex.__mro__ == (RedisIndex, IndexBackend, object)
+    with RedisIndex.create(fresh(node.url), distance=3) as ix:
+        assert ix._writer.store is ix._store
+        ix.add(np.array([5], dtype=np.uint64), ids=[9])
+        assert ix._store.id_type == ix.id_type == "int64" and 9 in ix

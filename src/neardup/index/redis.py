@@ -25,40 +25,34 @@ with ``appendonly yes`` and ``appendfsync always`` every reply comes after the w
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from neardup import config
-from neardup._optional import require
 from neardup.config import DEFAULT_DEDUP_DISTANCE
 from neardup.core.bits import as_fingerprints
 from neardup.core.layout import Layout
 from neardup.core.matches import Matches
-from neardup.index import redis_store
 from neardup.index.backend import CAPABILITIES, IndexBackend
 from neardup.index.redis_store import (
     FORMAT_VERSION,
-    GOLDEN,
-    MAGIC,
     RECORD,
     IndexUnavailableError,
+    RedisStore,
     choose_redis_layout,
-    connect,
+    create_meta,
     is_redis_url,
-    shown_url,
-    split_url,
 )
 from neardup.index.redis_writer import RedisWriter
-from neardup.index.segments import Ids, convert_ids, expand_ranges
+from neardup.index.segments import convert_ids, expand_ranges
 from neardup.index.storage import CorruptIndexError
 
 __all__ = ["RedisIndex", "IndexUnavailableError", "choose_redis_layout", "is_redis_url"]
 
 
-class RedisIndex(RedisWriter, IndexBackend):
+class RedisIndex(IndexBackend):
     """:class:`neardup.Index` over Redis: the same API and the same answers.
 
     Open one with ``neardup.Index.open("redis://host:6379/0?name=crawl")`` (or
@@ -80,21 +74,11 @@ class RedisIndex(RedisWriter, IndexBackend):
     def __init__(self, url: str, mode: str = "r") -> None:
         if mode not in ("r", "w"):
             raise ValueError(f"mode must be 'r' or 'w' (got {mode!r})")
-        self.path = shown_url(url)  # shown in messages and info(): no password
+        self._store = RedisStore(url)
+        self._writer = RedisWriter(self._store, mode)
+        self.path = self._store.path  # shown in messages and info(): no password
+        self.name = self._store.name
         self.mode = mode
-        self._url, self.name = split_url(url)
-        self._redis = require("redis", "server", "the Redis index backend")
-        self._client = connect(self._url)
-        self._cluster = hasattr(self._client, "nodes_manager")  # a redis-py RedisCluster
-        self._closed = False
-        self._held = 0
-        self._stale: list[str] = []  # tokens of leases we may still hold
-        self._tlock = threading.RLock()
-        try:
-            self._load()
-        except BaseException:
-            self.close()
-            raise
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -122,29 +106,17 @@ class RedisIndex(RedisWriter, IndexBackend):
                 f"bucket_bits must be between 1 and {shortest} for blocks={layout.blocks} "
                 f"(got {bits})"
             )
-        url_, name = split_url(url)
-        client = connect(url_)
-        try:
-            meta = {
-                "magic": MAGIC,
-                "format_version": FORMAT_VERSION,
-                "distance": layout.distance,
-                "blocks": layout.blocks,
-                "bucket_bits": bits,
-                "entry_shards": config.REDIS_ENTRY_SHARDS,
-                "id_type": "",
-                "next_id": 0,
-                "generation": 0,
-            }
-            if not client.hsetnx(f"{name}:meta", "magic", MAGIC):
-                raise FileExistsError(
-                    f"{shown_url(url)}: an index named {name!r} already exists there"
-                )
-            client.hset(f"{name}:meta", mapping=meta)
-        except cls._errors() as e:
-            raise IndexUnavailableError(f"{shown_url(url)}: Redis is unavailable ({e})") from None
-        finally:
-            client.close()
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "distance": layout.distance,
+            "blocks": layout.blocks,
+            "bucket_bits": bits,
+            "entry_shards": config.REDIS_ENTRY_SHARDS,
+            "id_type": "",
+            "next_id": 0,
+            "generation": 0,
+        }
+        create_meta(url, meta)
         return cls(url, "w")
 
     @classmethod
@@ -152,53 +124,37 @@ class RedisIndex(RedisWriter, IndexBackend):
         """Open the index at ``url``; ``mode="w"`` allows writes."""
         return cls(url, mode)
 
-    @staticmethod
-    def _errors() -> type[Exception]:
-        return require("redis", "server").exceptions.RedisError
-
-    def _load(self) -> None:
-        meta = {
-            k.decode(): v.decode() for k, v in self._call(self._client.hgetall, self._meta).items()
-        }
-        if not meta:
-            raise FileNotFoundError(f"{self.path}: no index named {self.name!r} in this Redis")
-        if meta.get("magic") != MAGIC or int(meta.get("format_version", -1)) != FORMAT_VERSION:
-            raise CorruptIndexError(
-                f"{self.path}: {self._meta} is not a neardup index of format {FORMAT_VERSION}"
-            )
-        self.layout = Layout(int(meta["blocks"]), int(meta["distance"]))
-        self.bucket_bits = int(meta["bucket_bits"])
-        self._shard_shift = np.uint64(64 - int(meta["entry_shards"]).bit_length() + 1)
-        self._meta_fields = meta
-
-    @property
-    def _meta(self) -> str:
-        return f"{self.name}:meta"
-
     def refresh(self) -> None:
         """Reread the layout, id kind and generation (queries always read live data)."""
-        self._load()
+        self._store.load()
 
     def close(self) -> None:
         """Close the connections."""
-        self._closed = True
-        with contextlib.suppress(Exception):
-            self._client.close()
+        self._store.close()
 
     # ------------------------------------------------------------------ properties
     @property
+    def layout(self) -> Layout:  # type: ignore[override]
+        """The tables' layout (blocks and distance)."""
+        return self._store.layout
+
+    @property
+    def bucket_bits(self) -> int:
+        """Leading bits of a table's permuted fingerprint that name its bucket."""
+        return self._store.bucket_bits
+
+    @property
     def id_type(self) -> str | None:
         """``"int64"``, ``"str"`` or ``None`` before the first add."""
-        return self._meta_fields.get("id_type") or None
+        return self._store.id_type
 
     @property
     def generation(self) -> int:
         """Number of writes committed so far (as of the last read of the metadata)."""
-        return int(self._meta_fields["generation"])
+        return int(self._store.meta["generation"])
 
     def __len__(self) -> int:
-        shards = int(self._meta_fields["entry_shards"])
-        return int(sum(self._pipeline([("hlen", self._shard_key(s)) for s in range(shards)])))
+        return self._store.count()
 
     def __contains__(self, id: object) -> bool:
         if isinstance(id, bool) or not isinstance(id, (str, int, np.integer)):
@@ -210,7 +166,7 @@ class RedisIndex(RedisWriter, IndexBackend):
             ids = convert_ids([id], None, self.id_type)
         except ValueError:
             return False
-        return bool(self._lookup(ids)[0][0])
+        return bool(self._store.lookup(ids)[0][0])
 
     def contains(self, ids: Sequence[int] | Sequence[str] | np.ndarray) -> np.ndarray:
         """As :meth:`neardup.Index.contains`: a bool per id, whether an entry has it (one
@@ -222,13 +178,12 @@ class RedisIndex(RedisWriter, IndexBackend):
             For ids that are not all int64 or all str, or of the other kind than the index's
             (where ``in`` says False).
         """
-        if self._closed:
-            raise ValueError(f"index {self.path} is closed; open it again with Index.open")
+        self._store.check_open()
         self.refresh()  # the id kind may have been fixed by another process's first add
         conv = convert_ids(ids, None, self.id_type)
         if self.id_type is None:
             return np.zeros(len(conv.keys), dtype=bool)
-        return self._lookup(conv)[0]
+        return self._store.lookup(conv)[0]
 
     def info(self) -> dict[str, Any]:
         """Layout, size and generation."""
@@ -246,77 +201,48 @@ class RedisIndex(RedisWriter, IndexBackend):
             "generation": self.generation,
         }
 
-    # ------------------------------------------------------------------ Redis plumbing
-    def _call(self, fn: Any, *args: Any, **kw: Any) -> Any:
-        errors = self._redis.exceptions
-        try:
-            return fn(*args, **kw)
-        except (errors.RedisError, errors.RedisClusterException) as e:
-            raise IndexUnavailableError(f"{self.path}: Redis is unavailable ({e})") from None
+    # ------------------------------------------------------------------ writes
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[RedisIndex]:
+        """Hold the index's write lease (re-entrant): writes inside run as one unit against
+        other writers (e.g. a query and the add that depends on it)."""
+        with self._writer.lock():
+            yield self
 
-    def _pipeline(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
-        """Run ``(method, *args)`` commands in pipelines of ``redis_store.REDIS_PIPELINE``."""
-        if self._closed:
-            raise ValueError(f"index {self.path} is closed; open it again with Index.open")
-        out: list[Any] = []
-        step = redis_store.REDIS_PIPELINE
-        for s in range(0, len(commands), step):
-            pipe = self._client.pipeline(transaction=False)
-            for name, *args in commands[s : s + step]:
-                getattr(pipe, name)(*args)
-            out.extend(self._call(pipe.execute))
-        return out
+    def add(
+        self,
+        fingerprints: Sequence[int] | np.ndarray,
+        ids: Sequence[int] | Sequence[str] | np.ndarray | None = None,
+        *,
+        sketches: Any = None,
+    ) -> None:
+        """As :meth:`neardup.Index.add` (``sketches`` must be None: the Redis backend keeps
+        none, so ``fingerprints`` are required); durable once it returns (with Redis's
+        ``appendfsync always``). Raises :class:`IndexUnavailableError` if Redis fails midway:
+        the add is then not acknowledged; it may be partly visible (entries are written shard
+        by shard), and ``neardup serve``'s ``/add`` retried with the same ids completes it.
 
-    def _bucket_key(self, t: int, b: int) -> str:
-        return f"{self.name}:t{t}:{b:x}"
-
-    def _shard_key(self, s: int) -> str:
-        return f"{self.name}:e:{s:x}"
-
-    def _shards(self, keys: np.ndarray) -> np.ndarray:
-        return (keys.view(np.uint64) * GOLDEN) >> self._shard_shift
-
-    def _buckets(self, fps: np.ndarray, t: int) -> np.ndarray:
-        return self.layout.apply(fps, t) >> np.uint64(64 - self.bucket_bits)
-
-    def _lookup(self, ids: Ids) -> tuple[np.ndarray, np.ndarray, list[Any]]:
-        """(present, stored fingerprint, raw entry values) of each id of ``ids``."""
-        present, fps, raw = self._entries(ids.keys)
-        if ids.kind == "str":
-            for i, v in enumerate(raw):
-                if v is not None and v[8:].decode("utf-8") != ids.values[i]:
-                    present[i] = False
-        return present, fps, raw
-
-    def _entries(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[Any]]:
-        """(present, fingerprint, raw value) of the entries of int64 id keys ``keys``."""
-        n = len(keys)
-        present = np.zeros(n, dtype=bool)
-        fps = np.zeros(n, dtype=np.uint64)
-        raw: list[Any] = [None] * n
-        if n == 0:
-            return present, fps, raw
-        shards = self._shards(keys)
-        order = np.argsort(shards, kind="stable")
-        bounds = np.flatnonzero(np.diff(shards[order])) + 1
-        groups = np.split(order, bounds)
-        kb = keys.astype("<i8").tobytes()
-        cmds = [
-            (
-                "hmget",
-                self._shard_key(int(shards[g[0]])),
-                [kb[8 * i : 8 * i + 8] for i in g],
+        A large batch is one bulk write: per table its records are grouped by bucket and many
+        buckets go in one script call, pipelined in rounds of
+        ``neardup.index.redis_writer.REDIS_WRITE_BYTES`` (prefer a few large adds to many
+        small ones when loading)."""
+        if sketches is not None or fingerprints is None:
+            raise ValueError(
+                f"index {self.path}: the Redis backend keeps no sketches; add fingerprints"
             )
-            for g in groups
-        ]
-        for g, values in zip(groups, self._pipeline(cmds), strict=True):
-            for i, v in zip(g.tolist(), values, strict=True):
-                raw[i] = v
-        hit = np.array([v is not None for v in raw], dtype=bool)
-        present[:] = hit
-        if hit.any():
-            fps[hit] = np.frombuffer(b"".join(v[:8] for v in raw if v is not None), "<u8")
-        return present, fps, raw
+        self._writer.add(as_fingerprints(fingerprints, "fingerprints"), ids)
+
+    def remove(
+        self, ids: Sequence[int] | Sequence[str] | np.ndarray, *, missing: str = "error"
+    ) -> int:
+        """As :meth:`neardup.Index.remove`: remove entries by id, return how many."""
+        return self._writer.remove(ids, missing)
+
+    def compact(self, compress: bool | None = None) -> None:
+        """Nothing to merge on Redis (buckets are rewritten by each remove); ``compress`` must
+        be None (Redis keeps no tables to compress)."""
+        if compress is not None:
+            raise ValueError(f"index {self.path}: the Redis backend keeps no tables to compress")
 
     # ------------------------------------------------------------------ queries
     def _probe(
@@ -332,10 +258,10 @@ class RedisIndex(RedisWriter, IndexBackend):
         T = self.layout.n_tables
         cmds, inv = [], []
         for t in range(T):
-            uniq, where = np.unique(self._buckets(q, t), return_inverse=True)
+            uniq, where = np.unique(self._store.buckets(q, t), return_inverse=True)
             inv.append(where + len(cmds))
-            cmds.extend(("get", self._bucket_key(t, b)) for b in uniq.tolist())
-        values = self._pipeline(cmds)
+            cmds.extend(("get", self._store.bucket_key(t, b)) for b in uniq.tolist())
+        values = self._store.pipeline(cmds)
         sizes = np.array([0 if v is None else len(v) // RECORD.itemsize for v in values])
         recs = np.frombuffer(b"".join(v for v in values if v is not None), RECORD)
         hi = np.cumsum(sizes)
@@ -353,9 +279,9 @@ class RedisIndex(RedisWriter, IndexBackend):
         first[1:] = (qi[1:] != qi[:-1]) | (key[1:] != key[:-1]) | (fp[1:] != fp[:-1])
         qi, fp, key, d = qi[first], fp[first], key[first], d[first]
         if len(key) and self.id_type is None:
-            self._load()  # another process made the first add since we read the id kind
+            self._store.load()  # another process made the first add since we read the id kind
         ukeys, kinv = np.unique(key, return_inverse=True)
-        present, stored, raw = self._entries(ukeys)
+        present, stored, raw = self._store.entries(ukeys)
         ok = present[kinv] & (stored[kinv] == fp)
         sel = np.flatnonzero(ok)
         return qi[sel], key[sel], d[sel], [raw[i] for i in kinv[sel].tolist()]
@@ -389,9 +315,11 @@ class RedisIndex(RedisWriter, IndexBackend):
             Naming the first entry whose record is missing (data lost by Redis, e.g. a node
             restarted without persistence) and how many are.
         """
-        shards = int(self._meta_fields["entry_shards"])
+        shards = self._store.entry_shards
         keys, fps = [], []
-        for h in self._pipeline([("hgetall", self._shard_key(s)) for s in range(shards)]):
+        for h in self._store.pipeline(
+            [("hgetall", self._store.shard_key(s)) for s in range(shards)]
+        ):
             for k, v in h.items():
                 keys.append(k)
                 fps.append(v[:8])
@@ -404,8 +332,10 @@ class RedisIndex(RedisWriter, IndexBackend):
         want_v = want.view("V16")
         missing = 0
         for t in range(self.layout.n_tables):
-            b = self._buckets(fp, t)
-            vals = self._pipeline([("get", self._bucket_key(t, x)) for x in np.unique(b).tolist()])
+            b = self._store.buckets(fp, t)
+            vals = self._store.pipeline(
+                [("get", self._store.bucket_key(t, x)) for x in np.unique(b).tolist()]
+            )
             have = np.frombuffer(b"".join(v for v in vals if v is not None), "V16")
             missing += int((~np.isin(want_v, have)).sum())
         if missing:

@@ -1,11 +1,15 @@
-"""Redis plumbing of the Redis index: key layout constants, connecting, the layout choice.
+"""Redis plumbing of the Redis index: the key layout, connecting, the layout choice, and
+:class:`RedisStore`, one open index's connection, metadata and round trips (what the index's
+queries and its writer share).
 
 See :mod:`neardup.index.redis` for the data model.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -15,9 +19,12 @@ from neardup import config
 from neardup._optional import require
 from neardup.core import cost as cost_model
 from neardup.core.layout import Layout
+from neardup.index.segments import Ids
+from neardup.index.storage import CorruptIndexError
 
 __all__ = [
     "IndexUnavailableError",
+    "RedisStore",
     "choose_redis_layout",
     "connect",
     "is_redis_url",
@@ -40,55 +47,6 @@ RECORD = np.dtype([("fp", "<u8"), ("key", "<i8")])
 #: Fibonacci hashing multiplier that spreads id keys over the entry shards
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _SCHEMES = ("redis://", "rediss://", "unix://")
-
-# Removes the records of the given id keys (8 bytes each) from one bucket; one key, so it runs
-# on whichever Redis Cluster node holds the bucket.
-_DROP_RECORDS = """
-local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-local drop = {}
-for i = 1, #ARGV do drop[ARGV[i]] = true end
-local out, n = {}, 0
-for p = 1, #v, 16 do
-  local rec = string.sub(v, p, p + 15)
-  if drop[string.sub(rec, 9, 16)] then n = n + 1 else out[#out + 1] = rec end
-end
-if #out == 0 then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], table.concat(out)) end
-return n
-"""
-
-
-# Appends ARGV[n + i] to the key named ARGV[i] for i = 1..n (n = #ARGV / 2): many buckets per
-# command, so a bulk write costs one command per thousand buckets instead of one per bucket. The
-# names are arguments, not declared keys, because on Redis Cluster the keys lie in different slots
-# of the node the caller sent the call to (Redis 7's allow-cross-slot-keys flag).
-_APPEND_MANY = """
-local n = #ARGV / 2
-for i = 1, n do redis.call('APPEND', ARGV[i], ARGV[n + i]) end
-return n
-"""
-_APPEND_MANY_CLUSTER = "#!lua flags=allow-cross-slot-keys\n" + _APPEND_MANY
-
-# Extends the writer's lease (ARGV[2] ms) if it still holds it (token ARGV[1]); 0 if it lost it.
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
-
-# Takes the writers' lease for token ARGV[1] (ARGV[2] ms) if it is free, or already ours: a
-# client that retries the call after a lost reply (redis-py does) finds its own token there.
-_ACQUIRE = """
-local held = redis.call('GET', KEYS[1])
-if held == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-if held then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1
-"""
-
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 
 class IndexUnavailableError(ConnectionError):
@@ -184,3 +142,181 @@ def connect(url: str) -> Any:
         raise IndexUnavailableError(
             f"{shown_url(url)}: Redis Cluster is unavailable ({e})"
         ) from None
+
+
+def redis_errors() -> tuple[type[Exception], ...]:
+    """The exceptions of redis-py that mean Redis could not answer."""
+    errors = require("redis", "server", "the Redis index backend").exceptions
+    return (errors.RedisError, errors.RedisClusterException)
+
+
+def create_meta(url: str, meta: dict[str, Any]) -> None:
+    """Write the metadata hash of a new index at ``url`` (``?name=`` names it).
+
+    Raises
+    ------
+    FileExistsError
+        If an index of that name exists there.
+    IndexUnavailableError
+        If Redis cannot be reached.
+    """
+    redis_url, name = split_url(url)
+    client = connect(redis_url)
+    try:
+        if not client.hsetnx(f"{name}:meta", "magic", MAGIC):
+            raise FileExistsError(f"{shown_url(url)}: an index named {name!r} already exists there")
+        client.hset(f"{name}:meta", mapping={"magic": MAGIC, **meta})
+    except redis_errors() as e:
+        raise IndexUnavailableError(f"{shown_url(url)}: Redis is unavailable ({e})") from None
+    finally:
+        client.close()
+
+
+class RedisStore:
+    """One open Redis index: its connection, keys, metadata and round trips.
+
+    :class:`neardup.index.redis.RedisIndex` reads through it and its
+    :class:`~neardup.index.redis_writer.RedisWriter` writes through it; both see the metadata
+    as of the last :meth:`load`.
+
+    Parameters
+    ----------
+    url
+        ``redis://host:port/db?name=NAME`` (or ``rediss://``, ``unix://``).
+
+    Raises
+    ------
+    IndexUnavailableError
+        When Redis cannot be reached.
+    FileNotFoundError
+        When no index of that name is there.
+    CorruptIndexError
+        When the metadata is not a neardup index of this format.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.path = shown_url(url)  # shown in messages and info(): no password
+        redis_url, self.name = split_url(url)
+        self.errors = redis_errors()
+        self.client = connect(redis_url)
+        self.cluster = hasattr(self.client, "nodes_manager")  # a redis-py RedisCluster
+        self.closed = False
+        try:
+            self.load()
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ metadata
+    def load(self) -> None:
+        """Reread the metadata: layout, bucket bits, entry shards, id kind, generation."""
+        raw = self.call(self.client.hgetall, self.meta_key)
+        meta = {k.decode(): v.decode() for k, v in raw.items()}
+        if not meta:
+            raise FileNotFoundError(f"{self.path}: no index named {self.name!r} in this Redis")
+        if meta.get("magic") != MAGIC or int(meta.get("format_version", -1)) != FORMAT_VERSION:
+            raise CorruptIndexError(
+                f"{self.path}: {self.meta_key} is not a neardup index of format {FORMAT_VERSION}"
+            )
+        self.layout = Layout(int(meta["blocks"]), int(meta["distance"]))
+        self.bucket_bits = int(meta["bucket_bits"])
+        self.entry_shards = int(meta["entry_shards"])
+        self._shard_shift = np.uint64(64 - self.entry_shards.bit_length() + 1)
+        self.meta = meta
+
+    @property
+    def id_type(self) -> str | None:
+        """``"int64"``, ``"str"`` or ``None`` before the first add."""
+        return self.meta.get("id_type") or None
+
+    @property
+    def meta_key(self) -> str:
+        return f"{self.name}:meta"
+
+    @property
+    def lease_key(self) -> str:
+        return f"{self.name}:lock"
+
+    def bucket_key(self, t: int, b: int) -> str:
+        """The key of bucket ``b`` of table ``t``."""
+        return f"{self.name}:t{t}:{b:x}"
+
+    def shard_key(self, s: int) -> str:
+        """The key of entry shard ``s``."""
+        return f"{self.name}:e:{s:x}"
+
+    def shards(self, keys: np.ndarray) -> np.ndarray:
+        """The entry shard of each int64 id key (Fibonacci hashing)."""
+        return (keys.view(np.uint64) * GOLDEN) >> self._shard_shift
+
+    def buckets(self, fps: np.ndarray, t: int) -> np.ndarray:
+        """The bucket of each fingerprint in table ``t``."""
+        return self.layout.apply(fps, t) >> np.uint64(64 - self.bucket_bits)
+
+    # ------------------------------------------------------------------ round trips
+    def check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"index {self.path} is closed; open it again with Index.open")
+
+    def call(self, fn: Any, *args: Any, **kw: Any) -> Any:
+        """``fn(*args, **kw)``, a Redis failure raised as :class:`IndexUnavailableError`."""
+        try:
+            return fn(*args, **kw)
+        except self.errors as e:
+            raise IndexUnavailableError(f"{self.path}: Redis is unavailable ({e})") from None
+
+    def pipeline(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Run ``(method, *args)`` commands in pipelines of ``REDIS_PIPELINE``."""
+        self.check_open()
+        out: list[Any] = []
+        step = REDIS_PIPELINE
+        for s in range(0, len(commands), step):
+            pipe = self.client.pipeline(transaction=False)
+            for name, *args in commands[s : s + step]:
+                getattr(pipe, name)(*args)
+            out.extend(self.call(pipe.execute))
+        return out
+
+    def count(self) -> int:
+        """Number of entries (one HLEN per entry shard)."""
+        lens = self.pipeline([("hlen", self.shard_key(s)) for s in range(self.entry_shards)])
+        return int(sum(lens))
+
+    def lookup(self, ids: Ids) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+        """(present, stored fingerprint, raw entry values) of each id of ``ids``."""
+        present, fps, raw = self.entries(ids.keys)
+        if ids.kind == "str":
+            for i, v in enumerate(raw):
+                if v is not None and v[8:].decode("utf-8") != ids.values[i]:
+                    present[i] = False
+        return present, fps, raw
+
+    def entries(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+        """(present, fingerprint, raw value) of the entries of int64 id keys ``keys``."""
+        n = len(keys)
+        present = np.zeros(n, dtype=bool)
+        fps = np.zeros(n, dtype=np.uint64)
+        raw: list[Any] = [None] * n
+        if n == 0:
+            return present, fps, raw
+        shards = self.shards(keys)
+        order = np.argsort(shards, kind="stable")
+        groups = np.split(order, np.flatnonzero(np.diff(shards[order])) + 1)
+        kb = keys.astype("<i8").tobytes()
+        cmds = [
+            ("hmget", self.shard_key(int(shards[g[0]])), [kb[8 * i : 8 * i + 8] for i in g])
+            for g in groups
+        ]
+        for g, values in zip(groups, self.pipeline(cmds), strict=True):
+            for i, v in zip(g.tolist(), values, strict=True):
+                raw[i] = v
+        present[:] = [v is not None for v in raw]
+        if present.any():
+            fps[present] = np.frombuffer(b"".join(v[:8] for v in raw if v is not None), "<u8")
+        return present, fps, raw
+
+    def close(self) -> None:
+        """Close the connections."""
+        self.closed = True
+        with contextlib.suppress(Exception):
+            self.client.close()

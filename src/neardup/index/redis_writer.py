@@ -1,4 +1,4 @@
-"""The write half of :class:`neardup.index.redis.RedisIndex`: the writers' lease, add, remove.
+"""The writes of :class:`neardup.index.redis.RedisIndex`: the writers' lease, add, remove.
 
 The entry hashes are the commit point: an add appends the bucket records first and writes the
 entries last; a remove deletes the entries first, then the records (see
@@ -22,17 +22,8 @@ from neardup import config
 from neardup.core.bits import as_fingerprints
 from neardup.index import redis_store
 from neardup.index._redis_kernels import _counting_order
-from neardup.index.redis_store import (
-    _ACQUIRE,
-    _APPEND_MANY,
-    _APPEND_MANY_CLUSTER,
-    _DROP_RECORDS,
-    _RELEASE,
-    _RENEW,
-    RECORD,
-    IndexUnavailableError,
-)
-from neardup.index.segments import convert_ids, show_id
+from neardup.index.redis_store import RECORD, IndexUnavailableError, RedisStore
+from neardup.index.segments import Ids, convert_ids, show_id
 
 __all__ = ["RedisWriter"]
 
@@ -46,15 +37,78 @@ REDIS_SCRIPT_KEYS = 1000
 REDIS_SCRIPT_ITEMS = 20_000
 
 
-class RedisWriter:
-    """Mixin of :class:`neardup.index.redis.RedisIndex` holding its writes (``mode="w"``)."""
+# Removes the records of the given id keys (8 bytes each) from one bucket; one key, so it runs
+# on whichever Redis Cluster node holds the bucket.
+DROP_RECORDS = """
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local drop = {}
+for i = 1, #ARGV do drop[ARGV[i]] = true end
+local out, n = {}, 0
+for p = 1, #v, 16 do
+  local rec = string.sub(v, p, p + 15)
+  if drop[string.sub(rec, 9, 16)] then n = n + 1 else out[#out + 1] = rec end
+end
+if #out == 0 then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], table.concat(out)) end
+return n
+"""
 
-    _stale: list[str]
-    _held: int
-    _lost: bool
+
+# Appends ARGV[n + i] to the key named ARGV[i] for i = 1..n (n = #ARGV / 2): many buckets per
+# command, so a bulk write costs one command per thousand buckets instead of one per bucket. The
+# names are arguments, not declared keys, because on Redis Cluster the keys lie in different slots
+# of the node the caller sent the call to (Redis 7's allow-cross-slot-keys flag).
+APPEND_MANY = """
+local n = #ARGV / 2
+for i = 1, n do redis.call('APPEND', ARGV[i], ARGV[n + i]) end
+return n
+"""
+APPEND_MANY_CLUSTER = "#!lua flags=allow-cross-slot-keys\n" + APPEND_MANY
+
+# Extends the writer's lease (ARGV[2] ms) if it still holds it (token ARGV[1]); 0 if it lost it.
+RENEW_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+# Takes the writers' lease for token ARGV[1] (ARGV[2] ms) if it is free, or already ours: a
+# client that retries the call after a lost reply (redis-py does) finds its own token there.
+ACQUIRE_LEASE = """
+local held = redis.call('GET', KEYS[1])
+if held == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if held then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+RELEASE_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class RedisWriter:
+    """The writes of one open :class:`neardup.index.redis.RedisIndex`: the writers' lease,
+    add and remove, through the index's :class:`~neardup.index.redis_store.RedisStore`.
+
+    Parameters
+    ----------
+    store
+        The open index's connection and metadata (shared with its queries).
+    mode
+        ``"w"`` allows writes; with ``"r"`` every write raises ``ValueError``.
+    """
+
+    def __init__(self, store: RedisStore, mode: str) -> None:
+        self.store = store
+        self.mode = mode
+        self._held = 0  # depth of re-entrant lock() calls
+        self._lost = False  # the heartbeat saw another writer take the lease
+        self._stale: list[str] = []  # tokens of leases we may still hold
+        self._tlock = threading.RLock()
 
     @contextlib.contextmanager
-    def lock(self) -> Iterator[Any]:
+    def lock(self) -> Iterator[None]:
         """Hold the index's write lease (re-entrant): writes inside run as one unit against
         other writers (e.g. a query and the add that depends on it)."""
         self._check_writable()
@@ -62,7 +116,7 @@ class RedisWriter:
             if self._held:
                 self._held += 1
                 try:
-                    yield self
+                    yield
                 finally:
                     self._held -= 1
                 return
@@ -71,10 +125,11 @@ class RedisWriter:
             self._stale.append(token)  # until released: a lost reply may have granted it
             deadline = time.monotonic() + config.SERVE_WRITE_WAIT_S
             lease_ms = int(config.REDIS_LOCK_LEASE_S * 1000)
-            while not self._call(self._client.eval, _ACQUIRE, 1, self._lease, token, lease_ms):
+            st = self.store
+            while not st.call(st.client.eval, ACQUIRE_LEASE, 1, st.lease_key, token, lease_ms):
                 if time.monotonic() > deadline:
                     raise IndexUnavailableError(
-                        f"{self.path}: another writer held the index for "
+                        f"{st.path}: another writer held the index for "
                         f"{config.SERVE_WRITE_WAIT_S} s; retry later"
                     )
                 time.sleep(0.005)
@@ -84,8 +139,8 @@ class RedisWriter:
             beat = threading.Thread(target=self._heartbeat, args=(token, stop), daemon=True)
             beat.start()
             try:
-                self._load()
-                yield self
+                st.load()
+                yield
             finally:
                 stop.set()
                 beat.join()
@@ -98,8 +153,10 @@ class RedisWriter:
         lease = config.REDIS_LOCK_LEASE_S
         while not stop.wait(lease / 3):
             try:
-                held = self._client.eval(_RENEW, 1, self._lease, token, int(lease * 1000))
-            except self._redis.exceptions.RedisError:
+                held = self.store.client.eval(
+                    RENEW_LEASE, 1, self.store.lease_key, token, int(lease * 1000)
+                )
+            except self.store.errors:
                 continue  # the write's own commands fail too while Redis is down
             if not held:
                 self._lost = True
@@ -109,94 +166,82 @@ class RedisWriter:
         """Raise before the next round trip of a write whose lease ran out."""
         if self._lost:
             raise IndexUnavailableError(
-                f"{self.path}: this write lost the index's lease (Redis was unreachable for "
+                f"{self.store.path}: this write lost the index's lease (Redis was unreachable for "
                 f"config.REDIS_LOCK_LEASE_S = {config.REDIS_LOCK_LEASE_S} s); retry it"
             )
-
-    @property
-    def _lease(self) -> str:
-        return f"{self.name}:lock"
 
     def _release_stale(self) -> None:
         """Give back the leases we may hold; kept for later while Redis is down."""
         while self._stale:
             try:
-                self._client.eval(_RELEASE, 1, self._lease, self._stale[-1])
-            except self._redis.exceptions.RedisError:
+                self.store.client.eval(RELEASE_LEASE, 1, self.store.lease_key, self._stale[-1])
+            except self.store.errors:
                 return
             self._stale.pop()
 
     def _check_writable(self) -> None:
-        if self._closed:
-            raise ValueError(f"index {self.path} is closed; open it again with Index.open")
+        self.store.check_open()
         if self.mode != "w":
-            raise ValueError(f"index {self.path} is open read-only; open it with mode='w'")
+            raise ValueError(f"index {self.store.path} is open read-only; open it with mode='w'")
 
     # ------------------------------------------------------------------ writes
     def add(
-        self,
-        fingerprints: Sequence[int] | np.ndarray,
-        ids: Sequence[int] | Sequence[str] | np.ndarray | None = None,
-        *,
-        sketches: Any = None,
+        self, fingerprints: np.ndarray, ids: Sequence[int] | Sequence[str] | np.ndarray | None
     ) -> None:
-        """As :meth:`neardup.Index.add` (``sketches`` must be None: the Redis backend keeps
-        none, so ``fingerprints`` are required); durable once it returns (with Redis's
-        ``appendfsync always``). Raises :class:`IndexUnavailableError` if Redis fails midway:
-        the add is then not acknowledged; it may be partly visible (entries are written shard
-        by shard), and ``neardup serve``'s ``/add`` retried with the same ids completes it.
-
-        A large batch is one bulk write: per table its records are grouped by bucket and many
-        buckets go in one script call, pipelined in rounds of ``REDIS_WRITE_BYTES``
-        (prefer a few large adds to many small ones when loading)."""
-        if sketches is not None or fingerprints is None:
-            raise ValueError(
-                f"index {self.path}: the Redis backend keeps no sketches; add fingerprints"
-            )
+        """Add entries (see :meth:`neardup.index.redis.RedisIndex.add`): the records of every
+        table first, then the entries, which commit the add."""
         fp = as_fingerprints(fingerprints, "fingerprints")
+        st = self.store
         with self.lock():
             if ids is None:
-                if self.id_type == "str":
+                if st.id_type == "str":
                     raise ValueError("this index has string ids; pass ids to add()")
-                start = int(self._meta_fields["next_id"])
+                start = int(st.meta["next_id"])
                 ids = np.arange(start, start + len(fp), dtype=np.int64)
-            conv = convert_ids(ids, len(fp), self.id_type)
+            conv = convert_ids(ids, len(fp), st.id_type)
             if len(fp) == 0:
                 return
-            if conv.kind == "str" and len(set(conv.values)) != len(conv.values):
-                raise ValueError("ids repeat within the batch; ids must be unique")
-            ordered = np.sort(conv.keys)
-            if (ordered[1:] == ordered[:-1]).any():
-                what = "ids repeat" if conv.kind == "int64" else "two string ids share a hash"
-                raise ValueError(f"{what} within the batch; ids must be unique")
-            # under the lease nobody else adds: an empty index needs no per-id check
-            present = self._present(conv.keys) if len(self) else np.zeros(len(fp), dtype=bool)
-            if present.any():
-                i = int(np.flatnonzero(present)[0])
-                raw = self._entries(conv.keys[i : i + 1])[2][0]
-                if conv.kind == "str" and raw[8:].decode("utf-8") != conv.values[i]:
-                    raise ValueError(
-                        f"id {show_id(conv.values[i])} has the same 64-bit hash as stored id "
-                        f"{raw[8:].decode('utf-8')!r}; use another id"
-                    )
-                raise ValueError(
-                    f"id {show_id(conv.values[i])} is already in the index "
-                    f"({int(present.sum())} of the batch are); remove them first"
-                )
+            self._check_new(conv)
             self._append_records(fp, conv.keys)
             # the entries commit the add (records without entries are ignored by queries)
             self._set_entries(fp, conv)
             meta: dict[str, Any] = {"id_type": conv.kind}
             if conv.kind == "int64":
-                meta["next_id"] = max(int(self._meta_fields["next_id"]), int(conv.keys.max()) + 1)
-            self._pipeline([("hset", self._meta, None, None, meta)])
+                meta["next_id"] = max(int(st.meta["next_id"]), int(conv.keys.max()) + 1)
+            st.pipeline([("hset", st.meta_key, None, None, meta)])
             self._bump()
+
+    def _check_new(self, conv: Ids) -> None:
+        """Raise ``ValueError`` if an id of the batch repeats or is in the index already."""
+        if conv.kind == "str" and len(set(conv.values)) != len(conv.values):
+            raise ValueError("ids repeat within the batch; ids must be unique")
+        ordered = np.sort(conv.keys)
+        if (ordered[1:] == ordered[:-1]).any():
+            what = "ids repeat" if conv.kind == "int64" else "two string ids share a hash"
+            raise ValueError(f"{what} within the batch; ids must be unique")
+        # under the lease nobody else adds: an empty index needs no per-id check
+        if not self.store.count():
+            return
+        present = self._present(conv.keys)
+        if not present.any():
+            return
+        i = int(np.flatnonzero(present)[0])
+        raw = self.store.entries(conv.keys[i : i + 1])[2][0]
+        if conv.kind == "str" and raw[8:].decode("utf-8") != conv.values[i]:
+            raise ValueError(
+                f"id {show_id(conv.values[i])} has the same 64-bit hash as stored id "
+                f"{raw[8:].decode('utf-8')!r}; use another id"
+            )
+        raise ValueError(
+            f"id {show_id(conv.values[i])} is already in the index "
+            f"({int(present.sum())} of the batch are); remove them first"
+        )
 
     # ------------------------------------------------------------------ bulk plumbing
     def _by_shard(self, keys: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
         """(order, [(shard, start, end), ...]): ``keys[order[start:end]]`` fall in ``shard``."""
-        shards = self._shards(keys).astype(np.int64)
-        order, starts = _counting_order(shards, int(self._meta_fields["entry_shards"]))
+        shards = self.store.shards(keys).astype(np.int64)
+        order, starts = _counting_order(shards, self.store.entry_shards)
         used = np.flatnonzero(np.diff(starts)).tolist()
         return order, [(s, int(starts[s]), int(starts[s + 1])) for s in used]
 
@@ -227,12 +272,12 @@ class RedisWriter:
                 if batch and (
                     size + nbytes > REDIS_WRITE_BYTES or len(batch) >= redis_store.REDIS_PIPELINE
                 ):
-                    yield functools.partial(self._pipeline, batch)
+                    yield functools.partial(self.store.pipeline, batch)
                     batch, size = [], 0
                 batch.append(cmd)
                 size += nbytes
             if batch:
-                yield functools.partial(self._pipeline, batch)
+                yield functools.partial(self.store.pipeline, batch)
 
         return self._overlapped(rounds())
 
@@ -246,7 +291,8 @@ class RedisWriter:
         step = REDIS_SCRIPT_ITEMS
         parts = [(s, a, min(e, a + step)) for s, a0, e in groups for a in range(a0, e, step)]
         cmds = (
-            (8 * (e - a), ("hmget", self._shard_key(s), fields[a:e].tolist())) for s, a, e in parts
+            (8 * (e - a), ("hmget", self.store.shard_key(s), fields[a:e].tolist()))
+            for s, a, e in parts
         )
         for (_, a, _), values in zip(parts, self._bounded(cmds), strict=True):
             hit = [j for j, v in enumerate(values) if v is not None]
@@ -254,7 +300,7 @@ class RedisWriter:
                 present[order[a + np.asarray(hit, dtype=np.int64)]] = True
         return present
 
-    def _set_entries(self, fp: np.ndarray, conv: Any) -> None:
+    def _set_entries(self, fp: np.ndarray, conv: Ids) -> None:
         """Write the entries (id key -> fingerprint, then the UTF-8 id for string ids)."""
         order, groups = self._by_shard(conv.keys)
         pairs = np.empty((len(order), 2), dtype="<u8")
@@ -268,7 +314,7 @@ class RedisWriter:
             if conv.kind == "str":
                 for j, i in enumerate(order[a:e].tolist()):
                     flat[2 * j + 1] += conv.values[i].encode("utf-8")
-            return 16 * (e - a), ("execute_command", "HSET", self._shard_key(s), *flat)
+            return 16 * (e - a), ("execute_command", "HSET", self.store.shard_key(s), *flat)
 
         cmds = (hset(*part) for part in parts)
         self._bounded(cmds)
@@ -285,10 +331,10 @@ class RedisWriter:
 
     def _append_rounds(self, fp: np.ndarray, keys: np.ndarray) -> Iterator[Callable[[], Any]]:
         n = len(fp)
-        n_buckets = 1 << self.bucket_bits
+        n_buckets = 1 << self.store.bucket_bits
         step = max(1, REDIS_WRITE_BYTES // RECORD.itemsize)
-        for t in range(self.layout.n_tables):
-            b = self._buckets(fp, t).astype(np.int64)
+        for t in range(self.store.layout.n_tables):
+            b = self.store.buckets(fp, t).astype(np.int64)
             if n_buckets <= 4 * n + 1024:
                 order = _counting_order(b, n_buckets)[0]
             else:  # a few records in a huge key space: a comparison sort is cheaper
@@ -301,26 +347,26 @@ class RedisWriter:
                 bs = b[o]
                 first = np.flatnonzero(np.concatenate(([True], bs[1:] != bs[:-1])))
                 cuts = (np.append(first, len(o)) * RECORD.itemsize).tolist()
-                names = [self._bucket_key(t, x) for x in bs[first].tolist()]
+                names = [self.store.bucket_key(t, x) for x in bs[first].tolist()]
                 yield self._append_many(names, [data[a:e] for a, e in zip(cuts, cuts[1:])])
 
     def _append_many(self, names: list[str], values: list[bytes]) -> Callable[[], Any]:
         """The round trip that APPENDs ``values[i]`` to key ``names[i]``, many keys per script
         call (on Redis Cluster, one pipeline per node holding some of the keys)."""
         step = REDIS_SCRIPT_KEYS
-        if not self._cluster:
+        if not self.store.cluster:
             cmds = [
-                ("execute_command", "EVAL", _APPEND_MANY, 0, *names[a : a + step],
+                ("execute_command", "EVAL", APPEND_MANY, 0, *names[a : a + step],
                  *values[a : a + step])
                 for a in range(0, len(names), step)
             ]  # fmt: skip
-            return functools.partial(self._pipeline, cmds)
+            return functools.partial(self.store.pipeline, cmds)
         from redis.crc import key_slot
 
         nodes: dict[str, tuple[Any, list[int]]] = {}
-        slot_node = self._client.nodes_manager.get_node_from_slot
+        slot_node = self.store.client.nodes_manager.get_node_from_slot
         for i, name in enumerate(names):
-            node = self._call(slot_node, key_slot(name.encode()))
+            node = self.store.call(slot_node, key_slot(name.encode()))
             nodes.setdefault(node.name, (node, []))[1].append(i)
         pipes = []
         for node, idx in nodes.values():
@@ -328,29 +374,29 @@ class RedisWriter:
             for a in range(0, len(idx), step):
                 part = idx[a : a + step]
                 pipe.eval(
-                    _APPEND_MANY_CLUSTER,
+                    APPEND_MANY_CLUSTER,
                     0,
                     *[names[i] for i in part],
                     *[values[i] for i in part],
                 )
             pipes.append(pipe)
-        return lambda: [self._call(p.execute) for p in pipes]
+        return lambda: [self.store.call(p.execute) for p in pipes]
 
     def _bump(self) -> None:
-        self._pipeline([("hincrby", self._meta, "generation", 1)])
-        self._load()
+        self.store.pipeline([("hincrby", self.store.meta_key, "generation", 1)])
+        self.store.load()
 
-    def remove(
-        self, ids: Sequence[int] | Sequence[str] | np.ndarray, *, missing: str = "error"
-    ) -> int:
-        """As :meth:`neardup.Index.remove`: remove entries by id, return how many."""
+    def remove(self, ids: Sequence[int] | Sequence[str] | np.ndarray, missing: str) -> int:
+        """Remove entries by id (see :meth:`neardup.index.redis.RedisIndex.remove`): the
+        entries first, then their records; how many were removed."""
         if missing not in ("error", "ignore"):
             raise ValueError(f"missing must be 'error' or 'ignore' (got {missing!r})")
+        st = self.store
         with self.lock():
-            conv = convert_ids(ids, None, self.id_type)
+            conv = convert_ids(ids, None, st.id_type)
             if len(conv.keys) == 0:
                 return 0
-            present, fps, _ = self._lookup(conv)
+            present, fps, _ = st.lookup(conv)
             if missing == "error" and not present.all():
                 first = int(np.flatnonzero(~present)[0])
                 raise KeyError(
@@ -363,31 +409,23 @@ class RedisWriter:
                 return 0
             kb = keys.astype("<i8").tobytes()
             kbs = [kb[8 * i : 8 * i + 8] for i in range(len(keys))]
-            shards = self._shards(keys).tolist()
-            removed = sum(
-                self._pipeline([("hdel", self._shard_key(s), k) for s, k in zip(shards, kbs)])
-            )
+            shards = st.shards(keys).tolist()
+            removed = sum(st.pipeline([("hdel", st.shard_key(s), k) for s, k in zip(shards, kbs)]))
             cmds = []
-            for t in range(self.layout.n_tables):
-                b = self._buckets(fps, t)
+            for t in range(st.layout.n_tables):
+                b = st.buckets(fps, t)
                 for bucket in np.unique(b).tolist():
                     drop = [kbs[i] for i in np.flatnonzero(b == bucket).tolist()]
                     cmds.append(
                         (
                             "execute_command",
                             "EVAL",
-                            _DROP_RECORDS,
+                            DROP_RECORDS,
                             1,
-                            self._bucket_key(t, bucket),
+                            st.bucket_key(t, bucket),
                             *drop,
                         )
                     )
-            self._pipeline(cmds)
+            st.pipeline(cmds)
             self._bump()
             return int(removed)
-
-    def compact(self, compress: bool | None = None) -> None:
-        """Nothing to merge on Redis (buckets are rewritten by each remove); ``compress`` must
-        be None (Redis keeps no tables to compress)."""
-        if compress is not None:
-            raise ValueError(f"index {self.path}: the Redis backend keeps no tables to compress")
