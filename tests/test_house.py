@@ -99,7 +99,6 @@ MAX_FUNCTION_LINES = 60
 LONG_FUNCTIONS = {
     "neardup.pipeline.job.dedup": 210,
     "neardup.cli.dedup.dedup": 155,
-    "neardup.server.app.create_app": 150,
 }
 
 
