@@ -118,7 +118,7 @@ def input_options(func: Callable) -> Callable:
     return func
 
 
-def _set_remote_timeout(ctx: click.Context, param: click.Parameter, value: float) -> float:
+def _set_remote_timeout(ctx: click.Context, _param: click.Parameter, value: float) -> float:
     config.REMOTE_TIMEOUT_S = value
     return value
 

@@ -41,7 +41,6 @@ from neardup.fingerprints.utf8 import features_utf8
 
 __all__ = ["PRESETS", "Features", "Fingerprinter", "compute", "compute_batch", "fingerprint"]
 
-Feature = int | str | bytes
 Document = str | bytes
 
 

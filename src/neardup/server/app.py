@@ -243,7 +243,7 @@ def _handlers(app: Any) -> None:
     from starlette.exceptions import HTTPException
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(request: Any, exc: RequestValidationError) -> Any:
+    async def invalid(_request: Any, exc: RequestValidationError) -> Any:
         errs = exc.errors()
         e = errs[0] if errs else {"msg": "invalid request", "loc": (), "type": ""}
         if e.get("type") == "json_invalid":
@@ -259,7 +259,7 @@ def _handlers(app: Any) -> None:
         return _error(422, f"{loc or 'body'}: {msg}{more}")
 
     @app.exception_handler(HTTPException)
-    async def http_error(request: Any, exc: HTTPException) -> Any:
+    async def http_error(_request: Any, exc: HTTPException) -> Any:
         return _error(exc.status_code, exc.detail)
 
     # each class named: a handler for Exception alone would answer, then re-raise (traceback)
@@ -270,7 +270,7 @@ def _handlers(app: Any) -> None:
     @app.exception_handler(KeyError)
     @app.exception_handler(OSError)
     @app.exception_handler(Exception)
-    async def failed(request: Any, exc: Exception) -> Any:
+    async def failed(_request: Any, exc: Exception) -> Any:
         return _failure(exc)
 
 
