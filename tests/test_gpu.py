@@ -1,57 +1,30 @@
 """The GPU engine (``device="cuda"``) against brute force and the CPU engine.
 
-Without a GPU (and in CI) these run under numba's CUDA simulator, which this module switches on
-for its own process before ``numba.cuda`` is first imported: it changes nothing for the CPU
-engine's numba kernels (only ``numba.cuda`` reads the setting). On a machine with a CUDA GPU and
-CuPy, ``pytest -m gpu`` runs the same tests on the GPU. The simulator runs kernels as Python:
-inputs and table counts stay small.
+Without a GPU (and in CI) these run under numba's CUDA simulator, which ``tests/gpusim.py``
+switches on for this process before ``numba.cuda`` is first imported: it changes nothing for the
+CPU engine's numba kernels (only ``numba.cuda`` reads the setting). On a machine with a CUDA
+GPU and CuPy, ``pytest -m gpu`` runs the same tests on the GPU. The simulator runs kernels as
+Python: inputs and table counts stay small.
 """
 
 from __future__ import annotations
 
-import ctypes
-import importlib.util
 import os
 import subprocess
 import sys
 
 import naive
-import numba.core.config as numba_config
 import numpy as np
 import pytest
 from cli import invoke
+from gpusim import REAL_GPU
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import fingerprints
 
-
-def _real_gpu() -> bool:
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("cupy") is None:
-        return False
-    # the driver itself, asked without numba (importing numba.cuda would fix the mode)
-    try:
-        driver = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    count = ctypes.c_int(0)
-    return (
-        driver.cuInit(0) == 0
-        and driver.cuDeviceGetCount(ctypes.byref(count)) == 0
-        and count.value > 0
-    )
-
-
-REAL_GPU = _real_gpu()
-if not REAL_GPU:
-    if "numba.cuda" in sys.modules and not numba_config.ENABLE_CUDASIM:
-        pytest.skip(
-            "numba.cuda was imported before the simulator could be set", allow_module_level=True
-        )
-    numba_config.ENABLE_CUDASIM = 1
-
-import neardup  # noqa: E402
-from neardup.core.layout import Layout  # noqa: E402
-from neardup.gpu import BYTES_PER_FINGERPRINT, engine, find_all_pairs, runtime  # noqa: E402
+import neardup
+from neardup.core.layout import Layout
+from neardup.gpu import BYTES_PER_FINGERPRINT, engine, find_all_pairs, runtime
 
 pytestmark = pytest.mark.gpu
 

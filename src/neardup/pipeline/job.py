@@ -75,14 +75,13 @@ def _ignore(err: InputError) -> None:
 
 def _on_gpu(device: str, client: Any) -> bool:
     """Whether the search runs on this machine's GPU (``device`` as in :func:`neardup.find_all`;
-    with a Dask ``client`` the cluster searches, and asking for "cuda" too is an error)."""
+    with a Dask ``client`` the cluster searches, each worker on its GPU as ``device`` asks)."""
     if device == "cpu":
         return False
     from neardup.gpu import check_device, use_gpu
 
     if client is not None:
-        if check_device(device) == "cuda":
-            raise ValueError('device="cuda" searches on this machine: leave out the Dask client')
+        check_device(device)
         return False
     return use_gpu(device)
 
@@ -118,7 +117,8 @@ def decide(
     elif client is not None:
         from neardup.distributed import find_clusters as find_clusters_on_dask
 
-        labels = find_clusters_on_dask(as_fingerprints(fingerprints), distance, blocks, client)
+        fp = as_fingerprints(fingerprints)
+        labels = find_clusters_on_dask(fp, distance, blocks, client, device=device)
     return decide_on_arrays(
         fingerprints,
         lengths,
@@ -166,7 +166,7 @@ def decide_verified_sets(
             else:
                 from neardup.distributed import find_all as find_all_on_dask
 
-                pairs = find_all_on_dask(fp, d, blocks, client)
+                pairs = find_all_on_dask(fp, d, blocks, client, device=device)
             return decide_verified(
                 sets, fp, threshold, pairs=pairs, keep=keep, lengths=lengths, threads=threads,
                 exclude=exclude,

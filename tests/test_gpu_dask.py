@@ -1,0 +1,184 @@
+"""``device=`` on the Dask path: every shard task searched by the GPU engine of its worker.
+
+Under numba's CUDA simulator (``tests/gpusim.py``) on a LocalCluster of threads in this process
+(the simulator is slow: inputs stay tiny), against ``tests/naive.py`` and the CPU engine. Worker
+processes started without the simulator, and without CuPy or a GPU, show what a worker that
+cannot run ``device="cuda"`` says.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed")
+pytest.importorskip("pandas")
+
+import naive  # noqa: E402
+from cli import invoke  # noqa: E402
+from distributed import Client, LocalCluster  # noqa: E402
+from gpusim import REAL_GPU  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from strategies import fingerprints  # noqa: E402
+
+import neardup  # noqa: E402
+import neardup.distributed as nd  # noqa: E402
+from neardup.gpu import DeviceUnavailable  # noqa: E402
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+
+#: small partitions and shards: pairs span partitions, shards and table groups
+SMALL = {"shard_size": 8, "partition_size": 13}
+EDGES = [0, 2**64 - 1, 1, 2**63, 2**64 - 2]
+
+
+@pytest.fixture(scope="module")
+def client():
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=2, dashboard_address=None, processes=False
+        ) as cluster,
+        Client(cluster) as c,
+    ):
+        yield c
+
+
+def _rows(pairs: np.ndarray) -> list[tuple[int, int]]:
+    return [tuple(p) for p in pairs.tolist()]
+
+
+@settings(max_examples=8, deadline=None)
+@given(fp=fingerprints(max_size=30), distance=st.integers(0, 6), tight=st.booleans())
+def test_find_all_and_clusters_match_brute_force_and_cpu(client, fp, distance, tight):
+    blocks = distance + 1 if tight else None
+    got = nd.find_all(fp, distance, blocks, client, device="cuda", **SMALL)
+    assert _rows(got) == _rows(naive.find_all(fp, distance))
+    assert _rows(got) == _rows(neardup.find_all(fp, distance, blocks))
+    labels = nd.find_clusters(fp, distance, blocks, client, device="cuda", **SMALL)
+    np.testing.assert_array_equal(labels, naive.find_clusters(fp, distance))
+
+
+@pytest.mark.parametrize(
+    "fp, distance, blocks",
+    [
+        ([], 3, None),
+        ([7], 3, None),
+        ([5, 5], 0, 1),
+        ([0, 2**64 - 1, 0, 2**64 - 1], 0, None),
+        ([0, 2**64 - 1] * 3, 63, 64),
+        ([2**64 - 1] * 6 + [2**64 - 2] * 3, 1, 2),
+        (EDGES * 3, 1, 2),
+    ],
+)
+def test_edge_cases(client, fp, distance, blocks):
+    fp = np.array(fp, dtype=np.uint64)
+    want = naive.find_all(fp, distance)
+    for device in ("cuda", "auto"):
+        got = nd.find_all(fp, distance, blocks, client, device=device, **SMALL)
+        assert _rows(got) == _rows(want)
+        assert got.dtype == np.int64 and got.shape == (len(want), 2)
+    labels = nd.find_clusters(fp, distance, blocks, client, device="cuda", **SMALL)
+    np.testing.assert_array_equal(labels, naive.find_clusters(fp, distance))
+
+
+DOCS = [
+    "the quick brown fox jumps over the lazy dog near the river bank today",
+    "the quick brown fox jumps over the lazy dog near the river bank today!",
+    "a completely different sentence about gardening and tomatoes in july",
+    "The quick brown fox jumps over the lazy dog near the river bank, today",
+    "a completely different sentence about gardening and tomatoes in july.",
+    "nothing like the others at all",
+]
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_dedup_on_dask_device(client, verify):
+    cpu = neardup.dedup(DOCS, verify=verify)
+    gpu = neardup.dedup(DOCS, verify=verify, client=client, device="cuda")
+    np.testing.assert_array_equal(gpu.kept, cpu.kept)
+    np.testing.assert_array_equal(gpu.labels, cpu.labels)
+    assert not cpu.kept.all()  # near-duplicates were found: the comparison means something
+
+
+def test_a_bad_device_is_refused(client):
+    with pytest.raises(ValueError, match='device must be "cpu", "cuda" or "auto"'):
+        nd.find_all([1, 3], 1, client=client, device="gpu")
+    with pytest.raises(ValueError, match='device must be "cpu", "cuda" or "auto"'):
+        neardup.dedup(DOCS, client=client, device="gpu")
+
+
+@pytest.fixture(scope="module")
+def no_gpu_client():
+    """One worker process without the simulator (and without CuPy or a GPU)."""
+    if REAL_GPU:
+        pytest.skip("the workers here have a GPU")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("NUMBA_ENABLE_CUDASIM", "0")  # the worker processes inherit it
+    try:
+        with (
+            LocalCluster(
+                n_workers=1, threads_per_worker=1, dashboard_address=None, processes=True
+            ) as cluster,
+            Client(cluster) as c,
+        ):
+            yield c
+    finally:
+        mp.undo()
+
+
+def test_cuda_on_a_worker_without_a_gpu_is_one_line_naming_it(no_gpu_client):
+    (address,) = no_gpu_client.nthreads()
+    fp = np.array([11, 9, 2**40, 11], dtype=np.uint64)
+    with pytest.raises(DeviceUnavailable) as e:
+        nd.find_all(fp, 1, client=no_gpu_client, device="cuda")
+    msg = str(e.value)
+    assert msg.startswith(f'worker {address}: device "cuda" needs ') and "\n" not in msg
+    assert msg.endswith('pip install "neardup[gpu]"')
+    # "auto" uses the CPU of a worker without a GPU: the CPU engine's answer
+    got = nd.find_all(fp, 1, client=no_gpu_client, device="auto")
+    assert _rows(got) == _rows(naive.find_all(fp, 1)) == [(0, 1), (0, 3), (1, 3)]
+
+
+def test_a_task_on_a_worker_without_a_gpu_names_it(no_gpu_client):
+    # a worker that joined after the check: the shard task itself says which worker it was
+    from neardup.distributed import _dask
+    from neardup.distributed.plan import make_plan, shard_pairs
+
+    (address,) = no_gpu_client.nthreads()
+    pieces = [(np.array([11, 9], dtype=np.uint64), np.array([0, 1], dtype=np.int64))]
+    fut = no_gpu_client.submit(
+        _dask._search_shard, shard_pairs, pieces, make_plan(2, 1), 0, "cuda", pure=False
+    )
+    with pytest.raises(DeviceUnavailable, match=f'^worker {address}: device "cuda" needs '):
+        fut.result()
+
+
+def test_cli_on_workers_with_device(tmp_path, monkeypatch):
+    src = tmp_path / "fp.txt"
+    fp = [11, 9, 2**40, 11, 0, 2**64 - 1, 2**40 + 1]
+    src.write_text("".join(f"{v}\n" for v in fp))
+    if not REAL_GPU:
+        monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")  # the CLI's worker processes simulate
+    outs = []
+    for device in ("cpu", "cuda"):
+        out = tmp_path / f"{device}.jsonl"
+        r = invoke("neardup", "find-all", str(src), "-o", str(out), "-d", "1",
+                   "--workers", "1", "--device", device, "-q")  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        outs.append(out.read_text())
+    want = "".join(f"[{i}, {j}]\n" for i, j in naive.find_all(fp, 1).tolist())
+    assert outs[0] == outs[1] == want and want
+
+
+@pytest.mark.skipif(REAL_GPU, reason="checks the message where there is no GPU")
+def test_cli_on_workers_without_a_gpu_is_one_line(tmp_path, monkeypatch):
+    src = tmp_path / "fp.txt"
+    src.write_text("11\n9\n")
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "0")
+    r = invoke("neardup", "clusters", str(src), "-d", "1", "--workers", "1", "--device", "cuda",
+               "-q", text=True)  # fmt: skip
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("neardup: error: worker tcp://"), r.stderr
+    assert 'device "cuda" needs ' in lines[0]
