@@ -8,6 +8,9 @@ cannot run ``device="cuda"`` says.
 
 from __future__ import annotations
 
+import contextlib
+import json
+
 import numpy as np
 import pytest
 
@@ -25,6 +28,8 @@ from strategies import fingerprints  # noqa: E402
 import neardup  # noqa: E402
 import neardup.distributed as nd  # noqa: E402
 from neardup.gpu import DeviceUnavailable  # noqa: E402
+from neardup.io.sources import InputPath  # noqa: E402
+from neardup.pipeline import staged  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -182,3 +187,76 @@ def test_cli_on_workers_without_a_gpu_is_one_line(tmp_path, monkeypatch):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("neardup: error: worker tcp://"), r.stderr
     assert 'device "cuda" needs ' in lines[0]
+
+
+@contextlib.contextmanager
+def _buckets(size: int | None):
+    """Search buckets of ``size`` fingerprints in a staged run (None: one search task)."""
+    saved = staged.ONE_TASK_SEARCH, staged.SEARCH_PER_SHARD_DOC
+    if size is not None:
+        staged.ONE_TASK_SEARCH, staged.SEARCH_PER_SHARD_DOC = size, 0
+    try:
+        yield
+    finally:
+        staged.ONE_TASK_SEARCH, staged.SEARCH_PER_SHARD_DOC = saved
+
+
+def _docs_file(path) -> list[str]:
+    docs = DOCS * 2 + [f"{d} and some more words at the end" for d in DOCS[:3]]
+    path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(docs)))
+    return docs
+
+
+@pytest.mark.parametrize("verify", [True, False])
+@pytest.mark.parametrize("bucket", [None, 3])
+def test_staged_dedup_device(client, tmp_path, verify, bucket):
+    """A staged dedup (on Dask, and on this process's threads) with its search stage on the
+    GPU: the one-process CPU run's outputs, byte for byte."""
+    _docs_file(tmp_path / "in.jsonl")
+    src = [InputPath(tmp_path / "in.jsonl")]
+    ref = tmp_path / "cpu.jsonl"
+    want = neardup.dedup(src, verify=verify, output=ref)
+    assert not want.kept.all()
+    runs = {"dask": {"client": client}, "threads": {"shard_docs": 4, "threads": 2}}
+    with _buckets(bucket):
+        for name, kw in runs.items():
+            out = tmp_path / f"{name}.jsonl"
+            got = neardup.dedup(src, verify=verify, output=out, device="cuda", **kw)
+            assert out.read_bytes() == ref.read_bytes(), name
+            assert got.kept.tolist() == want.kept.tolist()
+
+
+def test_staged_dedup_cuda_without_a_gpu_is_one_line(no_gpu_client, tmp_path):
+    _docs_file(tmp_path / "in.jsonl")
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(DeviceUnavailable, match=r'^worker tcp://\S+: device "cuda" needs '):
+        neardup.dedup([InputPath(tmp_path / "in.jsonl")], output=out, client=no_gpu_client,
+                      device="cuda")  # fmt: skip
+    assert not out.exists()
+
+
+def test_cli_dedup_on_workers_with_device(tmp_path, monkeypatch):
+    _docs_file(tmp_path / "in.jsonl")
+    if not REAL_GPU:
+        monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    outs = []
+    for device in ("cpu", "cuda"):
+        out = tmp_path / f"{device}.jsonl"
+        r = invoke("neardup", "dedup", str(tmp_path / "in.jsonl"), "-o", str(out),
+                   "--workers", "1", "--device", device, "-q")  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] and outs[0].count(b"\n") < len(DOCS) * 2
+
+
+@pytest.mark.skipif(REAL_GPU, reason="checks the message where there is no GPU")
+def test_cli_dedup_on_workers_without_a_gpu_is_one_line(tmp_path, monkeypatch):
+    _docs_file(tmp_path / "in.jsonl")
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "0")
+    out = tmp_path / "out.jsonl"
+    r = invoke("neardup", "dedup", str(tmp_path / "in.jsonl"), "-o", str(out), "--workers", "1",
+               "--device", "cuda", "-q", text=True)  # fmt: skip
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("neardup: error: worker tcp://"), r.stderr
+    assert 'device "cuda" needs ' in lines[0] and not out.exists()

@@ -61,6 +61,7 @@ __all__ = [
     "dedup_frame",
     "find_all",
     "batch_search",
+    "check_workers",
     "find_clusters",
     "make_plan",
     "query",

@@ -43,6 +43,7 @@ from neardup.pipeline.result import DedupResult
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
 from neardup.pipeline.spool import ShingleSpool, subset_sets
 from neardup.pipeline.staged import run_staged
+from neardup.pipeline.stages import check_search_device
 from neardup.pipeline.write import (
     register_outputs,
     write_clusters,
@@ -298,7 +299,10 @@ def dedup(
         committed with them.
     device : {"cpu", "cuda", "auto"}
         Where the candidate search (verified) or the clustering search (``verify=False``) runs,
-        as in :func:`neardup.find_all`: the same pairs, so the same decisions.
+        as in :func:`neardup.find_all`: the same pairs, so the same decisions. With ``client``
+        (or a staged run) each search task resolves it where it runs: ``"cuda"`` needs a usable
+        GPU on every worker (checked before any work), ``"auto"`` uses a worker's GPU when it
+        has one.
     temp_dir : path, optional
         Where the verified dedup spools its shingle keys (default: the system temporary
         directory, ``TMPDIR``). A directory that fills up is named in the error.
@@ -356,7 +360,7 @@ def dedup(
             blocks=blocks, fingerprinter=fingerprinter, preset=preset, text_field=text_field,
             id_field=id_field, fmt=fmt, skip_bad=skip_bad, output=output, clusters=clusters,
             drop_list=drop_list, json_summary=json_summary, against=against, update=update,
-            shard_docs=shard_docs, work_dir=work_dir if staged else None,
+            shard_docs=shard_docs, work_dir=work_dir if staged else None, device=device,
         )  # fmt: skip
         if not skip_bad:
             on_bad = None
@@ -524,7 +528,8 @@ def _shard_docs(
     device: str,
 ) -> int | None:
     """Documents per shard when the run goes as stages over shards (file input with
-    ``shard_docs``, ``work_dir`` or a Dask client), else None (the one-process run)."""
+    ``shard_docs``, ``work_dir`` or a Dask client), else None (the one-process run); a staged
+    run's ``device`` is checked here, before any work."""
     if not is_paths(data) or (shard_docs is None and work_dir is None and client is None):
         return None
     if against is not None or extra_outputs or already_seen is not None:
@@ -534,11 +539,7 @@ def _shard_docs(
                 "already_seen= or extra outputs (a report, a saved dataset) yet"
             )
         return None  # the search alone runs on the cluster
-    if device != "cpu":
-        raise ValueError(
-            "device= runs the one-process dedup's search: leave out shard_docs=, work_dir= and "
-            "the Dask client"
-        )
+    check_search_device(device, client)
     return DEFAULT_SHARD_DOCS if shard_docs is None else shard_docs
 
 
