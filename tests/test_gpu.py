@@ -212,6 +212,49 @@ DOCS = [
 ]
 
 
+def _without_simulator() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    return env
+
+
+@pytest.mark.skipif(REAL_GPU, reason="checks the message where there is no GPU")
+@pytest.mark.parametrize("extra", [[], ["--no-verify"], ["--shard-docs", "2"]])
+def test_no_gpu_dedup_is_one_line(tmp_path, extra):
+    """The one-process dedup (verified or not) and the staged one, without CuPy or a GPU."""
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(f'{{"id": {i}, "text": "{t}"}}\n' for i, t in enumerate(DOCS)))
+    out = tmp_path / "out.jsonl"
+    run = [sys.executable, "-m", "neardup", "dedup", str(src), "-o", str(out), "-q", *extra]
+    r = subprocess.run(
+        [*run, "--device", "cuda"], env=_without_simulator(), capture_output=True, text=True
+    )
+    assert r.returncode == 2 and not out.exists()
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('neardup: error: device "cuda" needs ')
+
+
+@pytest.mark.skipif(REAL_GPU, reason="checks the message where there is no GPU")
+def test_no_gpu_in_python_is_one_line():
+    code = (
+        "import neardup\n"
+        "from neardup.gpu import DeviceUnavailable\n"
+        "for call in (lambda: neardup.find_all([1, 3], 1, device='cuda'),\n"
+        "             lambda: neardup.dedup(['a b', 'a b'], device='cuda')):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except ImportError as e:\n"
+        "        assert isinstance(e, DeviceUnavailable)\n"
+        "        print(e)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=_without_simulator(), capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 2 and all(x.startswith('device "cuda" needs ') for x in lines), lines
+
+
 @pytest.mark.parametrize("verify", [True, False])
 def test_dedup_device(verify):
     cpu = neardup.dedup(DOCS, verify=verify)
@@ -254,6 +297,15 @@ def test_the_cpu_path_never_imports_gpu_libraries():
         "from neardup.pipeline.job import decide\n"
         "neardup.find_all([1, 3], 1); neardup.find_clusters([1, 3], 1)\n"
         "neardup.query([1], [3], 1); decide([1, 3], distance=1)\n"
+        f"docs = {DOCS!r}\n"
+        "assert not neardup.dedup(docs).kept.all()\n"
+        "assert not neardup.dedup(docs, verify=False).kept.all()\n"
+        "import neardup.distributed as nd\n"
+        "from distributed import Client, LocalCluster\n"
+        "with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cl:\n"
+        "    with Client(cl) as c:\n"
+        "        assert nd.find_all([1, 3, 2**40], 1, client=c).tolist() == [[0, 1]]\n"
+        "        assert not neardup.dedup(docs, client=c).kept.all()\n"
         "bad = [m for m in ('numba.cuda', 'cupy', 'neardup.gpu') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )

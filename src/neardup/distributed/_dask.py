@@ -297,6 +297,8 @@ def _search_shard(
 ) -> np.ndarray:
     """One shard task: ``fn`` (:func:`~neardup.distributed.plan.shard_pairs` or ``shard_edges``)
     on ``device``; a GPU this worker lacks is one line naming the worker."""
+    if device == "cpu":  # the CPU engine never imports the GPU engine
+        return fn(pieces, plan, group, device)
     from neardup.gpu import DeviceUnavailable
 
     try:
@@ -320,6 +322,8 @@ def check_workers(client: Any, device: str) -> None:
     """Check ``device`` before any work: ``"cuda"`` needs a usable GPU on every worker, else
     :class:`~neardup.gpu.DeviceUnavailable` names one that lacks it (one line). ``"auto"`` is
     resolved by each task on its worker (its GPU when it has one, else its CPUs)."""
+    if device == "cpu":
+        return
     from neardup.gpu import DeviceUnavailable, check_device
 
     if check_device(device) != "cuda":
