@@ -276,18 +276,28 @@ def test_cli_dedup_device(tmp_path):
     assert outs[0] == outs[1] and 0 < outs[0].count("\n") < len(DOCS)
 
 
-def test_bench_smoke():
+def test_bench_quick():
+    """``bench/gpu.py --quick`` (under the simulator) prints every row, large distances
+    included, with the GPU's answer the CPU engine's: the script cannot rot unseen."""
     bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     r = subprocess.run(
-        [sys.executable, os.path.join(bench, "gpu.py"), "--smoke", "--threads", "1"],
+        [sys.executable, os.path.join(bench, "gpu.py"), "--quick", "--threads", "1"],
         env=env,
         capture_output=True,
         text=True,
     )
     assert r.returncode == 0, r.stderr
-    rows = [line for line in r.stdout.splitlines() if line.startswith("| 200 |")]
-    assert len(rows) == 2 and all(row.rstrip().endswith("| yes |") for row in rows), r.stdout
+    cells = [
+        [c.strip() for c in line.split("|")[1:-1]]
+        for line in r.stdout.splitlines()
+        if line.startswith("| ") and line[2].isdigit()
+    ]
+    assert [(c[0], c[1]) for c in cells] == [
+        ("200", "3"), ("200", "6"), ("200", "8"), ("60", "10"), ("60", "12"), ("40", "14")
+    ], r.stdout  # fmt: skip
+    assert all(c[5] == "yes" and c[3].endswith(" s") and c[4].endswith(" s") for c in cells)
+    assert sum(int(c[2]) for c in cells) > 0  # pairs were found: "same" means something
     assert "simulator" in r.stdout
 
 
