@@ -260,3 +260,50 @@ def test_cli_dedup_on_workers_without_a_gpu_is_one_line(tmp_path, monkeypatch):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("neardup: error: worker tcp://"), r.stderr
     assert 'device "cuda" needs ' in lines[0] and not out.exists()
+
+
+def _same_matches(got, qi, ids, d) -> None:
+    np.testing.assert_array_equal(got.query_index, qi)
+    np.testing.assert_array_equal(got.ids, ids)
+    np.testing.assert_array_equal(got.distances, d)
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    stored=fingerprints(max_size=30),
+    batch=fingerprints(max_size=12),
+    distance=st.integers(0, 6),
+    partition_size=st.integers(1, 20),
+)
+def test_batch_query_matches_brute_force(client, stored, batch, distance, partition_size):
+    stored = np.concatenate([stored, batch[:4] ^ np.uint64(0b11), batch[:2]])
+    want = naive.query(stored, batch, distance)
+    for device in ("cuda", "auto"):
+        got = nd.query(
+            stored, batch, distance, client=client, partition_size=partition_size, device=device
+        )
+        _same_matches(got, *want)
+        assert len(got.offsets) == len(batch) + 1
+
+
+def test_batch_query_of_an_index(client, tmp_path):
+    rng = np.random.default_rng(3)
+    fps = rng.integers(0, 2**64, 40, dtype=np.uint64)
+    with neardup.Index.create(tmp_path / "ix", distance=4, blocks=6) as ix:
+        ix.add(fps[:25])
+        ix.add(fps[25:])
+    edges = np.array([0, 2**64 - 1], dtype=np.uint64)
+    batch = np.concatenate([fps[[0, 7, 30]] ^ np.uint64(0b101), edges])
+    with neardup.Index.open(tmp_path / "ix") as ix:
+        for k in (0, 2, 4):
+            got = nd.query(ix, batch, k, client=client, partition_size=9, device="cuda")
+            _same_matches(got, *ix.query_arrays(batch, k))
+        assert len(got.ids) >= 3  # matches were found: the comparison means something
+
+
+def test_batch_query_cuda_without_a_gpu_is_one_line(no_gpu_client):
+    (address,) = no_gpu_client.nthreads()
+    with pytest.raises(DeviceUnavailable, match=f'^worker {address}: device "cuda" needs '):
+        nd.query([1, 2, 3], [1], 1, client=no_gpu_client, device="cuda")
+    got = nd.query([1, 2, 3], [1], 1, client=no_gpu_client, device="auto")
+    _same_matches(got, *naive.query([1, 2, 3], [1], 1))

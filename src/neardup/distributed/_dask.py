@@ -284,7 +284,8 @@ def run_shards(
     return results, stats
 
 
-def _worker_address() -> str:
+def worker_address() -> str:
+    """The address of the Dask worker running this task (for messages)."""
     _, distributed = _require()
     try:
         return str(distributed.get_worker().address)
@@ -304,7 +305,7 @@ def _search_shard(
     try:
         return fn(pieces, plan, group, device)
     except DeviceUnavailable as e:
-        raise DeviceUnavailable(f"worker {_worker_address()}: {e}") from None
+        raise DeviceUnavailable(f"worker {worker_address()}: {e}") from None
 
 
 def _gpu_missing() -> str | None:
