@@ -307,3 +307,16 @@ def test_batch_query_cuda_without_a_gpu_is_one_line(no_gpu_client):
         nd.query([1, 2, 3], [1], 1, client=no_gpu_client, device="cuda")
     got = nd.query([1, 2, 3], [1], 1, client=no_gpu_client, device="auto")
     _same_matches(got, *naive.query([1, 2, 3], [1], 1))
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_dedup_against_an_index_on_dask_device(client, tmp_path, verify):
+    from neardup.fingerprints import Fingerprinter
+
+    with neardup.Index.create(tmp_path / "ix", distance=6) as ix:
+        ix.add(Fingerprinter().fingerprint_many(DOCS[:3]), ["a", "b", "c"])
+    new = DOCS[3:] + DOCS[:1]
+    cpu = neardup.dedup(new, verify=verify, against=tmp_path / "ix", client=client)
+    gpu = neardup.dedup(new, verify=verify, against=tmp_path / "ix", client=client, device="cuda")
+    np.testing.assert_array_equal(gpu.kept, cpu.kept)
+    assert not cpu.kept.all()  # documents of the index were found: the comparison means something

@@ -439,13 +439,12 @@ def dedup(
                 d = distance_for_threshold(threshold) if distance is None else int(distance)
                 checked = check_index(
                     index, fps, d, sketches=sketches, threshold=threshold, client=client,
-                    threads=threads, ids=named_ids,
+                    threads=threads, ids=named_ids, device=device,
                 )  # fmt: skip
                 exclude = checked.found  # decided here: no part in the batch's decisions
             else:
-                checked = check_index(
-                    index, fps, fp_distance, client=client, threads=threads, ids=named_ids
-                )
+                checked = check_index(index, fps, fp_distance, client=client, threads=threads,
+                                      ids=named_ids, device=device)  # fmt: skip
             seen = checked.found
             already_seen = seen if already_seen is None else seen | np.asarray(already_seen, bool)
             seconds["against"] = time.perf_counter() - t0
