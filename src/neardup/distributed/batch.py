@@ -268,7 +268,7 @@ def batch_search(
                 retries=RETRIES, pure=False,
             )  # fmt: skip
         results = gather_results(c, futs, "batch query")
-        del shipped
+        del shipped, on
     stats["stored"] = sum(r[3] for r in results)
     stats["read_seconds"] = sum(r[1] for r in results)
     stats["probe_seconds"] = sum(r[2] for r in results)
