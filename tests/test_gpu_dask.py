@@ -320,3 +320,16 @@ def test_dedup_against_an_index_on_dask_device(client, tmp_path, verify):
     gpu = neardup.dedup(new, verify=verify, against=tmp_path / "ix", client=client, device="cuda")
     np.testing.assert_array_equal(gpu.kept, cpu.kept)
     assert not cpu.kept.all()  # documents of the index were found: the comparison means something
+
+
+def test_dedup_frame_device(client):
+    import dask.dataframe as dd
+    import pandas as pd
+
+    fps = np.array([11, 9, 2**40, 11, 0, 2**64 - 1, 2**40 + 1, 7], dtype=np.uint64)
+    frame = dd.from_pandas(pd.DataFrame({"fingerprint": fps, "n": range(len(fps))}), npartitions=3)
+    labels = naive.find_clusters(fps, 1)
+    want = [i for i in range(len(fps)) if labels[i] == i]  # the first row of each cluster
+    for device in ("cuda", "auto"):
+        got = nd.dedup_frame(frame, 1, client=client, device=device, **SMALL).compute()
+        assert got["n"].tolist() == want and len(want) < len(fps)
