@@ -6,15 +6,21 @@ in passes if it does not fit, pairs back in host memory, sorted), the CPU column
 ``neardup.find_all(fp, d)`` with ``--threads`` threads in the same process. Both answers are
 compared (``same``). The GPU kernels are compiled on a small input before the first row.
 
-``--smoke`` runs a tiny table under numba's CUDA simulator (no GPU needed): it checks that the
-script and the engine run and agree; its GPU times are the simulator's, not a GPU's.
+The default rows are those of the throwaway measurement (10M, 100M and 1B fingerprints at
+distances 3, 6 and 8; its H100 times are printed beside them) and the large-distance layouts,
+10M at distances 10, 12 and 14. ``--cpu-max-n`` leaves the CPU column out above a size (1B on
+the CPU engine takes minutes per row).
+
+``--quick`` (alias ``--smoke``) runs tiny rows, large distances included, under numba's CUDA
+simulator (no GPU needed): it checks that the script and the engine run and agree; its GPU
+times are the simulator's, not a GPU's.
 
 Usage::
 
     python bench/gpu.py                                   # the issue's rows (needs a GPU)
     python bench/gpu.py --rows 1e7:3,1e7:6,1e7:8 --threads 16
     python bench/gpu.py --rows 1e9:3 --no-cpu --memory 60G
-    python bench/gpu.py --smoke
+    python bench/gpu.py --quick
 """
 
 from __future__ import annotations
@@ -24,8 +30,18 @@ import os
 import sys
 import time
 
-ROWS = "1e7:3,1e7:6,1e7:8,1e8:3,1e8:6,1e9:3,1e9:6"
-SMOKE_ROWS = "200:3,200:6"
+ROWS = "1e7:3,1e7:6,1e7:8,1e8:3,1e8:6,1e9:3,1e9:6,1e7:10,1e7:12,1e7:14"
+QUICK_ROWS = "200:3,200:6,200:8,60:10,60:12,40:14"
+#: the throwaway sort-and-scan's times on one H100 (N, distance): the targets of the GPU column
+THROWAWAY = {
+    (10**7, 3): "0.011 s",
+    (10**7, 6): "0.105 s",
+    (10**7, 8): "0.45 s",
+    (10**8, 3): "0.20 s",
+    (10**8, 6): "2.5 s",
+    (10**9, 3): "2.05 s",
+    (10**9, 6): "39.7 s",
+}
 
 
 def _rows(text: str) -> list[tuple[int, int]]:
@@ -57,10 +73,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="CPU engine threads")
     ap.add_argument("--memory", default=None, help="GPU bytes a pass may use (e.g. 60G)")
     ap.add_argument("--no-cpu", action="store_true", help="GPU column only (large N)")
+    ap.add_argument("--cpu-max-n", type=float, default=None, help="no CPU column above this N")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--smoke", action="store_true", help="tiny rows under the CUDA simulator")
+    ap.add_argument(
+        "--quick", "--smoke", action="store_true", help="tiny rows under the CUDA simulator"
+    )
     args = ap.parse_args(argv)
-    if args.smoke:
+    if args.quick:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before numba.cuda is first imported
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import numpy as np
@@ -70,19 +89,20 @@ def main(argv: list[str] | None = None) -> None:
     from neardup.gpu import runtime
 
     rt = runtime.load()
-    rows = _rows(args.rows or (SMOKE_ROWS if args.smoke else ROWS))
+    rows = _rows(args.rows or (QUICK_ROWS if args.quick else ROWS))
     neardup.find_all(uniform(64, 0), 3, device="cuda")  # compile the kernels
     print(f"GPU: {_device_name(rt.simulated)}; CPU engine: {args.threads} threads")
-    print("| N | distance | pairs | GPU | CPU engine | same |")
-    print("|---|---|---|---|---|---|")
+    print("| N | distance | pairs | GPU | CPU engine | same | throwaway, H100 |")
+    print("|---|---|---|---|---|---|---|")
     for n, d in rows:
         fp = uniform(n, args.seed)
         got, t_gpu = _timed(neardup.find_all, fp, d, device="cuda", memory=args.memory)
         cpu, same = "", ""
-        if not args.no_cpu:
+        if not args.no_cpu and (args.cpu_max_n is None or n <= args.cpu_max_n):
             want, t_cpu = _timed(neardup.find_all, fp, d, threads=args.threads)
             cpu, same = f"{t_cpu:.3f} s", "yes" if np.array_equal(got, want) else "NO"
-        print(f"| {n:,} | {d} | {len(got):,} | {t_gpu:.3f} s | {cpu} | {same} |", flush=True)
+        row = f"| {n:,} | {d} | {len(got):,} | {t_gpu:.3f} s | {cpu} | {same} |"
+        print(f"{row} {THROWAWAY.get((n, d), '')} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,57 +1,30 @@
 """The GPU engine (``device="cuda"``) against brute force and the CPU engine.
 
-Without a GPU (and in CI) these run under numba's CUDA simulator, which this module switches on
-for its own process before ``numba.cuda`` is first imported: it changes nothing for the CPU
-engine's numba kernels (only ``numba.cuda`` reads the setting). On a machine with a CUDA GPU and
-CuPy, ``pytest -m gpu`` runs the same tests on the GPU. The simulator runs kernels as Python:
-inputs and table counts stay small.
+Without a GPU (and in CI) these run under numba's CUDA simulator, which ``tests/gpusim.py``
+switches on for this process before ``numba.cuda`` is first imported: it changes nothing for the
+CPU engine's numba kernels (only ``numba.cuda`` reads the setting). On a machine with a CUDA
+GPU and CuPy, ``pytest -m gpu`` runs the same tests on the GPU. The simulator runs kernels as
+Python: inputs and table counts stay small.
 """
 
 from __future__ import annotations
 
-import ctypes
-import importlib.util
 import os
 import subprocess
 import sys
 
 import naive
-import numba.core.config as numba_config
 import numpy as np
 import pytest
 from cli import invoke
+from gpusim import REAL_GPU
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import fingerprints
 
-
-def _real_gpu() -> bool:
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("cupy") is None:
-        return False
-    # the driver itself, asked without numba (importing numba.cuda would fix the mode)
-    try:
-        driver = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    count = ctypes.c_int(0)
-    return (
-        driver.cuInit(0) == 0
-        and driver.cuDeviceGetCount(ctypes.byref(count)) == 0
-        and count.value > 0
-    )
-
-
-REAL_GPU = _real_gpu()
-if not REAL_GPU:
-    if "numba.cuda" in sys.modules and not numba_config.ENABLE_CUDASIM:
-        pytest.skip(
-            "numba.cuda was imported before the simulator could be set", allow_module_level=True
-        )
-    numba_config.ENABLE_CUDASIM = 1
-
-import neardup  # noqa: E402
-from neardup.core.layout import Layout  # noqa: E402
-from neardup.gpu import BYTES_PER_FINGERPRINT, engine, find_all_pairs, runtime  # noqa: E402
+import neardup
+from neardup.core.layout import Layout
+from neardup.gpu import BYTES_PER_FINGERPRINT, engine, find_all_pairs, runtime
 
 pytestmark = pytest.mark.gpu
 
@@ -239,6 +212,49 @@ DOCS = [
 ]
 
 
+def _without_simulator() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    return env
+
+
+@pytest.mark.skipif(REAL_GPU, reason="checks the message where there is no GPU")
+@pytest.mark.parametrize("extra", [[], ["--no-verify"], ["--shard-docs", "2"]])
+def test_no_gpu_dedup_is_one_line(tmp_path, extra):
+    """The one-process dedup (verified or not) and the staged one, without CuPy or a GPU."""
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(f'{{"id": {i}, "text": "{t}"}}\n' for i, t in enumerate(DOCS)))
+    out = tmp_path / "out.jsonl"
+    run = [sys.executable, "-m", "neardup", "dedup", str(src), "-o", str(out), "-q", *extra]
+    r = subprocess.run(
+        [*run, "--device", "cuda"], env=_without_simulator(), capture_output=True, text=True
+    )
+    assert r.returncode == 2 and not out.exists()
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('neardup: error: device "cuda" needs ')
+
+
+@pytest.mark.skipif(REAL_GPU, reason="checks the message where there is no GPU")
+def test_no_gpu_in_python_is_one_line():
+    code = (
+        "import neardup\n"
+        "from neardup.gpu import DeviceUnavailable\n"
+        "for call in (lambda: neardup.find_all([1, 3], 1, device='cuda'),\n"
+        "             lambda: neardup.dedup(['a b', 'a b'], device='cuda')):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except ImportError as e:\n"
+        "        assert isinstance(e, DeviceUnavailable)\n"
+        "        print(e)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=_without_simulator(), capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 2 and all(x.startswith('device "cuda" needs ') for x in lines), lines
+
+
 @pytest.mark.parametrize("verify", [True, False])
 def test_dedup_device(verify):
     cpu = neardup.dedup(DOCS, verify=verify)
@@ -260,18 +276,28 @@ def test_cli_dedup_device(tmp_path):
     assert outs[0] == outs[1] and 0 < outs[0].count("\n") < len(DOCS)
 
 
-def test_bench_smoke():
+def test_bench_quick():
+    """``bench/gpu.py --quick`` (under the simulator) prints every row, large distances
+    included, with the GPU's answer the CPU engine's: the script cannot rot unseen."""
     bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     r = subprocess.run(
-        [sys.executable, os.path.join(bench, "gpu.py"), "--smoke", "--threads", "1"],
+        [sys.executable, os.path.join(bench, "gpu.py"), "--quick", "--threads", "1"],
         env=env,
         capture_output=True,
         text=True,
     )
     assert r.returncode == 0, r.stderr
-    rows = [line for line in r.stdout.splitlines() if line.startswith("| 200 |")]
-    assert len(rows) == 2 and all(row.rstrip().endswith("| yes |") for row in rows), r.stdout
+    cells = [
+        [c.strip() for c in line.split("|")[1:-1]]
+        for line in r.stdout.splitlines()
+        if line.startswith("| ") and line[2].isdigit()
+    ]
+    assert [(c[0], c[1]) for c in cells] == [
+        ("200", "3"), ("200", "6"), ("200", "8"), ("60", "10"), ("60", "12"), ("40", "14")
+    ], r.stdout  # fmt: skip
+    assert all(c[5] == "yes" and c[3].endswith(" s") and c[4].endswith(" s") for c in cells)
+    assert sum(int(c[2]) for c in cells) > 0  # pairs were found: "same" means something
     assert "simulator" in r.stdout
 
 
@@ -281,6 +307,15 @@ def test_the_cpu_path_never_imports_gpu_libraries():
         "from neardup.pipeline.job import decide\n"
         "neardup.find_all([1, 3], 1); neardup.find_clusters([1, 3], 1)\n"
         "neardup.query([1], [3], 1); decide([1, 3], distance=1)\n"
+        f"docs = {DOCS!r}\n"
+        "assert not neardup.dedup(docs).kept.all()\n"
+        "assert not neardup.dedup(docs, verify=False).kept.all()\n"
+        "import neardup.distributed as nd\n"
+        "from distributed import Client, LocalCluster\n"
+        "with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cl:\n"
+        "    with Client(cl) as c:\n"
+        "        assert nd.find_all([1, 3, 2**40], 1, client=c).tolist() == [[0, 1]]\n"
+        "        assert not neardup.dedup(docs, client=c).kept.all()\n"
         "bad = [m for m in ('numba.cuda', 'cupy', 'neardup.gpu') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )

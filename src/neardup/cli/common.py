@@ -161,7 +161,8 @@ device_option = click.option(
     default="cpu",
     show_default=True,
     help='Where the search runs: the CPU, a CUDA GPU (pip install "neardup[gpu]"; the same '
-    "answers), or auto (the GPU when one is usable, else the CPU).",
+    "answers), or auto (the GPU when one is usable, else the CPU). With --workers or "
+    "--scheduler: on each worker.",
 )
 
 

@@ -292,14 +292,11 @@ def dedup(
     if asked or ((scheduler is not None or workers is not None) and against is None and
                  report_path is None):  # fmt: skip
         if not (len(inputs) == 1 and is_saved_dataset(inputs[0])):
-            if device != "cpu":
-                raise click.UsageError("--device runs the search on this machine: leave out "
-                                       "--shard-docs, --work-dir, --workers and --scheduler")  # fmt: skip
             with spooled(list(inputs), temp_dir):  # pipes and FIFOs: read once
                 _staged(inputs, output, clusters_path, drop_list, json_summary, keep, threshold,
                         no_verify, distance, blocks, preset, window, in_format, text_field,
                         id_field, skip_bad, threads, quiet, progress_mode, shard_docs,
-                        work_dir, scheduler, workers)  # fmt: skip
+                        work_dir, scheduler, workers, device)  # fmt: skip
             return
     fingerprinter = make_fingerprinter(preset, window)
     dataset = None
@@ -439,12 +436,14 @@ def _staged(inputs: tuple[str, ...], output: str, clusters: str | None, drop_lis
             distance: int | None, blocks: int | None, preset: str, window: int | None,
             in_format: str, text_field: str, id_field: str, skip_bad: bool, threads: int | None,
             quiet: bool, progress_mode: str, shard_docs: int | None, work_dir: str | None,
-            scheduler: str | None, workers: int | None) -> None:  # fmt: skip
+            scheduler: str | None, workers: int | None,
+            device: str = "cpu") -> None:  # fmt: skip
     """The run as stages over shards (:mod:`neardup.pipeline.staged`), on threads or on Dask;
     this process holds a few numbers per shard, not per document."""
     from neardup.pipeline.executors import DaskExecutor, LocalExecutor
     from neardup.pipeline.plan import build_plan, check_outputs
     from neardup.pipeline.staged import run_staged, summary
+    from neardup.pipeline.stages import check_search_device
 
     try:
         plan = build_plan(
@@ -454,7 +453,7 @@ def _staged(inputs: tuple[str, ...], output: str, clusters: str | None, drop_lis
             id_field=id_field or None, fmt=in_format, skip_bad=skip_bad, output=output,
             clusters=clusters, drop_list=drop_list, json_summary=json_summary,
             shard_docs=shard_docs if shard_docs is not None else DEFAULT_SHARD_DOCS,
-            work_dir=work_dir,
+            work_dir=work_dir, device=device,
         )  # fmt: skip
     except ValueError as e:
         if isinstance(e, InputError):
@@ -476,6 +475,7 @@ def _staged(inputs: tuple[str, ...], output: str, clusters: str | None, drop_lis
             executor = DaskExecutor(client)
         else:
             stack.enter_context(compile_ahead(not no_verify, threads))
+        check_search_device(device, client)
         stack.callback(bar.close)
         run, _ = run_staged(plan, executor=executor, progress=bar, log=say,
                             on_bad=lambda e: say(f"skipped {e}"))  # fmt: skip

@@ -81,14 +81,10 @@ def _search(
     rep: Reporter,
     device: str = "cpu",
 ) -> tuple[int, np.ndarray]:
-    """(n, pairs) or (n, labels), on the cluster when asked, else on this machine (on its GPU
-    with ``device``)."""
+    """(n, pairs) or (n, labels), on the cluster when asked, else on this machine (on the GPU
+    of each worker, or of this machine, with ``device``)."""
     if scheduler is not None and workers is not None:
         raise click.UsageError("use either --scheduler or --workers, not both")
-    if device != "cpu" and (scheduler is not None or workers is not None):
-        raise click.UsageError(
-            "--device runs the search on this machine: leave out --scheduler/--workers"
-        )
     from neardup.io.sources import InputPath, expand_inputs
 
     # directories and globs name their files, as for every command
@@ -120,7 +116,7 @@ def _search(
         data = _read_local(inputs, column)
     with connect(scheduler, workers) as c:
         rep.say(f"cluster: {len(c.nthreads())} workers, {sum(c.nthreads().values())} threads")
-        report = nd.search(data, distance, blocks, c, column=column, edges=clusters)
+        report = nd.search(data, distance, blocks, c, column=column, edges=clusters, device=device)
     rep.say(
         f"{report.plan.describe()}; moved {report.stats['shuffle_bytes'] / 1e6:.1f} MB into "
         f"shards in {rep.lap():.2f}s"

@@ -36,6 +36,7 @@ from neardup.distributed._dask import (
     DEFAULT_PARTITION_SIZE,
     RETRIES,
     DistributedJobError,
+    check_workers,
     cluster_client,
     connect,
     is_parquet_paths,
@@ -60,6 +61,7 @@ __all__ = [
     "dedup_frame",
     "find_all",
     "batch_search",
+    "check_workers",
     "find_clusters",
     "make_plan",
     "query",
@@ -96,6 +98,7 @@ def search(
     workers: int | None = None,
     shard_size: int = DEFAULT_SHARD_SIZE,
     partition_size: int = DEFAULT_PARTITION_SIZE,
+    device: str = "cpu",
 ) -> SearchReport:
     """Run the sharded search and return the pairs with the plan and shuffle figures.
 
@@ -103,6 +106,7 @@ def search(
     first position and searched once). See :func:`find_all` for the other parameters.
     """
     with _session(client, workers) as c:
+        check_workers(c, device)
         parts = load_parts(
             c,
             fingerprints,
@@ -117,7 +121,7 @@ def search(
             empty = np.empty((0, 2), dtype=np.int64)
             stats = {"shuffle_bytes": 0, "largest_shard": 0, "tasks": 0}
             return SearchReport(empty, parts.n, plan, stats, parts.sizes)
-        results, stats = run_shards(c, parts, plan, edges=edges)
+        results, stats = run_shards(c, parts, plan, edges=edges, device=device)
     pairs = merge_pairs(results, parts.n)
     return SearchReport(pairs, parts.n, plan, stats, parts.sizes)
 
@@ -140,6 +144,7 @@ def find_all(
     workers: int | None = None,
     shard_size: int = DEFAULT_SHARD_SIZE,
     partition_size: int = DEFAULT_PARTITION_SIZE,
+    device: str = "cpu",
 ) -> np.ndarray:
     """Every pair of positions whose fingerprints differ in at most ``distance`` bits, on Dask.
 
@@ -165,6 +170,10 @@ def find_all(
         Wanted fingerprints per shard (16 bytes each are moved into shards per table group).
     partition_size : int
         Chunk size when a NumPy array is scattered to the cluster.
+    device : {"cpu", "cuda", "auto"}
+        Where each shard task searches, decided on the worker that runs it: its CPUs, its GPU
+        (``pip install "neardup[gpu]"`` on the workers; the same answers), or its GPU when it
+        has a usable one, else its CPUs. Run one worker process per GPU.
 
     Returns
     -------
@@ -177,6 +186,9 @@ def find_all(
         Bad fingerprints (message names the partition) or an invalid ``distance``/``blocks``.
     DistributedJobError
         Workers were lost and their work could not be recomputed.
+    neardup.gpu.DeviceUnavailable
+        (An ``ImportError``.) ``device="cuda"`` where a worker has no usable GPU or GPU
+        library: one line naming the worker and what is missing, before any work.
     ImportError
         Dask is not installed (``pip install neardup[dask]``).
 
@@ -198,6 +210,7 @@ def find_all(
         workers=workers,
         shard_size=shard_size,
         partition_size=partition_size,
+        device=device,
     ).pairs
 
 

@@ -226,8 +226,12 @@ def run_shards(
     plan: _plan.ShardPlan,
     *,
     edges: bool = False,
+    device: str = "cpu",
 ) -> tuple[list[np.ndarray], dict[str, int]]:
     """Split every partition per group, run one task per (group, shard), gather their pairs.
+
+    ``device``: where each shard is searched, resolved on the worker that runs it
+    (:func:`check_workers` first refuses ``"cuda"`` where a worker has no usable GPU).
 
     Returns the per-shard pair (or edge) arrays and shuffle statistics: ``shuffle_bytes`` (bytes
     of values + positions moved into shards), ``largest_shard`` (fingerprints) and ``tasks``.
@@ -256,7 +260,16 @@ def run_shards(
         ]
         by_shard = [[pieces[p][s] for p in range(P)] for s in range(S)]
         shard_futs.extend(
-            client.map(shard_fn, by_shard, [plan] * S, [g] * S, retries=RETRIES, pure=False)
+            client.map(
+                _search_shard,
+                [shard_fn] * S,
+                by_shard,
+                [plan] * S,
+                [g] * S,
+                [device] * S,
+                retries=RETRIES,
+                pure=False,
+            )
         )
         sizes_futs.extend(client.map(_split_sizes, splits, retries=RETRIES, pure=False))
         del splits, pieces, by_shard
@@ -269,6 +282,58 @@ def run_shards(
         "tasks": len(plan.groups) * (len(parts.futures) * (S + 1) + S),
     }
     return results, stats
+
+
+def worker_address() -> str:
+    """The address of the Dask worker running this task (for messages)."""
+    _, distributed = _require()
+    try:
+        return str(distributed.get_worker().address)
+    except ValueError:  # not on a worker (a task run by hand)
+        return "this process"
+
+
+def _search_shard(
+    fn: Callable[..., np.ndarray], pieces: Any, plan: _plan.ShardPlan, group: int, device: str
+) -> np.ndarray:
+    """One shard task: ``fn`` (:func:`~neardup.distributed.plan.shard_pairs` or ``shard_edges``)
+    on ``device``; a GPU this worker lacks is one line naming the worker."""
+    if device == "cpu":  # the CPU engine never imports the GPU engine
+        return fn(pieces, plan, group, device)
+    from neardup.gpu import DeviceUnavailable
+
+    try:
+        return fn(pieces, plan, group, device)
+    except DeviceUnavailable as e:
+        raise DeviceUnavailable(f"worker {worker_address()}: {e}") from None
+
+
+def _gpu_missing() -> str | None:
+    """On a worker: why ``device="cuda"`` cannot run there, or None when it can."""
+    from neardup.gpu import DeviceUnavailable, use_gpu
+
+    try:
+        use_gpu("cuda")
+    except DeviceUnavailable as e:
+        return str(e)
+    return None
+
+
+def check_workers(client: Any, device: str) -> None:
+    """Check ``device`` before any work: ``"cuda"`` needs a usable GPU on every worker, else
+    :class:`~neardup.gpu.DeviceUnavailable` names one that lacks it (one line). ``"auto"`` is
+    resolved by each task on its worker (its GPU when it has one, else its CPUs)."""
+    if device == "cpu":
+        return
+    from neardup.gpu import DeviceUnavailable, check_device
+
+    if check_device(device) != "cuda":
+        return
+    missing = {addr: why for addr, why in client.run(_gpu_missing).items() if why}
+    if missing:
+        addr = min(missing)
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise DeviceUnavailable(f"worker {addr}{more}: {missing[addr]}")
 
 
 def _piece(split: list[tuple[np.ndarray, np.ndarray]], s: int) -> tuple[np.ndarray, np.ndarray]:

@@ -25,7 +25,13 @@ from neardup._optional import require
 from neardup.config import DEFAULT_DISTANCE
 from neardup.core.bits import as_fingerprints
 from neardup.core.matches import Matches
-from neardup.distributed._dask import RETRIES, cluster_client, gather_results
+from neardup.distributed._dask import (
+    RETRIES,
+    check_workers,
+    cluster_client,
+    gather_results,
+    worker_address,
+)
 from neardup.index import IndexBackend, open_index
 from neardup.index.batch import (
     DEFAULT_PART_ROWS,
@@ -134,9 +140,36 @@ def _read_parquet(part: ParquetPart) -> tuple[np.ndarray, Any]:
     return fps, ids
 
 
-def _match(tables: BatchTables, part: Any, k: int) -> tuple[PartMatches, float, float, int, float]:
-    """One task: read a partition, probe the tables, return its matches, its timings (wall
-    seconds reading and probing), its size and the CPU seconds of its thread."""
+def _probe(
+    tables: BatchTables, fps: np.ndarray, k: int, device: str, batch: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(batch positions, partition positions, distances) of a partition's matches: on this
+    worker's GPU when ``device`` says so (the batch and the partition searched together, as
+    :func:`neardup.query` does there), else by probing the batch's tables; the same matches."""
+    if device != "cpu":
+        from neardup import gpu
+        from neardup.core.search import query as query_here
+
+        try:
+            on_gpu = gpu.use_gpu(device)
+        except gpu.DeviceUnavailable as e:
+            raise gpu.DeviceUnavailable(f"worker {worker_address()}: {e}") from None
+        if on_gpu:
+            m = query_here(fps, batch, k, device="cuda")
+            return m.query_index, m.ids, m.distances
+    return tables.probe(fps, k)
+
+
+def _match(
+    tables: BatchTables,
+    part: Any,
+    k: int,
+    device: str = "cpu",
+    batch: np.ndarray | None = None,
+) -> tuple[PartMatches, float, float, int, float]:
+    """One task: read a partition, probe the tables (or search with ``batch`` on the GPU, as
+    ``device`` asks), return its matches, its timings (wall seconds reading and probing), its
+    size and the CPU seconds of its thread."""
     c0 = time.thread_time()
     t0 = time.perf_counter()
     if isinstance(part, IndexPart):
@@ -147,7 +180,7 @@ def _match(tables: BatchTables, part: Any, k: int) -> tuple[PartMatches, float, 
         fps, offset = part
         fps = np.asarray(fps, dtype=np.uint64)
     t1 = time.perf_counter()
-    qi, pos, d = tables.probe(fps, k)
+    qi, pos, d = _probe(tables, fps, k, device, batch)
     if isinstance(part, IndexPart):
         m = PartMatches(qi, keys[pos], ids[pos], d)
     elif isinstance(part, ParquetPart) and idcol is not None:
@@ -200,6 +233,7 @@ def batch_search(
     id_column: str | None = "id",
     workers: int | None = None,
     partition_size: int = DEFAULT_PART_ROWS,
+    device: str = "cpu",
 ) -> BatchReport:
     """Run a batch query on Dask and report how the work went; see :func:`query`."""
     parts, id_type = _corpus_parts(corpus, distance, column, id_column, partition_size)
@@ -214,21 +248,27 @@ def batch_search(
         "build_seconds": build,
     }
     with cluster_client(client, workers) as c:
+        check_workers(c, device)
         shipped = c.scatter(tables, broadcast=True, hash=False)
+        # the GPU searches the batch's fingerprints with each partition instead of its tables
+        fp = None if device == "cpu" else as_fingerprints(batch, "batch")
+        on = c.scatter(fp, broadcast=True, hash=False) if fp is not None else None
         if parts and not isinstance(parts[0], (IndexPart, ParquetPart)):
             chunks = c.scatter([p[0] for p in parts], hash=False)
             parts = [(ch, p[1]) for ch, p in zip(chunks, parts, strict=True)]
             futs = [
-                c.submit(_match_chunk, shipped, ch, off, distance, retries=RETRIES, pure=False)
+                c.submit(_match_chunk, shipped, ch, off, distance, device, on, retries=RETRIES,
+                         pure=False)
                 for ch, off in parts
-            ]
+            ]  # fmt: skip
         else:
+            P = len(parts)
             futs = c.map(
-                _match, [shipped] * len(parts), parts, [distance] * len(parts),
+                _match, [shipped] * P, parts, [distance] * P, [device] * P, [on] * P,
                 retries=RETRIES, pure=False,
             )  # fmt: skip
         results = gather_results(c, futs, "batch query")
-        del shipped
+        del shipped, on
     stats["stored"] = sum(r[3] for r in results)
     stats["read_seconds"] = sum(r[1] for r in results)
     stats["probe_seconds"] = sum(r[2] for r in results)
@@ -237,8 +277,10 @@ def batch_search(
     return BatchReport(merge_matches([r[0] for r in results], id_type, tables.n), stats)
 
 
-def _match_chunk(tables: BatchTables, chunk: np.ndarray, offset: int, k: int):
-    return _match(tables, (chunk, offset), k)
+def _match_chunk(
+    tables: BatchTables, chunk: np.ndarray, offset: int, k: int, device: str, batch: Any
+):
+    return _match(tables, (chunk, offset), k, device, batch)
 
 
 def query(
@@ -281,6 +323,11 @@ def query(
         Worker processes of the default LocalCluster.
     partition_size : int
         Stored rows per task for an index or an array (Parquet: one row group per task).
+    device : {"cpu", "cuda", "auto"}
+        Where each task searches, decided on its worker: by probing the batch's tables on its
+        CPU, on its GPU (the batch and the partition searched together; the same matches), or
+        on its GPU when it has a usable one. ``"cuda"`` needs one on every worker (checked
+        before any work; one line naming a worker without).
 
     Returns
     -------

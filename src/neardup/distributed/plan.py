@@ -157,24 +157,43 @@ def _concat(pieces: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray
     return np.ascontiguousarray(fp), np.ascontiguousarray(pos)
 
 
+def _group_pairs(fp: np.ndarray, plan: ShardPlan, group: int, device: str) -> np.ndarray:
+    """Local pairs of ``fp`` whose first table is in ``group``: on this process's GPU when
+    ``device`` says so (:func:`neardup.gpu.use_gpu`, resolved here, on the worker), else by the
+    CPU engine. Either way the same pairs (the GPU's sorted, the CPU's in table order)."""
+    tables = np.asarray(plan.groups[group], dtype=np.int64)
+    if device != "cpu":
+        from neardup import gpu
+
+        if gpu.use_gpu(device):
+            return gpu.find_all_pairs(fp, plan.layout, tables=tables)
+    return pairs_for_tables(fp, plan.layout, tables)
+
+
 def shard_pairs(
-    pieces: Sequence[tuple[np.ndarray, np.ndarray]], plan: ShardPlan, group: int
+    pieces: Sequence[tuple[np.ndarray, np.ndarray]],
+    plan: ShardPlan,
+    group: int,
+    device: str = "cpu",
 ) -> np.ndarray:
     """Pairs of input positions found in one shard of ``group`` (first-table rule applied).
 
     ``pieces`` are the shard's buckets from every input partition, in partition order, so
-    positions ascend and local pairs ``i < j`` stay ``i < j`` as input positions.
+    positions ascend and local pairs ``i < j`` stay ``i < j`` as input positions. ``device``:
+    where the shard is searched, as in :func:`neardup.find_all` (resolved on the process that
+    runs this: ``"auto"`` uses its GPU when it has one).
     """
     fp, pos = _concat(pieces)
     if len(fp) < 2:
         return _EMPTY_PAIRS.copy()
-    tables = np.asarray(plan.groups[group], dtype=np.int64)
-    local = pairs_for_tables(fp, plan.layout, tables)
-    return pos[local]
+    return pos[_group_pairs(fp, plan, group, device)]
 
 
 def shard_edges(
-    pieces: Sequence[tuple[np.ndarray, np.ndarray]], plan: ShardPlan, group: int
+    pieces: Sequence[tuple[np.ndarray, np.ndarray]],
+    plan: ShardPlan,
+    group: int,
+    device: str = "cpu",
 ) -> np.ndarray:
     """Edges (input positions) whose connected components are the clusters, for one shard.
 
@@ -199,8 +218,7 @@ def shard_edges(
         run = np.cumsum(first) - 1
         parts.append(np.stack([rep_pos[run[~first]], ps[~first]], axis=1))
     if len(rep_fp) >= 2:
-        tables = np.asarray(plan.groups[group], dtype=np.int64)
-        local = pairs_for_tables(rep_fp, plan.layout, tables)
+        local = _group_pairs(rep_fp, plan, group, device)
         parts.append(np.sort(rep_pos[local], axis=1))
     return np.concatenate(parts) if parts else _EMPTY_PAIRS.copy()
 

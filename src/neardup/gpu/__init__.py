@@ -7,6 +7,8 @@ one-line :class:`DeviceUnavailable`), and :func:`find_all_pairs` runs the search
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from neardup.core.layout import Layout
@@ -27,6 +29,10 @@ __all__ = [
     "check_device",
     "find_all_pairs",
 ]
+
+#: one search at a time per process: a pass sizes itself to the GPU's free memory, so two at
+#: once (threads of one Dask worker) would each plan for the whole of it
+_ONE_AT_A_TIME = threading.Lock()
 
 #: the values ``device`` takes
 DEVICES = ("cpu", "cuda", "auto")
@@ -61,15 +67,19 @@ def find_all_pairs(
     *,
     corpus_size: int | None = None,
     memory: int | str | None = None,
+    tables: np.ndarray | None = None,
 ) -> np.ndarray:
     """Sorted pairs ``(i, j)``, ``i < j``, of positions of ``fp`` within ``layout.distance``
     bits, each once, found on the GPU (:func:`neardup.gpu.engine.pairs`).
 
     With ``corpus_size`` given, only pairs of a corpus position (below it) and a query position
     (at or above it). ``memory``: GPU bytes a pass may use (inputs that do not fit run in
-    passes, about 80 bytes per fingerprint of a pass plus 16 per pair it finds).
+    passes, about 80 bytes per fingerprint of a pass plus 16 per pair it finds). ``tables``:
+    only the pairs whose first table (in layout order) is among these table indices, as
+    :func:`neardup.core.search.pairs_for_tables` (what one shard of the Dask path searches).
     """
     from neardup.gpu import engine
 
     nc = -1 if corpus_size is None else int(corpus_size)
-    return engine.pairs(fp, layout, nc=nc, memory=memory)
+    with _ONE_AT_A_TIME:
+        return engine.pairs(fp, layout, nc=nc, memory=memory, rows=tables)

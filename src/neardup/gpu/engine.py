@@ -124,10 +124,18 @@ def _host_pairs(rt: Runtime, part: tuple) -> np.ndarray:
 
 
 def pairs(
-    fp: np.ndarray, layout: Layout, *, nc: int = -1, memory: int | str | None = None
+    fp: np.ndarray,
+    layout: Layout,
+    *,
+    nc: int = -1,
+    memory: int | str | None = None,
+    rows: np.ndarray | None = None,
 ) -> np.ndarray:
     """Pairs ``(i, j)``, ``i < j``, of positions in ``fp`` within ``layout.distance`` bits, each
     once, sorted by ``i`` then ``j`` (the CPU engine's order).
+
+    With ``rows`` (table indices) only the pairs whose first table is among them, as
+    :func:`neardup.core.search.pairs_for_tables` (one shard of the Dask path).
 
     With ``nc >= 0`` only pairs of a position below ``nc`` and one at or above it are found (a
     query of ``fp[nc:]`` against the corpus ``fp[:nc]``). ``memory`` bounds the GPU bytes of a
@@ -150,7 +158,7 @@ def pairs(
         fp_d, pos_d = xp.asarray(fp), xp.arange(n, dtype=xp.int64)
     held: list[tuple] = []  # pairs on the GPU
     host: list[np.ndarray] = []
-    for t in range(layout.n_tables):
+    for t in range(layout.n_tables) if rows is None else (int(r) for r in rows):
         for sel in [None] if whole else passes(fp, layout, t, capacity):
             on = (fp_d, pos_d) if sel is None else (xp.asarray(fp[sel]), xp.asarray(sel))
             held.append(_scan(rt, *on, spec, t, k, nc))

@@ -192,6 +192,7 @@ def check_index(
     client: Any = None,
     threads: int | None = None,
     ids: list[Any] | None = None,
+    device: str = "cpu",
 ) -> IndexCheck:
     """Check ``n`` new documents against ``index``.
 
@@ -200,7 +201,8 @@ def check_index(
     sketches of an entry within ``distance`` bits reaches it. Any other index (or Parquet
     corpus) finds the documents whose ``fingerprints`` lie within ``distance`` bits of an entry.
     With a Dask ``client`` the candidates come from batch mode on the cluster
-    (:func:`neardup.distributed.query`; Parquet corpora need one), the same ones.
+    (:func:`neardup.distributed.query`, its tasks on each worker's ``device``; Parquet
+    corpora need one), the same ones.
 
     With the documents' ``ids``, a document the index already holds as itself
     (:func:`own_entries`) is never found, and no document is found for such an entry: the
@@ -221,7 +223,7 @@ def check_index(
             "the documents' sketches and a threshold (verified dedup, not --no-verify)"
         )
     own = own_entries(index, ids, query_fps if query_fps is not None else fingerprints)
-    m = _matches(index, fingerprints, distance, sketches, threshold, client, threads, own)
+    m = _matches(index, fingerprints, distance, sketches, threshold, client, threads, own, device)
     if own.any():
         assert ids is not None
         m = m.select(~(own[m.query_index] | np.isin(m.ids, _entry_ids(index, ids, own))))
@@ -250,6 +252,7 @@ def _matches(
     client: Any,
     threads: int | None,
     own: np.ndarray,
+    device: str = "cpu",
 ) -> Matches:
     """The index's matches of the documents, sorted by query then preference (nearest, or
     best estimated): all of them where some documents are the index's own (whose entries
@@ -261,7 +264,7 @@ def _matches(
 
         corpus: Any = index.paths if isinstance(index, ParquetCorpus) else index
         fps = query_fps if query_fps is not None else fingerprints
-        candidates = query(corpus, fps, distance, client=client)
+        candidates = query(corpus, fps, distance, client=client, device=device)
         if words is None:
             return candidates
         assert sketches is not None and threshold is not None

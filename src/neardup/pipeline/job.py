@@ -43,6 +43,7 @@ from neardup.pipeline.result import DedupResult
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
 from neardup.pipeline.spool import ShingleSpool, subset_sets
 from neardup.pipeline.staged import run_staged
+from neardup.pipeline.stages import check_search_device
 from neardup.pipeline.write import (
     register_outputs,
     write_clusters,
@@ -75,14 +76,13 @@ def _ignore(err: InputError) -> None:
 
 def _on_gpu(device: str, client: Any) -> bool:
     """Whether the search runs on this machine's GPU (``device`` as in :func:`neardup.find_all`;
-    with a Dask ``client`` the cluster searches, and asking for "cuda" too is an error)."""
+    with a Dask ``client`` the cluster searches, each worker on its GPU as ``device`` asks)."""
     if device == "cpu":
         return False
     from neardup.gpu import check_device, use_gpu
 
     if client is not None:
-        if check_device(device) == "cuda":
-            raise ValueError('device="cuda" searches on this machine: leave out the Dask client')
+        check_device(device)
         return False
     return use_gpu(device)
 
@@ -118,7 +118,8 @@ def decide(
     elif client is not None:
         from neardup.distributed import find_clusters as find_clusters_on_dask
 
-        labels = find_clusters_on_dask(as_fingerprints(fingerprints), distance, blocks, client)
+        fp = as_fingerprints(fingerprints)
+        labels = find_clusters_on_dask(fp, distance, blocks, client, device=device)
     return decide_on_arrays(
         fingerprints,
         lengths,
@@ -166,7 +167,7 @@ def decide_verified_sets(
             else:
                 from neardup.distributed import find_all as find_all_on_dask
 
-                pairs = find_all_on_dask(fp, d, blocks, client)
+                pairs = find_all_on_dask(fp, d, blocks, client, device=device)
             return decide_verified(
                 sets, fp, threshold, pairs=pairs, keep=keep, lengths=lengths, threads=threads,
                 exclude=exclude,
@@ -298,7 +299,10 @@ def dedup(
         committed with them.
     device : {"cpu", "cuda", "auto"}
         Where the candidate search (verified) or the clustering search (``verify=False``) runs,
-        as in :func:`neardup.find_all`: the same pairs, so the same decisions.
+        as in :func:`neardup.find_all`: the same pairs, so the same decisions. With ``client``
+        (or a staged run) each search task resolves it where it runs: ``"cuda"`` needs a usable
+        GPU on every worker (checked before any work), ``"auto"`` uses a worker's GPU when it
+        has one.
     temp_dir : path, optional
         Where the verified dedup spools its shingle keys (default: the system temporary
         directory, ``TMPDIR``). A directory that fills up is named in the error.
@@ -356,7 +360,7 @@ def dedup(
             blocks=blocks, fingerprinter=fingerprinter, preset=preset, text_field=text_field,
             id_field=id_field, fmt=fmt, skip_bad=skip_bad, output=output, clusters=clusters,
             drop_list=drop_list, json_summary=json_summary, against=against, update=update,
-            shard_docs=shard_docs, work_dir=work_dir if staged else None,
+            shard_docs=shard_docs, work_dir=work_dir if staged else None, device=device,
         )  # fmt: skip
         if not skip_bad:
             on_bad = None
@@ -435,13 +439,12 @@ def dedup(
                 d = distance_for_threshold(threshold) if distance is None else int(distance)
                 checked = check_index(
                     index, fps, d, sketches=sketches, threshold=threshold, client=client,
-                    threads=threads, ids=named_ids,
+                    threads=threads, ids=named_ids, device=device,
                 )  # fmt: skip
                 exclude = checked.found  # decided here: no part in the batch's decisions
             else:
-                checked = check_index(
-                    index, fps, fp_distance, client=client, threads=threads, ids=named_ids
-                )
+                checked = check_index(index, fps, fp_distance, client=client, threads=threads,
+                                      ids=named_ids, device=device)  # fmt: skip
             seen = checked.found
             already_seen = seen if already_seen is None else seen | np.asarray(already_seen, bool)
             seconds["against"] = time.perf_counter() - t0
@@ -524,7 +527,8 @@ def _shard_docs(
     device: str,
 ) -> int | None:
     """Documents per shard when the run goes as stages over shards (file input with
-    ``shard_docs``, ``work_dir`` or a Dask client), else None (the one-process run)."""
+    ``shard_docs``, ``work_dir`` or a Dask client), else None (the one-process run); a staged
+    run's ``device`` is checked here, before any work."""
     if not is_paths(data) or (shard_docs is None and work_dir is None and client is None):
         return None
     if against is not None or extra_outputs or already_seen is not None:
@@ -534,11 +538,7 @@ def _shard_docs(
                 "already_seen= or extra outputs (a report, a saved dataset) yet"
             )
         return None  # the search alone runs on the cluster
-    if device != "cpu":
-        raise ValueError(
-            "device= runs the one-process dedup's search: leave out shard_docs=, work_dir= and "
-            "the Dask client"
-        )
+    check_search_device(device, client)
     return DEFAULT_SHARD_DOCS if shard_docs is None else shard_docs
 
 

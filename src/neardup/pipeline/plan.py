@@ -92,6 +92,7 @@ class DedupPlan:
     shard_docs: int = DEFAULT_SHARD_DOCS
     work_dir: str | None = None
     inputs: tuple[str, ...] = field(default=())
+    device: str = "cpu"  #: where the search stage searches (each task's process resolves it)
 
     @property
     def kind(self) -> str:
@@ -177,10 +178,12 @@ def build_plan(
     update: bool = False,
     shard_docs: int | None = None,
     work_dir: str | os.PathLike | None = None,
+    device: str = "cpu",
 ) -> DedupPlan:
     """The :class:`DedupPlan` of a dedup run: options checked, defaults applied, file inputs
     expanded (``data`` a path or list of paths; anything else is in-memory input and gets no
-    shards) and, with ``shard_docs``, cut into shards.
+    shards) and, with ``shard_docs``, cut into shards. ``device``: where the search stage
+    searches, as in :func:`neardup.dedup`.
 
     Raises
     ------
@@ -224,6 +227,7 @@ def build_plan(
         shard_docs=per,
         work_dir=_path(work_dir),
         inputs=tuple(inputs),
+        device=device,
     )
 
 

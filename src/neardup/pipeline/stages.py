@@ -44,6 +44,7 @@ from neardup.pipeline.scan import _Seen
 from neardup.pipeline.stream import _items, _work, block_bytes, concat, in_order, reads_in_blocks
 
 __all__ = [
+    "check_search_device",
     "components_task",
     "count_lines",
     "decide_task",
@@ -335,6 +336,21 @@ def _search_fps(work: str, plan: DedupPlan, s: int, offset: int) -> tuple[np.nda
     return fp, pos.astype(np.int64) + np.int64(offset)
 
 
+def check_search_device(device: str, client: Any = None) -> None:
+    """Before any stage runs: ``device="cuda"`` needs a usable GPU here, or with a Dask
+    ``client`` on every worker; else one line (:class:`~neardup.gpu.DeviceUnavailable`)."""
+    if device == "cpu":
+        return
+    if client is not None:
+        from neardup.distributed import check_workers
+
+        check_workers(client, device)
+    else:
+        from neardup.gpu import use_gpu
+
+        use_gpu(device)
+
+
 def search_task(out: str, work: str, plan: DedupPlan, offsets: list[int], threads: int) -> dict:
     """Every candidate pair (fingerprint-only: cluster edges) in one task, by the search the
     one-process job uses (:func:`neardup.core.search.find_all`, its cost model's scheme): for
@@ -342,9 +358,10 @@ def search_task(out: str, work: str, plan: DedupPlan, offsets: list[int], thread
     parts = [_search_fps(work, plan, s, offsets[s]) for s in range(len(offsets) - 1)]
     fp, pos = concat([p[0] for p in parts], np.uint64), concat([p[1] for p in parts], np.int64)
     if plan.verify:
-        pairs = pos[find_all(fp, plan.distance, plan.blocks, threads=threads)].reshape(-1, 2)
+        found = find_all(fp, plan.distance, plan.blocks, threads=threads, device=plan.device)
+        pairs = pos[found].reshape(-1, 2)
     else:
-        labels = find_clusters(fp, plan.distance, plan.blocks, threads=threads)
+        labels = find_clusters(fp, plan.distance, plan.blocks, threads=threads, device=plan.device)
         linked = np.flatnonzero(labels != np.arange(len(fp)))
         pairs = np.stack([pos[labels[linked]], pos[linked]], axis=1).reshape(-1, 2)
     return {"pairs": len(pairs), "bytes": _save(out, pairs=pairs), "moved": 0}
@@ -362,7 +379,8 @@ def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, sp: ShardPla
             (load(work, "split", s, f"v{g}")[lo:hi], load(work, "split", s, f"p{g}")[lo:hi])
         )
     moved = sum(len(v) for v, _ in pieces) * 16
-    pairs = shard_pairs(pieces, sp, g) if plan.verify else shard_edges(pieces, sp, g)
+    search = shard_pairs if plan.verify else shard_edges
+    pairs = search(pieces, sp, g, plan.device)
     return {"pairs": len(pairs), "bytes": _save(out, pairs=pairs), "moved": moved}
 
 

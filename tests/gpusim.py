@@ -1,0 +1,41 @@
+"""Where the GPU tests run: on a real GPU (CuPy installed and the driver counts one), else under
+numba's CUDA simulator, switched on here for this process before ``numba.cuda`` is first
+imported (it changes nothing for the CPU engine's numba kernels: only ``numba.cuda`` reads it).
+
+Import this module before anything that imports ``numba.cuda``; ``REAL_GPU`` says which.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import sys
+
+import numba.core.config as numba_config
+import pytest
+
+
+def _real_gpu() -> bool:
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("cupy") is None:
+        return False
+    # the driver itself, asked without numba (importing numba.cuda would fix the mode)
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    return (
+        driver.cuInit(0) == 0
+        and driver.cuDeviceGetCount(ctypes.byref(count)) == 0
+        and count.value > 0
+    )
+
+
+REAL_GPU = _real_gpu()
+if not REAL_GPU:
+    if "numba.cuda" in sys.modules and not numba_config.ENABLE_CUDASIM:
+        pytest.skip(
+            "numba.cuda was imported before the simulator could be set", allow_module_level=True
+        )
+    numba_config.ENABLE_CUDASIM = 1
