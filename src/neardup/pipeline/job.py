@@ -143,12 +143,14 @@ def decide_verified_sets(
     client: Any = None,
     exclude: np.ndarray | None = None,
     device: str = "cpu",
+    near_misses: bool = False,
 ) -> VerifiedDecisions:
     """:func:`neardup.core.verify.decide_verified` over the set fingerprints of ``sets``; with
     ``client`` the candidate pairs are found on that Dask cluster
     (:func:`neardup.distributed.find_all`, the same pairs, so the same decisions). Documents
     where ``exclude`` is True (decided against an index) take no part. ``device`` finds the
-    candidate pairs on a GPU as in :func:`neardup.find_all` (the same pairs).
+    candidate pairs on a GPU as in :func:`neardup.find_all` (the same pairs). ``near_misses``
+    also finds each kept document's nearest miss under the threshold (for the report).
 
     Examples
     --------
@@ -169,11 +171,11 @@ def decide_verified_sets(
                 pairs = find_all_on_dask(fp, d, blocks, client)
             return decide_verified(
                 sets, fp, threshold, pairs=pairs, keep=keep, lengths=lengths, threads=threads,
-                exclude=exclude,
+                exclude=exclude, near_misses=near_misses,
             )  # fmt: skip
         return decide_verified(
             sets, fp, threshold, distance=d, keep=keep, lengths=lengths, blocks=blocks,
-            threads=threads, exclude=exclude,
+            threads=threads, exclude=exclude, near_misses=near_misses,
         )  # fmt: skip
 
 
@@ -209,6 +211,7 @@ def dedup(
     shard_docs: int | None = None,
     work_dir: str | os.PathLike | None = None,
     stage_progress: Callable[[str, int, int], None] | None = None,
+    near_misses: bool = False,
 ) -> DedupResult:
     """Find near-duplicate documents and choose one survivor per cluster.
 
@@ -313,6 +316,11 @@ def dedup(
         temporary directory, removed at the end.
     stage_progress : callable, optional
         Staged run: ``stage_progress(stage, tasks done, tasks)``.
+    near_misses : bool
+        Verified, one-process run: also find each kept document's nearest miss, the kept
+        candidate before it with the highest Jaccard under the threshold
+        (``result.verified.near_for``), which the HTML report shows; an extra output with a
+        true ``near_misses`` attribute (the ``--report``) asks for them too.
 
     Returns
     -------
@@ -465,9 +473,12 @@ def dedup(
             else:
                 if sets is None:
                     sets = spool.sets()
+                near_misses = near_misses or any(getattr(e, "near_misses", False)
+                                                 for e in extra_outputs)  # fmt: skip
                 verified = decide_verified_sets(
                     sets, lens, threshold, keep=keep, distance=distance, blocks=blocks,
                     threads=threads, client=client, exclude=exclude, device=device,
+                    near_misses=near_misses,
                 )  # fmt: skip
                 decisions = from_kept_for(verified.kept_for, fps, already_seen)
                 temp_bytes = spool.nbytes
