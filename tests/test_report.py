@@ -23,6 +23,7 @@ from neardup.core.verify import distance_for_threshold
 from neardup.errors import InputError
 from neardup.pipeline import report
 from neardup.pipeline.report import (
+    ReportOutput,
     borderline,
     read_clusters,
     report_ids,
@@ -239,17 +240,20 @@ def test_near_misses_in_the_report_match_brute_force():
 
 
 def test_near_misses_from_the_python_api(tmp_path):
+    """The report as an output of the run has the near misses; one written afterwards from a
+    result without them says where they are."""
     rows = _edited_families(seed=3)
     texts = [r["text"] for r in rows]
     plain = neardup.dedup(texts, threshold=0.8)
-    r = neardup.dedup(texts, threshold=0.8, near_misses=True)
+    out = ReportOutput(tmp_path / "t.html", texts)
+    r = neardup.dedup(texts, threshold=0.8, extra_outputs=[out])
     assert plain.verified.near_for is None
     assert r.kept.tolist() == plain.kept.tolist()
     assert np.all(r.verified.near_jaccard[r.verified.near_for >= 0] < 0.8)
-    write_result_report(tmp_path / "t.html", r, texts)
     page = (tmp_path / "t.html").read_text()
-    assert len(_NEAR_SUMMARY.findall(page)) == 12
-    write_result_report(tmp_path / "p.html", plain, texts)  # asked for none: said where to look
+    pairs = _NEAR_SUMMARY.findall(page)
+    assert len(pairs) == 12 and pairs[0][2] == f"{np.nanmax(r.verified.near_jaccard):.3f}"
+    write_result_report(tmp_path / "p.html", plain, texts)
     assert "<code>neardup dedup --report</code> writes" in (tmp_path / "p.html").read_text()
 
 

@@ -211,7 +211,6 @@ def dedup(
     shard_docs: int | None = None,
     work_dir: str | os.PathLike | None = None,
     stage_progress: Callable[[str, int, int], None] | None = None,
-    near_misses: bool = False,
 ) -> DedupResult:
     """Find near-duplicate documents and choose one survivor per cluster.
 
@@ -298,7 +297,8 @@ def dedup(
         Further outputs of the run (:mod:`neardup.pipeline.extra`: the command line's saved
         dataset and ``--report``), checked with the others before any work, written in order
         after the kept documents, clusters and drop list (before the JSON summary) and
-        committed with them.
+        committed with them. One with a true ``near_misses`` attribute (the report) has a
+        verified run find each kept document's nearest miss (``result.verified.near_for``).
     device : {"cpu", "cuda", "auto"}
         Where the candidate search (verified) or the clustering search (``verify=False``) runs,
         as in :func:`neardup.find_all`: the same pairs, so the same decisions.
@@ -316,11 +316,6 @@ def dedup(
         temporary directory, removed at the end.
     stage_progress : callable, optional
         Staged run: ``stage_progress(stage, tasks done, tasks)``.
-    near_misses : bool
-        Verified, one-process run: also find each kept document's nearest miss, the kept
-        candidate before it with the highest Jaccard under the threshold
-        (``result.verified.near_for``), which the HTML report shows; an extra output with a
-        true ``near_misses`` attribute (the ``--report``) asks for them too.
 
     Returns
     -------
@@ -473,12 +468,9 @@ def dedup(
             else:
                 if sets is None:
                     sets = spool.sets()
-                near_misses = near_misses or any(getattr(e, "near_misses", False)
-                                                 for e in extra_outputs)  # fmt: skip
                 verified = decide_verified_sets(
-                    sets, lens, threshold, keep=keep, distance=distance, blocks=blocks,
-                    threads=threads, client=client, exclude=exclude, device=device,
-                    near_misses=near_misses,
+                    sets, lens, threshold, keep=keep, distance=distance, blocks=blocks, threads=threads,
+                    client=client, exclude=exclude, device=device, near_misses=_near(extra_outputs),
                 )  # fmt: skip
                 decisions = from_kept_for(verified.kept_for, fps, already_seen)
                 temp_bytes = spool.nbytes
@@ -522,6 +514,11 @@ def dedup(
             if log is not None:
                 log(f"added {added[0]} document{'s'[: added[0] != 1]} to {index.path}")
     return result
+
+
+def _near(extra_outputs: Sequence[ExtraOutput]) -> bool:
+    """Whether an extra output (the report) asks for the kept documents' nearest misses."""
+    return any(getattr(e, "near_misses", False) for e in extra_outputs)
 
 
 def _shard_docs(

@@ -585,9 +585,7 @@ def render(
     index_json = json.dumps(index, ensure_ascii=False).replace("<", "\\u003c")
     cut = len(clusters) + len(index_rows) - len(index)
     plots = "".join(f'<div class="plot">{svg}</div>' for svg in _plots(clusters, near))
-    counts = _counts_json(clusters, near)
     has_jaccard = any(c.get("jaccards") is not None for c in clusters)
-    verified = summary.get("verified", has_jaccard)
     blocks = "".join(_cluster_block(k, clusters[i], texts) for k, i in enumerate(sample))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -607,8 +605,7 @@ def render(
 <h2>Distributions</h2>
 <div class="plots">{plots or '<p class="note">No clusters: nothing was dropped.</p>'}</div>
 {"" if has_jaccard else '<p class="note">Distances are in bits between fingerprints; Jaccard similarities appear when the clusters carry them.</p>'}
-{_borderline_section(clusters, texts)}
-{_near_section(near, bool(verified), texts)}
+{_borderline_section(clusters, texts)}{_near_section(near, bool(summary.get("verified", has_jaccard)), texts)}
 {_index_section(index_rows, summary)}
 <h2>Largest clusters</h2>
 {_largest(clusters, where) if clusters else '<p class="note">None.</p>'}
@@ -617,8 +614,7 @@ def render(
 are <span class="diff_chg">marked</span>, <span class="diff_add">added</span> and
 <span class="diff_sub">removed</span> lines coloured.</p>
 {blocks}
-<script type="application/json" id="similarity-counts">{counts}</script>
-<script type="application/json" id="cluster-index">{index_json}</script>
+<script type="application/json" id="similarity-counts">{_counts_json(clusters, near)}</script><script type="application/json" id="cluster-index">{index_json}</script>
 <script type="application/json" id="cluster-texts">{_texts_json(clusters, texts)}</script>
 <script>{_JS}</script>
 </body></html>
