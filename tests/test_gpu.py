@@ -79,6 +79,7 @@ def layouts(draw) -> tuple[int, int | None]:
 
 @SMALL
 @given(fingerprints(max_size=40), layouts())
+@pytest.mark.slow
 def test_find_all_matches_brute_force_and_cpu(fp, layout):
     distance, blocks = layout
     got = neardup.find_all(fp, distance, blocks, device="cuda")
@@ -112,6 +113,7 @@ def test_find_clusters_matches_brute_force(fp, distance):
 
 @SMALL
 @given(fingerprints(max_size=40), st.integers(0, 4), st.integers(2, 12))
+@pytest.mark.slow
 def test_passes_under_a_tiny_memory_budget(fp, distance, per_pass):
     # a budget of a few fingerprints forces many prefix-shard passes per table
     want = naive.find_all(fp, distance)
@@ -212,6 +214,7 @@ def test_cli_device(tmp_path, command):
 
 
 @pytest.mark.skipif(REAL_GPU, reason="checks the message where there is no GPU")
+@pytest.mark.slow
 def test_no_gpu_is_one_line_and_auto_falls_back(tmp_path):
     """Without the simulator and without CuPy/a GPU: "cuda" is one line, "auto" is the CPU."""
     src = tmp_path / "fp.txt"
@@ -260,6 +263,7 @@ def test_cli_dedup_device(tmp_path):
     assert outs[0] == outs[1] and 0 < outs[0].count("\n") < len(DOCS)
 
 
+@pytest.mark.slow
 def test_bench_smoke():
     bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))

@@ -290,6 +290,7 @@ def test_console_errors_are_seen(tmp_path):
 
 
 @needs_chromium
+@pytest.mark.slow
 def test_report_renders_in_chromium_without_console_errors(tmp_path):
     _, _, report = _sample_run()
     url = f"file://{os.path.abspath(report)}#q=doc-0001"
@@ -395,6 +396,7 @@ def test_index_table_is_cut_but_searchable(tmp_path, monkeypatch):
 
 
 @needs_chromium
+@pytest.mark.slow
 def test_index_drops_render_and_are_found_in_chromium(tmp_path):
     d, d2, clusters, report = _against_run(True)
     rows = [json.loads(x) for x in open(clusters, encoding="utf-8")]
@@ -433,6 +435,7 @@ document.body.appendChild(pre);
 
 @needs_chromium
 @pytest.mark.parametrize("width", [1280, 1920])
+@pytest.mark.slow
 def test_the_plots_share_one_row(tmp_path, width):
     """The three histograms sit side by side at the same size, none stretched to the full
     width (where its fonts grew to three times the others')."""
@@ -448,6 +451,7 @@ def test_the_plots_share_one_row(tmp_path, width):
 
 
 @needs_chromium
+@pytest.mark.slow
 def test_hostile_ids_and_control_characters(tmp_path):
     """An id with <!--<script> leaves the search working; a \\x01 in a text is shown as \\x01;
     a kept id in no cluster is said to be kept, not unknown."""
@@ -474,6 +478,7 @@ def test_hostile_ids_and_control_characters(tmp_path):
     assert "was kept, having no near-duplicate" in dom.stdout
 
 
+@pytest.mark.slow
 def test_report_stays_small_at_100k_drops(tmp_path):
     rng = np.random.default_rng(1)
     clusters = []

@@ -97,6 +97,7 @@ class leaf_size:
 
 @settings(max_examples=150)
 @given(sets=families(), data=st.data())
+@pytest.mark.slow
 def test_pair_jaccard_matches_python_sets(sets, data):
     n = len(sets)
     idx = st.integers(0, max(n - 1, 0))
@@ -121,6 +122,7 @@ def test_pair_jaccard_threads_and_chunks_agree(small_chunks):
 
 @settings(max_examples=150)
 @given(case=cases())
+@pytest.mark.slow
 def test_similar_pairs_matches_brute_force(case):
     sets, fps, threshold, distance = case
     offsets, keys = naive.sets_to_csr(sets)
@@ -132,6 +134,7 @@ def test_similar_pairs_matches_brute_force(case):
 
 @settings(max_examples=60)
 @given(sets=families(), threshold=st.sampled_from(THRESHOLDS), distance=st.integers(0, 20))
+@pytest.mark.slow
 def test_similar_pairs_on_set_fingerprints(sets, threshold, distance):
     offsets, keys = naive.sets_to_csr(sets)
     fps = [naive.set_minhash(s) for s in sets]
@@ -285,6 +288,7 @@ def test_decide_verified_matches_the_rule(case, longest, leaf, data):
 
 @settings(max_examples=100)
 @given(case=cases())
+@pytest.mark.slow
 def test_decide_verified_given_pairs_equals_the_search(case):
     sets, fps, threshold, distance = case
     with warnings.catch_warnings():
