@@ -350,6 +350,7 @@ def parquet_tables(draw):
         ]
     ),
 )
+@pytest.mark.slow
 def test_parquet_inputs(scratch, table, command):
     pq = pytest.importorskip("pyarrow.parquet")
     tbl, cut = table

@@ -92,6 +92,7 @@ def test_find_all_matches_brute_force_and_cpu(fp, layout):
 
 @SMALL
 @given(fingerprints(max_size=30), fingerprints(max_size=12), st.integers(0, 6))
+@pytest.mark.slow
 def test_query_matches_brute_force_and_cpu(corpus, queries, distance):
     got = neardup.query(corpus, queries, distance, device="cuda")
     cpu = neardup.query(corpus, queries, distance)
@@ -106,6 +107,7 @@ def test_query_matches_brute_force_and_cpu(corpus, queries, distance):
 
 @SMALL
 @given(fingerprints(max_size=40), st.integers(0, 6))
+@pytest.mark.slow
 def test_find_clusters_matches_brute_force(fp, distance):
     got = neardup.find_clusters(fp, distance, device="cuda")
     np.testing.assert_array_equal(got, naive.find_clusters(fp, distance))
@@ -279,6 +281,7 @@ def test_bench_smoke():
     assert "simulator" in r.stdout
 
 
+@pytest.mark.slow
 def test_the_cpu_path_never_imports_gpu_libraries():
     code = (
         "import sys, neardup\n"
