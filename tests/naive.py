@@ -245,6 +245,33 @@ def decide_verified(sets, fps, threshold: float, order, *, distance=None, pairs=
     return kept_for, jac
 
 
+def near_misses(sets, fps, kept_for, order, *, distance=None, pairs=None, exclude=None):
+    """(near_for, jaccard) per document: for a kept document with shingles, the kept document
+    with shingles before it in ``order`` that is a candidate (within ``distance`` bits, or in
+    ``pairs``) with the highest exact Jaccard, ties to the earliest in ``order``; (-1, None)
+    for the others. Documents in ``exclude`` take no part."""
+    n = len(sets)
+    fps = [int(x) for x in fps]
+    skip = set() if exclude is None else {int(i) for i in np.flatnonzero(exclude)}
+    given = None if pairs is None else {(min(a, b), max(a, b)) for a, b in pairs}
+    near_for, near_jac = [-1] * n, [None] * n
+    seen: list[int] = []  # kept documents with shingles so far, in order
+    for d in order:
+        if kept_for[d] >= 0 or not sets[d] or d in skip:
+            continue
+        for e in seen:
+            if (
+                popcount(fps[d] ^ fps[e]) <= distance
+                if given is None
+                else ((min(d, e), max(d, e)) in given)
+            ):
+                j = jaccard(sets[d], sets[e])
+                if near_for[d] < 0 or j > near_jac[d]:
+                    near_for[d], near_jac[d] = e, j
+        seen.append(d)
+    return near_for, near_jac
+
+
 # -- shingle keys of the default Fingerprinter, in pure Python ------------------------------------
 
 _M64 = (1 << 64) - 1

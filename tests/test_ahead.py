@@ -70,6 +70,7 @@ def test_child_compiles_what_the_job_then_loads(tmp_path, verify):
     assert [json.loads(line)["id"] for line in kept] == [0, 2]
 
 
+@pytest.mark.slow
 def test_child_finishes_its_compile_through_ctrl_c(tmp_path):
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
     child = subprocess.Popen(

@@ -38,6 +38,7 @@ def test_probe_matches_brute_force(batch, stored, layout, k_less, threads):
     assert pairs(*got) == pairs(qi, ci, di)
 
 
+@pytest.mark.slow
 def test_probe_edges_and_errors():
     t = BatchTables([], 3)
     assert [len(a) for a in t.probe([1, 2])] == [0, 0, 0]

@@ -214,6 +214,7 @@ def test_size_and_depth_bounds_as_the_python_reader(lines, limit, depth):
     lines=st.lists(st.binary(max_size=12) | _STRINGS.map(lambda s: s.encode("utf-8", "replace"))),
     size=st.integers(1, 50),
 )
+@pytest.mark.slow
 def test_text_lines_as_read_lines(lines, size):
     data = b"\n".join(lines)
     assert _parsed(data, jsonl=False, size=size) == _expected(data, jsonl=False)

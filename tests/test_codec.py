@@ -47,6 +47,7 @@ def queries_for(v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.slow
 def test_round_trip_and_lookups_match_numpy(seed):
     rng = np.random.default_rng(seed + 10)
     for v in sorted_sets(seed):
@@ -80,6 +81,7 @@ def test_round_trip_and_lookups_match_numpy(seed):
 
 @settings(max_examples=150, deadline=None)
 @given(values=fingerprints(max_size=300), shift=st.integers(0, 63))
+@pytest.mark.slow
 def test_property_matches_numpy(values, shift):
     v = np.sort(values)
     t = CompressedTable(encode(v))

@@ -147,6 +147,7 @@ def _expected(*batches) -> list[list[int]]:
     return [[int(x) for x in Fingerprinter().fingerprint_many(docs)] for docs in batches]
 
 
+@pytest.mark.slow
 def test_swapped_or_cut_cache_entries_are_compiled_again(tmp_path):
     """numba loads whatever data file its index names: a file written over by another process
     compiling the same kernel, or left by a run killed between its two writes, gave another
@@ -165,6 +166,7 @@ def test_swapped_or_cut_cache_entries_are_compiled_again(tmp_path):
 
 
 @pytest.mark.scale
+@pytest.mark.slow
 def test_first_runs_killed_while_compiling_leave_a_usable_cache(tmp_path):
     """First runs SIGKILLed at random points while they compile (two at once, as a dedup and
     its compile-ahead child, or two users, do), then a run to the end: right fingerprints."""

@@ -255,6 +255,7 @@ def test_dedup_pyarrow_and_pandas():
     assert dedup(df["text"]).kept.tolist() == r.kept.tolist()
 
 
+@pytest.mark.slow
 def test_dedup_in_memory_bad_input():
     with pytest.raises(ValueError, match="document 1: text is missing"):
         dedup(["a b c", None, "d e f"])

@@ -322,6 +322,7 @@ def _dedup_update(src, out, ix: str, *extra: str) -> dict:
         ("redis", ("--no-verify",)),
     ],  # fmt: skip
 )
+@pytest.mark.slow
 def test_update_rerun_on_the_same_dump_changes_nothing(tmp_path, request, kind, extra):
     docs = texts(40, 9)
     d1, d2 = tmp_path / "d1.jsonl", tmp_path / "d2.jsonl"
@@ -384,6 +385,7 @@ def _files(out) -> dict:
 
 
 @pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+@pytest.mark.slow
 def test_a_failed_index_update_changes_no_output(tmp_path, monkeypatch):
     import neardup.index.index as index_module  # the module whose commits write the manifest
 

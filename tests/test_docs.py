@@ -132,8 +132,24 @@ def _run_python(block: Block, namespace: dict) -> None:
     exec(code, namespace)
 
 
+#: pages whose examples take several seconds (many commands, each a fresh process): the full
+#: run runs them, the quick run (``-m "not slow"``) the others
+SLOW_PAGES = {
+    "README.md", "docs/guides/dedup.md", "docs/guides/index.md", "docs/guides/dask.md",
+    "docs/guides/fingerprints.md", "docs/guides/threshold.md", "docs/guides/report.md",
+    "docs/guides/search.md", "docs/guides/service.md",
+}  # fmt: skip
+
+
+def _page_params() -> list:
+    return [
+        pytest.param(p, id=name(p), marks=[pytest.mark.slow] if name(p) in SLOW_PAGES else [])
+        for p in runnable_pages()
+    ]
+
+
 @pytest.mark.scale
-@pytest.mark.parametrize("page", runnable_pages(), ids=name)
+@pytest.mark.parametrize("page", _page_params())
 def test_page_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     env = _workdir(tmp_path)
     for key in ("PATH", "PYTHONPATH", "PORT"):

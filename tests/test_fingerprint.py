@@ -325,6 +325,7 @@ def test_kernels_match_naive_pipeline(texts, options):
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.text(alphabet=ALPHABET, max_size=200), min_size=1, max_size=30))
+@pytest.mark.slow
 def test_presets_match_naive_pipeline(texts):
     default = Fingerprinter("default").fingerprint_many(texts, threads=2)
     assert default.tolist() == [naive_fingerprint(t) for t in texts]
@@ -459,6 +460,7 @@ def test_radix_sort_sorts(values, nbytes, spread):
     assert a.tolist() == want.tolist()
 
 
+@pytest.mark.slow
 def test_callable_normalize_with_builtin_stages_runs_the_kernels():
     texts = ["Grüße aus Köln", "ＡＢＣ ﬁ", b"bytes doc", "a\ud800b", ""]
     fast = Fingerprinter("default", normalize=str.upper)
@@ -488,6 +490,7 @@ def test_features_many_match_naive_pipeline(texts, options):
     assert _key_sets(f) == [naive_shingle_keys(t, **options) for t in texts]
 
 
+@pytest.mark.slow
 def test_features_many_chunks_threads_and_python_path(monkeypatch):
     from neardup.fingerprints import batch as fbatch
 

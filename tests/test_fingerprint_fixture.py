@@ -60,6 +60,7 @@ def test_presets_match_fixture(docs, preset):
             assert fp.fingerprint(t.decode("utf-8")) == int(expected[i]), i
 
 
+@pytest.mark.slow
 def test_every_option_matches_fixture(docs):
     failed = []
     for cfg in fixture.configs():

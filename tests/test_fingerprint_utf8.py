@@ -47,6 +47,7 @@ def test_utf8_buffer_fingerprints_as_str(texts, options, threads):
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.text(alphabet=ALPHABET, max_size=300), min_size=1, max_size=40))
+@pytest.mark.slow
 def test_presets_and_many_chunks(texts):
     old = fbatch.FINGERPRINT_CHUNK_DOCS
     fbatch.FINGERPRINT_CHUNK_DOCS = 3

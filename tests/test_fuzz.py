@@ -350,6 +350,7 @@ def parquet_tables(draw):
         ]
     ),
 )
+@pytest.mark.slow
 def test_parquet_inputs(scratch, table, command):
     pq = pytest.importorskip("pyarrow.parquet")
     tbl, cut = table
@@ -472,6 +473,7 @@ def test_public_functions_refuse_odd_values_with_one_line(value, other):
 
 @settings(FUZZ, max_examples=N + N // 3)
 @given(fps=ODD, ids=ODD, str_index=st.booleans())
+@pytest.mark.slow
 def test_index_refuses_odd_values_and_stays_usable(scratch, fps, ids, str_index):
     with tempfile.TemporaryDirectory(dir=scratch) as d:
         path = os.path.join(d, "ix")
@@ -562,6 +564,7 @@ def test_the_fuzz_corpus_covers_what_the_issue_named(scratch):
     how=st.sampled_from(["verified", "fingerprint", "sketch"]),
     keep=st.sampled_from(["first", "longest"]),
 )
+@pytest.mark.slow
 def test_update_retries_change_nothing(scratch, seed, cut, overlap, how, keep):
     """Dumps deduplicated one after another against an index with ``update``, each run twice
     (a retry) and the first again at the end: a retry keeps what the run kept and adds nothing."""

@@ -52,6 +52,7 @@ def layouts(draw) -> tuple[int, int | None]:
 
 @SMALL
 @given(fingerprints(max_size=40), layouts())
+@pytest.mark.slow
 def test_find_all_matches_brute_force_and_cpu(fp, layout):
     distance, blocks = layout
     got = neardup.find_all(fp, distance, blocks, device="cuda")
@@ -64,6 +65,7 @@ def test_find_all_matches_brute_force_and_cpu(fp, layout):
 
 @SMALL
 @given(fingerprints(max_size=30), fingerprints(max_size=12), st.integers(0, 6))
+@pytest.mark.slow
 def test_query_matches_brute_force_and_cpu(corpus, queries, distance):
     got = neardup.query(corpus, queries, distance, device="cuda")
     cpu = neardup.query(corpus, queries, distance)
@@ -78,6 +80,7 @@ def test_query_matches_brute_force_and_cpu(corpus, queries, distance):
 
 @SMALL
 @given(fingerprints(max_size=40), st.integers(0, 6))
+@pytest.mark.slow
 def test_find_clusters_matches_brute_force(fp, distance):
     got = neardup.find_clusters(fp, distance, device="cuda")
     np.testing.assert_array_equal(got, naive.find_clusters(fp, distance))
@@ -85,6 +88,7 @@ def test_find_clusters_matches_brute_force(fp, distance):
 
 @SMALL
 @given(fingerprints(max_size=40), st.integers(0, 4), st.integers(2, 12))
+@pytest.mark.slow
 def test_passes_under_a_tiny_memory_budget(fp, distance, per_pass):
     # a budget of a few fingerprints forces many prefix-shard passes per table
     want = naive.find_all(fp, distance)
@@ -185,6 +189,7 @@ def test_cli_device(tmp_path, command):
 
 
 @pytest.mark.skipif(REAL_GPU, reason="checks the message where there is no GPU")
+@pytest.mark.slow
 def test_no_gpu_is_one_line_and_auto_falls_back(tmp_path):
     """Without the simulator and without CuPy/a GPU: "cuda" is one line, "auto" is the CPU."""
     src = tmp_path / "fp.txt"
@@ -276,6 +281,7 @@ def test_cli_dedup_device(tmp_path):
     assert outs[0] == outs[1] and 0 < outs[0].count("\n") < len(DOCS)
 
 
+@pytest.mark.slow
 def test_bench_quick():
     """``bench/gpu.py --quick`` (under the simulator) prints every row, large distances
     included, with the GPU's answer the CPU engine's: the script cannot rot unseen."""
@@ -301,6 +307,7 @@ def test_bench_quick():
     assert "simulator" in r.stdout
 
 
+@pytest.mark.slow
 def test_the_cpu_path_never_imports_gpu_libraries():
     code = (
         "import sys, neardup\n"

@@ -38,6 +38,7 @@ def brute(ids: list, fps: np.ndarray, queries: np.ndarray, k: int) -> list[list[
     return [sorted(r, key=lambda t: (t[1], t[0])) for r in out]
 
 
+@pytest.mark.slow
 def test_every_backend_answers_the_protocol_alike(location):
     ids = [10, 11, 12, 13, 14]
     with Index.create(location, distance=3, blocks=4):
@@ -78,6 +79,7 @@ def test_every_backend_answers_the_protocol_alike(location):
             ro.add([1], [1])
 
 
+@pytest.mark.slow
 def test_a_failed_session_writes_nothing(location):
     with Index.create(location, distance=2, blocks=3) as ix:
         ix.add(CORPUS[:1], [1])

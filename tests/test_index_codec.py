@@ -100,6 +100,7 @@ def test_conversion_round_trip_gives_identical_answers(tmp_path, ids):
     assert json.loads((path / "MANIFEST").read_text())["format_version"] == 1
 
 
+@pytest.mark.slow
 def test_empty_compressed_index_and_conversion(tmp_path):
     with Index.create(tmp_path / "ix", distance=2, compress=True) as ix:
         assert ix.query([1, 2]) == [[], []]

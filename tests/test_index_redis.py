@@ -114,6 +114,7 @@ def test_larger_index_on_cluster_matches_brute_force(cluster):
         assert all(int(k) > 0 for k in keys)  # the buckets are spread over the nodes
 
 
+@pytest.mark.slow
 def test_string_ids_same_order_as_local(node, tmp_path):
     fps = np.array([7, 7, 6, 2**64 - 1, 2**63], dtype=np.uint64)
     ids = ["https://a/1", "b", "ü", "c", "d"]

@@ -60,6 +60,7 @@ def test_tables_are_combinations_in_lexicographic_order():
 @given(
     st.integers(1, 64).flatmap(lambda m: st.tuples(st.just(m), st.integers(0, m - 1))), st.data()
 )
+@pytest.mark.slow
 def test_permutation_masks_and_round_trip(mk, data):
     m, k = mk
     if math.comb(m, k) > 5000:

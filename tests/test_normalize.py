@@ -64,6 +64,7 @@ def test_tables_shape_and_content(tables):
 
 
 @pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.slow
 def test_every_code_point_alone(form):
     # UTF-8 (lone surrogates as surrogatepass writes them) and UTF-16 (no lone surrogates)
     chars = [chr(c) for c in range(1, 0x110000)]
@@ -105,6 +106,7 @@ def test_every_composing_pair(tables):
         assert not bad, [(p, [hex(ord(c)) for c in p]) for p in bad[:5]]
 
 
+@pytest.mark.slow
 def test_random_sequences_of_composing_characters(tables):
     starts, seconds = _composing(tables)
     rng = random.Random(17)

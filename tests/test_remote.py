@@ -133,6 +133,7 @@ def test_a_dropped_connection_is_resumed_where_it_stopped(tmp_path, quick_retrie
         ),
     ],
 )
+@pytest.mark.slow
 def test_a_misbehaving_server_is_one_line_naming_the_url(tmp_path, quick_retries, name, message):
     with _server() as (_, base):
         url = f"{base}/{name}"

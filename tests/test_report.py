@@ -3,6 +3,7 @@ real browser (Debian's headless chromium: no console errors, the search runs, a 
 
 from __future__ import annotations
 
+import fractions
 import functools
 import html
 import json
@@ -12,14 +13,17 @@ import shutil
 import subprocess
 import tempfile
 
+import naive
 import numpy as np
 import pytest
 from cli import invoke
 
 import neardup
+from neardup.core.verify import distance_for_threshold
 from neardup.errors import InputError
 from neardup.pipeline import report
 from neardup.pipeline.report import (
+    ReportOutput,
     borderline,
     read_clusters,
     report_ids,
@@ -153,6 +157,106 @@ def test_report_of_missing_ids_warns(tmp_path):
     assert "sampled documents not found in the input (check --text-field/--id-field)" in r.stderr
 
 
+# -- kept documents just under the threshold ------------------------------------------------------
+
+_NEAR_SUMMARY = re.compile(
+    r'<details class="pair near"(?: open)?><summary>kept <code>(.*?)</code>, nearest '
+    r"<code>(.*?)</code>: Jaccard (\d\.\d+)</summary>"
+)
+_COUNTS_JSON = re.compile(r'<script type="application/json" id="similarity-counts">(.*?)</script>')
+
+
+def _edited_families(seed: int = 7) -> list[dict[str, str]]:
+    """8 texts of 150 random words, each with 11 copies of 1 to 11 words replaced (3-word
+    shingles: Jaccard from about 0.96 down to about 0.6), shuffled."""
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(5000)]
+    texts = []
+    for _ in range(8):
+        base = rng.choice(vocab, 150).tolist()
+        texts.append(base)
+        for k in range(1, 12):
+            v = list(base)
+            for p in rng.choice(150, k, replace=False).tolist():
+                v[p] = str(rng.choice(vocab))
+            texts.append(v)
+    order = rng.permutation(len(texts)).tolist()
+    sentences = lambda words: ". ".join(" ".join(words[i : i + 10]) for i in range(0, 150, 10))  # noqa: E731
+    return [{"id": f"d{i:03d}", "text": sentences(texts[k])} for i, k in enumerate(order)]
+
+
+def _per_hundredth(sets: list[set], pairs) -> list[int]:
+    """Pairs (i, k) counted by the Jaccard of their sets per 0.01 ([k / 100, (k + 1) / 100),
+    1.0 in the last), in exact fractions."""
+    out = [0] * 100
+    for i, k in pairs:
+        j = fractions.Fraction(len(sets[i] & sets[k]), len(sets[i] | sets[k]))
+        out[min(int(j * 100), 99)] += 1
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _near_run() -> tuple[str, list[dict[str, str]]]:
+    """(report, rows) of `neardup dedup --report` at threshold 0.8 on :func:`_edited_families`."""
+    d = tempfile.mkdtemp(prefix="neardup-report-near-")
+    rows = _edited_families()
+    src, report = os.path.join(d, "docs.jsonl"), os.path.join(d, "r.html")
+    with open(src, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    r = invoke("neardup", "dedup", src, "-o", os.path.join(d, "k.jsonl"), "--report", report,
+               "--threshold", "0.8", "-q", text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return report, rows
+
+
+def test_near_misses_in_the_report_match_brute_force():
+    """The kept documents nearest the threshold from below, and the counts per 0.01 of drops
+    and near misses, as the rule computed here on Python sets gives them."""
+    report, rows = _near_run()
+    page = open(report, encoding="utf-8").read()
+    sets = [set(naive.naive_shingle_keys(r["text"])) for r in rows]
+    fps = [naive.set_minhash(s) for s in sets]  # the set fingerprints
+    order, dist = list(range(len(rows))), distance_for_threshold(0.8)
+    kept_for, jac = naive.decide_verified(sets, fps, 0.8, order, distance=dist)
+    near_for, near_jac = naive.near_misses(sets, fps, kept_for, order, distance=dist)
+    ranked = sorted((-j, i) for i, j in enumerate(near_jac) if j is not None)
+    assert 12 < len(ranked) and -ranked[11][0] < 0.78  # near misses, spread under 0.8
+    want = [(rows[i]["id"], rows[near_for[i]]["id"], f"{-j:.3f}") for j, i in ranked[:12]]
+    assert _NEAR_SUMMARY.findall(page) == want
+    counts = json.loads(_COUNTS_JSON.search(page)[1])
+    assert counts["threshold"] == 0.8
+    assert counts["kept"] == _per_hundredth(
+        sets, [(i, k) for i, k in enumerate(near_for) if k >= 0]
+    )
+    assert counts["dropped"] == _per_hundredth(
+        sets, [(i, k) for i, k in enumerate(kept_for) if k >= 0]
+    )
+    assert sum(counts["dropped"][:80]) == 0 and sum(counts["kept"][80:]) == 0
+    # the first pair's texts side by side: the earlier kept document, then the later one
+    first = re.search(r'<details class="pair near" open>.*?</details>', page, re.S)[0]
+    assert f"kept: {want[0][1]}</th>" in first and f"kept too: {want[0][0]}</th>" in first
+    reached = sum(1 for j in near_jac if j is not None and j >= 0.79)
+    assert f"{reached:,} at 0.79" in page
+
+
+def test_near_misses_from_the_python_api(tmp_path):
+    """The report as an output of the run has the near misses; one written afterwards from a
+    result without them says where they are."""
+    rows = _edited_families(seed=3)
+    texts = [r["text"] for r in rows]
+    plain = neardup.dedup(texts, threshold=0.8)
+    out = ReportOutput(tmp_path / "t.html", texts)
+    r = neardup.dedup(texts, threshold=0.8, extra_outputs=[out])
+    assert plain.verified.near_for is None
+    assert r.kept.tolist() == plain.kept.tolist()
+    assert np.all(r.verified.near_jaccard[r.verified.near_for >= 0] < 0.8)
+    page = (tmp_path / "t.html").read_text()
+    pairs = _NEAR_SUMMARY.findall(page)
+    assert len(pairs) == 12 and pairs[0][2] == f"{np.nanmax(r.verified.near_jaccard):.3f}"
+    write_result_report(tmp_path / "p.html", plain, texts)
+    assert "<code>neardup dedup --report</code> writes" in (tmp_path / "p.html").read_text()
+
+
 # -- in a browser ---------------------------------------------------------------------------------
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -186,6 +290,7 @@ def test_console_errors_are_seen(tmp_path):
 
 
 @needs_chromium
+@pytest.mark.slow
 def test_report_renders_in_chromium_without_console_errors(tmp_path):
     _, _, report = _sample_run()
     url = f"file://{os.path.abspath(report)}#q=doc-0001"
@@ -291,6 +396,7 @@ def test_index_table_is_cut_but_searchable(tmp_path, monkeypatch):
 
 
 @needs_chromium
+@pytest.mark.slow
 def test_index_drops_render_and_are_found_in_chromium(tmp_path):
     d, d2, clusters, report = _against_run(True)
     rows = [json.loads(x) for x in open(clusters, encoding="utf-8")]
@@ -329,6 +435,7 @@ document.body.appendChild(pre);
 
 @needs_chromium
 @pytest.mark.parametrize("width", [1280, 1920])
+@pytest.mark.slow
 def test_the_plots_share_one_row(tmp_path, width):
     """The three histograms sit side by side at the same size, none stretched to the full
     width (where its fonts grew to three times the others')."""
@@ -344,6 +451,7 @@ def test_the_plots_share_one_row(tmp_path, width):
 
 
 @needs_chromium
+@pytest.mark.slow
 def test_hostile_ids_and_control_characters(tmp_path):
     """An id with <!--<script> leaves the search working; a \\x01 in a text is shown as \\x01;
     a kept id in no cluster is said to be kept, not unknown."""
@@ -370,6 +478,7 @@ def test_hostile_ids_and_control_characters(tmp_path):
     assert "was kept, having no near-duplicate" in dom.stdout
 
 
+@pytest.mark.slow
 def test_report_stays_small_at_100k_drops(tmp_path):
     rng = np.random.default_rng(1)
     clusters = []
@@ -378,10 +487,15 @@ def test_report_stays_small_at_100k_drops(tmp_path):
         js = [1.0, *np.round(rng.uniform(0.8, 1.0, 2), 6).tolist()]
         clusters.append({"kept": ids[0], "members": ids, "distances": [0, 4, 7], "jaccards": js})
     texts = {c["kept"]: "word " * 400 for c in clusters[:30]}
+    kept = [f"kept-{i:08d}" for i in range(100_000)]  # and 100,000 kept ones with a candidate
+    pairs = [{"kept": kept[i], "nearest": kept[i - 1], "jaccard": 0.79} for i in range(1, 13)]
+    texts.update((k, "word " * 400) for k in kept[:13])
+    near = {"threshold": 0.8, "pairs": pairs, "jaccards": rng.uniform(0.5, 0.8, 100_000)}
     path = tmp_path / "big.html"
     n = write_report(path, summary_from_clusters(clusters, 300_000), clusters, texts,
-                     sample_clusters(clusters, 30))  # fmt: skip
+                     sample_clusters(clusters, 30), near=near)  # fmt: skip
     assert 1_000_000 < n < 20_000_000
+    assert path.read_text().count('<details class="pair near"') == 12
 
 
 @needs_chromium
@@ -398,3 +512,31 @@ def test_texts_of_any_cluster_on_demand(tmp_path):
     assert _console(dom.stderr) == [], dom.stderr
     assert f"Texts of the cluster of <code>{c['k']}</code>" in dom.stdout
     assert html.escape(texts[c["k"]][:60], quote=False) in dom.stdout
+
+
+@needs_chromium
+def test_near_misses_render_in_chromium(tmp_path):
+    """The section of kept documents just under the threshold shows its pairs side by side
+    (a screenshot of the section alone is not blank), and the similarity chart draws both
+    kinds of bars, with no console error."""
+    image = pytest.importorskip("matplotlib.image")
+    report, _ = _near_run()
+    page = open(report, encoding="utf-8").read()
+    alone = tmp_path / "alone.html"
+    alone.write_text(
+        page.replace("</style>", "body>:not(#near-misses){display:none!important}</style>")
+    )
+    shot = tmp_path / "near.png"
+    r = _chromium(alone.as_uri(), f"--screenshot={shot}", "--window-size=1000,700")
+    assert _console(r.stderr) == [], r.stderr
+    pixels = image.imread(shot)[..., :3]
+    ink = (pixels.min(axis=2) < 0.8).mean(axis=1)  # share of non-white pixels, row by row
+    assert (ink > 0.02).sum() > 300, "the section shows little: " + str(ink.round(2).tolist())
+    dom = _chromium(f"file://{os.path.abspath(report)}", "--dump-dom")
+    assert _console(dom.stderr) == [], dom.stderr
+    start = dom.stdout.index('<section id="near-misses">')
+    section = dom.stdout[start : dom.stdout.index("</section>", start)]
+    assert section.count('<details class="pair near"') == 12
+    assert section.count('<table class="diff"') == 12 and "kept too: " in section
+    assert "Kept documents whose nearest candidate reaches a lower threshold" in section
+    assert "kept (nearest candidate)" in dom.stdout  # the chart's legend

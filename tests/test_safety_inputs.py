@@ -141,6 +141,7 @@ def _kept_ids(path) -> list[str]:
     return [json.loads(x)["id"] for x in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_pipes_fifos_and_process_substitution_are_read_once_and_spooled(tmp_path):
     src = tmp_path / "in.jsonl"
     _jsonl(src, [*ROWS, dict(ROWS[0], id="copy")])
@@ -174,6 +175,7 @@ def test_pipes_fifos_and_process_substitution_are_read_once_and_spooled(tmp_path
     assert os.listdir(tmp) == []  # every temporary copy removed
 
 
+@pytest.mark.slow
 def test_stdin_as_text_and_parquet_keeps_its_content(tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()

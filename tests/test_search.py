@@ -55,6 +55,7 @@ def test_find_clusters_matches_brute_force(fp, layout):
 
 @settings(max_examples=100, deadline=None)
 @given(fingerprints(), fingerprints(max_size=30), layouts())
+@pytest.mark.slow
 def test_query_matches_brute_force(corpus, queries, layout):
     distance, blocks = layout
     got = neardup.query(corpus, queries, distance, blocks)
@@ -270,6 +271,7 @@ def deep():
 
 @settings(max_examples=120, deadline=None)
 @given(fingerprints(), schemes())
+@pytest.mark.slow
 def test_engine_schemes_match_brute_force(fp, scheme):
     k = scheme.distance
     with deep_trees():

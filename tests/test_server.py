@@ -216,6 +216,7 @@ def test_writes_dedup_and_retries(local):
         assert r["removed"] == 2
 
 
+@pytest.mark.slow
 def test_concurrent_writes_serialize_and_become_visible(local):
     """Writes from many connections (spread over both workers) all land; each is answered by
     every worker within the documented refresh delay."""
@@ -241,6 +242,7 @@ def test_concurrent_writes_serialize_and_become_visible(local):
         assert r["removed"] == len(fps)
 
 
+@pytest.mark.slow
 def test_missing_index_fails_at_start(tmp_path):
     with pytest.raises(RuntimeError, match="not a neardup index|no such index"):
         Service(str(tmp_path / "nothing"))
@@ -500,6 +502,7 @@ def test_readme_curl_examples_work_as_written(fresh):
         assert "results" in json.loads(body), (cmd, body)
 
 
+@pytest.mark.slow
 def test_docs_work_offline(local):
     """/docs loads only assets the service itself serves (no CDN), and they are there."""
     with client(local) as c:
@@ -628,6 +631,7 @@ def test_errors_do_not_echo_values_without_bound(fresh):
         assert c.post("/remove", json={"ids": [huge, "short"]}).json()["removed"] == 2
 
 
+@pytest.mark.slow
 def test_dedup_of_many_identical_items_is_linear(local):
     """20,000 copies of one fingerprint in one /dedup (old: quadratic pairs, a MemoryError):
     the first is new and drops all the others."""
@@ -691,6 +695,7 @@ def test_host_header_is_checked(fresh):
         assert c.get("/stats").status_code == 200
 
 
+@pytest.mark.slow
 def test_slow_clients_are_cut_off_and_health_answers(fresh):
     """Connections that send half a request are closed after the header timeout, and past
     the connection cap the oldest idle one makes room: /health keeps answering."""
@@ -732,6 +737,7 @@ def test_token_must_not_be_empty(tmp_path):
 # -- consistency, storage, metrics -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_read_your_writes_across_workers(local):
     """An acknowledged /add is answered by the very next request, on either worker (new
     connections land on both; old: up to 100 ms stale)."""
@@ -774,6 +780,7 @@ def small_disk(tmp_path):
         yield where
 
 
+@pytest.mark.slow
 def test_full_disk_is_a_503_naming_storage(small_disk):
     path = small_disk / "ix"
     with Index.create(str(path), distance=3) as ix:
@@ -804,6 +811,7 @@ def test_full_disk_is_a_503_naming_storage(small_disk):
 
 
 @needs_redis
+@pytest.mark.slow
 def test_redis_password_never_shown_and_unix_urls(tmp_path):
     """A password in the Redis URL appears nowhere (CLI, start-up, /stats, 503s); unix://
     URLs work; ``index compact`` of a Redis index is one line."""

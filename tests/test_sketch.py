@@ -51,6 +51,7 @@ def test_sketches_do_not_depend_on_threads(monkeypatch):
 
 @settings(max_examples=80, deadline=None)
 @given(sets=key_sets(), words=st.sampled_from([2, 4, 16]), threshold=st.sampled_from(THRESHOLDS))
+@pytest.mark.slow
 def test_decisions_match_brute_force_given_the_sketches(sets, words, threshold):
     offsets, keys = naive.sets_to_csr(sets)
     sk = set_sketches((offsets, keys), words, threads=1)

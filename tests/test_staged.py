@@ -83,6 +83,7 @@ def _naive_kept(docs: list[str], threshold: float, keep: str, verify: bool) -> l
     st.booleans(),
     st.sampled_from([None, 2, 5]),
 )
+@pytest.mark.slow
 def test_staged_matches_job_and_naive(docs, shard_docs, threads, threshold, keep, verify, bucket):
     """``bucket``: fingerprints per search bucket (None: one search task; else the search is
     split into buckets of each table group, as for a large corpus)."""
@@ -168,6 +169,7 @@ def client():
 
 
 @pytest.mark.parametrize("verify", [True, False])
+@pytest.mark.slow
 def test_dask_executor_same_bytes(client, tmp_path, verify):
     docs = naive.text_families(120, seed=3, vocab=60, words=(8, 20))
     _write(tmp_path / "in.jsonl", docs)
@@ -200,6 +202,7 @@ def _finished(work: Path) -> list[Path]:
     return [p for p in found if ".tmp-" not in p.parent.name]
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_from_its_work_dir(tmp_path):
     docs = naive.text_families(4000, seed=5, vocab=200, words=(20, 40))
     _write(tmp_path / "in.jsonl", docs)

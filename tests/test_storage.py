@@ -192,6 +192,7 @@ for k in range(100000):
 """
 
 
+@pytest.mark.slow
 def test_a_killed_create_leaves_no_half_made_index(tmp_path):
     rng = np.random.default_rng(3)
     for round_ in range(4):

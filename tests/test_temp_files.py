@@ -100,6 +100,7 @@ def _killed_runs(src, out_dir, spool_dir) -> set[int]:
     return pids
 
 
+@pytest.mark.slow
 def test_a_later_run_removes_what_a_killed_run_left_and_nothing_else(tmp_path):
     src = _corpus(tmp_path / "c.jsonl", 200)
     out_dir, spool_dir = tmp_path / "out", tmp_path / "spool"
@@ -123,6 +124,7 @@ def test_a_later_run_removes_what_a_killed_run_left_and_nothing_else(tmp_path):
     assert os.listdir(spool_dir) == []
 
 
+@pytest.mark.slow
 def test_neardup_clean_lists_and_removes_leftovers(tmp_path):
     src = _corpus(tmp_path / "c.jsonl", 200)
     out_dir, spool_dir = tmp_path / "out", tmp_path / "spool"

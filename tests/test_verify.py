@@ -97,6 +97,7 @@ class leaf_size:
 
 @settings(max_examples=150)
 @given(sets=families(), data=st.data())
+@pytest.mark.slow
 def test_pair_jaccard_matches_python_sets(sets, data):
     n = len(sets)
     idx = st.integers(0, max(n - 1, 0))
@@ -121,6 +122,7 @@ def test_pair_jaccard_threads_and_chunks_agree(small_chunks):
 
 @settings(max_examples=150)
 @given(case=cases())
+@pytest.mark.slow
 def test_similar_pairs_matches_brute_force(case):
     sets, fps, threshold, distance = case
     offsets, keys = naive.sets_to_csr(sets)
@@ -132,6 +134,7 @@ def test_similar_pairs_matches_brute_force(case):
 
 @settings(max_examples=60)
 @given(sets=families(), threshold=st.sampled_from(THRESHOLDS), distance=st.integers(0, 20))
+@pytest.mark.slow
 def test_similar_pairs_on_set_fingerprints(sets, threshold, distance):
     offsets, keys = naive.sets_to_csr(sets)
     fps = [naive.set_minhash(s) for s in sets]
@@ -285,6 +288,7 @@ def test_decide_verified_matches_the_rule(case, longest, leaf, data):
 
 @settings(max_examples=100)
 @given(case=cases())
+@pytest.mark.slow
 def test_decide_verified_given_pairs_equals_the_search(case):
     sets, fps, threshold, distance = case
     with warnings.catch_warnings():
@@ -334,6 +338,66 @@ def test_decide_verified_any_thread_count(small_chunks):
     assert 50 < sum(k >= 0 for k in want_for) < 390
     for d in runs:
         _assert_decisions_equal(d, want_for, want_jac, fps)
+
+
+def _assert_near_misses(d, want_for, want_jac):
+    assert d.near_for.tolist() == want_for
+    for got, want in zip(d.near_jaccard.tolist(), want_jac):
+        assert (math.isnan(got) and want is None) or got == want
+
+
+@settings(max_examples=60)
+@given(
+    case=cases(),
+    longest=st.booleans(),
+    leaf=st.sampled_from([(1, 0), (3, 0), (4, 2), (2048, 64)]),
+    data=st.data(),
+)
+def test_near_misses_match_brute_force(case, longest, leaf, data):
+    """Each kept document's nearest kept candidate under the threshold, by the rule stated
+    independently (every earlier kept candidate, exact Jaccard), for any block cut; the
+    decisions are those made without them."""
+    sets, fps, threshold, distance = case
+    n = len(sets)
+    lengths = data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)) if longest else None
+    keep = "longest" if longest else "first"
+    order = priority_order(n, keep, lengths).tolist()
+    with warnings.catch_warnings(), leaf_size(*leaf):
+        warnings.simplefilter("ignore")
+        kw = dict(distance=distance, keep=keep, lengths=lengths, threads=1)
+        d = decide_verified(_csr(sets), fps, threshold, near_misses=True, **kw)
+        plain = decide_verified(_csr(sets), fps, threshold, **kw)
+    assert plain.near_for is None and plain.near_jaccard is None
+    assert d.kept_for.tolist() == plain.kept_for.tolist() and d.checks == plain.checks
+    want_for, want_jac = naive.near_misses(sets, fps, d.kept_for.tolist(), order, distance=distance)
+    _assert_near_misses(d, want_for, want_jac)
+    assert all(j is None or j < threshold for j in want_jac)
+
+
+def test_near_misses_with_given_pairs_threads_and_exclusions(small_chunks):
+    rng = np.random.default_rng(5)
+    base = [set(rng.integers(0, 300, 60).tolist()) for _ in range(8)]
+    sets = [{k for k in base[i % 8] if rng.random() > 0.1} for i in range(300)]
+    fps = np.array([neardup.compute(np.array(sorted(s), np.uint64)) for s in sets], np.uint64)
+    exclude = rng.random(len(sets)) < 0.1
+    pairs = neardup.find_all(fps, 14)
+    order = list(range(len(sets)))
+    with leaf_size(16):
+        runs = [
+            decide_verified(
+                _csr(sets), fps, 0.85, near_misses=True, threads=t, exclude=exclude, **kw
+            )  # fmt: skip
+            for t in (1, 3)
+            for kw in ({"distance": 14}, {"pairs": pairs})
+        ]
+    want_for, want_jac = naive.near_misses(
+        sets, fps, runs[0].kept_for.tolist(), order, distance=14, exclude=exclude
+    )
+    assert sum(k >= 0 for k in want_for) > 20  # near misses, and some reach 0.8
+    assert any(j is not None and j >= 0.8 for j in want_jac)
+    for d in runs:
+        assert d.kept_for.tolist() == runs[0].kept_for.tolist()
+        _assert_near_misses(d, want_for, want_jac)
 
 
 def test_no_chaining():

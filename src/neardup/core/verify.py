@@ -118,6 +118,12 @@ class VerifiedDecisions:
     candidates : int
         Candidate pairs examined: pairs inside blocks of at most :data:`LEAF_DOCS` documents (or
         the given pairs) plus (document, earlier kept document) pairs found by probing.
+    near_for : ndarray of int64, optional
+        With ``near_misses=True`` (else None): for a kept document, the kept document before it
+        in priority order, among its candidates, with the highest Jaccard (all are under the
+        threshold; ties to the earliest); -1 for a dropped document or one without candidates.
+    near_jaccard : ndarray of float64, optional
+        The exact Jaccard with ``near_for``; NaN where ``near_for`` is -1.
     """
 
     kept: np.ndarray
@@ -127,6 +133,8 @@ class VerifiedDecisions:
     no_shingles: np.ndarray
     checks: int = 0
     candidates: int = 0
+    near_for: np.ndarray | None = None
+    near_jaccard: np.ndarray | None = None
 
     @property
     def dropped(self) -> np.ndarray:
@@ -180,10 +188,11 @@ class _Greedy:
     second half. Decisions do not depend on where blocks are cut.
     """
 
-    def __init__(self, sets, fp, t, distance, blocks, threads, kept_for, inter, union):
+    def __init__(self, sets, fp, t, distance, blocks, threads, kept_for, inter, union, near):
         self.sets, self.fp, self.t = sets, fp, t
         self.distance, self.blocks, self.threads = distance, blocks, threads
         self.kept_for, self.inter, self.union = kept_for, inter, union
+        self.near = near  # (near_for, its intersections, its unions); empty arrays: not kept
         self.checks = 0
         self.candidates = 0
 
@@ -195,7 +204,7 @@ class _Greedy:
         o = gather_sets(self.sets, paired, self.threads)
         self.checks += VK._greedy(
             o.offsets, o.keys, docs, adj_off, adj, self.t,
-            self.kept_for, self.inter, self.union, 0, len(docs),
+            self.kept_for, self.inter, self.union, 0, len(docs), *self.near,
         )  # fmt: skip
 
     def solve(self, docs: np.ndarray) -> None:
@@ -242,7 +251,7 @@ class _Greedy:
             cand_off = np.append(starts, len(qi)).astype(np.int64)
             checks = VK._first_match(
                 o.offsets, o.keys, qdocs, cand_off, cands, self.t,
-                self.kept_for, self.inter, self.union, 0, len(qdocs),
+                self.kept_for, self.inter, self.union, 0, len(qdocs), *self.near,
             )  # fmt: skip
             page_out(o.keys)
             return checks, len(qi)
@@ -315,6 +324,17 @@ def _follow_representatives(
     union[f] = np.where(follows_rep, sizes[f], union[r])
 
 
+def _nearest_misses(near: tuple, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(near_for, near_jaccard) of the kept documents from the kernels' record of every
+    document's best failed check (a dropped document's is dropped)."""
+    near_for, near_inter, near_union = near
+    near_for[~kept] = -1
+    has = near_for >= 0
+    jac = np.full(len(kept), np.nan)
+    jac[has] = near_inter[has] / near_union[has]
+    return near_for, jac
+
+
 def decide_verified(
     shingles: ShingleSets | tuple[Any, Any],
     fingerprints: Sequence[int] | np.ndarray | None = None,
@@ -327,6 +347,7 @@ def decide_verified(
     blocks: int | None = None,
     threads: int | None = None,
     exclude: np.ndarray | None = None,
+    near_misses: bool = False,
 ) -> VerifiedDecisions:
     """Keep or drop each document, every drop verified against the document kept for it.
 
@@ -362,6 +383,10 @@ def decide_verified(
         Documents decided elsewhere (e.g. found in an index): they take no part, neither
         dropped here nor a kept document another is dropped for, and are returned kept
         (``kept_for`` -1); the others are decided as if they were absent.
+    near_misses : bool
+        Also find each kept document's nearest miss (``near_for``, ``near_jaccard``): the kept
+        candidate before it with the highest Jaccard, all under the threshold. The decisions
+        are the same; the checks that fail then run to the exact intersection (for a report).
 
     Returns
     -------
@@ -406,7 +431,8 @@ def decide_verified(
     inter = np.zeros(n, dtype=np.int64)
     union = np.ones(n, dtype=np.int64)
     d = distance_for_threshold(t) if distance is None else int(distance)
-    greedy = _Greedy(sets, fp, t, d, blocks, nthreads, kept_for, inter, union)
+    near = tuple(np.full(n if near_misses else 0, v, dtype=np.int64) for v in (-1, 0, 1))
+    greedy = _Greedy(sets, fp, t, d, blocks, nthreads, kept_for, inter, union, near)
     if pairs is None:
         Layout(d + 1, d)  # validates distance with a clear message
         greedy.solve(docs)
@@ -421,4 +447,6 @@ def decide_verified(
     jac[dropped] = inter[dropped] / union[dropped]
     dist = np.full(n, -1, dtype=np.int64)
     dist[dropped] = popcount(fp[dropped] ^ fp[kept_for[dropped]])
-    return VerifiedDecisions(kept, kept_for, jac, dist, empty, greedy.checks, greedy.candidates)
+    near_for, near_jac = _nearest_misses(near, kept) if near_misses else (None, None)
+    return VerifiedDecisions(kept, kept_for, jac, dist, empty, greedy.checks, greedy.candidates,
+                             near_for, near_jac)  # fmt: skip

@@ -245,17 +245,50 @@ def _reaches(offsets, keys, x, y, t):
     return _intersect(keys, a, a + sa, b, b + sb, need)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _reaches_near(offsets, keys, x, y, t, near_for, near_inter, near_union):
+    """As :func:`_reaches`, and a pair that stays under ``t`` becomes ``x``'s nearest miss
+    (``near_for[x] = y`` with its exact counts) when its Jaccard beats the one recorded; the
+    merge stops as soon as it can neither reach ``t`` nor beat that one."""
+    a = offsets[x]
+    b = offsets[y]
+    sa = offsets[x + 1] - a
+    sb = offsets[y + 1] - b
+    if sa == 0 or sb == 0:
+        return -1
+    need = _min_intersection(sa, sb, t)
+    best = 0.0
+    if near_for[x] >= 0:
+        best = near_inter[x] / near_union[x]
+    low = _min_intersection(sa, sb, best)
+    if low > min(sa, sb):
+        return -1
+    c = _intersect(keys, a, a + sa, b, b + sb, low)
+    if c >= need:
+        return c
+    if c >= 0 and (near_for[x] < 0 or c / (sa + sb - c) > best):
+        near_for[x] = y
+        near_inter[x] = c
+        near_union[x] = sa + sb - c
+    return -1
+
+
 @njit(cache=True, nogil=True)
-def _greedy(offsets, keys, docs, adj_off, adj, t, kept_for, inter, union, lo, hi):
+def _greedy(
+    offsets, keys, docs, adj_off, adj, t, kept_for, inter, union, lo, hi,
+    near_for, near_inter, near_union,
+):  # fmt: skip
     """Keep or drop ``docs[lo:hi]`` (class representatives in priority order; ``docs[:lo]``
     already decided) given, for each position ``q``, its earlier candidates
     ``adj[adj_off[q]:adj_off[q + 1]]`` (positions, ascending).
 
     ``kept_for[d]`` is -2 while ``d`` is undecided; a document already dropped (>= 0) stays
     dropped. An undecided one is dropped for its first kept earlier candidate with Jaccard
-    ``>= t`` and kept (-1) otherwise. Only kept candidates are ever checked. Returns the number
-    of set intersections computed.
+    ``>= t`` and kept (-1) otherwise. Only kept candidates are ever checked. With ``near_for``
+    of length ``n`` (else empty), each checked pair under ``t`` is offered to
+    :func:`_reaches_near`. Returns the number of set intersections computed.
     """
+    record = near_for.shape[0] > 0
     checks = 0
     for q in range(lo, hi):
         d = docs[q]
@@ -266,7 +299,10 @@ def _greedy(offsets, keys, docs, adj_off, adj, t, kept_for, inter, union, lo, hi
             if kept_for[e] != -1:
                 continue
             checks += 1
-            c = _reaches(offsets, keys, d, e, t)
+            if record:
+                c = _reaches_near(offsets, keys, d, e, t, near_for, near_inter, near_union)
+            else:
+                c = _reaches(offsets, keys, d, e, t)
             if c >= 0:
                 kept_for[d] = e
                 inter[d] = c
@@ -278,17 +314,25 @@ def _greedy(offsets, keys, docs, adj_off, adj, t, kept_for, inter, union, lo, hi
 
 
 @njit(cache=True, nogil=True)
-def _first_match(offsets, keys, queries, cand_off, cands, t, kept_for, inter, union, lo, hi):
+def _first_match(
+    offsets, keys, queries, cand_off, cands, t, kept_for, inter, union, lo, hi,
+    near_for, near_inter, near_union,
+):  # fmt: skip
     """For each query ``queries[g]`` (``g`` in ``[lo, hi)``), its first candidate in
     ``cands[cand_off[g]:cand_off[g + 1]]`` (kept documents in priority order) with Jaccard
-    ``>= t``: the query is dropped for it. Returns the number of set intersections computed."""
+    ``>= t``: the query is dropped for it. ``near_for``: as in :func:`_greedy`. Returns the
+    number of set intersections computed."""
+    record = near_for.shape[0] > 0
     checks = 0
     for g in range(lo, hi):
         d = queries[g]
         for p in range(cand_off[g], cand_off[g + 1]):
             e = cands[p]
             checks += 1
-            c = _reaches(offsets, keys, d, e, t)
+            if record:
+                c = _reaches_near(offsets, keys, d, e, t, near_for, near_inter, near_union)
+            else:
+                c = _reaches(offsets, keys, d, e, t)
             if c >= 0:
                 kept_for[d] = e
                 inter[d] = c

@@ -16,7 +16,9 @@ __all__ = ["DatasetOutput", "ExtraOutput"]
 
 
 class ExtraOutput(Protocol):
-    """What :func:`neardup.pipeline.job.dedup` asks of an extra output."""
+    """What :func:`neardup.pipeline.job.dedup` asks of an extra output. One may also have a
+    ``near_misses`` attribute: when true, a verified run finds each kept document's nearest
+    miss for it (``result.verified.near_for``, as the HTML report shows them)."""
 
     def register(self, outputs: OutputSet) -> None:
         """Register (and so check) its paths in the run's ``outputs``, before any work."""

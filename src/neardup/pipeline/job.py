@@ -144,12 +144,14 @@ def decide_verified_sets(
     client: Any = None,
     exclude: np.ndarray | None = None,
     device: str = "cpu",
+    near_misses: bool = False,
 ) -> VerifiedDecisions:
     """:func:`neardup.core.verify.decide_verified` over the set fingerprints of ``sets``; with
     ``client`` the candidate pairs are found on that Dask cluster
     (:func:`neardup.distributed.find_all`, the same pairs, so the same decisions). Documents
     where ``exclude`` is True (decided against an index) take no part. ``device`` finds the
-    candidate pairs on a GPU as in :func:`neardup.find_all` (the same pairs).
+    candidate pairs on a GPU as in :func:`neardup.find_all` (the same pairs). ``near_misses``
+    also finds each kept document's nearest miss under the threshold (for the report).
 
     Examples
     --------
@@ -170,11 +172,11 @@ def decide_verified_sets(
                 pairs = find_all_on_dask(fp, d, blocks, client, device=device)
             return decide_verified(
                 sets, fp, threshold, pairs=pairs, keep=keep, lengths=lengths, threads=threads,
-                exclude=exclude,
+                exclude=exclude, near_misses=near_misses,
             )  # fmt: skip
         return decide_verified(
             sets, fp, threshold, distance=d, keep=keep, lengths=lengths, blocks=blocks,
-            threads=threads, exclude=exclude,
+            threads=threads, exclude=exclude, near_misses=near_misses,
         )  # fmt: skip
 
 
@@ -296,7 +298,8 @@ def dedup(
         Further outputs of the run (:mod:`neardup.pipeline.extra`: the command line's saved
         dataset and ``--report``), checked with the others before any work, written in order
         after the kept documents, clusters and drop list (before the JSON summary) and
-        committed with them.
+        committed with them. One with a true ``near_misses`` attribute (the report) has a
+        verified run find each kept document's nearest miss (``result.verified.near_for``).
     device : {"cpu", "cuda", "auto"}
         Where the candidate search (verified) or the clustering search (``verify=False``) runs,
         as in :func:`neardup.find_all`: the same pairs, so the same decisions. With ``client``
@@ -469,8 +472,8 @@ def dedup(
                 if sets is None:
                     sets = spool.sets()
                 verified = decide_verified_sets(
-                    sets, lens, threshold, keep=keep, distance=distance, blocks=blocks,
-                    threads=threads, client=client, exclude=exclude, device=device,
+                    sets, lens, threshold, keep=keep, distance=distance, blocks=blocks, threads=threads,
+                    client=client, exclude=exclude, device=device, near_misses=_near(extra_outputs),
                 )  # fmt: skip
                 decisions = from_kept_for(verified.kept_for, fps, already_seen)
                 temp_bytes = spool.nbytes
@@ -514,6 +517,11 @@ def dedup(
             if log is not None:
                 log(f"added {added[0]} document{'s'[: added[0] != 1]} to {index.path}")
     return result
+
+
+def _near(extra_outputs: Sequence[ExtraOutput]) -> bool:
+    """Whether an extra output (the report) asks for the kept documents' nearest misses."""
+    return any(getattr(e, "near_misses", False) for e in extra_outputs)
 
 
 def _shard_docs(

@@ -27,6 +27,8 @@ __all__ = [
     "embedded_ids",
     "ReportOutput",
     "json_id",
+    "near_miss_ids",
+    "near_misses",
     "read_clusters",
     "report_ids",
     "result_clusters",
@@ -43,6 +45,10 @@ __all__ = [
 #: Dropped documents the report shows nearest the threshold, each against its kept document
 #: (lowest Jaccard of a verified run; most bits apart of a fingerprint-only one).
 REPORT_BORDERLINE = 12
+
+#: Kept documents the report shows nearest the threshold from below, each against its nearest
+#: kept candidate (verified runs of ``dedup --report``).
+REPORT_NEAR = 12
 
 #: Runs with at most this many documents in clusters embed the texts of every cluster (the first
 #: REPORT_EMBED_CHARS characters of each), shown on demand from the search; larger runs show
@@ -136,6 +142,34 @@ def borderline(clusters: list[dict[str, Any]], n: int) -> list[tuple[int, int]]:
                 scored.append((-float(c["distances"][k]), i, k))
     scored.sort()
     return [(i, k) for _, i, k in scored[:n]]
+
+
+def near_misses(result: Any, n: int = REPORT_NEAR) -> dict[str, Any] | None:
+    """The kept documents' nearest misses of a verified ``result`` run with ``near_misses``
+    (else None): ``threshold``; ``pairs``, the ``n`` highest, each a dict of ``kept`` (id),
+    ``nearest`` (the id of the kept candidate before it with the highest Jaccard) and
+    ``jaccard`` (highest first, ties in input order); ``jaccards``, the Jaccard of every kept
+    document that has one (float64 array, input order)."""
+    v = getattr(result, "verified", None)
+    if v is None or v.near_for is None:
+        return None
+    has = np.flatnonzero(v.near_for >= 0)
+    jac = v.near_jaccard[has]
+    top = has[np.lexsort((has, -jac))[:n]]
+    ids = result.ids
+    pairs = [
+        {"kept": json_id(ids[i]), "nearest": json_id(ids[int(v.near_for[i])]),
+         "jaccard": float(v.near_jaccard[i])}
+        for i in top.tolist()
+    ]  # fmt: skip
+    return {"threshold": float(result.threshold), "pairs": pairs, "jaccards": jac}
+
+
+def near_miss_ids(near: Mapping[str, Any] | None) -> set[Any]:
+    """Ids whose texts the report's near misses show (none without ``near``)."""
+    if near is None:
+        return set()
+    return {p[k] for p in near["pairs"] for k in ("kept", "nearest")}
 
 
 def embedded_ids(clusters: list[dict[str, Any]]) -> set[Any]:
@@ -250,10 +284,12 @@ def write_result_report(
     """
     clusters = result_clusters(result)
     chosen = sample_clusters(clusters, config.REPORT_SAMPLE if sample is None else sample)
-    texts = result_texts(result, data, report_ids(clusters, chosen), text_field, id_field)
+    near = near_misses(result)
+    wanted = report_ids(clusters, chosen) | near_miss_ids(near)
+    texts = result_texts(result, data, wanted, text_field, id_field)
     return write_report(
         path, result.summary(), clusters, texts, chosen, settings=settings, outputs=outputs,
-        index_rows=result_index_rows(result),
+        index_rows=result_index_rows(result), near=near,
     )  # fmt: skip
 
 
@@ -261,7 +297,11 @@ class ReportOutput:
     """The HTML report of a dedup run as one of its outputs (``neardup dedup --report``):
     registered with the run's other outputs before any work (:meth:`register`), written
     after them (:meth:`write`) and committed in the same commit, so a failure while writing
-    it leaves none of them. Arguments as :func:`write_result_report`."""
+    it leaves none of them. Arguments as :func:`write_result_report`. A verified run finds
+    its kept documents' nearest misses for it (:attr:`near_misses`)."""
+
+    #: Asks :func:`neardup.pipeline.job.dedup` for the kept documents' nearest misses.
+    near_misses = True
 
     def __init__(
         self,
@@ -322,6 +362,7 @@ def write_report(
     title: str = "neardup dedup report",
     outputs: OutputSet | None = None,
     index_rows: list[dict[str, Any]] | None = None,
+    near: Mapping[str, Any] | None = None,
 ) -> int:
     """Render the report and write it to ``path`` (appears only when complete).
 
@@ -349,6 +390,9 @@ def write_report(
         The documents dropped as seen in an index (``--against``), as index rows
         (:func:`split_index_rows`): listed with the entry each matched, its distance and, when
         the index keeps sketches, the estimated Jaccard; the search finds them too.
+    near : mapping, optional
+        The kept documents' nearest misses (:func:`near_misses`): the pairs shown side by side
+        and the Jaccards counted per 0.01 beside the drops'.
 
     Returns
     -------
@@ -359,7 +403,7 @@ def write_report(
 
     page = render(
         summary, clusters, texts, sample, settings=settings or {}, title=title,
-        index_rows=index_rows or [],
+        index_rows=index_rows or [], near=near,
     )  # fmt: skip
     data = page.encode("utf-8")
     if outputs is None:

@@ -31,6 +31,11 @@ __all__ = ["render"]
 #: Rows of the report's "largest clusters" table.
 REPORT_LARGEST = 20
 
+#: The chart of drops and near misses per 0.01 of Jaccard starts at most this far under the
+#: threshold (lower, where the lowest drop is lower); the kept documents further under it are
+#: counted in words.
+REPORT_NEAR_WINDOW = 0.2
+
 #: Rows of the report's table of documents dropped as seen in an index (``--against``; the
 #: search covers them all).
 REPORT_INDEX_ROWS = 200
@@ -181,7 +186,43 @@ def _bar_plot(x: np.ndarray, y: np.ndarray, xlabel: str, title: str, log_x: bool
     return _svg(fig)
 
 
-def _plots(clusters: list[dict[str, Any]]) -> list[str]:
+def hundredths(jaccards: Any) -> np.ndarray:
+    """The bar of 0.01 each Jaccard falls in (0 to 99; 1.0 in the last), exact for ratios of
+    counts under ten million (the product by 100 rounds a hair under the edge)."""
+    j = np.asarray(jaccards, dtype=np.float64)
+    return np.clip(np.floor(j * 100 + 1e-9), 0, 99).astype(np.int64)
+
+
+def _similarity_plot(drops: list[float], near: Mapping[str, Any] | None) -> str:
+    """Dropped documents (Jaccard with their kept document) and, with ``near``, kept ones
+    (with their nearest kept candidate) per 0.01 of Jaccard, the threshold marked."""
+    figure = require("matplotlib.figure", "report", "the HTML report")
+    d = np.bincount(hundredths(drops), minlength=100)
+    lo = int(hundredths([min(drops)])[0]) if drops else 99
+    m = np.zeros(100, dtype=np.int64)
+    if near is not None:
+        t = near["threshold"]
+        m = np.bincount(hundredths(near["jaccards"]), minlength=100)
+        lo = min(lo, int(hundredths([max(t - REPORT_NEAR_WINDOW, 0.0)])[0]))
+    x = np.arange(lo, 100) / 100 + 0.005
+    fig = figure.Figure(figsize=(6.4, 3.0))
+    ax = fig.add_subplot()
+    ax.bar(x, d[lo:], width=0.009, color="#3b6fb6", label="dropped")
+    if near is not None:
+        ax.bar(x, m[lo:], width=0.009, color="#e8853d", label="kept (nearest candidate)")
+        ax.axvline(near["threshold"], color="#1d2330", linestyle="--", linewidth=1)
+        ax.legend(fontsize=8, frameon=False)
+    ax.set_xlabel("Jaccard similarity (bars of 0.01)")
+    ax.set_ylabel("documents")
+    title = "Dropped and kept near the threshold" if near is not None else (
+        "Similarity of each dropped document")  # fmt: skip
+    ax.set_title(title, fontsize=11)
+    ax.grid(axis="y", alpha=0.3)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _svg(fig)
+
+
+def _plots(clusters: list[dict[str, Any]], near: Mapping[str, Any] | None = None) -> list[str]:
     sizes = np.array([len(c["members"]) for c in clusters], dtype=np.int64)
     plots = []
     if len(sizes) == 0:
@@ -215,18 +256,8 @@ def _plots(clusters: list[dict[str, Any]]) -> list[str]:
                 "Distance of each dropped document",
             )  # fmt: skip
         )
-    if jac:  # per 0.01, from the lowest drop up: how many drops each step of a threshold moves
-        lo = min(np.floor(min(jac) * 100) / 100, 0.99)
-        bins = max(int(round((1.0 - lo) * 100)), 1)
-        counts, edges = np.histogram(np.clip(jac, 0, 1), bins=bins, range=(lo, 1.0))
-        plots.append(
-            _bar_plot(
-                edges[:-1] + 0.005,
-                counts,
-                "Jaccard similarity to the kept document (bars of 0.01)",
-                "Similarity of each dropped document",
-            )  # fmt: skip
-        )
+    if jac or near is not None:  # per 0.01: how many documents each step of a threshold moves
+        plots.append(_similarity_plot(jac, near))
     return plots
 
 
@@ -240,12 +271,14 @@ def _lines(text: str) -> list[str]:
     return out
 
 
-def _diff(kept_id: Any, kept: str | None, other_id: Any, other: str | None) -> str:
+def _diff(
+    kept_id: Any, kept: str | None, other_id: Any, other: str | None, other_is: str = "dropped"
+) -> str:
     if kept is None or other is None:
         missing = kept_id if kept is None else other_id
         return f'<p class="note">The text of <code>{_e(missing)}</code> was not found in the input.</p>'
     table = difflib.HtmlDiff(tabsize=4).make_table(
-        _lines(kept), _lines(other), f"kept: {_e(kept_id)}", f"dropped: {_e(other_id)}"
+        _lines(kept), _lines(other), f"kept: {_e(kept_id)}", f"{other_is}: {_e(other_id)}"
     )
     # two columns a side (line number, text) that wrap like prose: HtmlDiff's navigation
     # columns, fixed spaces and nowrap go
@@ -433,6 +466,85 @@ def _borderline_section(clusters: list[dict[str, Any]], texts: Mapping[Any, str]
     )
 
 
+def _near_counts(near: Mapping[str, Any]) -> str:
+    """How many kept documents each lower threshold would reach, as a sentence."""
+    t, jac = near["threshold"], np.asarray(near["jaccards"])
+    steps = [s for s in (0.01, 0.02, 0.05, 0.1) if t - s > 0]
+    said = [f"{int(np.count_nonzero(jac >= round(t - s, 2))):,} at {round(t - s, 2):g}"
+            for s in steps]  # fmt: skip
+    if not said:
+        return ""
+    return (
+        "Kept documents whose nearest candidate reaches a lower threshold: "
+        + ", ".join(said)
+        + " (a rerun there would drop about as many; fewer where two of them are each other's"
+        " nearest)."
+    )
+
+
+def _near_section(near: Mapping[str, Any] | None, verified: bool, texts: Mapping[Any, str]) -> str:
+    """The kept documents nearest the threshold from below, each against its nearest kept
+    candidate: if these are near-duplicates, the threshold should go lower."""
+    head = '<section id="near-misses"><h2>Kept, just under the threshold</h2>\n'
+    if near is None:
+        if not verified:
+            return ""
+        return head + (
+            '<p class="note">The kept documents nearest the threshold are in the report that '
+            "<code>neardup dedup --report</code> writes (a clusters file does not list them).</p>"
+            "</section>"
+        )
+    t, pairs = near["threshold"], near["pairs"]
+    blocks = []
+    for p in pairs:
+        kept, nearest = p["kept"], p["nearest"]
+        blocks.append(
+            f'<details class="pair near"{" open" if not blocks else ""}><summary>kept '
+            f"<code>{_e(kept)}</code>, nearest <code>{_e(nearest)}</code>: Jaccard "
+            f"{p['jaccard']:.3f}</summary>"
+            + _diff(nearest, texts.get(nearest), kept, texts.get(kept), "kept too")
+            + "</details>"
+        )
+    jac = np.asarray(near["jaccards"])
+    low = max(t - REPORT_NEAR_WINDOW, 0.0)
+    below = int(np.count_nonzero(hundredths(jac) < hundredths([low])[0]))
+    none = (
+        f"No kept document has a kept candidate (under the threshold {t:g}): none came near "
+        "being dropped."
+        if not pairs
+        else f"The {len(pairs):,} kept documents with the highest Jaccard similarity to a kept "
+        f"candidate before them (in keep order), all under the threshold {t:g}, each against "
+        "that candidate. If these are near-duplicates you want gone, lower the threshold; the "
+        "chart above counts them per 0.01 beside the drops."
+    )
+    more = f" {below:,} more kept documents have their nearest candidate under {low:.2f} " \
+        "(left of the chart)." if below else ""  # fmt: skip
+    return (
+        head
+        + f'<p class="note">{none} {_near_counts(near) if pairs else ""}{more}</p>\n'
+        + "".join(blocks)
+        + "</section>"
+    )
+
+
+def _counts_json(clusters: list[dict[str, Any]], near: Mapping[str, Any] | None) -> str:
+    """The chart's numbers, for other tools: documents per 0.01 of Jaccard (index ``k`` counts
+    ``[k / 100, (k + 1) / 100)``, 1.0 in the last), dropped (with their kept document) and
+    kept (with their nearest kept candidate; null without ``near``)."""
+    drops = [
+        float(js[k])
+        for c in clusters
+        if (js := c.get("jaccards")) is not None
+        for k, m in enumerate(c["members"])
+        if json_id(m) != json_id(c["kept"]) and js[k] is not None
+    ]
+    per = lambda j: np.bincount(hundredths(j), minlength=100).tolist()  # noqa: E731
+    kept = None if near is None else per(near["jaccards"])
+    out = {"threshold": None if near is None else near["threshold"], "dropped": per(drops),
+           "kept": kept}  # fmt: skip
+    return json.dumps(out)
+
+
 def _texts_json(clusters: list[dict[str, Any]], texts: Mapping[Any, str]) -> str:
     """The embedded texts (:func:`neardup.pipeline.report.embedded_ids`) as JSON safe inside a
     script element: each cut at :data:`REPORT_EMBED_CHARS`, control characters
@@ -455,6 +567,7 @@ def render(
     settings: Mapping[str, Any],
     title: str,
     index_rows: Sequence[dict[str, Any]] = (),
+    near: Mapping[str, Any] | None = None,
 ) -> str:
     """The report as one HTML string (see :func:`neardup.pipeline.report.write_report`)."""
     where = {i: k for k, i in enumerate(sample)}
@@ -471,7 +584,7 @@ def render(
     # "<" only occurs inside JSON strings: as \u003c no id can open a comment or close the script
     index_json = json.dumps(index, ensure_ascii=False).replace("<", "\\u003c")
     cut = len(clusters) + len(index_rows) - len(index)
-    plots = "".join(f'<div class="plot">{svg}</div>' for svg in _plots(clusters))
+    plots = "".join(f'<div class="plot">{svg}</div>' for svg in _plots(clusters, near))
     has_jaccard = any(c.get("jaccards") is not None for c in clusters)
     blocks = "".join(_cluster_block(k, clusters[i], texts) for k, i in enumerate(sample))
     return f"""<!DOCTYPE html>
@@ -492,7 +605,7 @@ def render(
 <h2>Distributions</h2>
 <div class="plots">{plots or '<p class="note">No clusters: nothing was dropped.</p>'}</div>
 {"" if has_jaccard else '<p class="note">Distances are in bits between fingerprints; Jaccard similarities appear when the clusters carry them.</p>'}
-{_borderline_section(clusters, texts)}
+{_borderline_section(clusters, texts)}{_near_section(near, bool(summary.get("verified", has_jaccard)), texts)}
 {_index_section(index_rows, summary)}
 <h2>Largest clusters</h2>
 {_largest(clusters, where) if clusters else '<p class="note">None.</p>'}
@@ -501,7 +614,7 @@ def render(
 are <span class="diff_chg">marked</span>, <span class="diff_add">added</span> and
 <span class="diff_sub">removed</span> lines coloured.</p>
 {blocks}
-<script type="application/json" id="cluster-index">{index_json}</script>
+<script type="application/json" id="similarity-counts">{_counts_json(clusters, near)}</script><script type="application/json" id="cluster-index">{index_json}</script>
 <script type="application/json" id="cluster-texts">{_texts_json(clusters, texts)}</script>
 <script>{_JS}</script>
 </body></html>
