@@ -111,6 +111,8 @@ def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
             seconds=s["seconds"],
             same=name == "today" or _same(out, ref),
         )
+        if name != "today":  # 16M outputs are gigabytes each: keep today's only
+            os.remove(out)
         rows.append(r)
         print(_line(r), flush=True)
     return rows
