@@ -5,6 +5,7 @@ run; and which runs are staged."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -164,3 +165,31 @@ def test_what_only_one_process_does_is_refused_when_staged_is_asked(tmp_path):
     # not asked for: the one-process run, which does them
     r = neardup.dedup(InputPath(src), memory=1, already_seen=np.array([True, False]))
     assert r.kept.tolist() == [False, True]
+
+
+_INDEX_JSON = re.compile(r'<script type="application/json" id="cluster-index">(.*?)</script>', re.S)
+
+
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+def test_report_from_the_staged_run(tmp_path):
+    pytest.importorskip("matplotlib")
+    docs = naive.text_families(60, 8)
+    d1 = _jsonl(tmp_path / "d1.jsonl", "a", docs[:35])
+    d2 = _jsonl(tmp_path / "d2.jsonl", "b", docs[20:])
+    ix = _index("plain", tmp_path / "ix")
+    assert _cli(str(d1), "-q", "-o", str(tmp_path / "k1.jsonl"), "--against", ix,
+                "--update").returncode == 0  # fmt: skip
+    pages = {}
+    for tag, extra in (("one", ()), ("staged", ("--shard-docs", "6"))):
+        out = tmp_path / tag
+        out.mkdir()
+        r = _cli(str(d2), "-q", "-o", str(out / "k.jsonl"), "--clusters", str(out / "c.jsonl"),
+                 "--against", ix, "--report", str(out / "r.html"), "--json-summary",
+                 str(out / "s.json"), *extra)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        assert ("shards" in json.loads((out / "s.json").read_text())) == bool(extra)
+        page = (out / "r.html").read_text()
+        pages[tag] = (json.loads(_INDEX_JSON.search(page)[1]), (out / "k.jsonl").read_bytes(),
+                      (out / "c.jsonl").read_bytes())  # fmt: skip
+    assert pages["staged"] == pages["one"]
+    assert b'"index": true' in pages["one"][2] and len(pages["one"][0]) > 2

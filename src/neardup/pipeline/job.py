@@ -313,8 +313,9 @@ def dedup(
         ``work_dir`` or ``client``, and, when uncompressed local JSONL or lines, when its
         documents would need more than ``memory`` in one process (about 350 bytes each);
         then the shard size comes from ``memory`` (:func:`neardup.pipeline.plan.sizes_for`).
-        Not with ``already_seen``, ``extra_outputs``, a GPU ``device``, an open index or
-        Parquet files as ``against`` (those run in one process).
+        Not with ``already_seen``, a GPU ``device``, an open index or Parquet files as
+        ``against`` (those run in one process). ``extra_outputs`` (the report) are written
+        from a result of the whole run, which holds arrays of every document.
     work_dir : path, optional
         Staged run: keep each finished task's results in this directory, so that running the
         same call again after a crash resumes it (a different run is refused). Default: a
@@ -365,12 +366,13 @@ def dedup(
             drop_list=drop_list, json_summary=json_summary, against=against, update=update,
             shard_docs=shard_docs, work_dir=work_dir, memory=memory,
             parallel=_parallel(threads, client), client=client is not None, device=device,
-            one_process=_one_process_only(extra_outputs, already_seen),
+            one_process=["already_seen="] if already_seen is not None else [],
         )  # fmt: skip
         if plan.staged:
             executor = DaskExecutor(client) if client is not None else LocalExecutor(threads)
             run, result = run_staged(plan, executor=executor, progress=stage_progress,
-                                     on_bad=on_bad, log=log, collect=collect)  # fmt: skip
+                                     on_bad=on_bad, log=log, collect=collect,
+                                     extra_outputs=extra_outputs)  # fmt: skip
             return result if collect else StagedSummary(staged_summary(plan, run))
         return _one_process(plan, data, opts, piped)
 
@@ -440,15 +442,6 @@ def _parallel(threads: int | None, client: Any) -> int:
     from neardup.fingerprints.batch import threads_for
 
     return threads_for(threads)
-
-
-def _one_process_only(extra_outputs: Sequence[ExtraOutput], already_seen: Any) -> list[str]:
-    why = []
-    if already_seen is not None:
-        why.append("already_seen=")
-    if extra_outputs:
-        why.append("extra outputs (a report, a saved dataset: --report)")
-    return why
 
 
 def _one_process(plan: DedupPlan, data: Any, opts: _Options, piped: Any) -> DedupResult:

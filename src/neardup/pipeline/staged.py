@@ -297,10 +297,13 @@ def run_staged(
     on_bad: Callable[[InputError], None] | None = None,
     log: Callable[[str], None] | None = None,
     collect: bool = False,
+    extra_outputs: Sequence[Any] = (),
 ) -> tuple[StagedRun, Any]:
     """Run ``plan`` as stages over its shards on ``executor`` (default: threads of this
     process) and commit its outputs together; returns the run's figures and, with ``collect``,
-    a :class:`~neardup.pipeline.result.DedupResult` (which holds arrays of every document)."""
+    a :class:`~neardup.pipeline.result.DedupResult` (which holds arrays of every document).
+    ``extra_outputs`` (:mod:`neardup.pipeline.extra`, the HTML report) are written from that
+    result, after the others, and committed with them."""
     executor = executor if executor is not None else LocalExecutor()
     if not plan.staged or not plan.shards:
         raise ValueError("a staged dedup needs file input cut into shards (build_plan)")
@@ -314,13 +317,17 @@ def run_staged(
         outputs.add_inputs(f.path for f in plan.files)
         register_outputs(outputs, list(plan.files), plan.output, plan.clusters, plan.drop_list,
                          plan.json_summary)  # fmt: skip
+        for extra in extra_outputs:
+            extra.register(outputs)
         r = _Runner(work, executor, progress)
         run = _stages(r, plan, on_bad, progress)
         if index is not None:
             run.against["path"] = str(index.path)  # type: ignore[index]
         t0 = time.perf_counter()
         _commit_parts(plan, run, outputs)
-        result = build_result(plan, run) if collect else None
+        result = build_result(plan, run) if collect or extra_outputs else None
+        for extra in extra_outputs:
+            extra.write(result, outputs)
         run.seconds["commit"] = time.perf_counter() - t0
         run.seconds["total"] = time.perf_counter() - t_all
         if plan.json_summary is not None:
