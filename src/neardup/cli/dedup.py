@@ -172,10 +172,11 @@ def _summary_lines(
     "new dump against everything seen before. An index created with `neardup index create "
     "--threshold` keeps a MinHash sketch per document: a document is dropped when its Jaccard "
     "estimated from the sketches with an entry is >= --threshold. Any other index drops "
-    "documents within --distance bits (default 6) of an entry, not Jaccard-verified. With "
-    "--scheduler/--workers the candidates come from batch mode on the cluster, and INDEX may "
-    "also be Parquet files of the stored corpus (a path or glob ending in .parquet; columns "
-    "'fingerprint' and 'id'; not verified).",
+    "documents within --distance bits (default 6) of an entry, not Jaccard-verified. A staged "
+    "run checks each shard in its own task (on --scheduler/--workers: on the workers, which "
+    "must reach INDEX). With --scheduler/--workers INDEX may also be Parquet files of the "
+    "stored corpus (a path or glob ending in .parquet; columns 'fingerprint' and 'id'; not "
+    "verified; checked in batch mode in one process's run).",
 )
 @click.option(
     "--update",
