@@ -87,7 +87,7 @@ def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
     ref = os.path.join(tmp, "today.jsonl")
     rows = []
     runs = {
-        "today": [],
+        "today": ["--memory", "1T"],  # the one-process run, whatever the size
         "local": ["--shard-docs", str(ns.shard_docs)],
         "dask": ["--shard-docs", str(ns.shard_docs), "--workers", str(ns.workers)],
     }
