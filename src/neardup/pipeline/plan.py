@@ -323,11 +323,12 @@ def is_staged(
         )
     if asked or client:
         return True
-    local = all(os.path.isfile(f.path) and _splittable(f, text_field, id_field) for f in files)
-    if device != "cpu" or not local:
+    if device != "cpu" or not all(os.path.isfile(f.path) for f in files):
         return False
     docs = sum(input_size(f.path) for f in files) / _bytes_per_doc(files)
-    return docs * ONE_PROCESS_BYTES_PER_DOC > budget
+    if docs * ONE_PROCESS_BYTES_PER_DOC <= budget:
+        return False
+    return all(_splittable(f, text_field, id_field) for f in files)
 
 
 def _against_key(against: Any) -> Any:
