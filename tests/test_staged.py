@@ -189,6 +189,27 @@ def test_dask_executor_same_bytes(client, tmp_path, verify):
     assert not (tmp_path / "x.jsonl").exists()
 
 
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+def test_dask_against_and_update_same_bytes_and_index(client, tmp_path):
+    from neardup.index import Index
+
+    docs = naive.text_families(90, seed=5, vocab=60, words=(8, 20))
+    _write(tmp_path / "old.jsonl", docs[:50], [f"o{i}" for i in range(50)])
+    _write(tmp_path / "in.jsonl", docs[30:])
+    sizes = {}
+    for tag, extra in (("one", {}), ("dask", {"client": client, "shard_docs": 9})):
+        ix = str(tmp_path / f"ix-{tag}")
+        Index.create(ix, threshold=0.8, sketch_words=8).close()
+        dedup([InputPath(tmp_path / "old.jsonl")], against=ix, update=True)
+        got = dedup([InputPath(tmp_path / "in.jsonl")], against=ix, update=True,
+                    **_outputs(tmp_path, tag), **extra)  # fmt: skip
+        with Index.open(ix) as opened:
+            sizes[tag] = (len(opened), opened.contains([f"d{i}" for i in range(60)]).tolist())
+        assert got.against.n_found > 0
+    assert _read(_outputs(tmp_path, "dask")) == _read(_outputs(tmp_path, "one"))
+    assert sizes["dask"] == sizes["one"]
+
+
 # ---------------------------------------------------------------------------- restarting
 def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}

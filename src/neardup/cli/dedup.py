@@ -21,8 +21,7 @@ from neardup.cli.report import report_option
 from neardup.cli.style import announce_compile, plural, saved, size
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, KEEP_POLICIES
 from neardup.core.verify import distance_for_threshold
-from neardup.errors import InputError
-from neardup.io.files import input_size, metered, spooled
+from neardup.io.files import input_size, metered
 from neardup.io.formats import display_name
 from neardup.io.hf import is_saved_dataset, load_saved_dataset
 from neardup.io.sources import InputPath, expand_inputs
@@ -173,10 +172,11 @@ def _summary_lines(
     "new dump against everything seen before. An index created with `neardup index create "
     "--threshold` keeps a MinHash sketch per document: a document is dropped when its Jaccard "
     "estimated from the sketches with an entry is >= --threshold. Any other index drops "
-    "documents within --distance bits (default 6) of an entry, not Jaccard-verified. With "
-    "--scheduler/--workers the candidates come from batch mode on the cluster, and INDEX may "
-    "also be Parquet files of the stored corpus (a path or glob ending in .parquet; columns "
-    "'fingerprint' and 'id'; not verified).",
+    "documents within --distance bits (default 6) of an entry, not Jaccard-verified. A staged "
+    "run checks each shard in its own task (on --scheduler/--workers: on the workers, which "
+    "must reach INDEX). With --scheduler/--workers INDEX may also be Parquet files of the "
+    "stored corpus (a path or glob ending in .parquet; columns 'fingerprint' and 'id'; not "
+    "verified; checked in batch mode in one process's run).",
 )
 @click.option(
     "--update",
@@ -201,7 +201,7 @@ def _summary_lines(
     default=None,
     metavar="N",
     help="Run as stages over shards of about N documents (scan, search, verify, decide, write: "
-    "each task one shard or bucket; default with --work-dir, --workers or --scheduler: "
+    "each task one shard or bucket; default: from --memory, at most "
     f"{DEFAULT_SHARD_DOCS:,}). Same outputs, byte for byte, for every N; memory bounded by N.",
 )
 @click.option(
@@ -211,6 +211,14 @@ def _summary_lines(
     help="Staged run: keep each finished task's results in DIR (must be new, empty or this "
     "command's); running the same command again after a crash or kill resumes it. Default: a "
     "temporary directory, removed at the end.",
+)
+@click.option(
+    "--memory",
+    default=None,
+    metavar="BYTES",
+    help="Memory budget of the run (e.g. 8G; default NEARDUP_MEMORY, else half the available "
+    "memory): an input larger than that holds in one process runs as stages over shards, "
+    "whose size (unless --shard-docs) and search tasks it sets (docs/guides/memory.md).",
 )
 @dask_options
 def dedup(
@@ -242,6 +250,7 @@ def dedup(
     temp_dir: str | None,
     shard_docs: int | None,
     work_dir: str | None,
+    memory: str | None,
     scheduler: str | None,
     workers: int | None,
 ) -> None:
@@ -267,12 +276,42 @@ def dedup(
     --distance bits (two members may differ in more), one kept per cluster.
 
     The input is streamed twice (fingerprints, then copying); outputs appear only when
-    complete.
+    complete. A large input (more than --memory holds in one process), --shard-docs,
+    --work-dir, --workers and --scheduler run it as stages over shards: the same outputs.
     """
-    from neardup.pipeline.job import dedup as run_dedup
-    from neardup.pipeline.write import register_outputs
-
     in_format, text_field = resolve_input(in_format, lines, field, column)
+    search_distance = _check_options(output, json_summary, against, update, blocks,
+                                      no_verify, threshold, distance)  # fmt: skip
+    dataset, files = _source(inputs, in_format, output)
+    settings = {"inputs": " ".join(inputs), "distance": search_distance, "keep": keep,
+                "preset": preset, "window": window or "preset's"}  # fmt: skip
+    if not no_verify:
+        settings["threshold"] = threshold
+    extras = _extra_outputs(inputs, output, dataset, report_path, settings, text_field, id_field)
+    _check_outputs(inputs, files, output, clusters_path, drop_list, json_summary, against,
+                   extras)  # fmt: skip
+    options = dict(
+        threshold=threshold, verify=not no_verify, distance=distance, keep=keep, blocks=blocks,
+        fingerprinter=make_fingerprinter(preset, window), text_field=text_field,
+        id_field=id_field or None, fmt=in_format, output=output if dataset is None else None,
+        clusters=clusters_path, drop_list=drop_list, json_summary=json_summary,
+        skip_bad=skip_bad, threads=threads, against=against, update=update,
+        extra_outputs=extras, device=device, temp_dir=temp_dir, shard_docs=shard_docs,
+        work_dir=work_dir, memory=memory, collect=False,
+    )  # fmt: skip
+    source = [InputPath(p) for p in inputs] if dataset is None else dataset
+    summary, dask = _run(source, options, files, quiet, progress_mode, scheduler, workers)
+    if not quiet:
+        written = [display_name(p, output=True) for p in
+                   (output, clusters_path, drop_list, json_summary, report_path) if p]  # fmt: skip
+        for line in _summary_lines(summary, written, dask):
+            click.echo(f"{PROG}: {line}", err=True)
+
+
+def _check_options(output: str, json_summary: str | None, against: str | None, update: bool,
+                   blocks: int | None, no_verify: bool, threshold: float,
+                   distance: int | None) -> int:  # fmt: skip
+    """The options that do not fit together, refused before any work; the search distance."""
     search_distance = plan_distance(not no_verify, threshold, distance)
     if blocks is not None and blocks <= search_distance:
         raise click.BadParameter(
@@ -284,46 +323,44 @@ def dedup(
         raise click.UsageError("--output - and --json-summary - both want stdout; pick one")
     if update and against is None:
         raise click.UsageError("--update needs --against INDEX")
+    return search_distance
 
-    asked = shard_docs is not None or work_dir is not None
-    if asked and (against is not None or report_path is not None):
-        raise click.UsageError("--shard-docs and --work-dir do not work with --against or "
-                               "--report yet")  # fmt: skip
-    if asked or ((scheduler is not None or workers is not None) and against is None and
-                 report_path is None):  # fmt: skip
-        if not (len(inputs) == 1 and is_saved_dataset(inputs[0])):
-            with spooled(list(inputs), temp_dir):  # pipes and FIFOs: read once
-                _staged(inputs, output, clusters_path, drop_list, json_summary, keep, threshold,
-                        no_verify, distance, blocks, preset, window, in_format, text_field,
-                        id_field, skip_bad, threads, quiet, progress_mode, shard_docs,
-                        work_dir, scheduler, workers, device)  # fmt: skip
-            return
-    fingerprinter = make_fingerprinter(preset, window)
-    dataset = None
-    if len(inputs) == 1 and is_saved_dataset(inputs[0]):  # datasets' save_to_disk directory
+
+def _source(inputs: tuple[str, ...], in_format: str, output: str) -> tuple[Any, list[Any]]:
+    """A saved dataset (save_to_disk's directory) loaded, else the input files."""
+    if len(inputs) == 1 and is_saved_dataset(inputs[0]):
         if output == "-":
             raise click.UsageError("a saved dataset is written as a directory: give -o DIR")
-        dataset = load_saved_dataset(inputs[0])
-        total = 0
-    else:
-        files = expand_inputs([InputPath(p) for p in inputs], in_format)
-        total = sum(input_size(f.path) for f in files)
-    settings = {"inputs": " ".join(inputs), "distance": search_distance, "keep": keep,
-                "preset": preset, "window": window or "preset's"}  # fmt: skip
-    if not no_verify:
-        settings["threshold"] = threshold
-    extras = _extra_outputs(inputs, output, dataset, report_path, settings, text_field, id_field)
-    # every output is checked before any work (and again by the job, which stages them all,
-    # the report and a saved dataset included, and commits them together at its end)
+        return load_saved_dataset(inputs[0]), []
+    return None, expand_inputs([InputPath(p) for p in inputs], in_format)
+
+
+def _check_outputs(inputs: tuple[str, ...], files: list[Any], output: str,
+                   clusters: str | None, drop_list: str | None, json_summary: str | None,
+                   against: str | None, extras: list[Any]) -> None:  # fmt: skip
+    """Every output checked before any work (and again by the run, which stages them all,
+    the report and a saved dataset included, and commits them together at its end)."""
+    from neardup.pipeline.write import register_outputs
+
     with OutputSet(inputs, protect=[against] if against else []) as check:
-        if dataset is None:
+        if files:
             check.add_inputs(f.path for f in files)
-            register_outputs(check, files, output, clusters_path, drop_list, json_summary)
-        else:
-            register_outputs(check, [], None, clusters_path, drop_list, json_summary)
+        register_outputs(check, files, output if files else None, clusters, drop_list,
+                         json_summary)  # fmt: skip
         for extra in extras:
             extra.register(check)
+
+
+def _run(source: Any, options: dict[str, Any], files: list[Any], quiet: bool,
+         progress_mode: str, scheduler: str | None,
+         workers: int | None) -> tuple[dict[str, Any], tuple[str, float] | None]:  # fmt: skip
+    """The run with its progress (bytes read and written in one process, tasks by stage when
+    staged) and messages; its summary, and where its Dask cluster was with its start-up."""
+    from neardup.pipeline.job import dedup as run_dedup
+
+    total = sum(input_size(f.path) for f in files)
     bar = Progress(PROG, progress_mode, quiet)
+    tasks = TaskProgress(PROG, progress_mode, quiet)
     started: dict[str, int] = {}
 
     def progress(stage: str, count: int) -> None:
@@ -336,58 +373,23 @@ def dedup(
         if not quiet:
             bar.message(message)
 
-    def on_bad(err: InputError) -> None:
-        say(f"skipped {err}")
-
-    later = ["search"] if no_verify else ["search", "verify"]
-    groups = dedup_groups(files if dataset is None else None, not no_verify, against is not None)
+    verify = options["verify"]
+    later = ["search"] if not verify else ["search", "verify"]
+    groups = dedup_groups(files or None, verify, options["against"] is not None)
     first = [g for g in groups if g not in later]
     with contextlib.ExitStack() as stack:
-        client = None
         ahead = False
         if scheduler is None and workers is None:  # (on Dask the search runs elsewhere)
-            ahead = stack.enter_context(compile_ahead(not no_verify, threads))
-        if ahead:
-            announce_compile(PROG, first, quiet, alongside=later)
-        else:
-            announce_compile(PROG, [*first, *later], quiet)
+            ahead = stack.enter_context(compile_ahead(verify, options["threads"]))
+        announce_compile(PROG, first if ahead else [*first, *later], quiet,
+                         **({"alongside": later} if ahead else {}))  # fmt: skip
         client, dask = _dask_client(stack, scheduler, workers)
         meter = stack.enter_context(metered())
         stack.callback(bar.close)
-        result = run_dedup(
-            [InputPath(p) for p in inputs] if dataset is None else dataset,
-            threshold=threshold,
-            verify=not no_verify,
-            distance=distance,
-            keep=keep,
-            blocks=blocks,
-            fingerprinter=fingerprinter,
-            text_field=text_field,
-            id_field=id_field or None,
-            fmt=in_format,
-            output=output if dataset is None else None,
-            clusters=clusters_path,
-            drop_list=drop_list,
-            json_summary=json_summary,
-            skip_bad=skip_bad,
-            on_bad=on_bad,
-            threads=threads,
-            progress=progress,
-            log=say,
-            against=against,
-            update=update,
-            client=client,
-            extra_outputs=extras,
-            device=device,
-            temp_dir=temp_dir,
-        )
-
-    summary = result.summary()
-    if not quiet:
-        written = [display_name(p, output=True) for p in
-                   (output, clusters_path, drop_list, json_summary, report_path) if p]  # fmt: skip
-        for line in _summary_lines(summary, written, dask):
-            click.echo(f"{PROG}: {line}", err=True)
+        stack.callback(tasks.close)
+        result = run_dedup(source, client=client, progress=progress, stage_progress=tasks,
+                           log=say, on_bad=lambda e: say(f"skipped {e}"), **options)  # fmt: skip
+    return result.summary(), dask
 
 
 def _extra_outputs(
@@ -429,58 +431,3 @@ def _dask_client(
     client = stack.enter_context(connect(scheduler, workers))
     where = f"the cluster at {scheduler}" if scheduler else f"{plural(workers, 'worker')}"
     return client, (f"on Dask ({where}): cluster", time.perf_counter() - t0)
-
-
-def _staged(inputs: tuple[str, ...], output: str, clusters: str | None, drop_list: str | None,
-            json_summary: str | None, keep: str, threshold: float, no_verify: bool,
-            distance: int | None, blocks: int | None, preset: str, window: int | None,
-            in_format: str, text_field: str, id_field: str, skip_bad: bool, threads: int | None,
-            quiet: bool, progress_mode: str, shard_docs: int | None, work_dir: str | None,
-            scheduler: str | None, workers: int | None,
-            device: str = "cpu") -> None:  # fmt: skip
-    """The run as stages over shards (:mod:`neardup.pipeline.staged`), on threads or on Dask;
-    this process holds a few numbers per shard, not per document."""
-    from neardup.pipeline.executors import DaskExecutor, LocalExecutor
-    from neardup.pipeline.plan import build_plan, check_outputs
-    from neardup.pipeline.staged import run_staged, summary
-    from neardup.pipeline.stages import check_search_device
-
-    try:
-        plan = build_plan(
-            [InputPath(p) for p in inputs], threshold=threshold, verify=not no_verify,
-            distance=distance, keep=keep, blocks=blocks,
-            fingerprinter=make_fingerprinter(preset, window), text_field=text_field,
-            id_field=id_field or None, fmt=in_format, skip_bad=skip_bad, output=output,
-            clusters=clusters, drop_list=drop_list, json_summary=json_summary,
-            shard_docs=shard_docs if shard_docs is not None else DEFAULT_SHARD_DOCS,
-            work_dir=work_dir, device=device,
-        )  # fmt: skip
-    except ValueError as e:
-        if isinstance(e, InputError):
-            raise
-        raise click.BadParameter(str(e), param_hint="--blocks") from None
-    if output == "-" and json_summary == "-":
-        raise click.UsageError("--output - and --json-summary - both want stdout; pick one")
-    check_outputs(plan)
-    bar = TaskProgress(PROG, progress_mode, quiet)
-
-    def say(message: str) -> None:
-        if not quiet:
-            click.echo(f"{PROG}: {message}", err=True)
-
-    with contextlib.ExitStack() as stack:
-        executor: Any = LocalExecutor(threads)
-        client, dask = _dask_client(stack, scheduler, workers)
-        if client is not None:
-            executor = DaskExecutor(client)
-        else:
-            stack.enter_context(compile_ahead(not no_verify, threads))
-        check_search_device(device, client)
-        stack.callback(bar.close)
-        run, _ = run_staged(plan, executor=executor, progress=bar, log=say,
-                            on_bad=lambda e: say(f"skipped {e}"))  # fmt: skip
-    if not quiet:
-        written = [display_name(p, output=True) for p in
-                   (output, clusters, drop_list, json_summary) if p]  # fmt: skip
-        for line in _summary_lines(summary(plan, run), written, dask):
-            click.echo(f"{PROG}: {line}", err=True)

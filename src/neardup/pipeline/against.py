@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -174,7 +174,7 @@ def _spread(m: Matches, ask: np.ndarray, n: int) -> Matches:
     return Matches(offsets, m.ids, m.distances, m.jaccards)
 
 
-def _entry_ids(index: Any, ids: list[Any], own: np.ndarray) -> np.ndarray:
+def entry_ids(index: Any, ids: list[Any], own: np.ndarray) -> np.ndarray:
     """The index's ids of the documents ``own`` (their entries), as the index stores them."""
     _, sel = _survivor_ids(index, ids, own)
     out = np.empty(len(sel), dtype=object if index.id_type == "str" else np.int64)
@@ -193,6 +193,7 @@ def check_index(
     threads: int | None = None,
     ids: list[Any] | None = None,
     device: str = "cpu",
+    set_aside: np.ndarray | None = None,
 ) -> IndexCheck:
     """Check ``n`` new documents against ``index``.
 
@@ -207,6 +208,8 @@ def check_index(
     With the documents' ``ids``, a document the index already holds as itself
     (:func:`own_entries`) is never found, and no document is found for such an entry: the
     decisions within the batch settle those, as they did when the entries were added.
+    ``set_aside``: the index's ids of every such entry of the run, where the documents are
+    checked in parts (a staged run's shards): no document is found for any of them.
     """
     n = len(fingerprints)
     _check_distance(index, distance)
@@ -223,10 +226,15 @@ def check_index(
             "the documents' sketches and a threshold (verified dedup, not --no-verify)"
         )
     own = own_entries(index, ids, query_fps if query_fps is not None else fingerprints)
-    m = _matches(index, fingerprints, distance, sketches, threshold, client, threads, own, device)
-    if own.any():
-        assert ids is not None
-        m = m.select(~(own[m.query_index] | np.isin(m.ids, _entry_ids(index, ids, own))))
+    aside = entry_ids(index, ids, own) if own.any() else set_aside
+    if set_aside is not None and len(set_aside):
+        aside = set_aside
+    every = aside is not None and len(aside) > 0
+    m = _matches(
+        index, fingerprints, distance, sketches, threshold, client, threads, own, every, device
+    )
+    if every:
+        m = m.select(~(own[m.query_index] | np.isin(m.ids, aside)))
     # the first match of each query: nearest (fingerprints) or best estimated (sketches)
     found = m.found()
     q = np.flatnonzero(found)
@@ -252,11 +260,13 @@ def _matches(
     client: Any,
     threads: int | None,
     own: np.ndarray,
+    every: bool,
     device: str = "cpu",
 ) -> Matches:
     """The index's matches of the documents, sorted by query then preference (nearest, or
     best estimated): all of them where some documents are the index's own (whose entries
-    are then set aside), else only the first of each query where the index can say so."""
+    are then set aside, ``every``), else only the first of each query where the index can
+    say so."""
     words = sketch_words(index)
     query_fps = sketches.fingerprints if words is not None and sketches is not None else None
     if client is not None:
@@ -271,7 +281,7 @@ def _matches(
         return index.verified_query(
             sketches, threshold, distance, threads=threads, candidates=candidates
         )
-    if not own.any() and words is None:
+    if not every and words is None:
         return index.nearest(fingerprints, distance, threads=threads)
     ask = np.flatnonzero(~own)  # the index's own documents need no search
     if words is not None:
@@ -371,3 +381,46 @@ def add_survivors(
     else:
         index.add(np.asarray(fingerprints, dtype=np.uint64)[pos], sel)
     return len(sel)
+
+
+def open_against(
+    stack: contextlib.ExitStack, outputs: OutputSet, against: Any, update: bool, verify: bool
+) -> Any:
+    """The index (or Parquet corpus) ``against`` names, open for the run: its files protected
+    from the outputs, other writers held off while ``update``."""
+    index = open_index(against, update)
+    if index is not against:
+        stack.callback(index.close)
+    if isinstance(index, ParquetCorpus):  # its files are inputs: never overwritten
+        outputs.add_inputs(index.paths)
+    else:
+        outputs.protect(index.path)
+        if update:  # the ids checked free stay free until the survivors are added
+            stack.enter_context(hold_writes(index))
+    if sketch_words(index) is not None and not verify:
+        raise ValueError(
+            f"index {index.path} keeps sketches for verified dedup; its fingerprints are "
+            "set fingerprints, which --no-verify does not compute: dedup it verified"
+        )
+    return index
+
+
+def add_parts(index: IndexBackend, parts: Iterable[tuple[Any, ...]]) -> int:
+    """:func:`add_survivors` over the parts of a run (a staged run's shards), each
+    ``(ids, fingerprints, kept, sketches)``, committed as one add where the index can (its
+    :meth:`~neardup.index.IndexBackend.session`); returns how many were added."""
+    words = sketch_words(index)
+    session = index.session() if "session" in index.capabilities else contextlib.nullcontext()
+    added = 0
+    with session as s:
+        target = s if s is not None else index
+        for ids, fingerprints, kept, sketches in parts:
+            pos, sel = _survivor_ids(index, ids, kept)
+            if not sel:
+                continue
+            if words is not None:
+                target.add(None, sel, sketches=sketches.take(pos))
+            else:
+                target.add(np.asarray(fingerprints, dtype=np.uint64)[pos], sel)
+            added += len(sel)
+    return added

@@ -8,6 +8,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -38,12 +39,13 @@ from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import announce, dedup_groups, wait_ahead
 from neardup.pipeline.executors import DaskExecutor, LocalExecutor
 from neardup.pipeline.extra import ExtraOutput
-from neardup.pipeline.plan import DEFAULT_SHARD_DOCS, build_plan
+from neardup.pipeline.plan import DedupPlan, build_plan
 from neardup.pipeline.result import DedupResult
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
 from neardup.pipeline.spool import ShingleSpool, subset_sets
 from neardup.pipeline.staged import run_staged
 from neardup.pipeline.stages import check_search_device
+from neardup.pipeline.staged import summary as staged_summary
 from neardup.pipeline.write import (
     register_outputs,
     write_clusters,
@@ -212,7 +214,9 @@ def dedup(
     shard_docs: int | None = None,
     work_dir: str | os.PathLike | None = None,
     stage_progress: Callable[[str, int, int], None] | None = None,
-) -> DedupResult:
+    memory: int | str | None = None,
+    collect: bool = True,
+) -> Any:
     """Find near-duplicate documents and choose one survivor per cluster.
 
     Parameters
@@ -311,15 +315,28 @@ def dedup(
         directory, ``TMPDIR``). A directory that fills up is named in the error.
     shard_docs : int, optional
         File input: run as stages over shards of about this many documents
-        (:mod:`neardup.pipeline.staged`; default with ``client`` or ``work_dir``:
-        :data:`neardup.pipeline.plan.DEFAULT_SHARD_DOCS`). The outputs are the same, byte for
-        byte, for every shard size, thread count and executor. Not with ``against``.
+        (:mod:`neardup.pipeline.staged`). The outputs are the same, byte for byte, for every
+        shard size, thread count and executor. A file input also runs staged with
+        ``work_dir`` or ``client``, and, when uncompressed local JSONL or lines, when its
+        documents would need more than ``memory`` in one process (about 350 bytes each);
+        then the shard size comes from ``memory`` (:func:`neardup.pipeline.plan.sizes_for`).
+        Not with ``already_seen``, an open index or Parquet files as
+        ``against`` (those run in one process). ``extra_outputs`` (the report) are written
+        from a result of the whole run, which holds arrays of every document.
     work_dir : path, optional
         Staged run: keep each finished task's results in this directory, so that running the
         same call again after a crash resumes it (a different run is refused). Default: a
         temporary directory, removed at the end.
     stage_progress : callable, optional
         Staged run: ``stage_progress(stage, tasks done, tasks)``.
+    memory : int or str, optional
+        The run's memory budget (bytes, or a string such as ``"8G"``; default
+        ``NEARDUP_MEMORY``, else half the available memory): it chooses the staged run for
+        large file inputs, and a staged run's shard size and search task size
+        (docs/guides/memory.md).
+    collect : bool, default True
+        False: a staged run returns only an object with its ``summary()``, not a
+        :class:`DedupResult` (which holds arrays of every document).
 
     Returns
     -------
@@ -341,181 +358,237 @@ def dedup(
     >>> float(r.jaccard[1])
     1.0
     """
-    from neardup.pipeline.against import (
-        add_survivors,
-        check_index,
-        check_survivors,
-        commit_with_update,
-        sketch_words,
-    )
-
-    file_input = is_paths(data)
-    shard_docs = _shard_docs(data, shard_docs, work_dir, client, against, extra_outputs,
-                             already_seen, device)  # fmt: skip
-    staged = shard_docs is not None
-    staging = contextlib.ExitStack()
-    if staged:  # pipes, FIFOs and /dev/stdin: read once, before the plan cuts them into shards
-        paths = [data] if isinstance(data, (str, os.PathLike)) else list(data)
-        staging.enter_context(spooled([os.fspath(q) for q in paths], temp_dir))
-    with staging:
+    if not skip_bad:
+        on_bad = None
+    elif on_bad is None:
+        on_bad = _ignore
+    opts = _Options(threads, client, device, temp_dir, progress, stage_progress, log, on_bad,
+                    extra_outputs, already_seen)  # fmt: skip
+    # pipes, FIFOs and /dev/stdin are read once, into temporary files read twice
+    with spooled(_paths(data), temp_dir) as piped:
         plan = build_plan(
             data, threshold=threshold, verify=verify, distance=distance, keep=keep,
             blocks=blocks, fingerprinter=fingerprinter, preset=preset, text_field=text_field,
             id_field=id_field, fmt=fmt, skip_bad=skip_bad, output=output, clusters=clusters,
             drop_list=drop_list, json_summary=json_summary, against=against, update=update,
-            shard_docs=shard_docs, work_dir=work_dir if staged else None, device=device,
+            shard_docs=shard_docs, work_dir=work_dir, memory=memory,
+            parallel=_parallel(threads, client), client=client is not None, device=device,
+            one_process=["already_seen="] if already_seen is not None else [],
         )  # fmt: skip
-        if not skip_bad:
-            on_bad = None
-        elif on_bad is None:
-            on_bad = _ignore
-        if staged:
+        if plan.staged:
+            check_search_device(device, client)
             executor = DaskExecutor(client) if client is not None else LocalExecutor(threads)
-            _, result = run_staged(plan, executor=executor, progress=stage_progress,
-                                   on_bad=on_bad, log=log, collect=True)  # fmt: skip
-            return result
-    fp_distance = DEFAULT_DEDUP_DISTANCE if distance is None else int(distance)
-    fper = plan.fingerprinter
-    seconds: dict[str, float] = {}
-    index = None
+            run, result = run_staged(plan, executor=executor, progress=stage_progress,
+                                     on_bad=on_bad, log=log, collect=collect,
+                                     extra_outputs=extra_outputs)  # fmt: skip
+            return result if collect else StagedSummary(staged_summary(plan, run))
+        return _one_process(plan, data, opts, piped)
+
+
+class StagedSummary:
+    """What :func:`dedup` gives for a staged run with ``collect=False``: its summary only (no
+    array of every document)."""
+
+    def __init__(self, summary: dict[str, Any]) -> None:
+        self._summary = summary
+
+    def summary(self) -> dict[str, Any]:
+        """The run's summary (:func:`neardup.pipeline.staged.summary`)."""
+        return self._summary
+
+
+@dataclass
+class _Options:
+    """How a run goes, beside its plan."""
+
+    threads: int | None
+    client: Any
+    device: str
+    temp_dir: Any
+    progress: Callable[[str, int], None] | None
+    stage_progress: Any
+    log: Callable[[str], None] | None
+    on_bad: OnBad | None
+    extra_outputs: Sequence[ExtraOutput]
+    already_seen: Any
+
+
+@dataclass
+class _Run:
+    """The one-process run's state from one step to the next."""
+
+    outputs: OutputSet
+    files: list[Any] | None
+    index: Any
+    spool: ShingleSpool | None
+    seconds: dict[str, float] = field(default_factory=dict)
+    ids: list[Any] = field(default_factory=list)
+    fps: Any = None
+    lens: Any = None
+    skipped: int = 0
+    scan: Scan | None = None
+    pos: np.ndarray | None = None
+    sets: ShingleSets | None = None
+    named_ids: list[Any] | None = None
+    checked: Any = None
+    sketches: Any = None
+    exclude: np.ndarray | None = None
+    already_seen: Any = None
+    new: np.ndarray | None = None
+
+
+def _paths(data: Any) -> list[str]:
+    if not is_paths(data):
+        return []
+    return [os.fspath(q) for q in ([data] if isinstance(data, (str, os.PathLike)) else data)]
+
+
+def _parallel(threads: int | None, client: Any) -> int:
+    """Tasks run at once in one process: the threads of this one, or of a Dask worker."""
+    if client is not None:
+        return max(client.nthreads().values(), default=1)
+    from neardup.fingerprints.batch import threads_for
+
+    return threads_for(threads)
+
+
+def _one_process(plan: DedupPlan, data: Any, opts: _Options, piped: Any) -> DedupResult:
+    """The run in this process: scan -> seen (an index) -> decide -> write -> update."""
     with contextlib.ExitStack() as stack:
-        # every output is checked before any work starts, and all are committed together
-        outputs = stack.enter_context(OutputSet())
-        files = None
-        if file_input:
-            paths = [data] if isinstance(data, (str, os.PathLike)) else list(data)
-            files = list(plan.files)
-            outputs.add_inputs(paths)
-            outputs.add_inputs(f.path for f in files)
-        if against is not None:
-            index = _open_against(stack, outputs, against, update, verify)
-        register_outputs(outputs, files or [], output, clusters, drop_list, json_summary)
-        for extra in extra_outputs:
-            extra.register(outputs)
-        # pipes, FIFOs and /dev/stdin are read once, into temporary files read twice
-        piped = stack.enter_context(spooled([f.path for f in files or []], temp_dir))
-        spool = stack.enter_context(ShingleSpool(temp_dir)) if verify else None
-        announce(dedup_groups(files, verify, index is not None), log)
+        run = _open_run(stack, plan, data, opts)
+        announce(dedup_groups(run.files, plan.verify, run.index is not None), opts.log)
+        _read(run, plan, data, opts)
+        if run.index is not None:
+            _check_against(run, plan, opts)
+        result = _decide(run, plan, opts)
+        if result.verified is not None:
+            result.temp_bytes += piped.nbytes
+        _write_and_commit(run, plan, opts, result)
+    return result
 
-        t0 = time.perf_counter()
-        sets: ShingleSets | None = None
-        scan: Scan | None = None
-        pos: np.ndarray | None = None
-        given_ids = None
-        if files is not None:
-            with holding(_HOLDING_SCAN, _FIX_SCAN):
-                scan = scan_files(
-                    [],
-                    fmt=fmt,
-                    text_field=text_field,
-                    id_field=id_field,
-                    fingerprinter=fper,
-                    threads=threads,
-                    on_bad=on_bad,
-                    progress=(lambda n: progress("read", n)) if progress else None,
-                    files=files,
-                    spool=spool,
-                )
-            ids, fps, lens, skipped = scan.ids, scan.fingerprints, scan.lengths, scan.skipped
+
+def _open_run(stack: contextlib.ExitStack, plan: DedupPlan, data: Any, opts: _Options) -> _Run:
+    """Every output checked before any work starts (all committed together at the end), the
+    index opened, the shingle spool made."""
+    from neardup.pipeline.against import open_against
+
+    outputs = stack.enter_context(OutputSet())
+    files = None
+    if is_paths(data):
+        files = list(plan.files)
+        outputs.add_inputs(_paths(data))
+        outputs.add_inputs(f.path for f in files)
+    index = None
+    if plan.against is not None:
+        index = open_against(stack, outputs, plan.against, plan.update, plan.verify)
+    register_outputs(outputs, files or [], plan.output, plan.clusters, plan.drop_list,
+                     plan.json_summary)  # fmt: skip
+    for extra in opts.extra_outputs:
+        extra.register(outputs)
+    spool = stack.enter_context(ShingleSpool(opts.temp_dir)) if plan.verify else None
+    return _Run(outputs, files, index, spool, already_seen=opts.already_seen)
+
+
+def _read(run: _Run, plan: DedupPlan, data: Any, opts: _Options) -> None:
+    """Read and fingerprint every document (shingle keys to the spool)."""
+    t0 = time.perf_counter()
+    progress = opts.progress
+    given_ids = None
+    if run.files is not None:
+        with holding(_HOLDING_SCAN, _FIX_SCAN):
+            scan = run.scan = scan_files(
+                [], fmt=plan.fmt, text_field=plan.text_field, id_field=plan.id_field,
+                fingerprinter=plan.fingerprinter, threads=opts.threads, on_bad=opts.on_bad,
+                progress=(lambda n: progress("read", n)) if progress else None,
+                files=run.files, spool=run.spool,
+            )  # fmt: skip
+        run.ids, run.fps, run.lens = scan.ids, scan.fingerprints, scan.lengths
+        run.skipped = scan.skipped
+    else:
+        texts, given_ids = texts_and_ids(data, plan.text_field, plan.id_field)
+        fps, lens, pos, skipped = fingerprint_texts(texts, plan.fingerprinter, opts.threads,
+                                                    opts.on_bad, run.spool)  # fmt: skip
+        ids = pos.tolist() if given_ids is None else [given_ids[i] for i in pos.tolist()]
+        if given_ids is not None:
+            read_pos = pos
+            ids, fps, lens, pos, dup_skipped = unique_ids(ids, pos, fps, lens, opts.on_bad)
+            skipped += dup_skipped
+            if run.spool is not None and dup_skipped:
+                run.sets = subset_sets(run.spool.sets(), np.isin(read_pos, pos))
+        run.ids, run.fps, run.lens, run.pos, run.skipped = ids, fps, lens, pos, skipped
+    run.seconds["read+fingerprint"] = time.perf_counter() - t0
+    # ids that name documents (not positions in a list): an entry with one is that document
+    run.named_ids = run.ids if run.files is not None or given_ids is not None else None
+
+
+def _check_against(run: _Run, plan: DedupPlan, opts: _Options) -> None:
+    """The documents the index has seen: dropped (with sketches: and no part in the input's
+    own decisions)."""
+    from neardup.pipeline.against import check_index, sketch_words
+
+    t0 = time.perf_counter()
+    index = run.index
+    words = sketch_words(index)
+    if words is not None:
+        assert run.spool is not None
+        if run.sets is None:
+            run.sets = run.spool.sets()
+        run.sketches = set_sketches(run.sets, words, threads=opts.threads)
+        run.checked = check_index(
+            index, run.fps, plan.distance, sketches=run.sketches, threshold=plan.threshold,
+            client=opts.client, threads=opts.threads, ids=run.named_ids, device=opts.device,
+        )  # fmt: skip
+        run.exclude = run.checked.found  # decided here: no part in the batch's decisions
+    else:
+        run.checked = check_index(index, run.fps, plan.fingerprint_distance, client=opts.client,
+                                  threads=opts.threads, ids=run.named_ids,
+                                  device=opts.device)  # fmt: skip
+    seen = run.checked.found
+    before = run.already_seen
+    run.already_seen = seen if before is None else seen | np.asarray(before, bool)
+    run.seconds["against"] = time.perf_counter() - t0
+
+
+def _decide(run: _Run, plan: DedupPlan, opts: _Options) -> DedupResult:
+    """The search (and verification) and the decisions, as a result."""
+    wait_ahead()  # search kernels compiled in another process meanwhile (a first run)
+    t0 = time.perf_counter()
+    verified = None
+    temp_bytes = 0
+    with holding(_HOLDING_SEARCH, _FIX_SCAN):
+        if run.spool is None:
+            decisions = decide(
+                run.fps, run.lens, keep=plan.keep, distance=plan.fingerprint_distance,
+                blocks=plan.blocks, threads=opts.threads, already_seen=run.already_seen,
+                client=opts.client, device=opts.device,
+            )  # fmt: skip
         else:
-            texts, given_ids = texts_and_ids(data, text_field, id_field)
-            fps, lens, pos, skipped = fingerprint_texts(texts, fper, threads, on_bad, spool)
-            ids = pos.tolist() if given_ids is None else [given_ids[i] for i in pos.tolist()]
-            if given_ids is not None:
-                read_pos = pos
-                ids, fps, lens, pos, dup_skipped = unique_ids(ids, pos, fps, lens, on_bad)
-                skipped += dup_skipped
-                if spool is not None and dup_skipped:
-                    sets = subset_sets(spool.sets(), np.isin(read_pos, pos))
-        seconds["read+fingerprint"] = time.perf_counter() - t0
-        checked = sketches = exclude = None
-        # ids that name documents (not positions in a list): an entry with one is that document
-        named_ids = ids if files is not None or given_ids is not None else None
-        if index is not None:
-            t0 = time.perf_counter()
-            words = sketch_words(index)
-            if words is not None:
-                assert spool is not None
-                if sets is None:
-                    sets = spool.sets()
-                sketches = set_sketches(sets, words, threads=threads)
-                d = distance_for_threshold(threshold) if distance is None else int(distance)
-                checked = check_index(
-                    index, fps, d, sketches=sketches, threshold=threshold, client=client,
-                    threads=threads, ids=named_ids, device=device,
-                )  # fmt: skip
-                exclude = checked.found  # decided here: no part in the batch's decisions
-            else:
-                checked = check_index(index, fps, fp_distance, client=client, threads=threads,
-                                      ids=named_ids, device=device)  # fmt: skip
-            seen = checked.found
-            already_seen = seen if already_seen is None else seen | np.asarray(already_seen, bool)
-            seconds["against"] = time.perf_counter() - t0
-
-        wait_ahead()  # search kernels compiled in another process meanwhile (a first run)
-        t0 = time.perf_counter()
-        verified = None
-        with holding(_HOLDING_SEARCH, _FIX_SCAN):
-            if spool is None:
-                decisions = decide(
-                    fps,
-                    lens,
-                    keep=keep,
-                    distance=fp_distance,
-                    blocks=blocks,
-                    threads=threads,
-                    already_seen=already_seen,
-                    client=client,
-                    device=device,
-                )
-            else:
-                if sets is None:
-                    sets = spool.sets()
-                verified = decide_verified_sets(
-                    sets, lens, threshold, keep=keep, distance=distance, blocks=blocks, threads=threads,
-                    client=client, exclude=exclude, device=device, near_misses=_near(extra_outputs),
-                )  # fmt: skip
-                decisions = from_kept_for(verified.kept_for, fps, already_seen)
-                temp_bytes = spool.nbytes
-                # the keys' pages count as resident while mapped: unmap and remove them before
-                # the outputs are written, so the peak is the larger of the two phases, not both
-                sets = None
-                spool.close()
-        seconds["search+verify" if verified is not None else "search"] = time.perf_counter() - t0
-        result = DedupResult(ids, fps, lens, decisions, skipped, seconds, scan, positions=pos)
-        result.against = checked
-        if verified is not None:
-            assert spool is not None
-            result.verified, result.threshold = verified, threshold
-            result.temp_bytes = temp_bytes + piped.nbytes
-            _report_no_shingles(verified, log)
-        if log is not None:
-            n, c = len(result), result.n_clusters
-            log(f"{plural(n, 'document')} fingerprinted, {plural(c, 'cluster')} found")
-        if scan is not None:
-            result.bytes_in = scan.bytes_in
-        if index is not None and update:  # those the index holds as themselves stay as they are
-            assert checked is not None
-            new = decisions.kept if checked.own is None else decisions.kept & ~checked.own
-            check_survivors(index, ids, fps, new, scan)
-        t0 = time.perf_counter()
-        _write_outputs(result, scan, output, clusters, drop_list, extra_outputs, outputs,
-                       progress, threads)  # fmt: skip
-        wrote = output is not None or clusters is not None or drop_list is not None or update
-        if wrote or extra_outputs:
-            seconds["write"] = time.perf_counter() - t0
-        if json_summary is not None:
-            write_summary(result.summary(), json_summary, outputs=outputs)
-        if index is None or not update:
-            outputs.commit()
-        else:  # the index learns the survivors once their outputs exist, or neither changes
-            added: list[int] = []
-            commit_with_update(
-                outputs, index, lambda: added.append(add_survivors(index, ids, fps, new, sketches))
-            )
-            seconds["write"] = time.perf_counter() - t0
-            if log is not None:
-                log(f"added {added[0]} document{'s'[: added[0] != 1]} to {index.path}")
+            sets = run.sets if run.sets is not None else run.spool.sets()
+            verified = decide_verified_sets(
+                sets, run.lens, plan.threshold, keep=plan.keep, distance=plan.distance_given,
+                blocks=plan.blocks, threads=opts.threads, client=opts.client,
+                exclude=run.exclude, device=opts.device,
+                near_misses=_near(opts.extra_outputs),
+            )  # fmt: skip
+            decisions = from_kept_for(verified.kept_for, run.fps, run.already_seen)
+            temp_bytes = run.spool.nbytes
+            # the keys' pages count as resident while mapped: unmap and remove them before
+            # the outputs are written, so the peak is the larger of the two phases, not both
+            sets = run.sets = None
+            run.spool.close()
+    run.seconds["search+verify" if verified is not None else "search"] = time.perf_counter() - t0
+    result = DedupResult(run.ids, run.fps, run.lens, decisions, run.skipped, run.seconds,
+                         run.scan, positions=run.pos)  # fmt: skip
+    result.against = run.checked
+    if verified is not None:
+        result.verified, result.threshold = verified, plan.threshold
+        result.temp_bytes = temp_bytes
+        _report_no_shingles(verified, opts.log)
+    if opts.log is not None:
+        n, c = len(result), result.n_clusters
+        opts.log(f"{plural(n, 'document')} fingerprinted, {plural(c, 'cluster')} found")
+    if run.scan is not None:
+        result.bytes_in = run.scan.bytes_in
     return result
 
 
@@ -524,54 +597,33 @@ def _near(extra_outputs: Sequence[ExtraOutput]) -> bool:
     return any(getattr(e, "near_misses", False) for e in extra_outputs)
 
 
-def _shard_docs(
-    data: Any,
-    shard_docs: int | None,
-    work_dir: Any,
-    client: Any,
-    against: Any,
-    extra_outputs: Sequence[ExtraOutput],
-    already_seen: Any,
-    device: str,
-) -> int | None:
-    """Documents per shard when the run goes as stages over shards (file input with
-    ``shard_docs``, ``work_dir`` or a Dask client), else None (the one-process run); a staged
-    run's ``device`` is checked here, before any work."""
-    if not is_paths(data) or (shard_docs is None and work_dir is None and client is None):
-        return None
-    if against is not None or extra_outputs or already_seen is not None:
-        if shard_docs is not None or work_dir is not None:
-            raise ValueError(
-                "shard_docs= and work_dir= do not work with against=, "
-                "already_seen= or extra outputs (a report, a saved dataset) yet"
-            )
-        return None  # the search alone runs on the cluster
-    check_search_device(device, client)
-    return DEFAULT_SHARD_DOCS if shard_docs is None else shard_docs
+def _write_and_commit(run: _Run, plan: DedupPlan, opts: _Options, result: DedupResult) -> None:
+    """Stage every output and commit them together (with ``update``: and the index)."""
+    from neardup.pipeline.against import add_survivors, check_survivors, commit_with_update
 
-
-def _open_against(
-    stack: contextlib.ExitStack, outputs: OutputSet, against: Any, update: bool, verify: bool
-) -> Any:
-    """The index (or Parquet corpus) ``against`` names, open for the run: its files protected
-    from the outputs, other writers held off while ``update``."""
-    from neardup.pipeline.against import ParquetCorpus, hold_writes, open_index, sketch_words
-
-    index = open_index(against, update)
-    if index is not against:
-        stack.callback(index.close)
-    if isinstance(index, ParquetCorpus):  # its files are inputs: never overwritten
-        outputs.add_inputs(index.paths)
-    else:
-        outputs.protect(index.path)
-        if update:  # the ids checked free stay free until the survivors are added
-            stack.enter_context(hold_writes(index))
-    if sketch_words(index) is not None and not verify:
-        raise ValueError(
-            f"index {index.path} keeps sketches for verified dedup; its fingerprints are "
-            "set fingerprints, which --no-verify does not compute: dedup it verified"
-        )
-    return index
+    index, update = run.index, plan.update
+    if index is not None and update:  # those the index holds as themselves stay as they are
+        kept, own = result.decisions.kept, run.checked.own
+        run.new = kept if own is None else kept & ~own
+        check_survivors(index, run.ids, run.fps, run.new, run.scan)
+    t0 = time.perf_counter()
+    _write_outputs(result, run.scan, plan.output, plan.clusters, plan.drop_list,
+                   opts.extra_outputs, run.outputs, opts.progress, opts.threads)  # fmt: skip
+    wrote = plan.output is not None or plan.clusters is not None or plan.drop_list is not None
+    if wrote or update or opts.extra_outputs:
+        run.seconds["write"] = time.perf_counter() - t0
+    if plan.json_summary is not None:
+        write_summary(result.summary(), plan.json_summary, outputs=run.outputs)
+    if index is None or not update:
+        run.outputs.commit()
+        return
+    # the index learns the survivors once their outputs exist, or neither changes
+    added: list[int] = []
+    commit_with_update(run.outputs, index, lambda: added.append(
+        add_survivors(index, run.ids, run.fps, run.new, run.sketches)))  # fmt: skip
+    run.seconds["write"] = time.perf_counter() - t0
+    if opts.log is not None:
+        opts.log(f"added {added[0]} document{'s'[: added[0] != 1]} to {index.path}")
 
 
 def _write_outputs(

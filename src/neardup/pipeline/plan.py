@@ -28,6 +28,7 @@ from neardup.pipeline.write import register_outputs
 
 __all__ = [
     "DEFAULT_SHARD_DOCS",
+    "ONE_PROCESS_BYTES_PER_DOC",
     "DedupPlan",
     "Shard",
     "build_plan",
@@ -37,6 +38,23 @@ __all__ = [
 
 #: Documents per shard when not given: a scan task then holds about 60 MB of shingle keys.
 DEFAULT_SHARD_DOCS = 250_000
+#: Fewest documents per shard that a memory budget makes (smaller shards cost more in tasks
+#: than they save in memory).
+MIN_SHARD_DOCS = 10_000
+#: Peak memory of one task per document of its shard (scan, verify and write tasks: the
+#: shard's ids, records, fingerprints and shingle keys; measured 360-460 MB for 250,000
+#: documents of 60 words in a Dask worker, its Python included).
+TASK_BYTES_PER_DOC = 1_600
+#: Peak memory of a search task per fingerprint it searches (the fingerprints, positions, the
+#: permuted copy of each table and the pairs found).
+SEARCH_BYTES_PER_DOC = 96
+#: Fingerprints one search task searches at once when no budget says otherwise (above, the
+#: search is split into buckets per table group).
+DEFAULT_SEARCH_DOCS = 1 << 22
+#: Memory of the one-process run per document (ids, records, fingerprints, search keys,
+#: clusters: 350 bytes measured at 4M documents); a file input whose documents need more than
+#: the memory budget runs as stages over shards.
+ONE_PROCESS_BYTES_PER_DOC = 350
 #: Bytes read from the start of the first input to estimate bytes per document.
 _SAMPLE_BYTES = 1 << 20
 
@@ -92,12 +110,20 @@ class DedupPlan:
     shard_docs: int = DEFAULT_SHARD_DOCS
     work_dir: str | None = None
     inputs: tuple[str, ...] = field(default=())
+    staged: bool = False  #: the run goes as stages over ``shards`` (else in one process)
+    search_docs: int = DEFAULT_SEARCH_DOCS  #: fingerprints one search task searches at once
     device: str = "cpu"  #: where the search stage searches (each task's process resolves it)
 
     @property
     def kind(self) -> str:
         """The inputs' reader kind (``"jsonl"`` for in-memory input)."""
         return self.files[0].kind if self.files else "jsonl"
+
+    @property
+    def fingerprint_distance(self) -> int:
+        """The distance of a fingerprint-only check: ``--no-verify``'s and an index's without
+        sketches (:data:`neardup.core.decide.DEFAULT_DEDUP_DISTANCE` unless given)."""
+        return DEFAULT_DEDUP_DISTANCE if self.distance_given is None else self.distance_given
 
     def key(self) -> str:
         """A hash of everything that decides the run's intermediate results and outputs (not
@@ -111,6 +137,8 @@ class DedupPlan:
             "rule": [self.verify, self.threshold, self.distance, self.blocks, self.keep],
             "fields": [self.text_field, self.id_field, self.fmt, self.skip_bad],
             "outputs": [self.output, self.clusters, self.drop_list],
+            "search": self.search_docs,
+            "against": [_against_key(self.against), self.update],
         }  # fmt: skip
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -178,21 +206,34 @@ def build_plan(
     update: bool = False,
     shard_docs: int | None = None,
     work_dir: str | os.PathLike | None = None,
+    memory: int | str | None = None,
+    parallel: int = 1,
+    client: bool = False,
     device: str = "cpu",
+    one_process: Sequence[str] = (),
 ) -> DedupPlan:
     """The :class:`DedupPlan` of a dedup run: options checked, defaults applied, file inputs
     expanded (``data`` a path or list of paths; anything else is in-memory input and gets no
-    shards) and, with ``shard_docs``, cut into shards. ``device``: where the search stage
-    searches, as in :func:`neardup.dedup`.
+    shards) and, for a staged run (:func:`is_staged`), cut into shards.
+
+    ``memory`` (bytes or a string such as ``"8G"``; default ``NEARDUP_MEMORY`` or half the
+    available memory) is the run's budget: a file input too large for it in one process runs
+    staged, and, unless ``shard_docs`` is given, it sets the shard size (``parallel`` tasks at
+    a time, :data:`TASK_BYTES_PER_DOC` each per document) and the fingerprints of one search
+    task (:data:`SEARCH_BYTES_PER_DOC` each). ``client``: a Dask client runs the work;
+    ``one_process``: what the caller asks that only the one-process run does (a report, ...).
+    ``device``: where the search stage searches, as in :func:`neardup.dedup`.
 
     Raises
     ------
     ValueError
         For options that do not fit together (``update`` without ``against``, ``blocks`` not
-        above the distance, an unknown keep policy, a bad threshold or shard size).
+        above the distance, an unknown keep policy, a bad threshold or shard size, a staged
+        run asked for with something only the one-process run does).
     InputError
         For inputs that cannot be read (missing, mixed formats, stdin).
     """
+    from neardup.core.engine import memory_budget
     from neardup.fingerprints import Fingerprinter
 
     if update and against is None:
@@ -201,34 +242,95 @@ def build_plan(
     if shard_docs is not None and shard_docs < 1:
         raise ValueError(f"shard_docs must be >= 1 (got {shard_docs})")
     inputs, files = _expand(data, fmt, output)
-    per = DEFAULT_SHARD_DOCS if shard_docs is None else int(shard_docs)
-    staged = shard_docs is not None or work_dir is not None
-    shards = cut_shards(files, per, text_field, id_field) if staged and files else []
+    budget = memory_budget(memory)
+    staged = is_staged(files, shard_docs=shard_docs, work_dir=work_dir, budget=budget,
+                       client=client, device=device, against=against, text_field=text_field,
+                       id_field=id_field, one_process=one_process)  # fmt: skip
+    per, search = sizes_for(budget, parallel, shard_docs)
+    shards = cut_shards(files, per, text_field, id_field) if staged else []
+    fper = fingerprinter if fingerprinter is not None else Fingerprinter(preset)
     return DedupPlan(
-        files=tuple(files),
-        shards=tuple(shards),
-        fingerprinter=fingerprinter if fingerprinter is not None else Fingerprinter(preset),
-        verify=verify,
-        threshold=float(threshold),
-        distance=d,
-        distance_given=None if distance is None else int(distance),
-        blocks=blocks,
-        keep=keep,
-        text_field=text_field,
-        id_field=id_field,
-        fmt=fmt,
-        skip_bad=skip_bad,
-        output=_path(output),
-        clusters=_path(clusters),
-        drop_list=_path(drop_list),
-        json_summary=_path(json_summary),
-        against=against,
-        update=update,
-        shard_docs=per,
-        work_dir=_path(work_dir),
-        inputs=tuple(inputs),
-        device=device,
-    )
+        files=tuple(files), shards=tuple(shards), fingerprinter=fper, verify=verify,
+        threshold=float(threshold), distance=d,
+        distance_given=None if distance is None else int(distance), blocks=blocks, keep=keep,
+        text_field=text_field, id_field=id_field, fmt=fmt, skip_bad=skip_bad,
+        output=_path(output), clusters=_path(clusters), drop_list=_path(drop_list),
+        json_summary=_path(json_summary), against=against, update=update, shard_docs=per,
+        work_dir=_path(work_dir) if staged else None, inputs=tuple(inputs), staged=staged,
+        search_docs=search, device=device,
+    )  # fmt: skip
+
+
+def sizes_for(budget: int, parallel: int, shard_docs: int | None = None) -> tuple[int, int]:
+    """Documents per shard and fingerprints per search task for a memory ``budget`` (bytes)
+    shared by ``parallel`` tasks at a time: at most :data:`DEFAULT_SHARD_DOCS` and
+    :data:`DEFAULT_SEARCH_DOCS`, at least :data:`MIN_SHARD_DOCS` (``shard_docs``, when
+    given, is the shard size).
+
+    Examples
+    --------
+    >>> sizes_for(8 << 30, 4)
+    (250000, 4194304)
+    >>> sizes_for(256 << 20, 2)
+    (83886, 1398101)
+    """
+    each = budget // max(1, parallel)
+    per = min(DEFAULT_SHARD_DOCS, max(MIN_SHARD_DOCS, each // TASK_BYTES_PER_DOC))
+    if shard_docs is not None:
+        per = int(shard_docs)
+    search = min(DEFAULT_SEARCH_DOCS, max(MIN_SHARD_DOCS, each // SEARCH_BYTES_PER_DOC))
+    return per, search
+
+
+def is_staged(
+    files: Sequence[InputFile],
+    *,
+    shard_docs: int | None,
+    work_dir: Any,
+    budget: int,
+    client: bool = False,
+    device: str = "cpu",
+    against: Any = None,
+    text_field: str = "text",
+    id_field: str | None = "id",
+    one_process: Sequence[str] = (),
+) -> bool:
+    """Whether a run goes as stages over shards: file input with ``shard_docs``, a
+    ``work_dir`` or a Dask ``client``, or uncompressed local JSONL or line files whose
+    documents would need more than ``budget`` bytes in one process
+    (:data:`ONE_PROCESS_BYTES_PER_DOC` each). What only the one-process run does
+    (``one_process``, an open index or Parquet files as ``against``) keeps a
+    run in one process, and is an error where a staged run is asked for. ``device`` runs the
+    search stage on a GPU (checked by the caller before any stage runs)."""
+    if not files:
+        return False
+    asked = shard_docs is not None or work_dir is not None
+    why = list(one_process)
+    if isinstance(against, (list, tuple)) or (
+        isinstance(against, (str, os.PathLike)) and os.fspath(against).endswith(".parquet")
+    ):
+        why.append("Parquet files as against=")
+    elif against is not None and not isinstance(against, (str, os.PathLike)):
+        why.append("an open index as against= (give its path)")
+    if why:
+        if asked:
+            raise ValueError(
+                f"a staged run (shard_docs=, work_dir=; --shard-docs, --work-dir) does not work "
+                f"with {', '.join(why)} yet"
+            )
+        return False
+    if asked or client:
+        return True
+    if not all(os.path.isfile(f.path) for f in files):
+        return False
+    docs = sum(input_size(f.path) for f in files) / _bytes_per_doc(files)
+    if docs * ONE_PROCESS_BYTES_PER_DOC <= budget:
+        return False
+    return all(_splittable(f, text_field, id_field) for f in files)
+
+
+def _against_key(against: Any) -> Any:
+    return os.fspath(against) if isinstance(against, (str, os.PathLike)) else None
 
 
 def _path(p: str | os.PathLike | None) -> str | None:

@@ -27,6 +27,7 @@ from neardup.distributed.plan import make_plan
 from neardup.errors import InputError
 from neardup.io.files import check_unchanged, file_stamp, open_output_stream
 from neardup.io.writers import OutputSet
+from neardup.pipeline import stage_against as A
 from neardup.pipeline import stages as S
 from neardup.pipeline.executors import LocalExecutor, Progress, run_task
 from neardup.pipeline.plan import DedupPlan
@@ -62,6 +63,8 @@ class StagedRun:
     tasks: dict[str, int] = field(default_factory=dict)
     moved_bytes: int = 0
     peak_rss: dict[str, int] = field(default_factory=dict)
+    against: dict[str, Any] | None = None  #: the index check: how, path, distance, found, own
+    added: int = 0  #: documents added to the index (``update``)
 
     @property
     def offsets(self) -> list[int]:
@@ -182,9 +185,8 @@ def _repeated_ids(r: _Runner, plan: DedupPlan, run: StagedRun, on_bad: Any) -> N
 def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> list[str]:
     """Split, pairs and (verified) verify; returns the tasks holding the edges to decide on."""
     n = run.n
-    sp = make_plan(max(n, 1), plan.distance, plan.blocks,
-                   shard_size=max(SEARCH_PER_SHARD_DOC * plan.shard_docs,
-                                  ONE_TASK_SEARCH))  # fmt: skip
+    per_task = min(plan.search_docs, max(SEARCH_PER_SHARD_DOC * plan.shard_docs, ONE_TASK_SEARCH))
+    sp = make_plan(max(n, 1), plan.distance, plan.blocks, shard_size=per_task)
     off = run.offsets
     if sp.n_shards == 1:  # one task searches all, with the cost model's scheme
         found = r.map("pairs", S.search_task, [("all", (r.work, plan, off, r.executor.threads))])
@@ -217,12 +219,12 @@ def _verify(
 
 def _decide(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str]) -> None:
     stage = "verify" if plan.verify else "pairs"
+    # documents found in an index with sketches take no part in the input's own decisions
+    aside = run.offsets if run.against is not None and run.against["how"] == "sketch" else None
     [k] = r.map("components", S.components_task,
-                [("all", (r.work, stage, names, plan.shard_docs))])  # fmt: skip
+                [("all", (r.work, stage, names, plan.shard_docs, aside))])  # fmt: skip
     run.n_decide = k
-    results = r.map("decide", S.decide_task,
-                    [(str(t), (r.work, plan, run.offsets, t)) for t in range(k)])  # fmt: skip
-    run.dropped = sum(x["dropped"] for x in results)
+    r.map("decide", S.decide_task, [(str(t), (r.work, plan, run.offsets, t)) for t in range(k)])
 
 
 def _write(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
@@ -230,6 +232,61 @@ def _write(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
              for s in range(len(run.sizes))]  # fmt: skip
     results = r.map("write", write_task, tasks)
     run.clusters = sum(x["clusters"] for x in results)
+    run.dropped = sum(x["dropped"] for x in results)
+    if run.against is not None and plan.clusters is not None and run.against["found"]:
+        r.map("index-clusters", A.index_clusters_task,
+              [("all", (r.work, plan, run.sizes, run.against["how"]))])  # fmt: skip
+
+
+def _against(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
+    """Every shard checked against the index, the entries of the documents it holds as
+    themselves (in any shard) set aside."""
+    shards = [s for s in range(len(run.sizes)) if run.sizes[s]]
+    owns = r.map("own", A.own_task, [(str(s), (r.work, plan, s)) for s in shards])
+    aside = [e for o in owns for e in o["entries"]]
+    infos = r.map("against", A.against_task, [(str(s), (r.work, plan, s, aside)) for s in shards])
+    how = infos[0]["how"] if infos else "fingerprint"
+    distance = infos[0]["distance"] if infos else plan.fingerprint_distance
+    run.against = {"how": how, "path": "", "distance": distance,
+                   "found": sum(i["found"] for i in infos), "own": sum(o["own"] for o in owns)}  # fmt: skip
+
+
+def _check_survivors(plan: DedupPlan, run: StagedRun, index: Any) -> None:
+    """Before anything is committed: every survivor's id free in the index (as in the
+    one-process run, the document named otherwise)."""
+    from types import SimpleNamespace
+
+    from neardup.pipeline.against import check_survivors
+
+    for s in range(len(run.sizes)):
+        if run.sizes[s]:
+            ids, fps, new = _survivors(run.work, s, run.sizes[s])
+            where = SimpleNamespace(files=plan.files, source=S.load(run.work, "scan", s, "src"),
+                                    record=S.load(run.work, "scan", s, "rec"))  # fmt: skip
+            check_survivors(index, ids, fps, new, where)  # type: ignore[arg-type]
+
+
+def _survivors(work: str, s: int, n: int) -> tuple[list[Any], np.ndarray, np.ndarray]:
+    """Shard ``s``'s ids, fingerprints and the documents to add to the index (kept, and not
+    held by it as themselves)."""
+    new = np.zeros(n, dtype=bool)
+    new[np.asarray(S.load(work, "write", s, "new"))] = True
+    return S.load_ids(work, s), np.asarray(S.load(work, "scan", s, "fp")), new
+
+
+def _add_parts(run: StagedRun, index: Any) -> None:
+    """The survivors of every shard added to ``index`` (one commit where it can)."""
+    from neardup.pipeline.against import add_parts
+
+    words = A.sketch_words(index)
+
+    def parts() -> Iterator[tuple[Any, ...]]:
+        for s in range(len(run.sizes)):
+            if run.sizes[s]:
+                ids, fps, new = _survivors(run.work, s, run.sizes[s])
+                yield ids, fps, new, A.shard_sketches(run.work, s, words)
+
+    run.added = add_parts(index, parts())
 
 
 def run_staged(
@@ -240,44 +297,91 @@ def run_staged(
     on_bad: Callable[[InputError], None] | None = None,
     log: Callable[[str], None] | None = None,
     collect: bool = False,
+    extra_outputs: Sequence[Any] = (),
 ) -> tuple[StagedRun, Any]:
     """Run ``plan`` as stages over its shards on ``executor`` (default: threads of this
     process) and commit its outputs together; returns the run's figures and, with ``collect``,
-    a :class:`~neardup.pipeline.result.DedupResult` (which holds arrays of every document)."""
+    a :class:`~neardup.pipeline.result.DedupResult` (which holds arrays of every document).
+    ``extra_outputs`` (:mod:`neardup.pipeline.extra`, the HTML report) are written from that
+    result, after the others, and committed with them."""
     executor = executor if executor is not None else LocalExecutor()
-    if not plan.shards:
+    if not plan.staged or not plan.shards:
         raise ValueError("a staged dedup needs file input cut into shards (build_plan)")
     t_all = time.perf_counter()
     # an input rewritten while the stages read it is refused, as in the one-process run
     stamps = {f.path: file_stamp(f.path) for f in plan.files}
-    with open_work_dir(plan) as work, OutputSet(plan.inputs) as outputs:
+    with contextlib.ExitStack() as stack:
+        work = stack.enter_context(open_work_dir(plan))
+        outputs = stack.enter_context(OutputSet(plan.inputs))
+        index = _open_index(stack, plan, outputs)
         outputs.add_inputs(f.path for f in plan.files)
         register_outputs(outputs, list(plan.files), plan.output, plan.clusters, plan.drop_list,
                          plan.json_summary)  # fmt: skip
+        for extra in extra_outputs:
+            extra.register(outputs)
         r = _Runner(work, executor, progress)
-        run = _scan(r, plan, on_bad)
-        if hasattr(progress, "documents"):  # documents/s in the later stages' progress
-            progress.documents = run.n  # type: ignore[union-attr]
-        names = _search(r, plan, run)
-        _decide(r, plan, run, names)
-        _write(r, plan, run)
-        run.seconds, run.tasks, run.peak_rss = r.seconds, r.tasks, r.peak_rss
-        run.temp_bytes = _stage_bytes(work)
-        run.bytes_in = S.input_bytes(plan)
+        run = _stages(r, plan, on_bad, progress)
+        if index is not None:
+            run.against["path"] = str(index.path)  # type: ignore[index]
         t0 = time.perf_counter()
         _commit_parts(plan, run, outputs)
-        result = build_result(plan, run) if collect else None
+        result = build_result(plan, run) if collect or extra_outputs else None
+        for extra in extra_outputs:
+            extra.write(result, outputs)
         run.seconds["commit"] = time.perf_counter() - t0
         run.seconds["total"] = time.perf_counter() - t_all
         if plan.json_summary is not None:
             write_summary(summary(plan, run), plan.json_summary, outputs=outputs)
         for path, stamp in stamps.items():
             check_unchanged(path, stamp)
-        outputs.commit()
+        _commit(plan, run, outputs, index, log)
         if log is not None:
             log(f"{run.n} documents in {len(plan.shards)} shards, {run.clusters} clusters found "
                 f"({executor.name} executor)")  # fmt: skip
     return run, result
+
+
+def _stages(r: _Runner, plan: DedupPlan, on_bad: Any, progress: Any) -> StagedRun:
+    """Every stage of the run, up to the outputs' parts in the work directory."""
+    run = _scan(r, plan, on_bad)
+    if hasattr(progress, "documents"):  # documents/s in the later stages' progress
+        progress.documents = run.n
+    if plan.against is not None:
+        _against(r, plan, run)
+    names = _search(r, plan, run)
+    _decide(r, plan, run, names)
+    _write(r, plan, run)
+    run.seconds, run.tasks, run.peak_rss = r.seconds, r.tasks, r.peak_rss
+    run.temp_bytes = _stage_bytes(r.work)
+    run.bytes_in = S.input_bytes(plan)
+    return run
+
+
+def _open_index(stack: contextlib.ExitStack, plan: DedupPlan, outputs: OutputSet) -> Any:
+    """The index of ``against`` open in this process (for writing with ``update``, other
+    writers held off), its distance checked; the tasks open it again to read it."""
+    if plan.against is None:
+        return None
+    from neardup.pipeline.against import _check_distance, open_against
+
+    index = open_against(stack, outputs, plan.against, plan.update, plan.verify)
+    words = A.sketch_words(index)
+    _check_distance(index, plan.distance if words is not None else plan.fingerprint_distance)
+    return index
+
+
+def _commit(plan: DedupPlan, run: StagedRun, outputs: OutputSet, index: Any, log: Any) -> None:
+    """Every output committed together; with ``update`` the index learns the survivors once
+    their outputs exist, or neither changes (as in the one-process run)."""
+    if index is None or not plan.update:
+        outputs.commit()
+        return
+    from neardup.pipeline.against import commit_with_update
+
+    _check_survivors(plan, run, index)
+    commit_with_update(outputs, index, lambda: _add_parts(run, index))
+    if log is not None:
+        log(f"added {run.added} document{'s'[: run.added != 1]} to {index.path}")
 
 
 def _peak_rss() -> int:
@@ -300,12 +404,15 @@ def _stage_bytes(work: str) -> dict[str, int]:
     return out
 
 
-def _copy_parts(dest: Any, work: str, n: int, name: str) -> int:
-    """The shards' parts ``name`` end to end into ``dest``; in the kernel (no copy through
-    this process) where both are plain files of one file system."""
+def _copy_parts(
+    dest: Any, work: str, n: int, name: str, stage: str = "write", task: str | None = None
+) -> int:
+    """The shards' parts ``name`` end to end into ``dest`` (or task ``task``'s of ``stage``);
+    in the kernel (no copy through this process) where both are plain files of one file
+    system."""
     total = 0
     for s in range(n):
-        path = os.path.join(work, "write", str(s), name)
+        path = os.path.join(work, stage, str(s) if task is None else task, name)
         if not os.path.exists(path):
             continue
         with open(path, "rb") as f:
@@ -352,6 +459,8 @@ def _commit_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet) -> None:
         if path is not None:
             with outputs.open(outputs.get(path), "wb") as f:
                 _copy_parts(f, work, n, name)
+                if name == "clusters.jsonl":  # the index's entries after the input's clusters
+                    _copy_parts(f, work, 1, name, stage="index-clusters", task="all")
     if plan.output is None:
         return
     out = outputs.get(plan.output)
@@ -417,9 +526,13 @@ def build_result(plan: DedupPlan, run: StagedRun) -> Any:
     fp = scan.fingerprints
     dist = popcount(fp ^ fp[surv]).astype(np.int64) if n else np.zeros(0, np.int64)
     kept = surv == pos
-    decisions = Decisions(labels, surv, dist, kept)
+    against = None
+    if run.against is not None:
+        against = A.index_check(run.work, run.sizes, run.against)
+    decisions = Decisions(labels, surv, dist, kept if against is None else kept & ~against.found)
     result = DedupResult(scan.ids, fp, scan.lengths, decisions, run.skipped, dict(run.seconds),
                          scan, bytes_in=run.bytes_in, bytes_out=run.bytes_out)  # fmt: skip
+    result.against = against
     if plan.verify:
         shards = [s for s in range(len(run.sizes)) if run.sizes[s]]
         sizes = np.concatenate(
@@ -449,6 +562,10 @@ def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:
     if plan.verify:
         out.update(threshold=plan.threshold, no_shingles=run.no_shingles,
                    temp_bytes=sum(run.temp_bytes.values()))  # fmt: skip
+    if run.against is not None:
+        a = run.against
+        out["against"] = {"index": a["path"], "dropped": a["found"], "already_in_index": a["own"],
+                          "verified": a["how"], "distance": a["distance"]}  # fmt: skip
     if run.bytes_in:
         out.update(bytes_in=run.bytes_in, bytes_out=run.bytes_out,
                    bytes_saved=run.bytes_in - run.bytes_out)  # fmt: skip

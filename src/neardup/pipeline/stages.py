@@ -400,12 +400,20 @@ def verify_task(
 
 
 # ---------------------------------------------------------------------------------- decide
-def components_task(out: str, work: str, stage: str, tasks: list[str], per_task: int) -> int:
+def components_task(out: str, work: str, stage: str, tasks: list[str], per_task: int,
+                    aside: list[int] | None = None) -> int:  # fmt: skip
     """Connected components of the edges of ``tasks`` (of ``stage``), cut into groups of about
     ``per_task`` documents (whole components); writes each group's documents and edges and
-    returns the number of groups."""
+    returns the number of groups. ``aside``: the shard offsets, where the documents found
+    in the index (stage ``against``) take no part."""
     edges = concat([np.asarray(load(work, stage, t, "pairs")) for t in tasks], np.int64)
     edges = edges.reshape(-1, 2)
+    if aside is not None:
+        found = [np.flatnonzero(load(work, "against", s, "found")) + aside[s]
+                 for s in range(len(aside) - 1) if aside[s + 1] > aside[s]]  # fmt: skip
+        gone = concat(found, np.int64)
+        if len(gone):
+            edges = edges[~(np.isin(edges[:, 0], gone) | np.isin(edges[:, 1], gone))]
     nodes, roots = components(edges)
     if len(nodes) == 0:
         return 0

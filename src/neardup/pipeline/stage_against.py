@@ -1,0 +1,148 @@
+"""The stages of a staged dedup against an index (``against=``, ``--against INDEX``), each a
+function of one shard as in :mod:`neardup.pipeline.stages`:
+
+own (the shard's documents that the index already holds as themselves, same id and fingerprint,
+and those entries' ids) -> against (each document checked against the index; the entries of
+every shard's own documents set aside, as the one-process run sets them aside for the whole
+input) -> ... -> index clusters (one line per entry that documents were dropped for, in the
+order of its first such document).
+
+Each task opens the index read-only by its path (:func:`neardup.pipeline.against.open_index`),
+so the tasks run wherever the index can be read: threads of this process, or Dask workers that
+see the same directory or Redis server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from neardup.core.sketch import Sketches, set_sketches
+from neardup.pipeline.against import (
+    IndexCheck,
+    check_index,
+    entry_ids,
+    open_index,
+    own_entries,
+    sketch_words,
+)
+from neardup.pipeline.plan import DedupPlan
+from neardup.pipeline.stages import _save, _sets, load, load_ids
+
+__all__ = ["against_task", "index_check", "index_clusters_task", "own_task", "shard_sketches"]
+
+
+def shard_sketches(work: str, s: int, words: int | None) -> Sketches | None:
+    """Shard ``s``'s MinHash sketches of ``words`` words (None: the index keeps none)."""
+    if words is None:
+        return None
+    return set_sketches(_sets(work, s), words, threads=1)
+
+
+def _distance(plan: DedupPlan, words: int | None) -> int:
+    return plan.distance if words is not None else plan.fingerprint_distance
+
+
+def own_task(out: str, work: str, plan: DedupPlan, s: int) -> dict[str, Any]:
+    """Shard ``s``'s documents the index holds as themselves (saved as ``own``), and the ids
+    of those entries as the index stores them."""
+    index = open_index(plan.against, False)
+    try:
+        words = sketch_words(index)
+        sk = shard_sketches(work, s, words)
+        stored = sk.fingerprints if sk is not None else np.asarray(load(work, "scan", s, "fp"))
+        ids = load_ids(work, s)
+        own = own_entries(index, ids, stored)
+        entries = entry_ids(index, ids, own).tolist() if own.any() else []
+    finally:
+        index.close()
+    _save(out, own=own)
+    return {"own": int(own.sum()), "entries": entries}
+
+
+def against_task(out: str, work: str, plan: DedupPlan, s: int, aside: list[Any]) -> dict:
+    """Shard ``s`` checked against the index (:func:`neardup.pipeline.against.check_index`),
+    the entries ``aside`` (every shard's own) set aside: saves which documents were found, for
+    which entry, at what distance and (sketches) estimated Jaccard."""
+    index = open_index(plan.against, False)
+    try:
+        words = sketch_words(index)
+        d = _distance(plan, words)
+        fps = np.asarray(load(work, "scan", s, "fp"))
+        set_aside = np.empty(len(aside), dtype=object if index.id_type == "str" else np.int64)
+        set_aside[:] = aside
+        checked = check_index(index, fps, d, sketches=shard_sketches(work, s, words),
+                              threshold=plan.threshold, threads=1, ids=load_ids(work, s),
+                              set_aside=set_aside)  # fmt: skip
+    finally:
+        index.close()
+    found = checked.found
+    at = np.flatnonzero(found)
+    with open(os.path.join(out, "entries.json"), "w") as f:
+        json.dump([checked.id[i] for i in at.tolist()], f)
+    _save(out, found=found, dist=checked.distance, jac=checked.jaccard)
+    return {"found": int(found.sum()), "how": checked.how, "path": str(checked.path),
+            "distance": d}  # fmt: skip
+
+
+def found_entries(work: str, s: int) -> list[Any]:
+    """The entry each found document of shard ``s`` was dropped for, in shard order."""
+    with open(os.path.join(work, "against", str(s), "entries.json")) as f:
+        return json.load(f)
+
+
+def index_clusters_task(out: str, work: str, plan: DedupPlan, sizes: list[int], how: str) -> int:
+    """One JSON line per index entry that documents were dropped for, as the one-process run
+    writes them after the input's clusters; returns how many."""
+    from neardup.pipeline.write import _json_id
+
+    groups: dict[Any, list[tuple[Any, int, float]]] = {}
+    for s in range(len(sizes)):
+        if not sizes[s]:
+            continue
+        found = np.flatnonzero(load(work, "against", s, "found"))
+        if not len(found):
+            continue
+        ids = load_ids(work, s)
+        dist, jac = load(work, "against", s, "dist"), load(work, "against", s, "jac")
+        for i, entry in zip(found.tolist(), found_entries(work, s), strict=True):
+            groups.setdefault(entry, []).append((ids[i], int(dist[i]), float(jac[i])))
+    with open(os.path.join(out, "clusters.jsonl"), "w") as f:
+        for entry, members in groups.items():
+            row: dict[str, Any] = {
+                "kept": _json_id(entry),
+                "size": 1 + len(members),
+                "members": [_json_id(entry)] + [_json_id(m[0]) for m in members],
+                "distances": [0] + [m[1] for m in members],
+            }
+            if how == "sketch":
+                row["jaccards"] = [1.0] + [m[2] for m in members]
+            row["index"] = True
+            row["verified"] = how
+            f.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+    return len(groups)
+
+
+def index_check(work: str, sizes: list[int], info: dict[str, Any]) -> IndexCheck:
+    """The whole run's :class:`~neardup.pipeline.against.IndexCheck` (arrays of every
+    document: for a result asked for)."""
+    parts = [s for s in range(len(sizes)) if sizes[s]]
+
+    def cat(stage: str, name: str, dtype: Any) -> np.ndarray:
+        arrays = [np.asarray(load(work, stage, s, name)) for s in parts]
+        return np.concatenate(arrays).astype(dtype) if arrays else np.zeros(0, dtype)
+
+    found = cat("against", "found", bool)
+    ids: list[Any] = [None] * len(found)
+    at = 0
+    for s in parts:
+        for i, entry in zip(np.flatnonzero(load(work, "against", s, "found")).tolist(),
+                            found_entries(work, s), strict=True):  # fmt: skip
+            ids[at + i] = entry
+        at += sizes[s]
+    return IndexCheck(found, ids, cat("against", "dist", np.int64),
+                      cat("against", "jac", np.float64), info["how"], info["path"],
+                      info["distance"], cat("own", "own", bool))  # fmt: skip
