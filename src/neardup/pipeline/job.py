@@ -44,8 +44,8 @@ from neardup.pipeline.result import DedupResult
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
 from neardup.pipeline.spool import ShingleSpool, subset_sets
 from neardup.pipeline.staged import run_staged
-from neardup.pipeline.stages import check_search_device
 from neardup.pipeline.staged import summary as staged_summary
+from neardup.pipeline.stages import check_search_device
 from neardup.pipeline.write import (
     register_outputs,
     write_clusters,
