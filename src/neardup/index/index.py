@@ -1,8 +1,10 @@
 """The persistent online index: sorted permuted runs on disk, add / query / remove / compact.
 
 An index is a list of immutable *segments* (sorted runs). The first is the base; later ones are
-the delta, one small run per :meth:`Index.add` call, merged geometrically so there are never more
-than ``max_segments``. :meth:`Index.compact` merges everything into one base. Each segment holds
+the delta, one small run per :meth:`Index.add` call, merged by size tiers as log-structured
+stores do (``merge_factor`` runs of a tier become one run of the next, the base included), so a
+row is rewritten about ``log(n)`` times and there are never more than ``max_segments``.
+:meth:`Index.compact` merges everything into one base. Each segment holds
 its fingerprints sorted (which doubles as the identity-permuted table 0), its other permuted
 tables over the distinct fingerprints, and the ids. A match found in table ``t`` is permuted back
 to a fingerprint and mapped to the segment's rows by binary search in the sorted fingerprints.
@@ -40,6 +42,7 @@ from neardup.index.storage import (
     WriterLock,
     create_directory,
     read_manifest,
+    referenced_files,
     remove_unreferenced,
     verify_file,
     write_array,
@@ -77,6 +80,10 @@ class Index(IndexBackend):
     backend = "local"
     #: Most segments (base + delta runs) before add() merges delta runs.
     max_segments: int = writer.MAX_SEGMENTS
+    #: Runs of one size tier before add() merges them into a run of the next tier, the size
+    #: ratio of two tiers (:func:`neardup.index.writer.merge_start`): larger merges less often
+    #: and leaves more runs for queries to probe.
+    merge_factor: int = writer.MERGE_FACTOR
 
     def __init__(self, path: str | os.PathLike, mode: str = "r", *, _lock: Any = None) -> None:
         if mode not in ("r", "w"):
@@ -86,6 +93,7 @@ class Index(IndexBackend):
         self._lock = _lock
         self._segs: list[Segment] = []
         self._body: dict[str, Any] = {}
+        self._few: probe.FewPlan | None = None
         self._closed = False
         try:
             if mode == "w" and self._lock is None:
@@ -263,6 +271,7 @@ class Index(IndexBackend):
             segs.append(s)
         self._segs = segs
         self._body = body
+        self._few = probe.FewPlan.of(segs, self.layout)
 
     def refresh(self) -> None:
         """Readers: move to the newest committed state."""
@@ -271,6 +280,7 @@ class Index(IndexBackend):
     def close(self) -> None:
         """Release the writer lock and the memory maps. Committed data needs no flush."""
         self._segs = []
+        self._few = None
         self._closed = True
         if self._lock is not None:
             self._lock.release()
@@ -413,6 +423,14 @@ class Index(IndexBackend):
         :meth:`IndexBackend.search <neardup.index.backend.IndexBackend.search>`). A large batch
         is probed table by table in one sorted pass, like :func:`neardup.find_all`."""
         q = as_fingerprints(fingerprints, "fingerprints")
+        few = self._few
+        if len(q) <= probe.FEW_QUERIES and few is not None:
+            self._check_open()
+            found, offsets = probe.probe_few(few, q, self._query_distance(distance))
+            values = found[2]
+            if self.id_type == "str":
+                values = probe.ids_of(self.path, self._segs, "str", found[3], found[4])[1]
+            return Matches(offsets, values, found[1])
         qi, si, rows, d = self._probe(q, distance, threads)
         keys, values = probe.ids_of(self.path, self._segs, self.id_type, si, rows)
         order = np.lexsort((keys, d, qi))
@@ -557,7 +575,8 @@ class Index(IndexBackend):
 
     def _commit(self, body: dict[str, Any]) -> None:
         body["generation"] += 1
-        write_manifest(self.path, body)
+        new = sorted(referenced_files(body) - referenced_files(self._body))
+        write_manifest(self.path, body, unsynced=new)
         self._install(body)
         remove_unreferenced(self.path, body)
 
@@ -608,7 +627,11 @@ class Index(IndexBackend):
         conv = convert_ids(ids, len(fp), self.id_type, unique=True)
         if len(fp) == 0:
             return
-        found = self._find(conv)[0]
+        fresh = conv.kind == "int64" and self.id_type == "int64"
+        if fresh and int(conv.keys.min()) >= int(body["next_id"]):
+            found: np.ndarray = np.empty(0, dtype=np.int64)  # above every id ever added
+        else:
+            found = self._find(conv)[0]
         if len(found):
             k = int(found.min())
             raise IdError(
@@ -618,7 +641,7 @@ class Index(IndexBackend):
         if conv.kind == "int64":
             body["next_id"] = max(int(body["next_id"]), int(conv.keys.max()) + 1)
         rows = writer.Rows(fp, conv.keys, conv.blob, conv.off, sk)
-        start = writer.merge_start(self._segs, len(fp), self.max_segments)
+        start = writer.merge_start(self._segs, len(fp), self.max_segments, self.merge_factor)
         merged = self._segs[start:]
         if merged:
             rows = writer.gather(merged, self.id_type, self.sketch_words).then(rows)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import json
 import os
 import re
@@ -31,6 +32,8 @@ import shutil
 import sys
 import tempfile
 import zlib
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -88,11 +91,14 @@ class _CrcWriter:
         return self.f.write(data)
 
 
-def write_array(directory: str, name: str, arr: np.ndarray) -> dict[str, Any]:
+def write_array(directory: str, name: str, arr: np.ndarray, *, sync: bool = True) -> dict[str, Any]:
     """Write ``arr`` as ``directory/name`` (.npy), durably; return its manifest entry.
 
     The data goes to a temporary file that is fsynced and renamed; the caller fsyncs the
-    directory once after writing all of a commit's files.
+    directory once after writing all of a commit's files. ``sync=False`` leaves the fsync to
+    the commit (:func:`write_manifest`'s ``unsynced``), which overlaps the fsyncs of all its
+    files: until a manifest names it, a file is nobody's, and a crash only leaves it to be
+    deleted.
     """
     arr = np.ascontiguousarray(arr)
     tmp = os.path.join(directory, f".{name}.tmp")
@@ -100,7 +106,8 @@ def write_array(directory: str, name: str, arr: np.ndarray) -> dict[str, Any]:
         w = _CrcWriter(raw)
         _write_npy(w, arr)
         raw.flush()
-        os.fsync(raw.fileno())
+        if sync:
+            os.fsync(raw.fileno())
     os.replace(tmp, os.path.join(directory, name))
     return {
         "name": name,
@@ -203,17 +210,34 @@ def _body_crc(body: dict[str, Any]) -> int:
     return zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
 
 
-def write_manifest(directory: str, body: dict[str, Any]) -> None:
-    """Commit ``body`` as the new ``MANIFEST``: fsync the directory (for the data files just
-    written), write a temp file, fsync, rename over ``MANIFEST``, fsync the directory."""
-    _fsync_dir(directory)
+def _fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_manifest(directory: str, body: dict[str, Any], unsynced: Sequence[str] = ()) -> None:
+    """Commit ``body`` as the new ``MANIFEST``: fsync the data files named ``unsynced`` (written
+    with ``sync=False``) and the directory (for the data files just written) while a temp file
+    is written and fsynced, then rename it over ``MANIFEST`` and fsync the directory. The fsyncs
+    before the rename run at once (threads), so a commit waits for about two, not one a file."""
     doc = dict(body, manifest_crc32=_body_crc(body))
     tmp = os.path.join(directory, f".{MANIFEST}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
+
+    def write_tmp() -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    jobs = [write_tmp, functools.partial(_fsync_dir, directory)]
+    jobs += [functools.partial(_fsync_file, os.path.join(directory, n)) for n in unsynced]
+    with ThreadPoolExecutor(len(jobs)) as ex:
+        for _ in ex.map(lambda job: job(), jobs):
+            pass
     os.replace(tmp, os.path.join(directory, MANIFEST))
     _fsync_dir(directory)
 
