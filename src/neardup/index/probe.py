@@ -52,6 +52,7 @@ class FewPlan:
 
     def __init__(self, segs: list[Segment], layout: Layout) -> None:
         T = layout.n_tables
+        self.segs = segs
         self.spec = layout.spec
         self.ntab = T
         self.arrays = [[*seg.tables, seg.fps, seg.keys, seg.dead] for seg in segs]

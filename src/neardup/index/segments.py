@@ -20,8 +20,9 @@ from neardup.index.storage import CorruptIndexError, load_array
 
 
 def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For ranges ``[lo[i], hi[i])``: (owner i, position) of every element, in order."""
-    cnt = hi - lo
+    """For ranges ``[lo[i], hi[i])``: (owner i, position) of every element, in order (a range
+    with ``hi < lo``, from a damaged file's unsorted values, is empty)."""
+    cnt = np.maximum(hi - lo, 0)
     total = int(cnt.sum())
     owner = np.repeat(np.arange(len(lo), dtype=np.int64), cnt)
     start = np.cumsum(cnt) - cnt

@@ -325,15 +325,17 @@ def referenced_files(body: dict[str, Any]) -> set[str]:
     return names
 
 
-def remove_unreferenced(directory: str, body: dict[str, Any]) -> int:
+def remove_unreferenced(directory: str, body: dict[str, Any], busy: Sequence[str] = ()) -> int:
     """Delete the index's own files that ``body`` does not reference (segment arrays, their
     temporary files, ``.MANIFEST.tmp``); return how many. Only files named as the index names
-    them (:data:`FILE_KINDS`) are candidates. Only the writer calls this, after a commit or
-    when it opens the index."""
+    them (:data:`FILE_KINDS`) are candidates, and none of the segments named ``busy`` (being
+    written by a background merge). Only the writer calls this, after a commit or when it
+    opens the index."""
     keep = referenced_files(body)
+    prefixes = tuple(f"{b}." for b in busy) + tuple(f".{b}." for b in busy)
     gone = 0
     for name in os.listdir(directory):
-        if _OWNED.match(name) and name not in keep:
+        if _OWNED.match(name) and name not in keep and not name.startswith(prefixes):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(directory, name))
                 gone += 1

@@ -30,6 +30,7 @@ __all__ = [
     "check_sketches",
     "gather",
     "key_order",
+    "merge_range",
     "merge_start",
     "sort_values",
     "tier",
@@ -214,6 +215,14 @@ def merge_start(
     while j > 1 and j + 1 > max_segments:
         j -= 1
     return j
+
+
+def merge_range(segs: list[Segment], max_segments: int, factor: int = MERGE_FACTOR) -> int:
+    """Position of the first of the trailing runs of ``segs`` that are due to be merged into one
+    (``len(segs) - 1`` or more: none): :func:`merge_start` with the last run as the new rows."""
+    if len(segs) < 2:
+        return len(segs)
+    return merge_start(segs[:-1], segs[-1].live, max_segments, factor)
 
 
 def check_sketches(
