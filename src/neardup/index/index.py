@@ -373,6 +373,7 @@ class Index(IndexBackend):
                 {"name": s.name, "rows": s.n, "removed": s.n - s.live} for s in self._segs
             ],
             "bytes": sum(e["bytes"] for e, _ in files),
+            "background_merges": self._merger.merges if self._merger is not None else 0,
         }
 
     def verify(self) -> None:
