@@ -5,14 +5,17 @@ insertion sort of the few values each bucket is left with.
 Every function is ``_``-prefixed, takes contiguous arrays and scalars and validates nothing.
 Fingerprints and permuted keys are close to uniform in their top bits, so two passes leave
 buckets of one or two values; a bucket left large (skewed values) is split by further digits,
-at most 64 bits' worth, so no input costs more than about six passes.
+at most 64 bits' worth, so no input costs more than about six passes. A merge of runs whose
+tables are already sorted merges them instead (:func:`_merge_distinct`).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba import carray
 
 from neardup.compiled import njit
+from neardup.index._query_kernels import _u64_at
 
 _BITS1 = 12  # most bits of the first pass
 _BITS2 = 11  # bits of the second pass: 2048 counters, a first-pass bucket stays in cache
@@ -98,3 +101,30 @@ def _radix_sort(vals, pay, tmpv, tmpp, has_pay):
                 st_a[top], st_b[top], st_s[top], st_t[top] = lo, cnt[c], s - d, not intmp
                 top += 1
             lo = cnt[c]
+
+
+@njit(cache=True, nogil=True)
+def _merge_distinct(addr, lens, out):
+    """Merge sorted uint64 runs (``lens[r]`` values at address ``addr[r]``) into ``out``,
+    ascending, each value once; return how many values ``out`` holds. The caller keeps the runs
+    alive for the call."""
+    k = addr.shape[0]
+    pos = np.zeros(k, dtype=np.int64)
+    cnt = 0
+    last = np.uint64(0)
+    while True:
+        best = -1
+        bv = np.uint64(0)
+        for r in range(k):
+            if pos[r] < lens[r]:
+                v = carray(_u64_at(addr[r]), (lens[r],))[pos[r]]
+                if best < 0 or v < bv:
+                    best = r
+                    bv = v
+        if best < 0:
+            return cnt
+        pos[best] += 1
+        if cnt == 0 or bv != last:
+            out[cnt] = bv
+            cnt += 1
+            last = bv

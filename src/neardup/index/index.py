@@ -684,8 +684,9 @@ class Index(IndexBackend):
         with self._wlock:
             name = self._reserve_name()
             codec = self._body.get("codec")
+        runs = merged if writer.mergeable(merged) else None
         try:
-            entry = writer.write_segment(self.path, self.layout, name, rows, codec)
+            entry = writer.write_segment(self.path, self.layout, name, rows, codec, runs)
             with self._wlock:
                 body = copy.deepcopy(self._body)
                 body["id_type"] = conv.kind

@@ -32,6 +32,8 @@ __all__ = [
     "key_order",
     "merge_range",
     "merge_start",
+    "mergeable",
+    "merged_table",
     "sort_values",
     "tier",
     "write_segment",
@@ -109,22 +111,55 @@ def key_order(keys: np.ndarray, order: np.ndarray) -> np.ndarray:
     return argsort_values(flipped)[1].astype(dtype)
 
 
+def _distinct(fps: np.ndarray) -> np.ndarray:
+    """The distinct values of sorted ``fps``."""
+    return fps[np.concatenate(([True], fps[1:] != fps[:-1]))] if len(fps) else fps
+
+
+def mergeable(segs: list[Segment]) -> bool:
+    """Whether the tables of ``segs`` can be merged rather than sorted again: plain (not
+    compressed) and without removed rows (whose values a table still holds)."""
+    return all(len(s.dead) == 0 and all(isinstance(t, np.ndarray) for t in s.tables) for s in segs)
+
+
+def merged_table(runs: list[np.ndarray]) -> np.ndarray:
+    """The sorted runs merged, each value once."""
+    runs = [np.ascontiguousarray(r, dtype=np.uint64) for r in runs if len(r)]
+    addr = np.array([r.ctypes.data for r in runs], dtype=np.int64)
+    lens = np.array([len(r) for r in runs], dtype=np.int64)
+    out = np.empty(int(lens.sum()), dtype=np.uint64)
+    n = _sort_kernels._merge_distinct(addr, lens, out)
+    return out[:n]
+
+
 def write_segment(
-    directory: str, layout: Layout, name: str, rows: Rows, codec: str | None = None
+    directory: str,
+    layout: Layout,
+    name: str,
+    rows: Rows,
+    codec: str | None = None,
+    runs: list[Segment] | None = None,
 ) -> dict[str, Any]:
     """Write ``rows`` as segment ``name`` of the index in ``directory`` (sorted by fingerprint,
     with every permuted table of ``layout``); return its manifest entry.
 
     Each column is sorted once (a radix sort) and written once; the tables are permuted,
-    sorted and written in parallel threads. The files are not fsynced: the commit that names
-    them does (:func:`neardup.index.storage.write_manifest`)."""
+    sorted and written in parallel threads. ``runs``: the rows begin with every row of these
+    segments (:func:`mergeable`), whose sorted tables are merged rather than sorted again.
+    The files are not fsynced: the commit that names them does
+    (:func:`neardup.index.storage.write_manifest`)."""
     fps, order = argsort_values(rows.fps)
     keys = rows.keys[order]
     kord = key_order(rows.keys, order)
-    distinct = fps[np.concatenate(([True], fps[1:] != fps[:-1]))] if len(fps) else fps
+    distinct = _distinct(fps)
+    runs = runs or []
+    own = sum(s.n for s in runs)
+    rest = _distinct(np.sort(rows.fps[own:])) if runs else distinct
 
     def table(t: int) -> tuple[str, dict[str, Any]]:
-        v = sort_values(layout.apply(distinct, t))
+        v = sort_values(layout.apply(rest, t))
+        if runs:
+            v = merged_table([s.tables[t] for s in runs] + [v])
         return f"t{t}", write_table(directory, f"{name}.t{t}.npy", v, codec, sync=False)
 
     def column(item: tuple[str, Any]) -> tuple[str, dict[str, Any]]:
