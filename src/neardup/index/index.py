@@ -54,6 +54,12 @@ from neardup.index.storage import (
 __all__ = ["Index", "IndexMatches", "choose_index_blocks"]
 
 
+def _copy_body(body: dict[str, Any]) -> dict[str, Any]:
+    """A manifest body to change for the next commit: a copy of it, its segment list and each
+    segment entry (changes replace an entry's keys, never edit their values in place)."""
+    return {**body, "segments": [dict(e) for e in body["segments"]]}
+
+
 class Index(IndexBackend):
     """A persistent index of 64-bit fingerprints answering "what is within k bits of F?".
 
@@ -688,7 +694,7 @@ class Index(IndexBackend):
         try:
             entry = writer.write_segment(self.path, self.layout, name, rows, codec, runs)
             with self._wlock:
-                body = copy.deepcopy(self._body)
+                body = _copy_body(self._body)
                 body["id_type"] = conv.kind
                 if conv.kind == "int64":
                     body["next_id"] = max(int(body["next_id"]), int(conv.keys.max()) + 1)
@@ -716,7 +722,7 @@ class Index(IndexBackend):
         ):
             remove_unreferenced(self.path, self._body, self._busy())
             return
-        body = copy.deepcopy(self._body)
+        body = _copy_body(self._body)
         gone = {s.name for s in merged}
         first = next(i for i, e in enumerate(body["segments"]) if e["name"] in gone)
         rest = [e for e in body["segments"] if e["name"] not in gone]
@@ -775,7 +781,7 @@ class Index(IndexBackend):
 
     def _remove_rows(self, owner: np.ndarray, si: np.ndarray, rows: np.ndarray) -> int:
         """Tombstone rows ``rows`` of segments ``si`` and commit (holding the writer's lock)."""
-        body = copy.deepcopy(self._body)
+        body = _copy_body(self._body)
         removed = 0
         keep_entries = []
         for s_idx, (seg, e) in enumerate(zip(self._segs, body["segments"], strict=True)):
@@ -811,7 +817,7 @@ class Index(IndexBackend):
             self._compact(compress)
 
     def _compact(self, compress: bool | None) -> None:
-        body = copy.deepcopy(self._body)
+        body = _copy_body(self._body)
         codec = body.get("codec") if compress is None else ("ef" if compress else None)
         convert = codec != body.get("codec")
         if not convert and len(self._segs) <= 1 and all(s.live == s.n for s in self._segs):

@@ -31,6 +31,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -218,6 +219,28 @@ def _fsync_file(path: str) -> None:
         os.close(fd)
 
 
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _reset_pool() -> None:
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()  # a forked child has none of the threads
+
+
+os.register_at_fork(after_in_child=_reset_pool)
+
+
+def io_pool() -> ThreadPoolExecutor:
+    """The threads that overlap a commit's file writes and fsyncs (shared, started once: an add
+    would otherwise start a dozen threads for a few milliseconds of waiting)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(32, thread_name_prefix="neardup-index-io")
+        return _POOL
+
+
 def write_manifest(directory: str, body: dict[str, Any], unsynced: Sequence[str] = ()) -> None:
     """Commit ``body`` as the new ``MANIFEST``: fsync the data files named ``unsynced`` (written
     with ``sync=False``) and the directory (for the data files just written) while a temp file
@@ -235,9 +258,8 @@ def write_manifest(directory: str, body: dict[str, Any], unsynced: Sequence[str]
 
     jobs = [write_tmp, functools.partial(_fsync_dir, directory)]
     jobs += [functools.partial(_fsync_file, os.path.join(directory, n)) for n in unsynced]
-    with ThreadPoolExecutor(len(jobs)) as ex:
-        for _ in ex.map(lambda job: job(), jobs):
-            pass
+    for _ in io_pool().map(lambda job: job(), jobs):
+        pass
     os.replace(tmp, os.path.join(directory, MANIFEST))
     _fsync_dir(directory)
 

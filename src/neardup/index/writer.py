@@ -20,7 +20,7 @@ from neardup.core.sketch import Sketches, as_sketches
 from neardup.index import _kernels, _sort_kernels
 from neardup.index.codec import write_table
 from neardup.index.segments import Segment, concat_strings
-from neardup.index.storage import write_array
+from neardup.index.storage import io_pool, write_array
 
 __all__ = [
     "MAX_SEGMENTS",
@@ -178,12 +178,14 @@ def write_segment(
     todo = [t for t in range(layout.n_tables) if not layout.spec.identity[t]]
     # a small segment's cost is its files' fsyncs, which overlap in threads; a large one's is
     # the sorting, one thread a core
-    jobs = len(todo) + len(columns)
-    threads = jobs if len(fps) < PARALLEL_ROWS else min(default_threads(), jobs)
     files: dict[str, Any] = {}
-    with ThreadPoolExecutor(threads) as ex:
-        files.update(ex.map(table, todo))
-        files.update(ex.map(column, columns))
+    if len(fps) < PARALLEL_ROWS:
+        files.update(io_pool().map(table, todo))
+        files.update(io_pool().map(column, columns))
+    else:
+        with ThreadPoolExecutor(min(default_threads(), len(todo) + len(columns))) as ex:
+            files.update(ex.map(table, todo))
+            files.update(ex.map(column, columns))
     entry = {"name": name, "rows": len(fps), "files": files, "deleted": None}
     if codec is not None:
         entry["codec"] = codec
