@@ -148,16 +148,12 @@ def write_segment(
     segments (:func:`mergeable`), whose sorted tables are merged rather than sorted again.
     The files are not fsynced: the commit that names them does
     (:func:`neardup.index.storage.write_manifest`)."""
-    fps, order = argsort_values(rows.fps)
-    keys = rows.keys[order]
-    kord = key_order(rows.keys, order)
-    distinct = _distinct(fps)
     runs = runs or []
     own = sum(s.n for s in runs)
-    rest = _distinct(np.sort(rows.fps[own:])) if runs else distinct
 
     def table(t: int) -> tuple[str, dict[str, Any]]:
-        v = sort_values(layout.apply(rest, t))
+        # the sorted keys, each once (a key is one fingerprint: the permutation is one-to-one)
+        v = _distinct(sort_values(layout.apply(rows.fps[own:], t)))
         if runs:
             v = merged_table([s.tables[t] for s in runs] + [v])
         return f"t{t}", write_table(directory, f"{name}.t{t}.npy", v, codec, sync=False)
@@ -168,24 +164,30 @@ def write_segment(
             return kind, write_table(directory, f"{name}.fp.npy", arr, codec, sync=False)
         return kind, write_array(directory, f"{name}.{kind}.npy", arr, sync=False)
 
-    columns: list[tuple[str, Any]] = [("fp", fps), ("key", keys), ("kord", kord)]
-    if rows.sketches is not None:
-        sk = rows.sketches
-        columns += [("sketch", sk.words[order]), ("ssize", sk.sizes[order])]
-    if rows.blob is not None:
-        blob, off = _kernels._gather_strings(rows.blob, rows.off, order)
-        columns += [("sblob", blob), ("soff", off)]
     todo = [t for t in range(layout.n_tables) if not layout.spec.identity[t]]
     # a small segment's cost is its files' fsyncs, which overlap in threads; a large one's is
-    # the sorting, one thread a core
-    files: dict[str, Any] = {}
-    if len(fps) < PARALLEL_ROWS:
-        files.update(io_pool().map(table, todo))
-        files.update(io_pool().map(column, columns))
-    else:
-        with ThreadPoolExecutor(min(default_threads(), len(todo) + len(columns))) as ex:
-            files.update(ex.map(table, todo))
-            files.update(ex.map(column, columns))
+    # the sorting, one thread a core (the tables sort while this thread sorts the rows)
+    small = len(rows.fps) < PARALLEL_ROWS
+    ex = io_pool() if small else ThreadPoolExecutor(max(1, default_threads() - 1))
+    try:
+        tables = [ex.submit(table, t) for t in todo]
+        fps, order = argsort_values(rows.fps)
+        columns: list[tuple[str, Any]] = [
+            ("fp", fps),
+            ("key", rows.keys[order]),
+            ("kord", key_order(rows.keys, order)),
+        ]
+        if rows.sketches is not None:
+            sk = rows.sketches
+            columns += [("sketch", sk.words[order]), ("ssize", sk.sizes[order])]
+        if rows.blob is not None:
+            blob, off = _kernels._gather_strings(rows.blob, rows.off, order)
+            columns += [("sblob", blob), ("soff", off)]
+        written = [ex.submit(column, c) for c in columns]
+        files = dict(f.result() for f in tables + written)
+    finally:
+        if not small:
+            ex.shutdown()
     entry = {"name": name, "rows": len(fps), "files": files, "deleted": None}
     if codec is not None:
         entry["codec"] = codec
