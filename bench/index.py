@@ -66,6 +66,27 @@ def latency(fn, queries: np.ndarray) -> tuple[float, float]:
     return float(np.percentile(times, 50) * 1e6), float(np.percentile(times, 99) * 1e6)
 
 
+def insert_figures(args, path: str, extra: np.ndarray) -> tuple[float, int, int]:
+    """Add ``extra`` to the index at ``path`` in adds of ``--insert-batch``, merged as
+    ``--merges`` says: (seconds, runs after, background merges)."""
+    w = Index.open(path, "w")
+    w.background_merges = args.merges == "background"
+    t0 = time.perf_counter()
+    since = 0
+    for s in range(0, len(extra), args.insert_batch):
+        w.add(extra[s : s + args.insert_batch])
+        since += len(extra[s : s + args.insert_batch])
+        if args.merges == "compact" and since >= args.compact_every:
+            w.compact()
+            since = 0
+    w.wait_merges()
+    ins = time.perf_counter() - t0
+    segs = len(w.info()["segments"])
+    merges = w.info().get("background_merges", 0)
+    w.close()
+    return ins, segs, merges
+
+
 def our_figures(args, corpus, batch, single, extra, work: str) -> tuple[dict, np.ndarray, str]:
     """Build, open, query and add to a neardup Index: its figures, the batch's answers (pair
     keys) and a line describing it."""
@@ -89,21 +110,7 @@ def our_figures(args, corpus, batch, single, extra, work: str) -> tuple[dict, np
     bq = time.perf_counter() - t0
     ix.close()
     rss_query = peak_rss_mb()
-    w = Index.open(path, "w")
-    w.background_merges = args.merges == "background"
-    t0 = time.perf_counter()
-    since = 0
-    for s in range(0, len(extra), args.insert_batch):
-        w.add(extra[s : s + args.insert_batch])
-        since += len(extra[s : s + args.insert_batch])
-        if args.merges == "compact" and since >= args.compact_every:
-            w.compact()
-            since = 0
-    w.wait_merges()
-    ins = time.perf_counter() - t0
-    segs = len(w.info()["segments"])
-    merges = w.info().get("background_merges", 0)
-    w.close()
+    ins, segs, merges = insert_figures(args, path, extra)
     how = {
         "background": "size-tiered merges in a background thread",
         "inline": "size-tiered merges inside add",
@@ -184,6 +191,48 @@ LABELS = {
 }
 
 
+def simhash_figures(args, corpus: np.ndarray, rng: np.random.Generator, work: str) -> None:
+    """Build and query PyPI simhash's SimhashIndex and ours on the first ``--simhash-n``
+    fingerprints, and print both."""
+    k = args.distance
+    try:
+        from simhash import Simhash, SimhashIndex
+    except ImportError:
+        print("\n(simhash not installed: pip install simhash)")
+        return
+    m = args.simhash_n
+    small = corpus[:m]
+    sq = make_queries(small, 1000, k, rng)
+    t0 = time.perf_counter()
+    objs = [(str(i), Simhash(int(v))) for i, v in enumerate(small.tolist())]
+    sx = SimhashIndex(objs, f=64, k=k)
+    sbuild = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    got = [sx.get_near_dups(Simhash(int(v))) for v in sq.tolist()]
+    sqs = time.perf_counter() - t0
+    spairs = pairs_key(
+        np.repeat(np.arange(len(sq)), [len(g) for g in got]),
+        np.array([int(i) for g in got for i in g], dtype=np.int64),
+    )
+    p2 = os.path.join(work, "small")
+    t0 = time.perf_counter()
+    with Index.create(p2, distance=k, expected_size=m) as s_ix:
+        s_ix.add(small)
+        obuild = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        r = s_ix.query_arrays(sq)
+        oqs = time.perf_counter() - t0
+    same = np.array_equal(pairs_key(r.query_index, r.id), spairs)
+    print()
+    print(
+        f"PyPI simhash SimhashIndex at n={m:,}, 1000 queries (answers {'same' if same else 'DIFFERENT'}):"
+    )
+    print("| measure | neardup Index | simhash.SimhashIndex |")
+    print("|---|---|---|")
+    print(f"| build (s) | {obuild:.2f} | {sbuild:.2f} |")
+    print(f"| queries / s | {len(sq) / oqs:,.0f} | {len(sq) / sqs:,.0f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=10_000_000, help="indexed fingerprints")
@@ -228,42 +277,7 @@ def main() -> None:
             print(f"| {label}{extra_label} | {ours[key]} | {theirs.get(key, '')} |")
 
         if args.simhash_n:
-            try:
-                from simhash import Simhash, SimhashIndex
-            except ImportError:
-                print("\n(simhash not installed: pip install simhash)")
-                return
-            m = args.simhash_n
-            small = corpus[:m]
-            sq = make_queries(small, 1000, k, rng)
-            t0 = time.perf_counter()
-            objs = [(str(i), Simhash(int(v))) for i, v in enumerate(small.tolist())]
-            sx = SimhashIndex(objs, f=64, k=k)
-            sbuild = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            got = [sx.get_near_dups(Simhash(int(v))) for v in sq.tolist()]
-            sqs = time.perf_counter() - t0
-            spairs = pairs_key(
-                np.repeat(np.arange(len(sq)), [len(g) for g in got]),
-                np.array([int(i) for g in got for i in g], dtype=np.int64),
-            )
-            p2 = os.path.join(work, "small")
-            t0 = time.perf_counter()
-            with Index.create(p2, distance=k, expected_size=m) as s_ix:
-                s_ix.add(small)
-                obuild = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                r = s_ix.query_arrays(sq)
-                oqs = time.perf_counter() - t0
-            same = np.array_equal(pairs_key(r.query_index, r.id), spairs)
-            print()
-            print(
-                f"PyPI simhash SimhashIndex at n={m:,}, 1000 queries (answers {'same' if same else 'DIFFERENT'}):"
-            )
-            print("| measure | neardup Index | simhash.SimhashIndex |")
-            print("|---|---|---|")
-            print(f"| build (s) | {obuild:.2f} | {sbuild:.2f} |")
-            print(f"| queries / s | {len(sq) / oqs:,.0f} | {len(sq) / sqs:,.0f} |")
+            simhash_figures(args, corpus, rng, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
