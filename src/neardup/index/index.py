@@ -45,6 +45,7 @@ from neardup.index.storage import (
     read_manifest,
     referenced_files,
     remove_unreferenced,
+    retire,
     verify_file,
     write_array,
     write_manifest,
@@ -282,9 +283,14 @@ class Index(IndexBackend):
                 s.set_deleted(self.path, e.get("deleted"))
             s.entry = e
             segs.append(s)
+        kept = {s.name for s in segs}
+        gone = [s for s in self._segs if s.name not in kept]
+        old_plan = self._few
         self._segs = segs
         self._body = body
         self._few = probe.FewPlan.of(segs, self.layout)
+        if gone:
+            retire((gone, old_plan))  # their files' blocks are freed off this thread
 
     def refresh(self) -> None:
         """Readers: move to the newest committed state."""

@@ -27,11 +27,13 @@ import fcntl
 import functools
 import json
 import os
+import queue
 import re
 import shutil
 import sys
 import tempfile
 import threading
+import time
 import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -224,8 +226,9 @@ _POOL_LOCK = threading.Lock()
 
 
 def _reset_pool() -> None:
-    global _POOL, _POOL_LOCK
-    _POOL, _POOL_LOCK = None, threading.Lock()  # a forked child has none of the threads
+    global _POOL, _POOL_LOCK, _RETIRED
+    # a forked child has none of the threads
+    _POOL, _POOL_LOCK, _RETIRED = None, threading.Lock(), None
 
 
 os.register_at_fork(after_in_child=_reset_pool)
@@ -239,6 +242,35 @@ def io_pool() -> ThreadPoolExecutor:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(32, thread_name_prefix="neardup-index-io")
         return _POOL
+
+
+#: Seconds a retired object is kept before the reaper thread lets it go.
+RETIRE_DELAY = 1.0
+_RETIRED: queue.SimpleQueue | None = None
+
+
+def _reaper(q: queue.SimpleQueue) -> None:
+    while True:
+        when, _objects = q.get()
+        time.sleep(max(0.0, when - time.monotonic()))
+        del _objects  # the last reference, mostly: the unmaps happen here
+
+
+def retire(objects: Any) -> None:
+    """Let go of ``objects`` (replaced segments, their arrays) in a thread, a moment from now.
+
+    The last unmap of a file that a commit has deleted frees its blocks, a few milliseconds
+    for a run of a few MB (more with online discard); done by whoever drops the last reference,
+    it would land in an add or a query. Whoever still uses the objects keeps them alive.
+    """
+    global _RETIRED
+    with _POOL_LOCK:
+        if _RETIRED is None:
+            _RETIRED = queue.SimpleQueue()
+            threading.Thread(
+                target=_reaper, args=(_RETIRED,), name="neardup-index-reaper", daemon=True
+            ).start()
+        _RETIRED.put((time.monotonic() + RETIRE_DELAY, objects))
 
 
 def write_manifest(directory: str, body: dict[str, Any], unsynced: Sequence[str] = ()) -> None:
