@@ -166,9 +166,10 @@ def write_segment(
 
     todo = [t for t in range(layout.n_tables) if not layout.spec.identity[t]]
     # a small segment's cost is its files' fsyncs, which overlap in threads; a large one's is
-    # the sorting, one thread a core (the tables sort while this thread sorts the rows)
+    # the sorting, one thread a core (the tables sort while this thread sorts and writes the
+    # rows)
     small = len(rows.fps) < PARALLEL_ROWS
-    ex = io_pool() if small else ThreadPoolExecutor(max(1, default_threads() - 1))
+    ex = io_pool() if small else ThreadPoolExecutor(default_threads())
     try:
         tables = [ex.submit(table, t) for t in todo]
         fps, order = argsort_values(rows.fps)
@@ -183,8 +184,12 @@ def write_segment(
         if rows.blob is not None:
             blob, off = _kernels._gather_strings(rows.blob, rows.off, order)
             columns += [("sblob", blob), ("soff", off)]
-        written = [ex.submit(column, c) for c in columns]
-        files = dict(f.result() for f in tables + written)
+        if small:
+            written = [ex.submit(column, c) for c in columns]
+            files = dict(f.result() for f in tables + written)
+        else:  # this thread writes the rows' columns while the tables sort
+            files = dict(map(column, columns))
+            files.update(f.result() for f in tables)
     finally:
         if not small:
             ex.shutdown()
