@@ -696,7 +696,7 @@ class Index(IndexBackend):
         with self._wlock:
             name = self._reserve_name()
             codec = self._body.get("codec")
-        runs = merged if writer.mergeable(merged) else None
+        runs = merged if codec is None and writer.mergeable(merged) else None
         try:
             entry = writer.write_segment(self.path, self.layout, name, rows, codec, runs)
             with self._wlock:
@@ -834,7 +834,9 @@ class Index(IndexBackend):
             rows = writer.gather(live, self.id_type, self.sketch_words)
             name = self._reserve_name()
             self._writing.discard(name)  # (the lock is held to the commit)
-            body["segments"] = [writer.write_segment(self.path, self.layout, name, rows, codec)]
+            runs = live if codec is None and writer.mergeable(live) else None
+            entry = writer.write_segment(self.path, self.layout, name, rows, codec, runs)
+            body["segments"] = [entry]
         else:
             body["segments"] = []
         self._commit(body)

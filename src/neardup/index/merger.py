@@ -78,7 +78,7 @@ class BackgroundMerger:
             codec = ix.codec
         try:
             rows = writer.gather(merged, ix.id_type, ix.sketch_words)
-            runs = merged if writer.mergeable(merged) else None
+            runs = merged if codec is None and writer.mergeable(merged) else None
             entry = writer.write_segment(ix.path, ix.layout, name, rows, codec, runs)
             with ix._wlock:
                 if ix._closed:
