@@ -123,6 +123,8 @@ path, start, alternate = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "alternat
 ix = Index.open(path, "w")
 from neardup.core.sketch import Sketches
 ix.max_segments = 4
+if sys.argv[4] == "background":  # merges by a thread, as often as they come
+    ix.background_merges, ix.merge_factor = True, 2
 step = start
 print("ready", flush=True)
 while True:
@@ -175,14 +177,22 @@ def same(ix: Index, model: dict[int, int], queries: np.ndarray) -> bool:
 
 
 def kill_writers(
-    path, seed: int, *, rounds: int = 5, alternate: bool = False, low: float = 0.05
+    path,
+    seed: int,
+    *,
+    rounds: int = 5,
+    alternate: bool = False,
+    low: float = 0.05,
+    background: bool = False,
 ) -> int:
     """Run the writer on the index at ``path`` and kill it with SIGKILL after a random wait, round
     after round, checking after each kill that the index reopens holding the steps reported
     committed (or one more: the kill came between a commit and its report). At least ``rounds``
     rounds; on a loaded machine a writer may commit little before each kill, so it goes on (waiting
     longer each time, at most 30 rounds) until more than 3 steps have committed. ``alternate``:
-    compactions alternate between compressed and plain tables. Returns the steps committed."""
+    compactions alternate between compressed and plain tables; ``background``: the writer
+    merges in a background thread (``Index.background_merges``, two runs a tier), so kills land
+    inside merges too. Returns the steps committed."""
     rnd = random.Random(seed)
     step = 0
     script = "import numpy as np\n" + PLAN + WRITER
@@ -191,7 +201,15 @@ def kill_writers(
         if _round >= rounds and step > 3:
             break
         proc = subprocess.Popen(
-            [sys.executable, "-c", script, str(path), str(step), mode],
+            [
+                sys.executable,
+                "-c",
+                script,
+                str(path),
+                str(step),
+                mode,
+                "background" if background else "inline",
+            ],  # fmt: skip
             stdout=subprocess.PIPE,
             text=True,
         )

@@ -403,7 +403,7 @@ def test_a_failed_index_update_changes_no_output(tmp_path, monkeypatch):
     ix = str(tmp_path / "ix")
     Index.create(ix, distance=10).close()
 
-    def full_disk(directory, body):
+    def full_disk(directory, body, *unsynced, **kw):  # (and the files it would fsync)
         raise OSError(errno.ENOSPC, "No space left on device", os.path.join(directory, "MANIFEST"))
 
     monkeypatch.setattr(index_module, "write_manifest", full_disk)

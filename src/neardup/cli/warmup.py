@@ -65,6 +65,8 @@ def _write_inputs(tmp: str) -> dict[str, str]:
     paths["fps"] = os.path.join(tmp, "fps.txt")
     fps = np.random.default_rng(3).integers(0, 2**63, SMALL_INPUT + 100, dtype=np.uint64)
     np.savetxt(paths["fps"], fps, fmt="%d")
+    paths["one"] = os.path.join(tmp, "one.txt")  # a single query: the index's few-query kernel
+    np.savetxt(paths["one"], fps[:1], fmt="%d")
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -93,6 +95,11 @@ def _runs(tmp: str, p: dict[str, str]) -> Iterator[list[str]]:
     yield ["index", "create", out("ix2")]
     yield ["index", "add", out("ix2"), p["unicode"]]  # string ids
     yield ["index", "query", out("ix2"), p["ascii"], "-o", out("q2.jsonl")]
+    yield ["index", "create", out("ix3")]
+    yield ["index", "add", out("ix3"), "--fingerprints", p["fps"]]
+    yield ["index", "add", out("ix3"), "--fingerprints", p["one"]]
+    yield ["index", "query", out("ix3"), "--fingerprints", p["one"], "-o", out("q1.jsonl")]
+    yield ["index", "compact", out("ix3")]  # runs without removals: their tables merged
     yield ["index", "compact", out("ix")]
     yield ["index", "create", out("ixs"), "--threshold", "0.8"]
     yield ["index", "add", out("ixs"), p["unicode"]]

@@ -341,14 +341,17 @@ def pack_spec(spec: TableSpec, t: int) -> np.ndarray:
     )
 
 
-def write_table(directory: str, name: str, values: np.ndarray, codec: str | None) -> dict[str, Any]:
+def write_table(
+    directory: str, name: str, values: np.ndarray, codec: str | None, *, sync: bool = True
+) -> dict[str, Any]:
     """Write the sorted table ``values`` as ``directory/name``, plain (``codec=None``) or coded;
-    return its manifest entry (a coded one carries ``"codec"`` and ``"values"``)."""
+    return its manifest entry (a coded one carries ``"codec"`` and ``"values"``). ``sync``: as
+    :func:`neardup.index.storage.write_array`'s."""
     if codec is None:
-        return write_array(directory, name, values)
+        return write_array(directory, name, values, sync=sync)
     if codec != "ef":
         raise ValueError(f"unknown table codec {codec!r}; use one of {', '.join(CODECS)}")
-    entry = write_array(directory, name, encode(values))
+    entry = write_array(directory, name, encode(values), sync=sync)
     entry["codec"] = codec
     entry["values"] = len(values)
     return entry

@@ -1,8 +1,10 @@
 """The persistent online index: sorted permuted runs on disk, add / query / remove / compact.
 
 An index is a list of immutable *segments* (sorted runs). The first is the base; later ones are
-the delta, one small run per :meth:`Index.add` call, merged geometrically so there are never more
-than ``max_segments``. :meth:`Index.compact` merges everything into one base. Each segment holds
+the delta, one small run per :meth:`Index.add` call, merged by size tiers as log-structured
+stores do (``merge_factor`` runs of a tier become one run of the next, the base included), so a
+row is rewritten about ``log(n)`` times and there are never more than ``max_segments``.
+:meth:`Index.compact` merges everything into one base. Each segment holds
 its fingerprints sorted (which doubles as the identity-permuted table 0), its other permuted
 tables over the distinct fingerprints, and the ids. A match found in table ``t`` is permuted back
 to a fingerprint and mapped to the segment's rows by binary search in the sorted fingerprints.
@@ -15,6 +17,7 @@ import contextlib
 import copy
 import os
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -28,7 +31,7 @@ from neardup.core.matches import Matches
 from neardup.core.similarity import check_threshold, distance_for_threshold
 from neardup.core.sketch import SKETCH_WORDS, Sketches, as_sketches, check_sketch_words
 from neardup.errors import IdError
-from neardup.index import probe, verified, writer
+from neardup.index import merger, probe, verified, writer
 from neardup.index.backend import CAPABILITIES, IndexBackend, IndexMatches
 from neardup.index.codec import set_codec, verify_table
 from neardup.index.redis_store import is_redis_url
@@ -40,7 +43,9 @@ from neardup.index.storage import (
     WriterLock,
     create_directory,
     read_manifest,
+    referenced_files,
     remove_unreferenced,
+    retire,
     verify_file,
     write_array,
     write_manifest,
@@ -48,6 +53,12 @@ from neardup.index.storage import (
 
 #: IndexMatches: the deprecated flat form of Matches, kept importable from here for the service
 __all__ = ["Index", "IndexMatches", "choose_index_blocks"]
+
+
+def _copy_body(body: dict[str, Any]) -> dict[str, Any]:
+    """A manifest body to change for the next commit: a copy of it, its segment list and each
+    segment entry (changes replace an entry's keys, never edit their values in place)."""
+    return {**body, "segments": [dict(e) for e in body["segments"]]}
 
 
 class Index(IndexBackend):
@@ -77,6 +88,13 @@ class Index(IndexBackend):
     backend = "local"
     #: Most segments (base + delta runs) before add() merges delta runs.
     max_segments: int = writer.MAX_SEGMENTS
+    #: Runs of one size tier before add() merges them into a run of the next tier, the size
+    #: ratio of two tiers (:func:`neardup.index.writer.merge_start`): larger merges less often
+    #: and leaves more runs for queries to probe.
+    merge_factor: int = writer.MERGE_FACTOR
+    #: Merge runs in a background thread of the writer (:mod:`neardup.index.merger`) instead of
+    #: in add(): an add then only writes its own rows; readers are never blocked either way.
+    background_merges: bool = False
 
     def __init__(self, path: str | os.PathLike, mode: str = "r", *, _lock: Any = None) -> None:
         if mode not in ("r", "w"):
@@ -86,6 +104,10 @@ class Index(IndexBackend):
         self._lock = _lock
         self._segs: list[Segment] = []
         self._body: dict[str, Any] = {}
+        self._few: probe.FewPlan | None = None
+        self._wlock = threading.RLock()
+        self._merger: merger.BackgroundMerger | None = None
+        self._writing: set[str] = set()
         self._closed = False
         try:
             if mode == "w" and self._lock is None:
@@ -261,16 +283,27 @@ class Index(IndexBackend):
                 s.set_deleted(self.path, e.get("deleted"))
             s.entry = e
             segs.append(s)
+        kept = {s.name for s in segs}
+        gone = [s for s in self._segs if s.name not in kept]
+        old_plan = self._few
         self._segs = segs
         self._body = body
+        self._few = probe.FewPlan.of(segs, self.layout)
+        if gone:
+            retire((gone, old_plan))  # their files' blocks are freed off this thread
 
     def refresh(self) -> None:
         """Readers: move to the newest committed state."""
         self._load()
 
     def close(self) -> None:
-        """Release the writer lock and the memory maps. Committed data needs no flush."""
+        """Release the writer lock and the memory maps, once a background merge running is
+        done (:attr:`background_merges`). Committed data needs no flush."""
+        merger_ = getattr(self, "_merger", None)
+        if merger_ is not None and not self._closed:
+            merger_.wait()
         self._segs = []
+        self._few = None
         self._closed = True
         if self._lock is not None:
             self._lock.release()
@@ -352,6 +385,7 @@ class Index(IndexBackend):
                 {"name": s.name, "rows": s.n, "removed": s.n - s.live} for s in self._segs
             ],
             "bytes": sum(e["bytes"] for e, _ in files),
+            "background_merges": self._merger.merges if self._merger is not None else 0,
         }
 
     def verify(self) -> None:
@@ -396,11 +430,20 @@ class Index(IndexBackend):
         return probe.find_rows(self._segs, ids)
 
     # ------------------------------------------------------------------ queries
-    def _probe(self, fingerprints: Any, distance: int | None, threads: int | None) -> tuple:
-        """(query index, segment index, row, distance) of every match."""
+    def _probe(
+        self,
+        fingerprints: Any,
+        distance: int | None,
+        threads: int | None,
+        segs: list[Segment] | None = None,
+    ) -> tuple:
+        """(query index, segment index, row, distance) of every match in ``segs`` (default:
+        the committed state's; a query that reads rows after probing passes the list it took,
+        so a merge committed meanwhile by a background thread changes nothing it reads)."""
         self._check_open()
         q = as_fingerprints(fingerprints, "fingerprints")
-        return probe.probe(self._segs, self.layout, q, self._query_distance(distance), threads)
+        segs = self._segs if segs is None else segs
+        return probe.probe(segs, self.layout, q, self._query_distance(distance), threads)
 
     def search(
         self,
@@ -413,8 +456,17 @@ class Index(IndexBackend):
         :meth:`IndexBackend.search <neardup.index.backend.IndexBackend.search>`). A large batch
         is probed table by table in one sorted pass, like :func:`neardup.find_all`."""
         q = as_fingerprints(fingerprints, "fingerprints")
-        qi, si, rows, d = self._probe(q, distance, threads)
-        keys, values = probe.ids_of(self.path, self._segs, self.id_type, si, rows)
+        few = self._few
+        if len(q) <= probe.FEW_QUERIES and few is not None:
+            self._check_open()
+            found, offsets = probe.probe_few(few, q, self._query_distance(distance))
+            values = found[2]
+            if self.id_type == "str":
+                values = probe.ids_of(self.path, few.segs, "str", found[3], found[4])[1]
+            return Matches(offsets, values, found[1])
+        segs = self._segs
+        qi, si, rows, d = self._probe(q, distance, threads, segs)
+        keys, values = probe.ids_of(self.path, segs, self.id_type, si, rows)
         order = np.lexsort((keys, d, qi))
         return Matches.from_sorted(qi[order], values[order], d[order], len(q))
 
@@ -429,13 +481,14 @@ class Index(IndexBackend):
         smallest id; string ids in the index's fixed order): the first match of each query in
         :meth:`search`, with ids looked up for those only."""
         q = as_fingerprints(fingerprints, "fingerprints")
-        qi, si, rows, d = self._probe(q, distance, threads)
-        keys = probe.row_keys(self._segs, si, rows)
+        segs = self._segs
+        qi, si, rows, d = self._probe(q, distance, threads, segs)
+        keys = probe.row_keys(segs, si, rows)
         order = np.lexsort((keys, d, qi))
         qi, si, rows, d = qi[order], si[order], rows[order], d[order]
         head = np.ones(len(qi), dtype=bool)
         head[1:] = qi[1:] != qi[:-1]
-        _, values = probe.ids_of(self.path, self._segs, self.id_type, si[head], rows[head])
+        _, values = probe.ids_of(self.path, segs, self.id_type, si[head], rows[head])
         return Matches.from_sorted(qi[head], values, d[head], len(q))
 
     def dedup_mask(
@@ -550,16 +603,22 @@ class Index(IndexBackend):
         self._check_writable()
         yield self
 
-    def _next_name(self, body: dict[str, Any]) -> str:
-        name = f"s{body['next_file']:08d}"
-        body["next_file"] += 1
+    def _reserve_name(self) -> str:
+        """A new segment name (holding the writer's lock): the counter is raised in the
+        committed body, which every later commit copies."""
+        name = f"s{self._body['next_file']:08d}"
+        self._body["next_file"] += 1
+        self._writing.add(name)  # the caller discards it once committed or given up
         return name
 
     def _commit(self, body: dict[str, Any]) -> None:
-        body["generation"] += 1
-        write_manifest(self.path, body)
-        self._install(body)
-        remove_unreferenced(self.path, body)
+        with self._wlock:
+            body["generation"] += 1
+            body["next_file"] = max(int(body["next_file"]), int(self._body["next_file"]))
+            new = sorted(referenced_files(body) - referenced_files(self._body))
+            write_manifest(self.path, body, unsynced=new)
+            self._install(body)
+            remove_unreferenced(self.path, body, self._busy())
 
     def add(
         self,
@@ -597,36 +656,102 @@ class Index(IndexBackend):
             words.
         """
         self._check_writable()
+        self._raise_merge_error()
         sk = writer.check_sketches(self.path, self.sketch_words, fingerprints, sketches)
         fp = sk.fingerprints if sk is not None else as_fingerprints(fingerprints, "fingerprints")
-        body = copy.deepcopy(self._body)
+        next_id = int(self._body["next_id"])
         if ids is None:
             if self.id_type == "str":
                 raise ValueError("this index has string ids; pass ids to add()")
-            start = int(body["next_id"])
-            ids = np.arange(start, start + len(fp), dtype=np.int64)
+            ids = np.arange(next_id, next_id + len(fp), dtype=np.int64)
         conv = convert_ids(ids, len(fp), self.id_type, unique=True)
         if len(fp) == 0:
             return
-        found = self._find(conv)[0]
+        fresh = conv.kind == "int64" and self.id_type == "int64"
+        if fresh and int(conv.keys.min()) >= next_id:
+            found: np.ndarray = np.empty(0, dtype=np.int64)  # above every id ever added
+        else:
+            found = self._find(conv)[0]
         if len(found):
             k = int(found.min())
             raise IdError(
                 f"id {show_id(conv.values[k])} is already in the index; remove it first", k
             )
-        body["id_type"] = conv.kind
-        if conv.kind == "int64":
-            body["next_id"] = max(int(body["next_id"]), int(conv.keys.max()) + 1)
-        rows = writer.Rows(fp, conv.keys, conv.blob, conv.off, sk)
-        start = writer.merge_start(self._segs, len(fp), self.max_segments)
-        merged = self._segs[start:]
+        self._add_rows(conv, writer.Rows(fp, conv.keys, conv.blob, conv.off, sk))
+
+    def _add_rows(self, conv: Ids, rows: writer.Rows) -> None:
+        """Write checked rows as a run (merged with the runs the policy says) and commit."""
+        background = self.background_merges
+        segs = self._segs
+        if background and len(segs) + 1 > self.max_segments and self._merger is not None:
+            self._merger.wait()  # the cap: merge here, with no merge running
+            self._raise_merge_error()
+            segs = self._segs
+        start = len(segs)
+        if not background or len(segs) + 1 > self.max_segments:
+            start = writer.merge_start(segs, len(rows.fps), self.max_segments, self.merge_factor)
+        merged = segs[start:]
         if merged:
             rows = writer.gather(merged, self.id_type, self.sketch_words).then(rows)
-        name = self._next_name(body)
-        entry = writer.write_segment(self.path, self.layout, name, rows, body.get("codec"))
+        with self._wlock:
+            name = self._reserve_name()
+            codec = self._body.get("codec")
+        runs = merged if codec is None and writer.mergeable(merged) else None
+        try:
+            entry = writer.write_segment(self.path, self.layout, name, rows, codec, runs)
+            with self._wlock:
+                body = _copy_body(self._body)
+                body["id_type"] = conv.kind
+                if conv.kind == "int64":
+                    body["next_id"] = max(int(body["next_id"]), int(conv.keys.max()) + 1)
+                gone = {s.name for s in merged}
+                body["segments"] = [e for e in body["segments"] if e["name"] not in gone]
+                body["segments"].append(entry)
+                self._commit(body)
+        finally:
+            self._writing.discard(name)
+        if background:
+            if self._merger is None:
+                self._merger = merger.BackgroundMerger(self)
+            self._merger.kick()
+
+    def _replace_runs(
+        self, merged: list[Segment], deleted: list[Any], entry: dict[str, Any]
+    ) -> None:
+        """Commit a background merge (holding the writer's lock): ``entry`` in place of the runs
+        ``merged`` (whose tombstones were ``deleted`` when it read them), unless one of them
+        changed or left meanwhile (then its files go)."""
+        now = {e["name"]: e for e in self._body["segments"]}
+        if self.codec != entry.get("codec") or any(
+            s.name not in now or now[s.name].get("deleted") != d
+            for s, d in zip(merged, deleted, strict=True)
+        ):
+            remove_unreferenced(self.path, self._body, self._busy())
+            return
+        body = _copy_body(self._body)
         gone = {s.name for s in merged}
-        body["segments"] = [e for e in body["segments"] if e["name"] not in gone] + [entry]
+        first = next(i for i, e in enumerate(body["segments"]) if e["name"] in gone)
+        rest = [e for e in body["segments"] if e["name"] not in gone]
+        body["segments"] = rest[:first] + [entry] + rest[first:]
         self._commit(body)
+
+    def _raise_merge_error(self) -> None:
+        m = self._merger
+        if m is not None and m.error is not None:
+            err, m.error = m.error, None
+            raise OSError(f"index {self.path}: a background merge failed ({err}); nothing was lost")
+
+    def _busy(self) -> tuple[str, ...]:
+        """Segments being written, by add() or a background merge (their files are not to be
+        deleted by a commit meanwhile)."""
+        return tuple(self._writing)
+
+    def wait_merges(self) -> None:
+        """Wait until no background merge runs (:attr:`background_merges`); raise what made one
+        fail. :meth:`close` and :meth:`compact` wait too."""
+        if self._merger is not None:
+            self._merger.wait()
+        self._raise_merge_error()
 
     def remove(
         self, ids: Sequence[int] | Sequence[str] | np.ndarray, *, missing: str = "error"
@@ -657,9 +782,12 @@ class Index(IndexBackend):
                     f"id {show_id(conv.values[first])} is not in the index "
                     f"({int((~hit).sum())} of {len(hit)} ids are not); nothing removed"
                 )
-        if len(rows) == 0:
-            return 0
-        body = copy.deepcopy(self._body)
+        with self._wlock:
+            return self._remove_rows(*self._find(conv)) if len(rows) else 0
+
+    def _remove_rows(self, owner: np.ndarray, si: np.ndarray, rows: np.ndarray) -> int:
+        """Tombstone rows ``rows`` of segments ``si`` and commit (holding the writer's lock)."""
+        body = _copy_body(self._body)
         removed = 0
         keep_entries = []
         for s_idx, (seg, e) in enumerate(zip(self._segs, body["segments"], strict=True)):
@@ -690,7 +818,12 @@ class Index(IndexBackend):
             index's setting. A conversion rewrites the base even when there is nothing to merge.
         """
         self._check_writable()
-        body = copy.deepcopy(self._body)
+        self.wait_merges()
+        with self._wlock:
+            self._compact(compress)
+
+    def _compact(self, compress: bool | None) -> None:
+        body = _copy_body(self._body)
         codec = body.get("codec") if compress is None else ("ef" if compress else None)
         convert = codec != body.get("codec")
         if not convert and len(self._segs) <= 1 and all(s.live == s.n for s in self._segs):
@@ -699,8 +832,11 @@ class Index(IndexBackend):
         live = [s for s in self._segs if s.live]
         if live:
             rows = writer.gather(live, self.id_type, self.sketch_words)
-            name = self._next_name(body)
-            body["segments"] = [writer.write_segment(self.path, self.layout, name, rows, codec)]
+            name = self._reserve_name()
+            self._writing.discard(name)  # (the lock is held to the commit)
+            runs = live if codec is None and writer.mergeable(live) else None
+            entry = writer.write_segment(self.path, self.layout, name, rows, codec, runs)
+            body["segments"] = [entry]
         else:
             body["segments"] = []
         self._commit(body)

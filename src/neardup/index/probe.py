@@ -19,18 +19,76 @@ from neardup.config import default_threads
 from neardup.core.cost import join_scheme
 from neardup.core.layout import Layout, Scheme
 from neardup.core.search import join_pairs, probe_table, sorted_query_keys
-from neardup.index import _kernels
+from neardup.index import _kernels, _query_kernels
 from neardup.index.codec import CompressedTable
 from neardup.index.segments import Ids, Segment, expand_ranges
 from neardup.index.storage import CorruptIndexError
 
-__all__ = ["PARALLEL_QUERIES", "Rows", "find_rows", "ids_of", "probe"]
+__all__ = [
+    "FEW_QUERIES",
+    "PARALLEL_QUERIES",
+    "FewPlan",
+    "Rows",
+    "find_rows",
+    "ids_of",
+    "probe",
+    "probe_few",
+]
 
 #: Query batches at least this large probe the tables in parallel threads.
 PARALLEL_QUERIES = 2048
+#: Batches up to this size are probed by one kernel call over every table of every segment
+#: (:func:`probe_few`), where a plan exists.
+FEW_QUERIES = 64
 
 #: (query or id index, segment index, row[, distance]) of matching rows, int64 arrays
 Rows = tuple[np.ndarray, ...]
+
+
+class FewPlan:
+    """The arrays of one committed state laid out for :func:`probe_few`: a row per segment of
+    addresses and lengths (its tables, fingerprints, id keys, tombstones). It holds the arrays,
+    so they stay mapped while a query that took the plan runs."""
+
+    def __init__(self, segs: list[Segment], layout: Layout) -> None:
+        T = layout.n_tables
+        self.segs = segs
+        self.spec = layout.spec
+        self.ntab = T
+        self.arrays = [[*seg.tables, seg.fps, seg.keys, seg.dead] for seg in segs]
+        self.addr = np.zeros((len(segs), T + 3), dtype=np.int64)
+        self.lens = np.zeros((len(segs), T + 3), dtype=np.int64)
+        for s, row in enumerate(self.arrays):
+            for c, a in enumerate(row):
+                self.addr[s, c] = a.ctypes.data
+                self.lens[s, c] = len(a)
+
+    @classmethod
+    def of(cls, segs: list[Segment], layout: Layout) -> FewPlan | None:
+        """The plan of ``segs``, or None where a table is compressed (probed by its decoder)."""
+        for seg in segs:
+            arrays = [*seg.tables, seg.fps, seg.keys, seg.dead]
+            if not all(
+                isinstance(a, np.ndarray) and a.ndim == 1 and a.flags.c_contiguous for a in arrays
+            ):
+                return None
+            if seg.fps.dtype != np.uint64 or seg.keys.dtype != np.int64:
+                return None
+            if seg.dead.dtype != np.int64:
+                return None
+        return cls(segs, layout)
+
+
+def probe_few(plan: FewPlan, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every live match within ``k`` bits of each of the few queries ``q``: an int64 matrix of
+    rows (query, distance, id key, segment, row), a column per match sorted by query, distance
+    and key, and the query offsets (``len(q) + 1``)."""
+    found, offsets, done = _query_kernels._probe_few(
+        q, np.int64(k), plan.spec, plan.addr, plan.lens, np.int64(plan.ntab)
+    )
+    if not done:
+        found = found[:, np.lexsort((found[2], found[1], found[0]))]
+    return found, offsets
 
 
 def _empty(n: int) -> Rows:

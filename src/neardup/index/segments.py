@@ -20,8 +20,9 @@ from neardup.index.storage import CorruptIndexError, load_array
 
 
 def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For ranges ``[lo[i], hi[i])``: (owner i, position) of every element, in order."""
-    cnt = hi - lo
+    """For ranges ``[lo[i], hi[i])``: (owner i, position) of every element, in order (a range
+    with ``hi < lo``, from a damaged file's unsorted values, is empty)."""
+    cnt = np.maximum(hi - lo, 0)
     total = int(cnt.sum())
     owner = np.repeat(np.arange(len(lo), dtype=np.int64), cnt)
     start = np.cumsum(cnt) - cnt
@@ -155,7 +156,8 @@ def _int_ids(arr: np.ndarray, kind: str | None, unique: bool) -> Ids:
     if kind == "str" and arr.size:
         raise IdError("this index has string ids; got integer ids", 0)
     keys = np.ascontiguousarray(arr, dtype=np.int64)
-    rep = _first_repeat(keys) if unique else None
+    ascending = len(keys) < 2 or bool(np.all(keys[1:] > keys[:-1]))
+    rep = _first_repeat(keys) if unique and not ascending else None
     if rep is not None:
         raise IdError(f"id {int(keys[rep[1]])} repeats; ids must be unique", rep[1], rep[0])
     return Ids("int64", keys, None, None, keys)
@@ -266,6 +268,11 @@ class Segment:
             return np.ones(len(rows), dtype=bool)
         i = np.searchsorted(self.dead, rows)
         return self.dead[np.minimum(i, len(self.dead) - 1)] != rows
+
+    def live_rows_by_key(self) -> np.ndarray:
+        """The live rows in the order of their id keys (int64)."""
+        rows = np.asarray(self.kord, dtype=np.int64)
+        return rows[self.alive(rows)] if len(self.dead) else rows
 
     def live_rows(self) -> np.ndarray:
         keep = np.ones(self.n, dtype=bool)

@@ -24,13 +24,19 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import json
 import os
+import queue
 import re
 import shutil
 import sys
 import tempfile
+import threading
+import time
 import zlib
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -88,11 +94,14 @@ class _CrcWriter:
         return self.f.write(data)
 
 
-def write_array(directory: str, name: str, arr: np.ndarray) -> dict[str, Any]:
+def write_array(directory: str, name: str, arr: np.ndarray, *, sync: bool = True) -> dict[str, Any]:
     """Write ``arr`` as ``directory/name`` (.npy), durably; return its manifest entry.
 
     The data goes to a temporary file that is fsynced and renamed; the caller fsyncs the
-    directory once after writing all of a commit's files.
+    directory once after writing all of a commit's files. ``sync=False`` leaves the fsync to
+    the commit (:func:`write_manifest`'s ``unsynced``), which overlaps the fsyncs of all its
+    files: until a manifest names it, a file is nobody's, and a crash only leaves it to be
+    deleted.
     """
     arr = np.ascontiguousarray(arr)
     tmp = os.path.join(directory, f".{name}.tmp")
@@ -100,7 +109,8 @@ def write_array(directory: str, name: str, arr: np.ndarray) -> dict[str, Any]:
         w = _CrcWriter(raw)
         _write_npy(w, arr)
         raw.flush()
-        os.fsync(raw.fileno())
+        if sync:
+            os.fsync(raw.fileno())
     os.replace(tmp, os.path.join(directory, name))
     return {
         "name": name,
@@ -203,17 +213,85 @@ def _body_crc(body: dict[str, Any]) -> int:
     return zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
 
 
-def write_manifest(directory: str, body: dict[str, Any]) -> None:
-    """Commit ``body`` as the new ``MANIFEST``: fsync the directory (for the data files just
-    written), write a temp file, fsync, rename over ``MANIFEST``, fsync the directory."""
-    _fsync_dir(directory)
+def _fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _reset_pool() -> None:
+    global _POOL, _POOL_LOCK, _RETIRED
+    # a forked child has none of the threads
+    _POOL, _POOL_LOCK, _RETIRED = None, threading.Lock(), None
+
+
+os.register_at_fork(after_in_child=_reset_pool)
+
+
+def io_pool() -> ThreadPoolExecutor:
+    """The threads that overlap a commit's file writes and fsyncs (shared, started once: an add
+    would otherwise start a dozen threads for a few milliseconds of waiting)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(32, thread_name_prefix="neardup-index-io")
+        return _POOL
+
+
+#: Seconds a retired object is kept before the reaper thread lets it go.
+RETIRE_DELAY = 1.0
+_RETIRED: queue.SimpleQueue | None = None
+
+
+def _reaper(q: queue.SimpleQueue) -> None:
+    while True:
+        when, _objects = q.get()
+        time.sleep(max(0.0, when - time.monotonic()))
+        del _objects  # the last reference, mostly: the unmaps happen here
+
+
+def retire(objects: Any) -> None:
+    """Let go of ``objects`` (replaced segments, their arrays) in a thread, a moment from now.
+
+    The last unmap of a file that a commit has deleted frees its blocks, a few milliseconds
+    for a run of a few MB (more with online discard); done by whoever drops the last reference,
+    it would land in an add or a query. Whoever still uses the objects keeps them alive.
+    """
+    global _RETIRED
+    with _POOL_LOCK:
+        if _RETIRED is None:
+            _RETIRED = queue.SimpleQueue()
+            threading.Thread(
+                target=_reaper, args=(_RETIRED,), name="neardup-index-reaper", daemon=True
+            ).start()
+        _RETIRED.put((time.monotonic() + RETIRE_DELAY, objects))
+
+
+def write_manifest(directory: str, body: dict[str, Any], unsynced: Sequence[str] = ()) -> None:
+    """Commit ``body`` as the new ``MANIFEST``: fsync the data files named ``unsynced`` (written
+    with ``sync=False``) and the directory (for the data files just written) while a temp file
+    is written and fsynced, then rename it over ``MANIFEST`` and fsync the directory. The fsyncs
+    before the rename run at once (threads), so a commit waits for about two, not one a file."""
     doc = dict(body, manifest_crc32=_body_crc(body))
     tmp = os.path.join(directory, f".{MANIFEST}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
+
+    def write_tmp() -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    jobs = [write_tmp, functools.partial(_fsync_dir, directory)]
+    jobs += [functools.partial(_fsync_file, os.path.join(directory, n)) for n in unsynced]
+    for _ in io_pool().map(lambda job: job(), jobs):
+        pass
     os.replace(tmp, os.path.join(directory, MANIFEST))
     _fsync_dir(directory)
 
@@ -301,15 +379,17 @@ def referenced_files(body: dict[str, Any]) -> set[str]:
     return names
 
 
-def remove_unreferenced(directory: str, body: dict[str, Any]) -> int:
+def remove_unreferenced(directory: str, body: dict[str, Any], busy: Sequence[str] = ()) -> int:
     """Delete the index's own files that ``body`` does not reference (segment arrays, their
     temporary files, ``.MANIFEST.tmp``); return how many. Only files named as the index names
-    them (:data:`FILE_KINDS`) are candidates. Only the writer calls this, after a commit or
-    when it opens the index."""
+    them (:data:`FILE_KINDS`) are candidates, and none of the segments named ``busy`` (being
+    written by a background merge). Only the writer calls this, after a commit or when it
+    opens the index."""
     keep = referenced_files(body)
+    prefixes = tuple(f"{b}." for b in busy) + tuple(f".{b}." for b in busy)
     gone = 0
     for name in os.listdir(directory):
-        if _OWNED.match(name) and name not in keep:
+        if _OWNED.match(name) and name not in keep and not name.startswith(prefixes):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(directory, name))
                 gone += 1

@@ -1,5 +1,5 @@
 """How a local index writes: new immutable segment files, the rows a merge gathers, and which
-delta runs an add merges.
+runs an add merges.
 
 Every change of :class:`neardup.index.Index` writes new files with these functions, then
 switches the manifest atomically (:mod:`neardup.index.storage`); a crash at any point leaves the
@@ -17,15 +17,36 @@ from neardup.config import default_threads
 from neardup.core.bits import as_fingerprints
 from neardup.core.layout import Layout
 from neardup.core.sketch import Sketches, as_sketches
-from neardup.index import _kernels
+from neardup.index import _kernels, _sort_kernels
 from neardup.index.codec import write_table
 from neardup.index.segments import Segment, concat_strings
-from neardup.index.storage import write_array
+from neardup.index.storage import io_pool, write_array
 
-__all__ = ["MAX_SEGMENTS", "Rows", "check_sketches", "gather", "merge_start", "write_segment"]
+__all__ = [
+    "MAX_SEGMENTS",
+    "MERGE_FACTOR",
+    "Rows",
+    "argsort_values",
+    "check_sketches",
+    "gather",
+    "key_order",
+    "merge_range",
+    "merge_start",
+    "mergeable",
+    "merged_table",
+    "sort_values",
+    "tier",
+    "write_segment",
+]
 
-#: Most segments (base + delta runs) of a local index before an add merges delta runs.
-MAX_SEGMENTS = 8
+#: Most segments (base + delta runs) of a local index: an add merges delta runs beyond it.
+MAX_SEGMENTS = 32
+#: Runs of a size tier before an add merges them into one run of the next tier (and the size
+#: ratio of two tiers).
+MERGE_FACTOR = 8
+#: Segments with fewer rows write all their files at once (a thread each: their cost is the
+#: fsyncs); larger ones sort and write on one thread a core.
+PARALLEL_ROWS = 100_000
 
 
 class Rows(NamedTuple):
@@ -60,39 +81,118 @@ class Rows(NamedTuple):
         )
 
 
+def sort_values(vals: np.ndarray) -> np.ndarray:
+    """``vals`` (uint64, contiguous, writable) sorted ascending in place; returned."""
+    tmp = np.empty_like(vals)
+    e = np.empty(0, dtype=np.int64)
+    _sort_kernels._radix_sort(vals, e, tmp, e, False)
+    return vals
+
+
+def argsort_values(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(sorted values, order)``: ``vals`` (uint64) in their stable ascending order, and that
+    order (int64); ``vals`` is not changed."""
+    v = np.array(vals, dtype=np.uint64, copy=True, order="C")
+    order = np.arange(len(v), dtype=np.int64)
+    _sort_kernels._radix_sort(v, order, np.empty_like(v), np.empty_like(order), True)
+    return v, order
+
+
+def key_order(keys: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """The rows of a segment ordered by id key (stably), for rows ``keys[order]``: when the
+    keys come ascending (numbered ids) that is the inverse of ``order``, one pass."""
+    n = len(keys)
+    dtype = np.uint32 if n < 2**32 else np.int64
+    if n < 2 or bool(np.all(keys[1:] > keys[:-1])):
+        kord = np.empty(n, dtype=dtype)
+        kord[order] = np.arange(n, dtype=dtype)
+        return kord
+    flipped = keys[order].view(np.uint64) ^ np.uint64(1 << 63)  # int64 order as uint64
+    return argsort_values(flipped)[1].astype(dtype)
+
+
+def _distinct(fps: np.ndarray) -> np.ndarray:
+    """The distinct values of sorted ``fps``."""
+    return fps[np.concatenate(([True], fps[1:] != fps[:-1]))] if len(fps) else fps
+
+
+def mergeable(segs: list[Segment]) -> bool:
+    """Whether the tables of ``segs`` can be merged rather than sorted again: plain (not
+    compressed) and without removed rows (whose values a table still holds)."""
+    return all(len(s.dead) == 0 and all(isinstance(t, np.ndarray) for t in s.tables) for s in segs)
+
+
+def merged_table(runs: list[np.ndarray]) -> np.ndarray:
+    """The sorted runs merged, each value once."""
+    runs = [np.ascontiguousarray(r, dtype=np.uint64) for r in runs if len(r)]
+    addr = np.array([r.ctypes.data for r in runs], dtype=np.int64)
+    lens = np.array([len(r) for r in runs], dtype=np.int64)
+    out = np.empty(int(lens.sum()), dtype=np.uint64)
+    n = _sort_kernels._merge_distinct(addr, lens, out)
+    return out[:n]
+
+
 def write_segment(
-    directory: str, layout: Layout, name: str, rows: Rows, codec: str | None = None
+    directory: str,
+    layout: Layout,
+    name: str,
+    rows: Rows,
+    codec: str | None = None,
+    runs: list[Segment] | None = None,
 ) -> dict[str, Any]:
     """Write ``rows`` as segment ``name`` of the index in ``directory`` (sorted by fingerprint,
-    with every permuted table of ``layout``); return its manifest entry."""
-    order = np.argsort(rows.fps, kind="stable")
-    fps = rows.fps[order]
-    keys = rows.keys[order]
-    files: dict[str, Any] = {}
-    if rows.sketches is not None:
-        sk = rows.sketches
-        files["sketch"] = write_array(directory, f"{name}.sketch.npy", sk.words[order])
-        files["ssize"] = write_array(directory, f"{name}.ssize.npy", sk.sizes[order])
-    blob, off = rows.blob, rows.off
-    if blob is not None:
-        blob, off = _kernels._gather_strings(blob, off, order.astype(np.int64))
-    distinct = fps[np.concatenate(([True], fps[1:] != fps[:-1]))] if len(fps) else fps
-    kord = np.argsort(keys, kind="stable").astype(np.uint32 if len(keys) < 2**32 else np.int64)
+    with every permuted table of ``layout``); return its manifest entry.
+
+    Each column is sorted once (a radix sort) and written once; the tables are permuted,
+    sorted and written in parallel threads. ``runs``: the rows begin with every row of these
+    segments (:func:`mergeable`), whose sorted tables are merged rather than sorted again.
+    The files are not fsynced: the commit that names them does
+    (:func:`neardup.index.storage.write_manifest`)."""
+    runs = runs or []
+    own = sum(s.n for s in runs)
 
     def table(t: int) -> tuple[str, dict[str, Any]]:
-        v = layout.apply(distinct, t)
-        v.sort()
-        return f"t{t}", write_table(directory, f"{name}.t{t}.npy", v, codec)
+        # the sorted keys, each once (a key is one fingerprint: the permutation is one-to-one)
+        v = _distinct(sort_values(layout.apply(rows.fps[own:], t)))
+        if runs:
+            v = merged_table([s.tables[t] for s in runs] + [v])
+        return f"t{t}", write_table(directory, f"{name}.t{t}.npy", v, codec, sync=False)
+
+    def column(item: tuple[str, Any]) -> tuple[str, dict[str, Any]]:
+        kind, arr = item
+        if kind == "fp":
+            return kind, write_table(directory, f"{name}.fp.npy", arr, codec, sync=False)
+        return kind, write_array(directory, f"{name}.{kind}.npy", arr, sync=False)
 
     todo = [t for t in range(layout.n_tables) if not layout.spec.identity[t]]
-    with ThreadPoolExecutor(min(default_threads(), max(1, len(todo)))) as ex:
-        files.update(ex.map(table, todo))
-    files["fp"] = write_table(directory, f"{name}.fp.npy", fps, codec)
-    files["key"] = write_array(directory, f"{name}.key.npy", keys)
-    files["kord"] = write_array(directory, f"{name}.kord.npy", kord)
-    if blob is not None:
-        files["sblob"] = write_array(directory, f"{name}.sblob.npy", blob)
-        files["soff"] = write_array(directory, f"{name}.soff.npy", off)
+    # a small segment's cost is its files' fsyncs, which overlap in threads; a large one's is
+    # the sorting, one thread a core (the tables sort while this thread sorts and writes the
+    # rows)
+    small = len(rows.fps) < PARALLEL_ROWS
+    ex = io_pool() if small else ThreadPoolExecutor(default_threads())
+    try:
+        tables = [ex.submit(table, t) for t in todo]
+        fps, order = argsort_values(rows.fps)
+        columns: list[tuple[str, Any]] = [
+            ("fp", fps),
+            ("key", rows.keys[order]),
+            ("kord", key_order(rows.keys, order)),
+        ]
+        if rows.sketches is not None:
+            sk = rows.sketches
+            columns += [("sketch", sk.words[order]), ("ssize", sk.sizes[order])]
+        if rows.blob is not None:
+            blob, off = _kernels._gather_strings(rows.blob, rows.off, order)
+            columns += [("sblob", blob), ("soff", off)]
+        if small:
+            written = [ex.submit(column, c) for c in columns]
+            files = dict(f.result() for f in tables + written)
+        else:  # this thread writes the rows' columns while the tables sort
+            files = dict(map(column, columns))
+            files.update(f.result() for f in tables)
+    finally:
+        if not small:
+            ex.shutdown()
     entry = {"name": name, "rows": len(fps), "files": files, "deleted": None}
     if codec is not None:
         entry["codec"] = codec
@@ -104,7 +204,7 @@ def gather(segs: list[Segment], id_type: str | None, sketch_words: int | None) -
     index that keeps them)."""
     fps, keys, blobs, offs, words, sizes = [], [], [], [], [], []
     for s in segs:
-        rows = s.live_rows()
+        rows = s.live_rows_by_key()  # ids come ascending: the key order is one pass to write
         fps.append(s.fps[rows])
         keys.append(s.keys[rows])
         if s.sketch is not None:
@@ -123,20 +223,50 @@ def gather(segs: list[Segment], id_type: str | None, sketch_words: int | None) -
     return Rows(np.concatenate(fps), np.concatenate(keys), blob, off, sketches)
 
 
-def merge_start(segs: list[Segment], new_rows: int, max_segments: int) -> int:
-    """Position in ``segs`` of the first delta run an add of ``new_rows`` merges with: the
-    trailing runs while they are not much larger than what is merged so far, and enough of
-    them to stay within ``max_segments``. ``len(segs)`` merges nothing; the base (position 0)
-    is never merged by an add."""
-    delta = segs[1:]
-    j = len(delta)
+def tier(rows: int, factor: int) -> int:
+    """The size tier of a run of ``rows`` live rows: ``floor(log_factor(rows))``."""
+    t, size = 0, factor
+    while size <= rows:
+        t += 1
+        size *= factor
+    return t
+
+
+def merge_start(
+    segs: list[Segment], new_rows: int, max_segments: int, factor: int = MERGE_FACTOR
+) -> int:
+    """Position in ``segs`` of the first run an add of ``new_rows`` merges with (``len(segs)``:
+    none): the size-tiered policy of log-structured stores.
+
+    Runs are tiered by size (:func:`tier`, a tier ``factor`` times the one below). The new rows
+    are merged with the trailing runs of their tier or below once there would be ``factor`` of
+    them, and so on up the tiers, the base included; so a row is rewritten about
+    ``log_factor(n / add size)`` times, and there are at most ``factor - 1`` runs a tier.
+    Beyond that, trailing runs (never the base) are merged to stay within ``max_segments``.
+    """
+    lives = [s.live for s in segs]
+    j = len(lives)
     acc = new_rows
-    while j > 0 and (
-        2 * acc >= delta[j - 1].live or len(segs) - (len(delta) - j) + 1 > max_segments
-    ):
+    while True:
+        t = tier(acc, factor)
+        i = j
+        while i > 0 and tier(lives[i - 1], factor) <= t:
+            i -= 1
+        if i == j or j - i + 1 < factor:
+            break
+        acc += sum(lives[i:j])
+        j = i
+    while j > 1 and j + 1 > max_segments:
         j -= 1
-        acc += delta[j].live
-    return j + 1
+    return j
+
+
+def merge_range(segs: list[Segment], max_segments: int, factor: int = MERGE_FACTOR) -> int:
+    """Position of the first of the trailing runs of ``segs`` that are due to be merged into one
+    (``len(segs) - 1`` or more: none): :func:`merge_start` with the last run as the new rows."""
+    if len(segs) < 2:
+        return len(segs)
+    return merge_start(segs[:-1], segs[-1].live, max_segments, factor)
 
 
 def check_sketches(
