@@ -8,7 +8,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -377,6 +377,7 @@ def dedup(
         )  # fmt: skip
         if plan.staged:
             check_search_device(device, client)
+            plan = replace(plan, near_misses=plan.verify and _near(extra_outputs))
             executor = DaskExecutor(client) if client is not None else LocalExecutor(threads)
             run, result = run_staged(plan, executor=executor, progress=stage_progress,
                                      on_bad=on_bad, log=log, collect=collect,

@@ -113,6 +113,8 @@ class DedupPlan:
     staged: bool = False  #: the run goes as stages over ``shards`` (else in one process)
     search_docs: int = DEFAULT_SEARCH_DOCS  #: fingerprints one search task searches at once
     device: str = "cpu"  #: where the search stage searches (each task's process resolves it)
+    #: the verify stage also keeps the pairs under the threshold (the report's near misses)
+    near_misses: bool = False
 
     @property
     def kind(self) -> str:
@@ -138,6 +140,7 @@ class DedupPlan:
             "fields": [self.text_field, self.id_field, self.fmt, self.skip_bad],
             "outputs": [self.output, self.clusters, self.drop_list],
             "search": self.search_docs,
+            "near": self.near_misses,
             "against": [_against_key(self.against), self.update],
         }  # fmt: skip
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]

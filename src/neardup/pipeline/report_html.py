@@ -491,9 +491,8 @@ def _near_section(near: Mapping[str, Any] | None, verified: bool, texts: Mapping
             return ""
         return head + (
             '<p class="note">This run did not look for the kept documents nearest the '
-            "threshold: a one-process <code>neardup dedup --report</code> finds them; a report "
-            "from a clusters file, or of a staged run (<code>--shard-docs</code>, "
-            "<code>--work-dir</code>, Dask), does not yet.</p>"
+            "threshold: <code>neardup dedup --report</code> finds them (a clusters file does "
+            "not list them).</p>"
             "</section>"
         )
     t, pairs = near["threshold"], near["pairs"]

@@ -58,6 +58,7 @@ class StagedRun:
     bytes_in: int = 0
     bytes_out: int = 0
     n_decide: int = 0
+    verify_tasks: list[str] = field(default_factory=list)  #: the verify stage's task names
     seconds: dict[str, float] = field(default_factory=dict)
     temp_bytes: dict[str, int] = field(default_factory=dict)
     tasks: dict[str, int] = field(default_factory=dict)
@@ -349,6 +350,8 @@ def _stages(r: _Runner, plan: DedupPlan, on_bad: Any, progress: Any) -> StagedRu
     if plan.against is not None:
         _against(r, plan, run)
     names = _search(r, plan, run)
+    if plan.verify:
+        run.verify_tasks = names
     _decide(r, plan, run, names)
     _write(r, plan, run)
     run.seconds, run.tasks, run.peak_rss = r.seconds, r.tasks, r.peak_rss
@@ -539,11 +542,50 @@ def build_result(plan: DedupPlan, run: StagedRun) -> Any:
             [np.diff(S.load(run.work, "scan", s, "koff")) for s in shards] or [np.zeros(0)]
         )
         jac[kept] = np.nan
+        near_for = near_jac = None
+        if plan.near_misses:
+            part = kept & (sizes > 0)
+            if against is not None and against.how == "sketch":  # no part in the decisions
+                part &= ~against.found
+            near_for, near_jac = _near_misses(plan, run, part, scan.lengths)
         result.verified = VerifiedDecisions(kept, np.where(kept, -1, surv), jac,
-                                            np.where(kept, -1, dist), sizes == 0)  # fmt: skip
+                                            np.where(kept, -1, dist), sizes == 0,
+                                            near_for=near_for, near_jaccard=near_jac)  # fmt: skip
         result.threshold = plan.threshold
         result.temp_bytes = sum(run.temp_bytes.values())
     return result
+
+
+def _near_misses(
+    plan: DedupPlan, run: StagedRun, part: np.ndarray, lengths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(near_for, near_jaccard) as the one-process verified search finds them
+    (:func:`neardup.core.verify.decide_verified` with ``near_misses``): for each kept document
+    with shingles (``part``), the candidate kept before it in keep order with the highest exact
+    Jaccard, ties to the earliest; -1 and NaN for the others. Read from every verify task's
+    pairs, those under the threshold and those over it."""
+    from neardup.core.verify import priority_order
+
+    n = len(part)
+    rank = np.empty(n, dtype=np.int64)
+    rank[priority_order(n, plan.keep, lengths)] = np.arange(n, dtype=np.int64)
+    pairs, jac = [np.zeros((0, 2), np.int64)], [np.zeros(0)]
+    for t in run.verify_tasks:
+        for p, j in (("pairs", "jac"), ("mpairs", "mjac")):
+            pairs.append(np.asarray(S.load(run.work, "verify", t, p)).reshape(-1, 2))
+            jac.append(np.asarray(S.load(run.work, "verify", t, j)))
+    pr, jc = np.concatenate(pairs), np.concatenate(jac)
+    both = part[pr[:, 0]] & part[pr[:, 1]]
+    pr, jc = pr[both], jc[both]
+    first = rank[pr[:, 0]] < rank[pr[:, 1]]
+    later = np.where(first, pr[:, 1], pr[:, 0])
+    earlier = np.where(first, pr[:, 0], pr[:, 1])
+    order = np.lexsort((rank[earlier], -jc, later))
+    head = order[np.r_[True, later[order][1:] != later[order][:-1]]] if len(order) else order
+    near_for, near_jac = np.full(n, -1, dtype=np.int64), np.full(n, np.nan)
+    near_for[later[head]] = earlier[head]
+    near_jac[later[head]] = jc[head]
+    return near_for, near_jac
 
 
 def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:

@@ -391,12 +391,17 @@ def verify_task(
     both documents' shards; keeps the pairs that reach the threshold."""
     pairs = np.asarray(load(work, "pairs", task, "pairs")[lo:hi])
     if len(pairs) == 0:
-        return {"pairs": 0, "bytes": _save(out, pairs=pairs, jac=np.zeros(0))}
+        none = {"mpairs": pairs, "mjac": np.zeros(0)} if plan.near_misses else {}
+        return {"pairs": 0, "bytes": _save(out, pairs=pairs, jac=np.zeros(0), **none)}
     pos = np.unique(pairs)
     sets = _gather_sets(work, np.asarray(offsets, dtype=np.int64), pos)
     jac = pair_jaccard(sets, np.searchsorted(pos, pairs), threads=1)
     ok = jac >= plan.threshold - _SLACK
-    return {"pairs": int(ok.sum()), "bytes": _save(out, pairs=pairs[ok], jac=jac[ok])}
+    missed = {}
+    if plan.near_misses:  # the report's near misses are chosen among these after the decisions
+        missed = {"mpairs": pairs[~ok], "mjac": jac[~ok]}
+    nbytes = _save(out, pairs=pairs[ok], jac=jac[ok], **missed)
+    return {"pairs": int(ok.sum()), "bytes": nbytes}
 
 
 # ---------------------------------------------------------------------------------- decide
