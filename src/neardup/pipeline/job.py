@@ -376,14 +376,20 @@ def dedup(
             one_process=["already_seen="] if already_seen is not None else [],
         )  # fmt: skip
         if plan.staged:
-            check_search_device(device, client)
-            plan = replace(plan, near_misses=plan.verify and _near(extra_outputs))
-            executor = DaskExecutor(client) if client is not None else LocalExecutor(threads)
-            run, result = run_staged(plan, executor=executor, progress=stage_progress,
-                                     on_bad=on_bad, log=log, collect=collect,
-                                     extra_outputs=extra_outputs)  # fmt: skip
-            return result if collect else StagedSummary(staged_summary(plan, run))
+            return _staged(plan, opts, collect)
         return _one_process(plan, data, opts, piped)
+
+
+def _staged(plan: DedupPlan, opts: _Options, collect: bool) -> Any:
+    """The run as stages over shards, on this process's threads or on the Dask client."""
+    check_search_device(opts.device, opts.client)
+    plan = replace(plan, near_misses=plan.verify and _near(opts.extra_outputs))
+    client = opts.client
+    executor = DaskExecutor(client) if client is not None else LocalExecutor(opts.threads)
+    run, result = run_staged(plan, executor=executor, progress=opts.stage_progress,
+                             on_bad=opts.on_bad, log=opts.log, collect=collect,
+                             extra_outputs=opts.extra_outputs)  # fmt: skip
+    return result if collect else StagedSummary(staged_summary(plan, run))
 
 
 class StagedSummary:
