@@ -19,7 +19,7 @@ _U1 = np.uint64(1)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _to_key(x, spec, t):
+def to_key(x, spec, t):
     # fingerprint bits -> table t's key bits
     r = _U0
     for s in range(spec.nseg[t]):
@@ -28,7 +28,7 @@ def _to_key(x, spec, t):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _to_fp(y, spec, t):
+def to_fp(y, spec, t):
     # table t's key bits -> fingerprint bits
     r = _U0
     for s in range(spec.nseg[t]):
@@ -52,10 +52,10 @@ def _permute(x, spec, t, inverse):
     out = np.empty(x.shape[0], dtype=np.uint64)
     if inverse:
         for i in range(x.shape[0]):
-            out[i] = _to_fp(x[i], spec, t)
+            out[i] = to_fp(x[i], spec, t)
     else:
         for i in range(x.shape[0]):
-            out[i] = _to_key(x[i], spec, t)
+            out[i] = to_key(x[i], spec, t)
     return out
 
 

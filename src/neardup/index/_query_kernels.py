@@ -16,6 +16,7 @@ from numba import carray, types
 from numba.extending import intrinsic
 
 from neardup.compiled import njit
+from neardup.core.kernels import to_fp, to_key
 from neardup.primitives import popcount
 
 _U0 = np.uint64(0)
@@ -43,24 +44,6 @@ def _i64_at(typingctx, addr):
         return builder.inttoptr(args[0], context.get_value_type(types.CPointer(types.int64)))
 
     return sig, codegen
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _to_key(x, spec, t):
-    # fingerprint bits -> table t's key bits
-    r = _U0
-    for s in range(spec.nseg[t]):
-        r |= ((x >> spec.seg_src[t, s]) & spec.seg_mask[t, s]) << spec.seg_dst[t, s]
-    return r
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _to_fp(y, spec, t):
-    # table t's key bits -> fingerprint bits
-    r = _U0
-    for s in range(spec.nseg[t]):
-        r |= ((y >> spec.seg_dst[t, s]) & spec.seg_mask[t, s]) << spec.seg_src[t, s]
-    return r
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -136,7 +119,7 @@ def _probe_few(queries, k, spec, addr, lens, ntab):
     for qi in range(queries.shape[0]):
         q = queries[qi]
         for t in range(ntab):
-            key = q if spec.identity[t] else _to_key(q, spec, t)
+            key = q if spec.identity[t] else to_key(q, spec, t)
             sh = np.uint64(64 - spec.pbits[t])
             pre = key >> sh
             nchk = spec.nchk[t]
@@ -161,7 +144,7 @@ def _probe_few(queries, k, spec, addr, lens, ntab):
                         if spec.identity[t]:
                             r0, r1 = j, j + 1
                         else:
-                            fp = _to_fp(tab[j], spec, t)
+                            fp = to_fp(tab[j], spec, t)
                             r0 = _lower(fps, nf, fp, np.uint64(0))
                             r1 = r0
                             while r1 < nf and fps[r1] == fp:
