@@ -8,7 +8,6 @@ cannot run ``device="cuda"`` says.
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import numpy as np
@@ -24,12 +23,12 @@ from gpusim import REAL_GPU  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from strategies import fingerprints  # noqa: E402
+from test_staged import _buckets  # noqa: E402
 
 import neardup  # noqa: E402
 import neardup.distributed as nd  # noqa: E402
 from neardup.gpu import DeviceUnavailable  # noqa: E402
 from neardup.io.sources import InputPath  # noqa: E402
-from neardup.pipeline import staged  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -187,18 +186,6 @@ def test_cli_on_workers_without_a_gpu_is_one_line(tmp_path, monkeypatch):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("neardup: error: worker tcp://"), r.stderr
     assert 'device "cuda" needs ' in lines[0]
-
-
-@contextlib.contextmanager
-def _buckets(size: int | None):
-    """Search buckets of ``size`` fingerprints in a staged run (None: one search task)."""
-    saved = staged.ONE_TASK_SEARCH, staged.SEARCH_PER_SHARD_DOC
-    if size is not None:
-        staged.ONE_TASK_SEARCH, staged.SEARCH_PER_SHARD_DOC = size, 0
-    try:
-        yield
-    finally:
-        staged.ONE_TASK_SEARCH, staged.SEARCH_PER_SHARD_DOC = saved
 
 
 def _docs_file(path) -> list[str]:

@@ -72,7 +72,8 @@ class IndexLockedError(OSError):
     """Another process holds the index open for writing."""
 
 
-def _fsync_dir(path: str) -> None:
+def _fsync(path: str) -> None:
+    """fsync a file or a directory (its entries) by path."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -213,14 +214,6 @@ def _body_crc(body: dict[str, Any]) -> int:
     return zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
 
 
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
@@ -288,12 +281,12 @@ def write_manifest(directory: str, body: dict[str, Any], unsynced: Sequence[str]
             f.flush()
             os.fsync(f.fileno())
 
-    jobs = [write_tmp, functools.partial(_fsync_dir, directory)]
-    jobs += [functools.partial(_fsync_file, os.path.join(directory, n)) for n in unsynced]
+    jobs = [write_tmp, functools.partial(_fsync, directory)]
+    jobs += [functools.partial(_fsync, os.path.join(directory, n)) for n in unsynced]
     for _ in io_pool().map(lambda job: job(), jobs):
         pass
     os.replace(tmp, os.path.join(directory, MANIFEST))
-    _fsync_dir(directory)
+    _fsync(directory)
 
 
 def is_index_directory(directory: str) -> bool:
@@ -447,7 +440,7 @@ def create_directory(path: str, body: dict[str, Any]) -> WriterLock:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _fsync_dir(parent)
+    _fsync(parent)
     lock.path = os.path.join(real, LOCK)
     return lock
 
