@@ -120,16 +120,19 @@ def scheme_plans(scheme: Scheme, wide: bool = False) -> list[TreePlan]:
     ]
 
 
+def _select(plan: TreePlan, n_tables: int, rows: np.ndarray) -> TreePlan:
+    """``plan`` searching only its tables ``rows`` (indices in the part's combination order)."""
+    on = np.zeros(n_tables, dtype=np.int64)
+    on[np.asarray(rows, dtype=np.int64)] = 1
+    sel = np.zeros(n_tables + 1, dtype=np.int64)
+    np.cumsum(on, out=sel[1:])
+    return plan._replace(sel=sel)
+
+
 def tree_plan(layout: Layout, rows: np.ndarray | None = None, wide: bool = False) -> TreePlan:
     """The layout's :class:`TreePlan`, searching only the tables ``rows`` if given."""
     plan = scheme_plans(Scheme.of(layout), wide)[0]
-    if rows is None:
-        return plan
-    on = np.zeros(layout.n_tables, dtype=np.int64)
-    on[np.asarray(rows, dtype=np.int64)] = 1
-    sel = np.zeros(layout.n_tables + 1, dtype=np.int64)
-    np.cumsum(on, out=sel[1:])
-    return plan._replace(sel=sel)
+    return plan if rows is None else _select(plan, layout.n_tables, rows)
 
 
 # -- memory ---------------------------------------------------------------------------------------
@@ -342,12 +345,21 @@ def _small(plan: TreePlan, sides: Sequence[np.ndarray], join: bool) -> np.ndarra
     return out[:cnt]
 
 
-def _plans(plan: Layout | Scheme, rows: np.ndarray | None, wide: bool) -> list[TreePlan]:
-    if isinstance(plan, Layout):
-        return [tree_plan(plan, rows, wide)]
-    if rows is not None:
-        raise ValueError("rows select tables of a Layout, not of a Scheme")
-    return scheme_plans(plan, wide)
+def _plans(
+    plan: Layout | Scheme, rows: np.ndarray | None, wide: bool, part: int | None = None
+) -> list[TreePlan]:
+    scheme = Scheme.of(plan) if isinstance(plan, Layout) else plan
+    plans = scheme_plans(scheme, wide)
+    if part is None and rows is None:
+        return plans
+    if part is None:
+        if len(plans) != 1:
+            raise ValueError("rows select tables of one part of a Scheme: give part=")
+        part = 0
+    if not 0 <= part < len(plans):
+        raise ValueError(f"part {part} of a scheme of {len(plans)} parts")
+    one = plans[part]
+    return [one if rows is None else _select(one, scheme.parts[part].n_tables, rows)]
 
 
 def pairs(
@@ -355,19 +367,21 @@ def pairs(
     plan: Layout | Scheme,
     *,
     rows: np.ndarray | None = None,
+    part: int | None = None,
     threads: int = 1,
     memory: int | str | None = None,
 ) -> np.ndarray:
     """Index pairs ``(i, j)``, ``i < j``, of ``fp`` within the plan's distance, unsorted.
 
     Each pair once, found by its first part and there by the first table (in order) whose
-    leading blocks it agrees on; with ``rows`` (a :class:`Layout` only), only pairs whose
-    first table is among ``rows``.
+    leading blocks it agrees on. With ``part``, only the pairs whose first part is that part
+    of a :class:`Scheme`; with ``rows`` (tables of that part, or of the single part, numbered
+    in the part's combination order), only pairs whose first table is among them.
     """
     fp = np.ascontiguousarray(fp, dtype=np.uint64)
     if len(fp) < 2:
         return _EMPTY.copy()
-    plans = _plans(plan, rows, wide=len(fp) >= 1 << 31)
+    plans = _plans(plan, rows, wide=len(fp) >= 1 << 31, part=part)
     return _search(plans, [fp], False, max(1, threads), memory)
 
 

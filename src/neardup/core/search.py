@@ -86,19 +86,23 @@ def _threads(n: int, threads: int | None) -> int:
 
 def pairs_for_tables(
     fp: np.ndarray,
-    layout: Layout,
+    plan: Layout | Scheme,
     rows: np.ndarray,
     *,
+    part: int = 0,
     threads: int = 1,
     memory: int | str | None = None,
 ) -> np.ndarray:
-    """Unsorted pairs ``(i, j)``, ``i < j``, within the layout's distance whose first table (in
-    layout order, the first combination of leading blocks they agree on) is among ``rows``.
+    """Unsorted pairs ``(i, j)``, ``i < j``, within the plan's distance whose first table is
+    among ``rows``: tables of part ``part`` of a :class:`Scheme` (or of a :class:`Layout`),
+    numbered in that part's order of combinations of leading blocks; a pair's first part is
+    the first part whose threshold it is within, and there its first table is the first
+    combination of leading blocks it agrees on.
 
     The routine behind each shard of :mod:`neardup.distributed`: the union over a partition of
-    the tables finds every pair once.
+    the tables of every part finds every pair once.
     """
-    return engine.pairs(fp, layout, rows=rows, threads=threads, memory=memory)
+    return engine.pairs(fp, plan, rows=rows, part=part, threads=threads, memory=memory)
 
 
 def sort_pairs(pairs: np.ndarray, n: int) -> np.ndarray:

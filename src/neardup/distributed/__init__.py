@@ -116,7 +116,9 @@ def search(
             partition_size=partition_size,
         )
         threads = sum(c.nthreads().values()) or 1
-        plan = make_plan(parts.n, distance, blocks, shard_size=shard_size, min_shards=threads)
+        plan = make_plan(
+            parts.n, distance, blocks, shard_size=shard_size, min_shards=threads, device=device
+        )
         if parts.n < 2:
             empty = np.empty((0, 2), dtype=np.int64)
             stats = {"shuffle_bytes": 0, "largest_shard": 0, "tasks": 0}

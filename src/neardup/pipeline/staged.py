@@ -187,7 +187,7 @@ def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> list[str]:
     """Split, pairs and (verified) verify; returns the tasks holding the edges to decide on."""
     n = run.n
     per_task = min(plan.search_docs, max(SEARCH_PER_SHARD_DOC * plan.shard_docs, ONE_TASK_SEARCH))
-    sp = make_plan(max(n, 1), plan.distance, plan.blocks, shard_size=per_task)
+    sp = make_plan(max(n, 1), plan.distance, plan.blocks, shard_size=per_task, device=plan.device)
     off = run.offsets
     if sp.n_shards == 1:  # one task searches all, with the cost model's scheme
         found = r.map("pairs", S.search_task, [("all", (r.work, plan, off, r.executor.threads))])
