@@ -81,10 +81,11 @@ def run(args: list[str], tmp: str) -> dict:
 
 
 def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
-    docs = os.path.join(tmp, f"docs-{n}.jsonl")
+    docs = os.path.join(ns.corpora or tmp, f"docs-{n}-{ns.dups}.jsonl")
     if not os.path.exists(docs):
-        write_docs(docs, n, ns.dups)
-    ref = os.path.join(tmp, "today.jsonl")
+        write_docs(docs + ".tmp", n, ns.dups)
+        os.replace(docs + ".tmp", docs)
+    ref = os.path.join(tmp, f"today-{n}.jsonl")
     rows = []
     runs = {
         "today": ["--memory", "1T"],  # the one-process run, whatever the size
@@ -109,7 +110,7 @@ def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
             stage_rss_mb={k: round(v["caller_peak_rss"] / 1e6) for k, v in stages.items()},
             shuffle_mb=s.get("shuffle_bytes", 0) / 1e6,
             seconds=s["seconds"],
-            same=name == "today" or _same(out, ref),
+            same=name == "today" or (_same(out, ref) if os.path.exists(ref) else "not run"),
         )
         if name != "today":  # 16M outputs are gigabytes each: keep today's only
             os.remove(out)
@@ -146,7 +147,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--runs", default="today,local,dask", help="which runs (today first)")
     ap.add_argument("--dups", type=float, default=0.1, help="share of planted near-copies")
-    ap.add_argument("--dir", default=None, help="where corpora and outputs go (default: TMPDIR)")
+    ap.add_argument("--dir", default=None, help="where outputs go (default: TMPDIR)")
+    ap.add_argument("--corpora", default=None, help="keep the generated corpora here, for reuse")
     ns = ap.parse_args()
     sizes = [int(x) for x in (ns.docs or [1e6])]
     with tempfile.TemporaryDirectory(dir=ns.dir) as tmp:

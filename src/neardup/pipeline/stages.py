@@ -434,8 +434,14 @@ def components_task(out: str, work: str, stage: str, tasks: list[str], per_task:
     group[order] = group_sorted
     edge_group = group[np.searchsorted(nodes, edges[:, 0])]
     k = int(group.max()) + 1
+    # one sort and one cut per array, not a pass over every node per group
+    node_cuts = np.searchsorted(group[order], np.arange(1, k))
+    by_group = np.argsort(edge_group, kind="stable")
+    edge_cuts = np.searchsorted(edge_group[by_group], np.arange(1, k))
+    node_parts = np.split(nodes[order], node_cuts)  # group ascends along order
+    edge_parts = np.split(edges[by_group], edge_cuts)
     for t in range(k):
-        _save(out, **{f"n{t}": nodes[group == t], f"e{t}": edges[edge_group == t]})
+        _save(out, **{f"n{t}": np.sort(node_parts[t]), f"e{t}": edge_parts[t]})
     return k
 
 
