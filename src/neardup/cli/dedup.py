@@ -97,8 +97,9 @@ def _summary_lines(
     "-o",
     "--output",
     required=True,
-    help="Kept documents, in the input's format: JSONL/lines -> a file ('-' stdout), Parquet -> "
-    "a Parquet file, text files -> a directory.",
+    help="Kept documents, in the input's format: JSONL/lines -> a file ('-' stdout) or, ending "
+    "in '/', a directory of one file per shard; Parquet -> a Parquet file; text files -> a "
+    "directory.",
 )
 @click.option(
     "--clusters",

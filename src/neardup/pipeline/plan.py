@@ -24,7 +24,7 @@ from neardup.io.files import compression_of, input_size, is_url
 from neardup.io.readers import STDIN
 from neardup.io.sources import InputFile, expand_inputs
 from neardup.io.writers import OutputSet
-from neardup.pipeline.write import register_outputs
+from neardup.pipeline.write import is_directory_output, register_outputs
 
 __all__ = [
     "DEFAULT_SHARD_DOCS",
@@ -248,7 +248,8 @@ def build_plan(
     budget = memory_budget(memory)
     staged = is_staged(files, shard_docs=shard_docs, work_dir=work_dir, budget=budget,
                        client=client, device=device, against=against, text_field=text_field,
-                       id_field=id_field, one_process=one_process)  # fmt: skip
+                       id_field=id_field, one_process=one_process,
+                       output=output)  # fmt: skip
     per, search = sizes_for(budget, parallel, shard_docs)
     shards = cut_shards(files, per, text_field, id_field) if staged else []
     fper = fingerprinter if fingerprinter is not None else Fingerprinter(preset)
@@ -297,9 +298,11 @@ def is_staged(
     text_field: str = "text",
     id_field: str | None = "id",
     one_process: Sequence[str] = (),
+    output: Any = None,
 ) -> bool:
     """Whether a run goes as stages over shards: file input with ``shard_docs``, a
-    ``work_dir`` or a Dask ``client``, or uncompressed local JSONL or line files whose
+    ``work_dir``, a Dask ``client`` or JSONL or line files to a directory ``output`` (one
+    file per shard, :func:`~neardup.pipeline.write.is_directory_output`), or uncompressed local JSONL or line files whose
     documents would need more than ``budget`` bytes in one process
     (:data:`ONE_PROCESS_BYTES_PER_DOC` each). What only the one-process run does
     (``one_process``, an open index or Parquet files as ``against``) keeps a
@@ -307,7 +310,8 @@ def is_staged(
     search stage on a GPU (checked by the caller before any stage runs)."""
     if not files:
         return False
-    asked = shard_docs is not None or work_dir is not None
+    to_dir = files[0].kind in ("jsonl", "lines") and is_directory_output(output, files[0].kind)
+    asked = shard_docs is not None or work_dir is not None or to_dir
     why = list(one_process)
     if isinstance(against, (list, tuple)) or (
         isinstance(against, (str, os.PathLike)) and os.fspath(against).endswith(".parquet")
@@ -318,7 +322,8 @@ def is_staged(
     if why:
         if asked:
             raise ValueError(
-                f"a staged run (shard_docs=, work_dir=; --shard-docs, --work-dir) does not work "
+                f"a staged run (shard_docs=, work_dir=, a directory output; --shard-docs, "
+                f"--work-dir, -o DIR/) does not work "
                 f"with {', '.join(why)} yet"
             )
         return False

@@ -467,6 +467,9 @@ def _commit_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet) -> None:
     if plan.output is None:
         return
     out = outputs.get(plan.output)
+    if plan.kind in ("jsonl", "lines") and out.kind == "directory":
+        run.bytes_out = _place_parts(plan, run, outputs, out)
+        return
     if plan.kind in ("jsonl", "lines"):
         with outputs.open(out, "wb") as raw:
             with open_output_stream(raw, out.path) as w:
@@ -481,6 +484,30 @@ def _commit_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet) -> None:
     for k in range(run.n_decide):
         kept[np.asarray(S.load(work, "decide", k, "drop"))] = False
     run.bytes_out = write_kept(scan, kept, plan.output, outputs=outputs)
+
+
+def _place_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet, out: Any) -> int:
+    """Each shard's kept lines as a file of the output directory, ``part-NNNNN.jsonl`` (or
+    ``.txt`` for line inputs) by shard number, shards that kept nothing left out: moved from
+    a temporary work directory (nothing goes through this process), copied from a kept one
+    (a later run may reuse its parts, so they are not shared with files the user may edit)
+    or across file systems. Their concatenation in name order is the one-file output."""
+    ext = ".jsonl" if plan.kind == "jsonl" else ".txt"
+    total = 0
+    with outputs.open_directory(out) as tmp:
+        for s in range(len(run.sizes)):
+            part = os.path.join(run.work, "write", str(s), "kept.bin")
+            size = os.path.getsize(part) if os.path.exists(part) else 0
+            if size == 0:
+                continue
+            dest = os.path.join(tmp, f"part-{s:05d}{ext}")
+            total += size
+            if plan.work_dir is None:
+                with contextlib.suppress(OSError):  # else another file system: copied
+                    os.replace(part, dest)
+                    continue
+            shutil.copyfile(part, dest)
+    return total
 
 
 def _compressed(path: str) -> bool:

@@ -54,6 +54,16 @@ def _kept_by_file(scan: Scan, kept: np.ndarray) -> list[np.ndarray]:
     return [rec[cuts[k] : cuts[k + 1]] for k in range(len(scan.files))]
 
 
+def is_directory_output(output: str | os.PathLike | None, kind: str) -> bool:
+    """Whether the kept documents of ``kind`` inputs go to a directory: always for text files;
+    for JSONL and line inputs when ``output`` ends with a path separator (one file per shard
+    of a staged run, whose concatenation in name order is the single file's bytes; a
+    directory named without it stays an error, as a file was likely meant)."""
+    if output is None or kind == "parquet":
+        return False
+    return kind == "text" or os.fspath(output).endswith(("/", os.sep))
+
+
 def register_outputs(
     outputs: OutputSet,
     files: list[InputFile],
@@ -63,13 +73,13 @@ def register_outputs(
     json_summary: str | os.PathLike | None = None,
 ) -> None:
     """Register and check a dedup run's outputs before any work: the kept documents (a file,
-    or a directory for text inputs), the clusters, the drop list and the JSON summary."""
+    or a directory, :func:`is_directory_output`), the clusters, the drop list and the JSON summary."""
     if output is not None:
         out = os.fspath(output)
         kind = files[0].kind if files else "jsonl"
-        if kind == "text":
-            if out == "-":
-                raise InputError(out, None, "text inputs give an output directory, not stdout")
+        if kind == "text" and out == "-":
+            raise InputError(out, None, "text inputs give an output directory, not stdout")
+        if is_directory_output(out, kind):
             outputs.directory(out, "the output directory")
         else:
             if kind == "parquet" and out == "-":
