@@ -306,10 +306,23 @@ def components(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     smallest input position in the cluster of ``nodes[i]``. Every position absent from ``edges``
     is a singleton (its own root). Memory is proportional to the edges, not to the input.
     """
-    edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
-    nodes = np.unique(edges)
+    nodes, local = distinct_nodes(edges)
     if len(nodes) == 0:
         return nodes, nodes.copy()
-    local = np.searchsorted(nodes, edges)
     # nodes ascend, so the smallest local index of a component is its smallest input position
     return nodes, nodes[clusters_from_pairs(len(nodes), local)]
+
+
+def distinct_nodes(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct positions in ``edges`` (ascending) and each edge's ends as indices into
+    them, shape (e, 2): ``np.unique(edges, return_inverse=True)`` by one stable (radix) sort,
+    several times faster than it on millions of positions."""
+    flat = np.asarray(edges, dtype=np.int64).reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    ordered = flat[order]
+    first = np.empty(len(ordered), dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    local = np.empty(len(flat), dtype=np.int64)
+    local[order] = np.cumsum(first) - 1
+    return ordered[first], local.reshape(-1, 2)

@@ -32,10 +32,17 @@ from typing import Any
 
 import numpy as np
 
-from neardup.core.search import find_all, find_clusters
+from neardup.core.search import clusters_from_pairs, find_all, find_clusters
 from neardup.core.similarity import ShingleSets, pair_jaccard, set_fingerprints
 from neardup.core.verify import decide_verified
-from neardup.distributed.plan import ShardPlan, components, shard_edges, shard_ids, shard_pairs
+from neardup.distributed.plan import (
+    ShardPlan,
+    components,
+    distinct_nodes,
+    shard_edges,
+    shard_ids,
+    shard_pairs,
+)
 from neardup.errors import InputError
 from neardup.io.blocks import hash_ids, id_key, iter_blocks, line_format
 from neardup.io.files import input_size
@@ -393,9 +400,9 @@ def verify_task(
     if len(pairs) == 0:
         none = {"mpairs": pairs, "mjac": np.zeros(0)} if plan.near_misses else {}
         return {"pairs": 0, "bytes": _save(out, pairs=pairs, jac=np.zeros(0), **none)}
-    pos = np.unique(pairs)
+    pos, local = distinct_nodes(pairs)
     sets = _gather_sets(work, np.asarray(offsets, dtype=np.int64), pos)
-    jac = pair_jaccard(sets, np.searchsorted(pos, pairs), threads=1)
+    jac = pair_jaccard(sets, local, threads=1)
     ok = jac >= plan.threshold - _SLACK
     missed = {}
     if plan.near_misses:  # the report's near misses are chosen among these after the decisions
@@ -419,20 +426,21 @@ def components_task(out: str, work: str, stage: str, tasks: list[str], per_task:
         gone = concat(found, np.int64)
         if len(gone):
             edges = edges[~(np.isin(edges[:, 0], gone) | np.isin(edges[:, 1], gone))]
-    nodes, roots = components(edges)
+    nodes, local = distinct_nodes(edges)
     if len(nodes) == 0:
         return 0
+    # nodes ascend, so the smallest local index of a component is its smallest position
+    roots = nodes[clusters_from_pairs(len(nodes), local)]
     order = np.lexsort((nodes, roots))
     r = roots[order]
-    head = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
-    cum = np.arange(len(r))
-    group_of_head = cum[head] // max(1, per_task)
-    _, group_of_head = np.unique(group_of_head, return_inverse=True)
-    comp = np.cumsum(np.r_[True, r[1:] != r[:-1]]) - 1
-    group_sorted = group_of_head[comp]
+    starts = np.r_[True, r[1:] != r[:-1]]
+    head = np.flatnonzero(starts)
+    bins = head // max(1, per_task)  # nondecreasing: renumbered 0, 1, ... without gaps
+    group_of_head = np.cumsum(np.r_[True, bins[1:] != bins[:-1]]) - 1
+    comp = np.cumsum(starts) - 1
     group = np.empty(len(nodes), dtype=np.int64)
-    group[order] = group_sorted
-    edge_group = group[np.searchsorted(nodes, edges[:, 0])]
+    group[order] = group_of_head[comp]
+    edge_group = group[local[:, 0]]
     k = int(group.max()) + 1
     # one sort and one cut per array, not a pass over every node per group
     node_cuts = np.searchsorted(group[order], np.arange(1, k))
@@ -452,7 +460,7 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], k: int
     nodes = np.asarray(load(work, "components", "all", f"n{k}"))
     edges = np.asarray(load(work, "components", "all", f"e{k}"))
     off = np.asarray(offsets, dtype=np.int64)
-    local = np.searchsorted(nodes, edges)
+    local = np.searchsorted(nodes, edges)  # nodes: this group's, ascending
     n = len(nodes)
     lens = _gather(work, off, nodes, "len", np.int64)
     pos = np.arange(n, dtype=np.int64)
