@@ -298,10 +298,7 @@ def _subset(sets: ShingleSets, idx: np.ndarray) -> ShingleSets:
 def _gather_sets(work: str, offsets: np.ndarray, pos: np.ndarray) -> ShingleSets:
     """The shingle sets of the documents at global positions ``pos`` (ascending), from their
     shards' spills."""
-    shard = np.searchsorted(offsets, pos, side="right") - 1
-    parts = []
-    for s in np.unique(shard).tolist():
-        parts.append(_subset(_sets(work, s), pos[shard == s] - offsets[s]))
+    parts = [_subset(_sets(work, s), p - offsets[s]) for s, p in _by_shard(offsets, pos)]
     sizes = concat([np.diff(p.offsets) for p in parts], np.int64)
     out = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=out[1:])
@@ -310,12 +307,17 @@ def _gather_sets(work: str, offsets: np.ndarray, pos: np.ndarray) -> ShingleSets
 
 def _gather(work: str, offsets: np.ndarray, pos: np.ndarray, name: str, dtype: Any) -> np.ndarray:
     """Array ``name`` of the scan spills at global positions ``pos`` (ascending)."""
-    shard = np.searchsorted(offsets, pos, side="right") - 1
-    parts = [
-        np.asarray(load(work, "scan", s, name))[pos[shard == s] - offsets[s]]
-        for s in np.unique(shard).tolist()
-    ]
+    parts = [np.asarray(load(work, "scan", s, name))[p - offsets[s]]
+             for s, p in _by_shard(offsets, pos)]  # fmt: skip
     return concat(parts, dtype)
+
+
+def _by_shard(offsets: np.ndarray, pos: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``pos`` (global, ascending) cut by shard: ``[(shard, its positions)]``, shards in order,
+    each with at least one position."""
+    cuts = np.searchsorted(pos, offsets)
+    return [(s, pos[cuts[s] : cuts[s + 1]]) for s in range(len(offsets) - 1)
+            if cuts[s + 1] > cuts[s]]  # fmt: skip
 
 
 def split_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, sp: ShardPlan) -> int:
