@@ -308,3 +308,40 @@ def _tree(path: Path) -> object:
 
         return gzip.decompress(path.read_bytes())
     return path.read_bytes()
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 6), st.lists(st.tuples(st.integers(0, 23), st.integers(0, 23)), max_size=4),
+       st.booleans())  # fmt: skip
+def test_repeated_ids_spread_over_hash_ranges(shard_docs, repeats, collide):
+    """The ids check runs one task per hash range (several for several shards) and finds the
+    one-process run's repeats; with every hash equal (``collide``), ids that differ are no
+    repeats however their hashes agree."""
+    docs = [f"{w} {i} one two three" for i, w in enumerate(WORDS * 4)][:24]
+    ids = [f"k{i}" for i in range(len(docs))]
+    for a, b in repeats:
+        ids[max(a, b)] = ids[min(a, b)]
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        if collide:
+            from neardup.pipeline import stages
+
+            same = lambda ids: np.zeros(len(ids), dtype=np.uint64)  # noqa: E731
+            stack.enter_context(pytest.MonkeyPatch.context()).setattr(stages, "hash_ids", same)
+        where = Path(tmp)
+        _write(where / "in.jsonl", docs, ids)
+        src = [InputPath(where / "in.jsonl")]
+        bad_one: list[str] = []
+        bad: list[str] = []
+        one, outs = _outputs(where, "one"), _outputs(where, "staged")
+        dedup(src, skip_bad=True, on_bad=lambda e: bad_one.append(str(e)), **one)
+        dedup(src, skip_bad=True, on_bad=lambda e: bad.append(str(e)), shard_docs=shard_docs,
+              json_summary=where / "s.json", **outs)  # fmt: skip
+        assert bad == bad_one and _read(outs) == _read(one)
+        stages_run = json.loads((where / "s.json").read_text())["stages"]
+        shards = -(-len(docs) // shard_docs)
+        assert stages_run["ids"]["tasks"] == staged.S.id_buckets(shards) > shards // 2
+        if bad_one:  # without --skip-bad, a repeat is the error and nothing is written
+            with pytest.raises(InputError) as e:
+                dedup(src, shard_docs=shard_docs, output=where / "x.jsonl")
+            # the scans raise their own first repeat before the ids check runs
+            assert str(e.value) in bad_one and not (where / "x.jsonl").exists()

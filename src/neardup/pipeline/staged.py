@@ -41,7 +41,7 @@ __all__ = ["StagedRun", "open_work_dir", "run_staged"]
 ONE_TASK_SEARCH = 1 << 22
 SEARCH_PER_SHARD_DOC = 16
 _MANIFEST = "manifest.json"
-_VERSION = 1
+_VERSION = 2  # 2: the scan spills hold their id hashes sorted
 
 
 @dataclass
@@ -146,30 +146,33 @@ def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | No
     per = max(1, r.executor.threads // len(shards))  # threads in each scan task
     infos = r.map("scan", S.scan_shard, [(str(s), (plan, s, first_lines[s], per)) for s in shards])
     run = StagedRun(r.work, [i["n"] for i in infos], first_lines)
-    for info in infos:
-        for source, line, message in info["bad"]:
-            run.skipped += 1
-            if on_bad is not None:
-                on_bad(InputError(source, line, message))
+    bad = [(s, *b) for s, info in enumerate(infos) for b in info["bad"]]
     if len(plan.shards) > 1:
-        _repeated_ids(r, plan, run, on_bad)
+        bad += _repeated_ids(r, plan, run)
+    # skipped records reported in input order: by shard, then file, then line
+    file_at = {f.path: i for i, f in reversed(list(enumerate(plan.files)))}
+    for _, source, line, message in sorted(bad, key=lambda b: (b[0], file_at.get(b[1], 0), b[2])):
+        run.skipped += 1
+        if on_bad is not None:
+            on_bad(InputError(source, line, message))
     run.no_shingles = sum(i["no_shingles"] for i in infos)
     return run
 
 
-def _repeated_ids(r: _Runner, plan: DedupPlan, run: StagedRun, on_bad: Any) -> None:
-    """Ids repeated across shards: the later ones are bad records (raised, or skipped and taken
-    out of their shards' spills)."""
-    [repeats] = r.map("ids", S.repeated_ids, [("all", (r.work, plan, run.sizes))])
+def _repeated_ids(r: _Runner, plan: DedupPlan, run: StagedRun) -> list[tuple]:
+    """Ids repeated across shards: the later ones are bad records (the first raised, or all
+    taken out of their shards' spills and returned as ``(shard, source, line, message)``)."""
+    k = S.id_buckets(len(run.sizes))
+    found = r.map(
+        "ids", S.repeated_ids, [(str(b), (r.work, plan, run.sizes, b, k)) for b in range(k)]
+    )
+    repeats = sorted((x for f in found for x in f), key=lambda x: (x[0], x[1]))
     if repeats and not plan.skip_bad:
         _, _, source, line, message = repeats[0]
         raise InputError(source, line, message)
     by_shard: dict[int, list[int]] = {}
-    for s, j, source, line, message in repeats:
+    for s, j, *_ in repeats:
         by_shard.setdefault(s, []).append(j)
-        run.skipped += 1
-        if on_bad is not None:
-            on_bad(InputError(source, line, message))
     if by_shard:
         tasks = [(str(s), (r.work, plan, s, js)) for s, js in sorted(by_shard.items())]
         infos = r.map("dedup-ids", S.drop_docs, tasks)
@@ -181,6 +184,7 @@ def _repeated_ids(r: _Runner, plan: DedupPlan, run: StagedRun, on_bad: Any) -> N
                 if name != "done.json":
                     os.replace(os.path.join(fixed, name), os.path.join(scan_dir, name))
             run.sizes[s] = info["n"]
+    return [(s, source, line, message) for s, _, source, line, message in repeats]
 
 
 def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> list[str]:

@@ -55,6 +55,7 @@ __all__ = [
     "components_task",
     "count_lines",
     "decide_task",
+    "id_buckets",
     "load",
     "pairs_task",
     "repeated_ids",
@@ -199,6 +200,8 @@ def scan_shard(
         arrays.update(koff=koff, sfp=concat(sfp_parts, np.uint64))
         no_shingles = int(np.count_nonzero(sizes == 0))
     arrays["idh"] = hash_ids(seen.ids)  # for ids repeated across shards
+    by_hash = np.argsort(arrays["idh"], kind="stable")  # the ids stage reads hash ranges
+    arrays.update(idh_sorted=arrays["idh"][by_hash], idh_place=by_hash.astype(np.int64))
     nbytes = _save(out, **arrays)
     with open(os.path.join(out, "ids.pkl"), "wb") as f:
         pickle.dump(seen.ids, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -207,18 +210,44 @@ def scan_shard(
     return {"n": len(fps), "bad": bad_records, "bytes": nbytes, "no_shingles": no_shingles}
 
 
-def repeated_ids(out: str, work: str, plan: DedupPlan, sizes: list[int]) -> list[list[Any]]:
-    """Ids that repeat an id of an earlier shard, as ``[shard, place, source, line, message]``
-    in input order (a shard's own repeats were refused by its scan). Runs in one task over the
-    ids' 8-byte hashes."""
+def id_buckets(n_shards: int) -> int:
+    """Tasks of the repeated-ids check: a power of two, about one per shard (1 for one)."""
+    return 1 << max(0, (max(1, n_shards) - 1).bit_length())
+
+
+def repeated_ids(out: str, work: str, plan: DedupPlan, sizes: list[int], b: int,
+                 buckets: int) -> list[list[Any]]:  # fmt: skip
+    """Ids that repeat an id of an earlier shard, among the ids whose 8-byte hash falls in
+    range ``b`` of ``buckets`` (by its top bits), as ``[shard, place, source, line,
+    message]`` in input order (a shard's own repeats were refused by its scan). Every copy
+    of an id has the same hash, so the ranges' answers together are the whole answer; a
+    task reads its range of each shard's sorted hashes."""
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    hashes = concat([load(work, "scan", s, "idh") for s in range(len(sizes))], np.uint64)
-    order = np.argsort(hashes, kind="stable")
-    h = hashes[order]
+    bits = buckets.bit_length() - 1
+    lo_h = b << (64 - bits) if bits else 0
+    hi_h = (b + 1) << (64 - bits) if bits else 1 << 64
+    hashes, places = [], []
+    for s in range(len(sizes)):
+        h = load(work, "scan", s, "idh_sorted")  # binary searches touch a few pages
+        lo = int(np.searchsorted(h, np.uint64(lo_h)))
+        hi = len(h) if hi_h >= 1 << 64 else int(np.searchsorted(h, np.uint64(hi_h)))
+        hashes.append(np.asarray(h[lo:hi]))
+        places.append(np.asarray(load(work, "scan", s, "idh_place")[lo:hi]) + offsets[s])
+    h, pos = concat(hashes, np.uint64), concat(places, np.int64)
+    order = np.lexsort((pos, h))
+    h, pos = h[order], pos[order]
     same = np.flatnonzero(h[1:] == h[:-1])
     if len(same) == 0:
         return []
-    docs = np.unique(np.concatenate([order[same], order[same + 1]]))
+    docs = np.unique(np.concatenate([pos[same], pos[same + 1]]))
+    return _confirm_repeats(work, plan, offsets, docs)
+
+
+def _confirm_repeats(
+    work: str, plan: DedupPlan, offsets: np.ndarray, docs: np.ndarray
+) -> list[list[Any]]:
+    """Of the documents ``docs`` (global positions, ascending) whose id hashes are shared,
+    those whose id equals an earlier one's (a shared hash of different ids is no repeat)."""
     cache: dict[int, list[Any]] = {}
 
     def where(p: int) -> tuple[int, int]:
