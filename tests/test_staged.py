@@ -345,3 +345,57 @@ def test_repeated_ids_spread_over_hash_ranges(shard_docs, repeats, collide):
                 dedup(src, shard_docs=shard_docs, output=where / "x.jsonl")
             # the scans raise their own first repeat before the ids check runs
             assert str(e.value) in bad_one and not (where / "x.jsonl").exists()
+
+
+def _parquet_and_text(tmp_path: Path, kind: str) -> tuple[list, str]:
+    docs = naive.text_families(60, seed=11, vocab=40, words=(6, 14), wordless=0)
+    if kind == "parquet":
+        pq = pytest.importorskip("pyarrow.parquet")
+        import pyarrow as pa
+
+        for k in range(3):
+            part = docs[k * 20 : (k + 1) * 20]
+            ids = [f"p{k}-{i}" for i in range(len(part))]
+            pq.write_table(pa.table({"id": ids, "text": part}), tmp_path / f"in{k}.parquet")
+        return [InputPath(tmp_path / f"in{k}.parquet") for k in range(3)], "kept.parquet"
+    (tmp_path / "dir" / "sub").mkdir(parents=True)
+    for i, t in enumerate(docs):
+        (tmp_path / "dir" / ("sub" if i % 3 else "") / f"{i:03d}.txt").write_text(t)
+    return [InputPath(tmp_path / "dir")], "kept"
+
+
+@pytest.mark.parametrize("kind", ["parquet", "text"])
+def test_parquet_and_text_outputs_written_by_the_shards(tmp_path, kind, monkeypatch):
+    """The shards write their kept rows (files); the caller joins the parts a row group at a
+    time, or moves the files: it never loads every document's arrays for the output."""
+    src, out = _parquet_and_text(tmp_path, kind)
+    ref = dedup(src, output=tmp_path / f"one-{out}")
+
+    def refuse(*a, **k):
+        raise AssertionError("the caller loaded every document's arrays")
+
+    monkeypatch.setattr(staged, "_scan_arrays", refuse)
+    got = dedup(src, output=tmp_path / out, shard_docs=7, collect=False,
+                work_dir=tmp_path / "work")  # fmt: skip
+    assert got.summary()["dropped"] == int((~ref.kept).sum()) > 0
+    assert _deep(tmp_path / out) == _deep(tmp_path / f"one-{out}")
+    if kind == "text":  # the work directory keeps its parts for a later run
+        assert list((tmp_path / "work" / "write").glob("*/files/**/*.txt"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["parquet", "text"])
+def test_dask_parquet_and_text_same_bytes(client, tmp_path, kind):
+    src, out = _parquet_and_text(tmp_path, kind)
+    dedup(src, output=tmp_path / f"one-{out}")
+    dedup(src, output=tmp_path / out, shard_docs=7, client=client, collect=False)
+    assert _deep(tmp_path / out) == _deep(tmp_path / f"one-{out}")
+
+
+def _deep(path: Path) -> object:
+    """A file's bytes, or every file under a directory with its bytes."""
+    if path.is_file():
+        return path.read_bytes()
+    return sorted(
+        (str(p.relative_to(path)), p.read_bytes()) for p in path.rglob("*") if p.is_file()
+    )

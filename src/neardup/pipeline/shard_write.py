@@ -18,7 +18,7 @@ from neardup.io.files import open_input
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stages import _gather, _Range, _save, load, load_ids
 from neardup.pipeline.stream import concat
-from neardup.pipeline.write import _json_id
+from neardup.pipeline.write import _json_id, copy_file, parquet_schema, write_parquet_rows
 
 __all__ = ["write_task"]
 
@@ -111,10 +111,43 @@ def write_task(out: str, work: str, plan: DedupPlan, offsets: list[int], n_decid
     if plan.clusters is not None:
         with open(os.path.join(out, "clusters.jsonl"), "w") as f:
             f.writelines(_cluster_lines(rows, _Lookup(work, off), plan.verify))
-    if plan.output is not None and plan.kind in ("jsonl", "lines"):
+    if plan.output is not None:
         rec = np.asarray(load(work, "scan", s, "rec"))[~dropped]
-        result["kept_bytes"] = _write_lines(os.path.join(out, "kept.bin"), plan, s, rec, first_line)
+        if plan.kind in ("jsonl", "lines"):
+            result["kept_bytes"] = _write_lines(os.path.join(out, "kept.bin"), plan, s, rec,
+                                                first_line)  # fmt: skip
+        elif plan.kind == "parquet":
+            src = np.asarray(load(work, "scan", s, "src"))[~dropped]
+            result["kept_bytes"] = _write_parquet_part(out, plan, s, src, rec)
+        else:
+            src = np.asarray(load(work, "scan", s, "src"))[~dropped]
+            result["kept_bytes"] = _copy_text_files(out, plan, src)
     return result
+
+
+def _write_parquet_part(out: str, plan: DedupPlan, s: int, src: np.ndarray, rec: np.ndarray) -> int:
+    """Shard ``s``'s kept rows (file indices ``src``, row numbers ``rec``) as
+    ``kept.parquet``, in the row groups the one-process run writes for them."""
+    import pyarrow.parquet as pq
+
+    schema = parquet_schema(plan.files[0].path)
+    dest = os.path.join(out, "kept.parquet")
+    with pq.ParquetWriter(dest, schema) as writer:
+        for k in range(plan.shards[s].first, plan.shards[s].stop):
+            write_parquet_rows(writer, schema, plan.files[k].path, np.sort(rec[src == k]))
+    return os.path.getsize(dest)
+
+
+def _copy_text_files(out: str, plan: DedupPlan, src: np.ndarray) -> int:
+    """The kept text files of a shard (their file indices ``src``) copied under ``files/`` by
+    their output names."""
+    written = 0
+    for k in np.unique(src).tolist():
+        f = plan.files[k]
+        dest = os.path.join(out, "files", f.relname)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        written += copy_file(f.path, dest, os.path.join(os.fspath(plan.output), f.relname))
+    return written
 
 
 def _write_lines(dest: str, plan: DedupPlan, s: int, numbers: np.ndarray, first_line: int) -> int:

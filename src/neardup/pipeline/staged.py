@@ -481,36 +481,76 @@ def _commit_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet) -> None:
             if out.path != "-" and _compressed(out.path):
                 run.bytes_out = raw.tell()
         return
-    from neardup.pipeline.write import write_kept
-
-    scan = _scan_arrays(plan, run)
-    kept = np.ones(run.n, dtype=bool)
-    for k in range(run.n_decide):
-        kept[np.asarray(S.load(work, "decide", k, "drop"))] = False
-    run.bytes_out = write_kept(scan, kept, plan.output, outputs=outputs)
+    if plan.kind == "parquet":
+        run.bytes_out = _join_parquet_parts(plan, run, outputs, out)
+    else:
+        run.bytes_out = _place_parts(plan, run, outputs, out, "files")
 
 
-def _place_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet, out: Any) -> int:
-    """Each shard's kept lines as a file of the output directory, ``part-NNNNN.jsonl`` (or
-    ``.txt`` for line inputs) by shard number, shards that kept nothing left out: moved from
-    a temporary work directory (nothing goes through this process), copied from a kept one
-    (a later run may reuse its parts, so they are not shared with files the user may edit)
-    or across file systems. Their concatenation in name order is the one-file output."""
+def _join_parquet_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet, out: Any) -> int:
+    """The shards' Parquet parts as one Parquet file, a row group at a time (this process
+    holds one), each row group as the part has it: the one-process run's row groups."""
+    import pyarrow.parquet as pq
+
+    from neardup.pipeline.write import parquet_schema
+
+    schema = parquet_schema(plan.files[0].path)
+    with outputs.open(out, "wb") as w:
+        with pq.ParquetWriter(w, schema) as writer:
+            for s in range(len(run.sizes)):
+                path = os.path.join(run.work, "write", str(s), "kept.parquet")
+                if not os.path.exists(path):
+                    continue
+                part = pq.ParquetFile(path)
+                for g in range(part.num_row_groups):
+                    writer.write_table(part.read_row_group(g))
+        return w.tell()
+
+
+def _place_parts(
+    plan: DedupPlan, run: StagedRun, outputs: OutputSet, out: Any, name: str = "kept.bin"
+) -> int:
+    """Each shard's kept records into the output directory: JSONL and line inputs as a file
+    ``part-NNNNN.jsonl`` (or ``.txt``) by shard number, shards that kept nothing left out
+    (their concatenation in name order is the one-file output); text inputs as the kept
+    files the shard's write task copied under ``name``. Moved from a temporary work
+    directory (nothing goes through this process), copied from a kept one (a later run may
+    reuse its parts, so they are not shared with files the user may edit) or across file
+    systems."""
     ext = ".jsonl" if plan.kind == "jsonl" else ".txt"
     total = 0
     with outputs.open_directory(out) as tmp:
         for s in range(len(run.sizes)):
-            part = os.path.join(run.work, "write", str(s), "kept.bin")
-            size = os.path.getsize(part) if os.path.exists(part) else 0
-            if size == 0:
+            part = os.path.join(run.work, "write", str(s), name)
+            if name != "kept.bin":
+                total += _move_tree(part, tmp, keep=plan.work_dir is not None)
                 continue
-            dest = os.path.join(tmp, f"part-{s:05d}{ext}")
-            total += size
-            if plan.work_dir is None:
-                with contextlib.suppress(OSError):  # else another file system: copied
-                    os.replace(part, dest)
-                    continue
-            shutil.copyfile(part, dest)
+            size = os.path.getsize(part) if os.path.exists(part) else 0
+            if size:
+                _move(part, os.path.join(tmp, f"part-{s:05d}{ext}"), plan.work_dir is not None)
+                total += size
+    return total
+
+
+def _move(src: str, dest: str, keep: bool) -> None:
+    """``src`` to ``dest``: renamed, or copied where ``keep`` or across file systems."""
+    if not keep:
+        with contextlib.suppress(OSError):
+            os.replace(src, dest)
+            return
+    shutil.copyfile(src, dest)
+
+
+def _move_tree(src: str, dest: str, keep: bool) -> int:
+    """Every file under ``src`` to the same place under ``dest``; returns their bytes."""
+    total = 0
+    for root, _, names in os.walk(src):
+        for n in names:
+            path = os.path.join(root, n)
+            target = os.path.join(dest, os.path.relpath(path, src))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            total += os.path.getsize(path)
+            _move(path, target, keep)
     return total
 
 

@@ -234,38 +234,47 @@ def _write_parquet(
     out: Output,
     progress: Progress | None,
 ) -> int:
-    pa = require("pyarrow", feature="Parquet")
     pq = require("pyarrow.parquet", feature="Parquet")
-
-    schema = open_parquet(scan.files[0].path).schema_arrow
+    schema = parquet_schema(scan.files[0].path)
     done = size = 0
     with outputs.open(out, "wb") as w:
         with pq.ParquetWriter(w, schema) as writer:
             for f, numbers in zip(scan.files, per_file, strict=True):
-                pf = open_parquet(f.path)
-                if len(numbers) and numbers[-1] > pf.metadata.num_rows:
-                    raise changed_error(f.path)
-                mask = np.zeros(pf.metadata.num_rows, dtype=bool)
-                mask[numbers - 1] = True
-                row = 0
-                try:
-                    for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS):
-                        m = mask[row : row + batch.num_rows]
-                        row += batch.num_rows
-                        if m.any():
-                            part = pa.Table.from_batches([batch.filter(pa.array(m))])
-                            writer.write_table(part.cast(schema) if part.schema != schema else part)
-                except (pa.ArrowException, OSError, ValueError) as e:
-                    # a read error of an input, not of the output being written
-                    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                    raise InputError(
-                        f.path, row + 1, f"unreadable Parquet data ({first})"
-                    ) from None
+                write_parquet_rows(writer, schema, f.path, numbers)
                 done += len(numbers)
                 if progress is not None:
                     progress(done)
         size = w.tell()
     return size
+
+
+def parquet_schema(path: str) -> Any:
+    """The Arrow schema of the Parquet output: the first input file's."""
+    return open_parquet(path).schema_arrow
+
+
+def write_parquet_rows(writer: Any, schema: Any, path: str, numbers: np.ndarray) -> None:
+    """The rows numbered ``numbers`` (1-based, ascending) of Parquet file ``path``, untouched,
+    to ``writer``: one row group per batch of :data:`PARQUET_BATCH_ROWS` input rows that keeps
+    any (so a run cut into shards writes the same row groups as one that is not)."""
+    pa = require("pyarrow", feature="Parquet")
+    pf = open_parquet(path)
+    if len(numbers) and numbers[-1] > pf.metadata.num_rows:
+        raise changed_error(path)
+    mask = np.zeros(pf.metadata.num_rows, dtype=bool)
+    mask[numbers - 1] = True
+    row = 0
+    try:
+        for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            m = mask[row : row + batch.num_rows]
+            row += batch.num_rows
+            if m.any():
+                part = pa.Table.from_batches([batch.filter(pa.array(m))])
+                writer.write_table(part.cast(schema) if part.schema != schema else part)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        # a read error of an input, not of the output being written
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError(path, row + 1, f"unreadable Parquet data ({first})") from None
 
 
 @contextlib.contextmanager
@@ -280,7 +289,7 @@ def _reading(path: str, decompress: bool = True) -> Iterator[IO[bytes]]:
         yield r
 
 
-def _copy_file(src: str, dest: str, shown_dest: str) -> int:
+def copy_file(src: str, dest: str, shown_dest: str) -> int:
     """Copy ``src`` as stored (a URL too) to ``dest``; an error names the input or the output
     as the user knows it."""
     n = 0
@@ -313,7 +322,7 @@ def _write_text_dir(
                 continue
             dest = os.path.join(tmp, f.relname)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
-            written += _copy_file(f.path, dest, os.path.join(out.path, f.relname))
+            written += copy_file(f.path, dest, os.path.join(out.path, f.relname))
             done += 1
             if progress is not None:
                 progress(done)
