@@ -266,20 +266,8 @@ def test_killed_run_resumes_from_its_work_dir(tmp_path):
 @pytest.mark.parametrize("kind", ["parquet", "text", "gz", "lines"])
 def test_other_inputs_same_bytes(tmp_path, kind):
     docs = naive.text_families(60, seed=7, vocab=40, words=(6, 14), wordless=0)
-    if kind == "parquet":
-        pq = pytest.importorskip("pyarrow.parquet")
-        import pyarrow as pa
-
-        for k in range(3):
-            part = docs[k * 20 : (k + 1) * 20]
-            ids = [f"p{k}-{i}" for i in range(len(part))]
-            pq.write_table(pa.table({"id": ids, "text": part}), tmp_path / f"in{k}.parquet")
-        src, out = [InputPath(tmp_path / f"in{k}.parquet") for k in range(3)], "kept.parquet"
-    elif kind == "text":
-        (tmp_path / "dir").mkdir()
-        for i, t in enumerate(docs):
-            (tmp_path / "dir" / f"{i:03d}.txt").write_text(t)
-        src, out = [InputPath(tmp_path / "dir")], "kept"
+    if kind in ("parquet", "text"):
+        src, out = _parquet_and_text(tmp_path, kind)
     elif kind == "gz":
         import gzip
 
@@ -301,8 +289,10 @@ def test_other_inputs_same_bytes(tmp_path, kind):
 
 
 def _tree(path: Path) -> object:
+    """A file's bytes (decompressed), or every file under a directory with its bytes."""
     if path.is_dir():
-        return sorted((p.name, p.read_bytes()) for p in path.iterdir())
+        return sorted((str(p.relative_to(path)), p.read_bytes()) for p in path.rglob("*")
+                      if p.is_file())  # fmt: skip
     if path.suffix == ".gz":
         import gzip
 
@@ -378,7 +368,7 @@ def test_parquet_and_text_outputs_written_by_the_shards(tmp_path, kind, monkeypa
     got = dedup(src, output=tmp_path / out, shard_docs=7, collect=False,
                 work_dir=tmp_path / "work")  # fmt: skip
     assert got.summary()["dropped"] == int((~ref.kept).sum()) > 0
-    assert _deep(tmp_path / out) == _deep(tmp_path / f"one-{out}")
+    assert _tree(tmp_path / out) == _tree(tmp_path / f"one-{out}")
     if kind == "text":  # the work directory keeps its parts for a later run
         assert list((tmp_path / "work" / "write").glob("*/files/**/*.txt"))
 
@@ -389,13 +379,4 @@ def test_dask_parquet_and_text_same_bytes(client, tmp_path, kind):
     src, out = _parquet_and_text(tmp_path, kind)
     dedup(src, output=tmp_path / f"one-{out}")
     dedup(src, output=tmp_path / out, shard_docs=7, client=client, collect=False)
-    assert _deep(tmp_path / out) == _deep(tmp_path / f"one-{out}")
-
-
-def _deep(path: Path) -> object:
-    """A file's bytes, or every file under a directory with its bytes."""
-    if path.is_file():
-        return path.read_bytes()
-    return sorted(
-        (str(p.relative_to(path)), p.read_bytes()) for p in path.rglob("*") if p.is_file()
-    )
+    assert _tree(tmp_path / out) == _tree(tmp_path / f"one-{out}")
