@@ -25,8 +25,8 @@ from neardup.pipeline import report
 from neardup.pipeline.report import (
     ReportOutput,
     borderline,
-    read_clusters,
     near_counts,
+    read_clusters,
     report_ids,
     sample_clusters,
     summary_from_clusters,
