@@ -25,6 +25,7 @@ from neardup.pipeline import report
 from neardup.pipeline.report import (
     ReportOutput,
     borderline,
+    near_counts,
     read_clusters,
     report_ids,
     sample_clusters,
@@ -492,7 +493,7 @@ def test_report_stays_small_at_100k_drops(tmp_path):
     kept = [f"kept-{i:08d}" for i in range(100_000)]  # and 100,000 kept ones with a candidate
     pairs = [{"kept": kept[i], "nearest": kept[i - 1], "jaccard": 0.79} for i in range(1, 13)]
     texts.update((k, "word " * 400) for k in kept[:13])
-    near = {"threshold": 0.8, "pairs": pairs, "jaccards": rng.uniform(0.5, 0.8, 100_000)}
+    near = {"threshold": 0.8, "pairs": pairs, **near_counts(rng.uniform(0.5, 0.8, 100_000), 0.8)}
     path = tmp_path / "big.html"
     n = write_report(path, summary_from_clusters(clusters, 300_000), clusters, texts,
                      sample_clusters(clusters, 30), near=near)  # fmt: skip

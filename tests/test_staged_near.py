@@ -70,8 +70,9 @@ def test_staged_near_misses_equal_the_one_process_run(docs, shard_docs, threads,
         ref = _run(where, "one", **kw)
         got = _run(where, "staged", **kw, shard_docs=shard_docs, threads=threads)
         _same_near_misses(got, ref)
-        one = _near_section((where / "one.html").read_text())
-        assert _near_section((where / "staged.html").read_text()) == one
+        one, staged = (where / "one.html").read_text(), (where / "staged.html").read_text()
+        assert _near_section(staged) == _near_section(one)
+        assert _counts(staged) == _counts(one)
 
 
 def _families(n: int = 6, seed: int = 5) -> list[str]:
@@ -122,3 +123,79 @@ def test_staged_near_misses_on_dask(tmp_path):
     with cluster, distributed.Client(cluster) as client:
         got = _run(tmp_path, "dask", threshold=0.8, client=client)
     _same_near_misses(got, ref)
+
+
+def _counts(page: str) -> dict:
+    """The report's chart numbers (drops and near misses per 0.01 of Jaccard)."""
+    return json.loads(re.search(r'id="similarity-counts">(.*?)</script>', page, re.S)[1])
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop_at_write(stage: str, done: int, total: int) -> None:
+    if stage == "write":
+        raise _Stop
+
+
+def test_near_misses_chosen_in_tasks_and_resumed(tmp_path):
+    """The near misses are chosen by the near stages' tasks (one per shard, one per verify
+    task), which a run stopped after them reuses from its work directory; the report of a run
+    that returns no arrays (``collect=False``, as the CLI) is the one-process run's."""
+    _write(tmp_path / "in.jsonl", _families())
+    ref = _run(tmp_path, "one", threshold=0.8)
+    one = (tmp_path / "one.html").read_text()
+    work = tmp_path / "work"
+    kw = dict(threshold=0.8, shard_docs=7, threads=2, work_dir=work, collect=False)
+    with pytest.raises(_Stop):
+        _run(tmp_path, "staged", **kw, stage_progress=_stop_at_write)
+    assert not (tmp_path / "staged.html").exists()
+    near = {p: p.stat().st_mtime_ns for st in ("near-kept", "near", "near-pick")
+            for p in (work / st).glob("*/done.json")}  # fmt: skip
+    got = _run(tmp_path, "staged", **kw).summary()
+    stages = got["stages"]
+    shards = stages["scan"]["tasks"]
+    assert shards > 1 and stages["near-kept"]["tasks"] == stages["near-pick"]["tasks"] == shards
+    assert stages["near"]["tasks"] == stages["verify"]["tasks"]
+    assert len(near) == 2 * shards + stages["verify"]["tasks"]
+    assert all(p.stat().st_mtime_ns == t for p, t in near.items())  # reused, not redone
+    page = (tmp_path / "staged.html").read_text()
+    assert _near_section(page) == _near_section(one)
+    assert _counts(page) == _counts(one) and sum(_counts(one)["kept"]) > 0
+    assert int((ref.verified.near_for >= 0).sum()) == sum(_counts(one)["kept"])
+
+
+def test_no_near_stages_without_a_report(tmp_path):
+    _write(tmp_path / "in.jsonl", _families())
+    r = dedup([InputPath(tmp_path / "in.jsonl")], output=tmp_path / "k.jsonl", shard_docs=7,
+              collect=False)  # fmt: skip
+    assert "verify" in r.summary()["stages"]
+    assert not {"near-kept", "near", "near-pick"} & set(r.summary()["stages"])
+
+
+@pytest.mark.parametrize("sketch_words", [8, None])
+def test_staged_near_misses_against_an_index(tmp_path, sketch_words):
+    """Checked against an index (with sketches, the documents found in it take no part), the
+    near misses are the one-process run's."""
+    from neardup.index import Index
+
+    docs = _families(8, seed=2)
+    (tmp_path / "old.jsonl").write_text(
+        "".join(json.dumps({"id": f"o{i}", "text": t}) + "\n" for i, t in enumerate(docs[:25]))
+    )
+    _write(tmp_path / "in.jsonl", docs[15:])
+    got = {}
+    for tag, extra in (("one", {}), ("staged", {"shard_docs": 6})):
+        ix = str(tmp_path / f"ix-{tag}")
+        Index.create(
+            ix, threshold=0.8, **({"sketch_words": sketch_words} if sketch_words else {})
+        ).close()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            dedup([InputPath(tmp_path / "old.jsonl")], against=ix, update=True)
+        got[tag] = _run(tmp_path, tag, threshold=0.8, against=ix, **extra)
+    assert got["one"].against.n_found > 0 and (got["one"].verified.near_for >= 0).any()
+    _same_near_misses(got["staged"], got["one"])
+    one, staged = ((tmp_path / f"{t}.html").read_text() for t in ("one", "staged"))
+    assert _near_section(staged) == _near_section(one) and _counts(staged) == _counts(one)

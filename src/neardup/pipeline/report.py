@@ -27,6 +27,8 @@ __all__ = [
     "embedded_ids",
     "ReportOutput",
     "json_id",
+    "hundredths",
+    "near_counts",
     "near_miss_ids",
     "near_misses",
     "read_clusters",
@@ -49,6 +51,10 @@ REPORT_BORDERLINE = 12
 #: Kept documents the report shows nearest the threshold from below, each against its nearest
 #: kept candidate (verified runs of ``dedup --report``).
 REPORT_NEAR = 12
+
+#: How far under the threshold the report counts the kept documents whose nearest candidate
+#: reaches it (each a lower threshold a rerun could take).
+NEAR_STEPS = (0.01, 0.02, 0.05, 0.1)
 
 #: Runs with at most this many documents in clusters embed the texts of every cluster (the first
 #: REPORT_EMBED_CHARS characters of each), shown on demand from the search; larger runs show
@@ -144,12 +150,36 @@ def borderline(clusters: list[dict[str, Any]], n: int) -> list[tuple[int, int]]:
     return [(i, k) for _, i, k in scored[:n]]
 
 
+def hundredths(jaccards: Any) -> np.ndarray:
+    """The bar of 0.01 each Jaccard falls in (0 to 99; 1.0 in the last), exact for ratios of
+    counts under ten million (the product by 100 rounds a hair under the edge)."""
+    j = np.asarray(jaccards, dtype=np.float64)
+    return np.clip(np.floor(j * 100 + 1e-9), 0, 99).astype(np.int64)
+
+
+def near_counts(jaccards: Any, threshold: float) -> dict[str, list]:
+    """What the report counts of the kept documents' nearest misses with Jaccards
+    ``jaccards``: ``counts``, documents per 0.01 of Jaccard (:func:`hundredths`, 100 of
+    them), and ``reach``, ``[lower threshold, documents at or above it]`` for each of
+    :data:`NEAR_STEPS` under ``threshold``. Counts of parts of the documents add up to the
+    counts of all of them."""
+    j = np.asarray(jaccards, dtype=np.float64)
+    steps = [round(threshold - s, 2) for s in NEAR_STEPS if threshold - s > 0]
+    return {
+        "counts": np.bincount(hundredths(j), minlength=100).tolist(),
+        "reach": [[t, int(np.count_nonzero(j >= t))] for t in steps],
+    }
+
+
 def near_misses(result: Any, n: int = REPORT_NEAR) -> dict[str, Any] | None:
     """The kept documents' nearest misses of a verified ``result`` run with ``near_misses``
-    (else None): ``threshold``; ``pairs``, the ``n`` highest, each a dict of ``kept`` (id),
-    ``nearest`` (the id of the kept candidate before it with the highest Jaccard) and
-    ``jaccard`` (highest first, ties in input order); ``jaccards``, the Jaccard of every kept
-    document that has one (float64 array, input order)."""
+    (else None): ``threshold``; ``pairs``, the ``n`` highest (at most :data:`REPORT_NEAR`),
+    each a dict of ``kept`` (id), ``nearest`` (the id of the kept candidate before it with the
+    highest Jaccard) and ``jaccard`` (highest first, ties in input order); and the
+    :func:`near_counts` of every kept document that has one. A staged run's tasks found
+    these (``result.near``); else they come from ``result.verified``'s ``near_for``."""
+    if getattr(result, "near", None) is not None:
+        return {**result.near, "pairs": result.near["pairs"][:n]}
     v = getattr(result, "verified", None)
     if v is None or v.near_for is None:
         return None
@@ -162,7 +192,8 @@ def near_misses(result: Any, n: int = REPORT_NEAR) -> dict[str, Any] | None:
          "jaccard": float(v.near_jaccard[i])}
         for i in top.tolist()
     ]  # fmt: skip
-    return {"threshold": float(result.threshold), "pairs": pairs, "jaccards": jac}
+    threshold = float(result.threshold)
+    return {"threshold": threshold, "pairs": pairs, **near_counts(jac, threshold)}
 
 
 def near_miss_ids(near: Mapping[str, Any] | None) -> set[Any]:
@@ -392,7 +423,7 @@ def write_report(
         the index keeps sketches, the estimated Jaccard; the search finds them too.
     near : mapping, optional
         The kept documents' nearest misses (:func:`near_misses`): the pairs shown side by side
-        and the Jaccards counted per 0.01 beside the drops'.
+        and their counts (:func:`near_counts`) per 0.01 beside the drops'.
 
     Returns
     -------

@@ -23,6 +23,7 @@ from neardup.pipeline.report import (
     REPORT_EMBED_CHARS,
     borderline,
     embedded_ids,
+    hundredths,
     json_id,
 )
 
@@ -186,13 +187,6 @@ def _bar_plot(x: np.ndarray, y: np.ndarray, xlabel: str, title: str, log_x: bool
     return _svg(fig)
 
 
-def hundredths(jaccards: Any) -> np.ndarray:
-    """The bar of 0.01 each Jaccard falls in (0 to 99; 1.0 in the last), exact for ratios of
-    counts under ten million (the product by 100 rounds a hair under the edge)."""
-    j = np.asarray(jaccards, dtype=np.float64)
-    return np.clip(np.floor(j * 100 + 1e-9), 0, 99).astype(np.int64)
-
-
 def _similarity_plot(drops: list[float], near: Mapping[str, Any] | None) -> str:
     """Dropped documents (Jaccard with their kept document) and, with ``near``, kept ones
     (with their nearest kept candidate) per 0.01 of Jaccard, the threshold marked."""
@@ -202,7 +196,7 @@ def _similarity_plot(drops: list[float], near: Mapping[str, Any] | None) -> str:
     m = np.zeros(100, dtype=np.int64)
     if near is not None:
         t = near["threshold"]
-        m = np.bincount(hundredths(near["jaccards"]), minlength=100)
+        m = np.asarray(near["counts"], dtype=np.int64)
         lo = min(lo, int(hundredths([max(t - REPORT_NEAR_WINDOW, 0.0)])[0]))
     x = np.arange(lo, 100) / 100 + 0.005
     fig = figure.Figure(figsize=(6.4, 3.0))
@@ -468,10 +462,7 @@ def _borderline_section(clusters: list[dict[str, Any]], texts: Mapping[Any, str]
 
 def _near_counts(near: Mapping[str, Any]) -> str:
     """How many kept documents each lower threshold would reach, as a sentence."""
-    t, jac = near["threshold"], np.asarray(near["jaccards"])
-    steps = [s for s in (0.01, 0.02, 0.05, 0.1) if t - s > 0]
-    said = [f"{int(np.count_nonzero(jac >= round(t - s, 2))):,} at {round(t - s, 2):g}"
-            for s in steps]  # fmt: skip
+    said = [f"{int(c):,} at {t:g}" for t, c in near["reach"]]
     if not said:
         return ""
     return (
@@ -506,9 +497,8 @@ def _near_section(near: Mapping[str, Any] | None, verified: bool, texts: Mapping
             + _diff(nearest, texts.get(nearest), kept, texts.get(kept), "kept too")
             + "</details>"
         )
-    jac = np.asarray(near["jaccards"])
     low = max(t - REPORT_NEAR_WINDOW, 0.0)
-    below = int(np.count_nonzero(hundredths(jac) < hundredths([low])[0]))
+    below = int(sum(near["counts"][: int(hundredths([low])[0])]))
     none = (
         f"No kept document has a kept candidate (under the threshold {t:g}): none came near "
         "being dropped."
@@ -540,7 +530,7 @@ def _counts_json(clusters: list[dict[str, Any]], near: Mapping[str, Any] | None)
         if json_id(m) != json_id(c["kept"]) and js[k] is not None
     ]
     per = lambda j: np.bincount(hundredths(j), minlength=100).tolist()  # noqa: E731
-    kept = None if near is None else per(near["jaccards"])
+    kept = None if near is None else [int(c) for c in near["counts"]]
     out = {"threshold": None if near is None else near["threshold"], "dropped": per(drops),
            "kept": kept}  # fmt: skip
     return json.dumps(out)

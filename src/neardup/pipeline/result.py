@@ -54,6 +54,10 @@ class DedupResult:
         With ``against=``: for each document, the index entry it was dropped for (``id``, None
         when not found), the distance, the estimated Jaccard and ``how`` the index decided:
         ``"sketch"`` (estimated Jaccard >= threshold) or ``"fingerprint"`` (distance only).
+    near : dict or None
+        A staged run with a report: the report's near misses as its tasks found them (see
+        :func:`neardup.pipeline.report.near_misses`), so that the report needs no array of
+        them.
     """
 
     ids: list[Any]
@@ -70,6 +74,7 @@ class DedupResult:
     threshold: float | None = None
     temp_bytes: int = 0
     against: IndexCheck | None = None
+    near: dict[str, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -28,6 +28,7 @@ from neardup.errors import InputError
 from neardup.io.files import check_unchanged, file_stamp, open_output_stream
 from neardup.io.writers import OutputSet
 from neardup.pipeline import stage_against as A
+from neardup.pipeline import stage_near as N
 from neardup.pipeline import stages as S
 from neardup.pipeline.executors import LocalExecutor, Progress, run_task
 from neardup.pipeline.plan import DedupPlan
@@ -66,6 +67,7 @@ class StagedRun:
     peak_rss: dict[str, int] = field(default_factory=dict)
     against: dict[str, Any] | None = None  #: the index check: how, path, distance, found, own
     added: int = 0  #: documents added to the index (``update``)
+    near: dict[str, Any] | None = None  #: the report's near misses (a report asked for them)
 
     @property
     def offsets(self) -> list[int]:
@@ -232,6 +234,29 @@ def _decide(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str]) -> No
     r.map("decide", S.decide_task, [(str(t), (r.work, plan, run.offsets, t)) for t in range(k)])
 
 
+def _near(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
+    """Each kept document's nearest kept candidate before it (:mod:`neardup.pipeline.stage_near`),
+    in tasks: this process gathers only what the report shows (a few rows and counts per 0.01 of
+    Jaccard from each shard), never the pairs."""
+    from neardup.pipeline.report import REPORT_NEAR
+
+    off, shards = run.offsets, range(len(run.sizes))
+    aside = run.against is not None and run.against["how"] == "sketch"
+    r.map("near-kept", N.near_kept_task,
+          [(str(s), (r.work, off, run.n_decide, s, aside)) for s in shards])  # fmt: skip
+    tasks = run.verify_tasks
+    r.map("near", N.near_task, [(t, (r.work, plan, off, t)) for t in tasks])
+    picks = r.map("near-pick", N.near_pick_task,
+                  [(str(s), (r.work, plan, off, tasks, s, REPORT_NEAR)) for s in shards])  # fmt: skip
+    rows = sorted((row for p in picks for row in p["top"]), key=lambda row: (-row[0], row[1]))
+    pairs = [{"kept": row[3], "nearest": row[4], "jaccard": row[0]} for row in rows[:REPORT_NEAR]]
+    counts = np.sum([p["counts"] for p in picks], axis=0, dtype=np.int64).tolist()
+    reach = [[t, sum(p["reach"][i][1] for p in picks)]
+             for i, (t, _) in enumerate(picks[0]["reach"])]  # fmt: skip
+    run.near = {"threshold": float(plan.threshold), "pairs": pairs, "counts": counts,
+                "reach": reach}  # fmt: skip
+
+
 def _write(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
     tasks = [(str(s), (r.work, plan, run.offsets, run.n_decide, s, run.first_lines[s]))
              for s in range(len(run.sizes))]  # fmt: skip
@@ -330,7 +355,7 @@ def run_staged(
             run.against["path"] = str(index.path)  # type: ignore[index]
         t0 = time.perf_counter()
         _commit_parts(plan, run, outputs)
-        result = build_result(plan, run) if collect or extra_outputs else None
+        result = build_result(plan, run, collect) if collect or extra_outputs else None
         for extra in extra_outputs:
             extra.write(result, outputs)
         run.seconds["commit"] = time.perf_counter() - t0
@@ -357,6 +382,8 @@ def _stages(r: _Runner, plan: DedupPlan, on_bad: Any, progress: Any) -> StagedRu
     if plan.verify:
         run.verify_tasks = names
     _decide(r, plan, run, names)
+    if plan.verify and plan.near_misses:
+        _near(r, plan, run)
     _write(r, plan, run)
     run.seconds, run.tasks, run.peak_rss = r.seconds, r.tasks, r.peak_rss
     run.temp_bytes = _stage_bytes(r.work)
@@ -580,9 +607,10 @@ def _scan_arrays(plan: DedupPlan, run: StagedRun) -> Any:
                 run.bytes_in)  # fmt: skip
 
 
-def build_result(plan: DedupPlan, run: StagedRun) -> Any:
+def build_result(plan: DedupPlan, run: StagedRun, near_arrays: bool = True) -> Any:
     """A :class:`~neardup.pipeline.result.DedupResult` of the run, as the one-process job
-    gives it."""
+    gives it; the near misses (a report asked for them) as the tasks found them, and with
+    ``near_arrays`` each document's (``near_for``, ``near_jaccard``) too."""
     from neardup.core.bits import popcount
     from neardup.core.decide import Decisions
     from neardup.core.verify import VerifiedDecisions
@@ -607,6 +635,7 @@ def build_result(plan: DedupPlan, run: StagedRun) -> Any:
     result = DedupResult(scan.ids, fp, scan.lengths, decisions, run.skipped, dict(run.seconds),
                          scan, bytes_in=run.bytes_in, bytes_out=run.bytes_out)  # fmt: skip
     result.against = against
+    result.near = run.near
     if plan.verify:
         shards = [s for s in range(len(run.sizes)) if run.sizes[s]]
         sizes = np.concatenate(
@@ -614,11 +643,8 @@ def build_result(plan: DedupPlan, run: StagedRun) -> Any:
         )
         jac[kept] = np.nan
         near_for = near_jac = None
-        if plan.near_misses:
-            part = kept & (sizes > 0)
-            if against is not None and against.how == "sketch":  # no part in the decisions
-                part &= ~against.found
-            near_for, near_jac = _near_misses(plan, run, part, scan.lengths)
+        if run.near is not None and near_arrays:
+            near_for, near_jac = _near_arrays(run)
         result.verified = VerifiedDecisions(kept, np.where(kept, -1, surv), jac,
                                             np.where(kept, -1, dist), sizes == 0,
                                             near_for=near_for, near_jaccard=near_jac)  # fmt: skip
@@ -627,35 +653,15 @@ def build_result(plan: DedupPlan, run: StagedRun) -> Any:
     return result
 
 
-def _near_misses(
-    plan: DedupPlan, run: StagedRun, part: np.ndarray, lengths: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(near_for, near_jaccard) as the one-process verified search finds them
-    (:func:`neardup.core.verify.decide_verified` with ``near_misses``): for each kept document
-    with shingles (``part``), the candidate kept before it in keep order with the highest exact
-    Jaccard, ties to the earliest; -1 and NaN for the others. Read from every verify task's
-    pairs, those under the threshold and those over it."""
-    from neardup.core.verify import priority_order
-
-    n = len(part)
-    rank = np.empty(n, dtype=np.int64)
-    rank[priority_order(n, plan.keep, lengths)] = np.arange(n, dtype=np.int64)
-    pairs, jac = [np.zeros((0, 2), np.int64)], [np.zeros(0)]
-    for t in run.verify_tasks:
-        for p, j in (("pairs", "jac"), ("mpairs", "mjac")):
-            pairs.append(np.asarray(S.load(run.work, "verify", t, p)).reshape(-1, 2))
-            jac.append(np.asarray(S.load(run.work, "verify", t, j)))
-    pr, jc = np.concatenate(pairs), np.concatenate(jac)
-    both = part[pr[:, 0]] & part[pr[:, 1]]
-    pr, jc = pr[both], jc[both]
-    first = rank[pr[:, 0]] < rank[pr[:, 1]]
-    later = np.where(first, pr[:, 1], pr[:, 0])
-    earlier = np.where(first, pr[:, 0], pr[:, 1])
-    order = np.lexsort((rank[earlier], -jc, later))
-    head = order[np.r_[True, later[order][1:] != later[order][:-1]]] if len(order) else order
-    near_for, near_jac = np.full(n, -1, dtype=np.int64), np.full(n, np.nan)
-    near_for[later[head]] = earlier[head]
-    near_jac[later[head]] = jc[head]
+def _near_arrays(run: StagedRun) -> tuple[np.ndarray, np.ndarray]:
+    """(near_for, near_jaccard) of every document, as the one-process verified search finds
+    them (:func:`neardup.core.verify.decide_verified` with ``near_misses``), from the shards'
+    near-pick tasks; -1 and NaN where a document has none."""
+    near_for, near_jac = np.full(run.n, -1, dtype=np.int64), np.full(run.n, np.nan)
+    for s in range(len(run.sizes)):
+        d = np.asarray(S.load(run.work, "near-pick", s, "d"))
+        near_for[d] = S.load(run.work, "near-pick", s, "e")
+        near_jac[d] = S.load(run.work, "near-pick", s, "jac")
     return near_for, near_jac
 
 

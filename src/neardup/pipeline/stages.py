@@ -14,8 +14,9 @@ bucket's candidate pairs, :func:`neardup.distributed.plan.shard_pairs`) -> verif
 of a bucket's pairs; only pairs that reach the threshold are kept) -> components (connected
 components of the verified pairs, spread over decide tasks) -> decide (the keep-order rule of
 :func:`neardup.core.verify.decide_verified`, or one survivor per component for fingerprint-only
-dedup) -> write (each shard its kept lines, its drop list and the clusters it leads; in
-:mod:`neardup.pipeline.shard_write`).
+dedup) -> near (for a report, each kept document's nearest miss; in
+:mod:`neardup.pipeline.stage_near`) -> write (each shard its kept lines, its drop list and the
+clusters it leads; in :mod:`neardup.pipeline.shard_write`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,127 @@
+"""The near-miss stages of a staged dedup with a report (:mod:`neardup.pipeline.stages`): for
+each kept document, its nearest kept candidate before it in keep order (the highest exact
+Jaccard, ties to the earliest in keep order), as the one-process run finds it
+(:func:`neardup.core.verify.decide_verified` with ``near_misses``), chosen in tasks so that the
+calling process never holds the candidate pairs.
+
+near-kept (per shard: which of its documents take part: kept, with shingles, and not found in
+an index with sketches) -> near (per verify task: among its pairs whose documents both take
+part, each later document's best, bucketed by the later document's shard) -> near-pick (per
+shard: the best of every near task's for its documents, written for a result that asks for
+them; the task's result is what the report shows, a few rows and counts per 0.01 of Jaccard).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from neardup.pipeline.plan import DedupPlan
+from neardup.pipeline.report import json_id, near_counts
+from neardup.pipeline.stages import _save, load, load_ids
+from neardup.pipeline.stream import concat
+
+__all__ = ["near_kept_task", "near_pick_task", "near_task"]
+
+_COLUMNS = ("d", "e", "jac", "elen")
+
+
+def near_kept_task(out: str, work: str, offsets: list[int], n_decide: int, s: int,
+                   aside: bool) -> dict[str, int]:  # fmt: skip
+    """Shard ``s``'s documents that take part in the near misses (``part``, one bool each):
+    not dropped by a decide task, with shingles and, with ``aside``, not found in the index
+    (with sketches: no part in the input's decisions)."""
+    lo, hi = offsets[s], offsets[s + 1]
+    part = np.diff(np.asarray(load(work, "scan", s, "koff"))) > 0
+    for k in range(n_decide):
+        drop = load(work, "decide", k, "drop")  # ascending: the shard's are one slice
+        a, b = np.searchsorted(drop, [lo, hi])
+        part[np.asarray(drop[a:b]) - lo] = False
+    if aside and hi > lo:
+        part &= ~np.asarray(load(work, "against", s, "found"), dtype=bool)
+    return {"bytes": _save(out, part=part)}
+
+
+def _at(work: str, stage: str, name: str, offsets: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Array ``name`` of per-shard task ``stage`` at global positions ``pos`` (ascending)."""
+    shard = np.searchsorted(offsets, pos, side="right") - 1
+    parts = [np.asarray(load(work, stage, s, name))[pos[shard == s] - offsets[s]]
+             for s in np.unique(shard).tolist()]  # fmt: skip
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def _best(d: np.ndarray, e: np.ndarray, jac: np.ndarray, elen: np.ndarray) -> tuple[Any, ...]:
+    """For each distinct ``d``, its row with the highest ``jac``, ties to the ``e`` first in keep
+    order (the longest, ``elen``, then the earliest; ``elen`` all 0 for ``keep="first"``);
+    rows ``(d, e, jac, elen)``, ``d`` ascending."""
+    order = np.lexsort((e, -elen, -jac, d))
+    d = d[order]
+    first = np.flatnonzero(np.r_[True, d[1:] != d[:-1]]) if len(d) else np.zeros(0, np.int64)
+    head = order[first]
+    return d[first], e[head], jac[head], elen[head]
+
+
+def near_task(out: str, work: str, plan: DedupPlan, offsets: list[int],
+              task: str) -> dict[str, int]:  # fmt: skip
+    """The pairs of verify task ``task`` (those that reach the threshold and those under it)
+    whose documents both take part (stage near-kept), each turned to (later ``d``, earlier
+    ``e``) in keep order; each ``d``'s best, with the cuts (``cuts``) between the shards of
+    ``d``."""
+    pairs = np.concatenate(
+        [np.asarray(load(work, "verify", task, p)).reshape(-1, 2) for p in ("pairs", "mpairs")]
+    ).astype(np.int64)
+    jac = concat([np.asarray(load(work, "verify", task, j)) for j in ("jac", "mjac")], np.float64)
+    off = np.asarray(offsets, dtype=np.int64)
+    pos = np.unique(pairs)
+    at = np.searchsorted(pos, pairs)
+    live = _at(work, "near-kept", "part", off, pos).astype(bool)
+    ok = live[at[:, 0]] & live[at[:, 1]] if len(pairs) else np.zeros(0, dtype=bool)
+    a, b, jac, at = pairs[ok, 0], pairs[ok, 1], jac[ok].astype(np.float64), at[ok]
+    a_first = a < b
+    elen = np.zeros(len(a), dtype=np.int64)
+    if plan.keep == "longest":  # most characters first, ties to the earlier
+        lens = _at(work, "scan", "len", off, pos).astype(np.int64)
+        la, lb = lens[at[:, 0]], lens[at[:, 1]]
+        a_first = (la > lb) | ((la == lb) & a_first)
+        elen = np.where(a_first, la, lb)
+    d, e = np.where(a_first, b, a), np.where(a_first, a, b)
+    d, e, jac, elen = _best(d, e, jac, elen)
+    cuts = np.searchsorted(d, off).astype(np.int64)
+    return {"docs": len(d), "bytes": _save(out, d=d, e=e, jac=jac, elen=elen, cuts=cuts)}
+
+
+def near_pick_task(out: str, work: str, plan: DedupPlan, offsets: list[int], tasks: list[str],
+                   s: int, top: int) -> dict[str, Any]:  # fmt: skip
+    """The nearest miss of each of shard ``s``'s kept documents, from every near task of
+    ``tasks`` (``d``, ``e``, ``jac``, ``d`` ascending); returns what the report shows of them:
+    the ``top`` of highest Jaccard (ties in input order) as ``[jaccard, d, e, id of d, id of
+    e]``, and their :func:`~neardup.pipeline.report.near_counts`."""
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in _COLUMNS}
+    for t in tasks:
+        c = load(work, "near", t, "cuts")
+        a, b = int(c[s]), int(c[s + 1])
+        if b > a:
+            for k in _COLUMNS:
+                cols[k].append(np.asarray(load(work, "near", t, k)[a:b]))
+    d, e, jac, elen = (concat(cols[k], np.float64 if k == "jac" else np.int64) for k in _COLUMNS)
+    d, e, jac, _ = _best(d, e, jac, elen)
+    nbytes = _save(out, d=d, e=e, jac=jac)
+    rows = np.lexsort((d, -jac))[:top]
+    ids = _ids(work, np.asarray(offsets, dtype=np.int64), np.concatenate([d[rows], e[rows]]))
+    shown = [[float(jac[i]), int(d[i]), int(e[i]), ids[k], ids[len(rows) + k]]
+             for k, i in enumerate(rows.tolist())]  # fmt: skip
+    return {"docs": len(d), "bytes": nbytes, "top": shown, **near_counts(jac, plan.threshold)}
+
+
+def _ids(work: str, offsets: np.ndarray, pos: np.ndarray) -> list[Any]:
+    """The ids (as the clusters file writes them) of the documents at global positions
+    ``pos``, each shard's ids read once."""
+    shard = np.searchsorted(offsets, pos, side="right") - 1
+    cache: dict[int, list[Any]] = {}
+    out = []
+    for s, p in zip(shard.tolist(), pos.tolist(), strict=True):
+        if s not in cache:
+            cache[s] = load_ids(work, s)
+        out.append(json_id(cache[s][p - int(offsets[s])]))
+    return out
