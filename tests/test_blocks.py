@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -344,3 +345,26 @@ def test_id_hashes_follow_python_equality():
     big = hash_ids(list(range(5000)))  # the table grows
     assert (table.first(big, 100) >= 0).tolist() == [False, True] + [False] * 4998  # 1 was
     assert (table.first(big, 9000) == np.arange(100, 5100)).sum() == 4999
+
+
+def test_id_hashes_are_the_same_in_every_process():
+    """Workers and resumed runs hash ids in other processes: no per-process salt may enter."""
+    import subprocess
+    import sys
+
+    code = (
+        "from neardup.io.blocks import hash_ids; import datetime as d; "
+        "print(hash_ids([b'x', None, [1, 2], {'a': 1}, 0.5, 2**70, 'é', 7, "
+        "d.date(2020, 1, 2), (1, 'a')]).tolist())"
+    )
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout  # fmt: skip
+        for seed in ("1", "2", "random")
+    }
+    assert len(outs) == 1 and outs.pop().startswith("[")

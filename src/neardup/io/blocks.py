@@ -12,6 +12,7 @@ ids, any syntax error, ...) goes through the Python reader (:func:`~neardup.io.r
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -384,7 +385,8 @@ _I64 = (-(1 << 63), (1 << 63) - 1)
 def hash_ids(ids: list[Any]) -> np.ndarray:
     """A 64-bit hash of each id: equal :func:`id_key` give equal hashes (strings: FNV-1a of
     their UTF-8 and MurmurHash3's finalizer, as the block kernel computes them; integral
-    numbers in int64 range by value; anything else by Python's ``hash`` of its key)."""
+    numbers in int64 range by value; anything else by a BLAKE2b digest of its key's ``repr``, so
+    that every process gives the same hash)."""
     n = len(ids)
     out = np.empty(n, dtype=np.uint64)
     str_pos: list[int] = []
@@ -401,8 +403,10 @@ def hash_ids(ids: list[Any]) -> np.ndarray:
         if isinstance(v, int) and _I64[0] <= v <= _I64[1]:
             int_pos.append(j)
             ints.append(int(v))
-        else:
-            out[j] = np.uint64(hash(id_key(v)) & 0xFFFFFFFFFFFFFFFF)
+        else:  # not Python's hash: it differs between processes (workers, resumed runs)
+            digest = hashlib.blake2b(repr(id_key(v)).encode("utf-8", "backslashreplace"),
+                                     digest_size=8).digest()  # fmt: skip
+            out[j] = np.uint64(int.from_bytes(digest, "little"))
     if strs:
         ends = np.cumsum([len(s) for s in strs], dtype=np.int64)
         buf = np.frombuffer(bytearray(b"".join(strs)), dtype=np.uint8)  # writable, as the kernel's
