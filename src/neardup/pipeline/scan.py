@@ -49,7 +49,7 @@ class Scan:
             check_unchanged(f.path, stamp)
 
 
-def _check_parquet_schemas(files: list[InputFile]) -> None:
+def check_parquet_schemas(files: list[InputFile]) -> None:
     if not files or files[0].kind != "parquet":
         return
     schema = open_parquet(files[0].path).schema_arrow
@@ -113,7 +113,7 @@ def scan_files(
     if files is None:
         files = expand_inputs(inputs, fmt)
     stamps = [file_stamp(f.path) for f in files]
-    _check_parquet_schemas(files)
+    check_parquet_schemas(files)
     if spool is not None:
         _batch_fingerprinter(fper, threads, spool)  # the same TypeError as in-memory input
     skipped = 0

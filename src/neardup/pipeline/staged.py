@@ -32,6 +32,7 @@ from neardup.pipeline import stage_near as N
 from neardup.pipeline import stages as S
 from neardup.pipeline.executors import LocalExecutor, Progress, run_task
 from neardup.pipeline.plan import DedupPlan
+from neardup.pipeline.scan import check_parquet_schemas
 from neardup.pipeline.shard_write import write_task
 from neardup.pipeline.write import register_outputs, write_summary
 
@@ -338,6 +339,7 @@ def run_staged(
     if not plan.staged or not plan.shards:
         raise ValueError("a staged dedup needs file input cut into shards (build_plan)")
     t_all = time.perf_counter()
+    check_parquet_schemas(list(plan.files))  # one output file: one schema (as in one process)
     # an input rewritten while the stages read it is refused, as in the one-process run
     stamps = {f.path: file_stamp(f.path) for f in plan.files}
     with contextlib.ExitStack() as stack:
@@ -350,7 +352,8 @@ def run_staged(
         for extra in extra_outputs:
             extra.register(outputs)
         r = _Runner(work, executor, progress)
-        run = _stages(r, plan, on_bad, progress)
+        with _changed_first(stamps):
+            run = _stages(r, plan, on_bad, progress)
         if index is not None:
             run.against["path"] = str(index.path)  # type: ignore[index]
         t0 = time.perf_counter()
@@ -369,6 +372,18 @@ def run_staged(
             log(f"{run.n} documents in {len(plan.shards)} shards, {run.clusters} clusters found "
                 f"({executor.name} executor)")  # fmt: skip
     return run, result
+
+
+@contextlib.contextmanager
+def _changed_first(stamps: dict[str, tuple]) -> Iterator[None]:
+    """An input error of a task is reported as its cause, an input changed since the run
+    began, where one did (a Parquet file rewritten while the write stage reads it again)."""
+    try:
+        yield
+    except InputError:
+        for path, stamp in stamps.items():
+            check_unchanged(path, stamp)
+        raise
 
 
 def _stages(r: _Runner, plan: DedupPlan, on_bad: Any, progress: Any) -> StagedRun:

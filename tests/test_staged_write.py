@@ -1,0 +1,337 @@
+"""The write stage of a staged dedup for Parquet and text-file inputs: each shard writes its own
+kept rows (a Parquet part) or copies its kept files, the caller puts the parts together without
+any per-document array, and the outputs are the one-process run's, byte for byte."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import naive
+import numpy as np
+import pytest
+
+from neardup import dedup
+from neardup.errors import InputError
+from neardup.io.sources import InputPath
+from neardup.pipeline import shard_write, staged, stages, write
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+
+_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("score", pa.float64()),
+                     ("tags", pa.list_(pa.string())),
+                     ("cat", pa.dictionary(pa.int32(), pa.string())),
+                     ("at", pa.timestamp("ms", tz="UTC")),
+                     ("meta", pa.struct([("a", pa.int64()), ("b", pa.string())]))])  # fmt: skip
+
+
+def _parquet_inputs(where: Path, sizes: tuple[int, ...] = (13, 1, 22, 9)) -> list[InputPath]:
+    """Parquet files of near-duplicate texts (across files too) with more columns than id and
+    text (nulls, lists, floats, dictionary, time zone, struct), several row groups each."""
+    docs = naive.text_families(sum(sizes), seed=11, vocab=40, words=(6, 14), wordless=0)
+    paths, at = [], 0
+    for k, n in enumerate(sizes):
+        part = docs[at : at + n]
+        table = pa.table({
+            "id": [f"p{k}-{i}" for i in range(n)],
+            "text": part,
+            "score": [None if i % 4 == 0 else i / 3 for i in range(n)],
+            "tags": [[f"t{i % 3}"] * (i % 3) for i in range(n)],
+            "cat": pa.array([f"c{i % 4}" for i in range(n)]).dictionary_encode(),
+            "at": [1_600_000_000_000 + i for i in range(n)],
+            "meta": [{"a": i, "b": None if i % 3 else "x"} for i in range(n)],
+        }, schema=_SCHEMA)  # fmt: skip
+        pq.write_table(table, where / f"in{k}.parquet", row_group_size=5)
+        paths.append(InputPath(where / f"in{k}.parquet"))
+        at += n
+    return paths
+
+
+def _text_inputs(where: Path, n: int = 40) -> list[InputPath]:
+    """Text files in a directory with subdirectories, near duplicates among them."""
+    docs = naive.text_families(n, seed=13, vocab=40, words=(6, 14), wordless=0)
+    for i, t in enumerate(docs):
+        sub = where / "dir" / ("" if i % 3 == 0 else f"s{i % 3}") / ("deep" if i % 5 == 0 else "")
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"{i:03d}.txt").write_text(t)
+    return [InputPath(where / "dir")]
+
+
+def _tree(path: Path) -> list[tuple[str, bytes | None]]:
+    """Every directory and file under ``path`` (relative names; a file's bytes)."""
+    out = []
+    for d, dirs, files in os.walk(path):
+        rel = os.path.relpath(d, path)
+        out += [(os.path.join(rel, x), None) for x in dirs]
+        out += [(os.path.join(rel, x), Path(d, x).read_bytes()) for x in files]
+    return sorted(out)
+
+
+def _outs(where: Path, tag: str, output: str) -> dict:
+    return {"output": where / tag / output, "clusters": where / tag / "c.jsonl",
+            "drop_list": where / tag / "drop.txt"}  # fmt: skip
+
+
+def _same_as_one_process(
+    where: Path, src, output: str, common: dict | None = None, **staged_kw
+) -> list[bool]:
+    """Runs the one-process and the staged dedup (both with ``common``); asserts every output
+    the same, byte for byte (a directory output file by file); returns the kept flags."""
+    kept, sizes = [], []
+    for tag, extra in (("one", common or {}), ("staged", {**(common or {}), **staged_kw})):
+        outs = _outs(where, tag, output)
+        (where / tag).mkdir()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            r = dedup(src, **outs, **extra)
+        kept.append(r.kept.tolist())
+        sizes.append(r.summary()["bytes_out"])
+    for name in _outs(where, "x", output):
+        a, b = _outs(where, "one", output)[name], _outs(where, "staged", output)[name]
+        assert (_tree(b) if b.is_dir() else b.read_bytes()) == (
+            _tree(a) if a.is_dir() else a.read_bytes()
+        ), name
+    assert kept[0] == kept[1] and not all(kept[0]) and any(kept[0])
+    assert sizes[0] == sizes[1] > 0  # the summary's bytes written
+    return kept[0]
+
+
+@pytest.mark.parametrize("shard_docs,threads", [(1, 1), (3, 2), (7, 3), (1000, 2)])
+def test_parquet_same_bytes(tmp_path, monkeypatch, shard_docs, threads):
+    # batches of 4 rows: several row groups per input file, a batch across its row groups
+    monkeypatch.setattr(write, "PARQUET_BATCH_ROWS", 4)
+    src = _parquet_inputs(tmp_path)
+    _same_as_one_process(tmp_path, src, "kept.parquet", shard_docs=shard_docs, threads=threads)
+    meta = pq.ParquetFile(tmp_path / "staged" / "kept.parquet").metadata
+    assert meta.num_row_groups > len(src)
+    assert max(meta.row_group(g).num_rows for g in range(meta.num_row_groups)) <= 4
+
+
+def test_parquet_default_batches(tmp_path):
+    src = _parquet_inputs(tmp_path)
+    _same_as_one_process(tmp_path, src, "kept.parquet", shard_docs=2, threads=2)
+    groups = [pq.ParquetFile(tmp_path / t / "kept.parquet").metadata.num_row_groups
+              for t in ("one", "staged")]  # fmt: skip
+    assert groups[0] == groups[1] > 1
+
+
+@pytest.mark.parametrize("shard_docs,threads", [(1, 2), (4, 1), (9, 3), (1000, 1)])
+def test_text_files_same_tree(tmp_path, shard_docs, threads):
+    src = _text_inputs(tmp_path)
+    _same_as_one_process(tmp_path, src, "kept", shard_docs=shard_docs, threads=threads)
+    assert any("deep" in name for name, _ in _tree(tmp_path / "staged" / "kept"))
+
+
+def test_dask_parquet_and_text_same_bytes(tmp_path):
+    """Worker processes write the parts (the task functions and their results travel)."""
+    distributed = pytest.importorskip("distributed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1,
+                                           dashboard_address=None, processes=True)  # fmt: skip
+    with cluster, distributed.Client(cluster) as client:
+        (tmp_path / "pq").mkdir()
+        src = _parquet_inputs(tmp_path / "pq")
+        _same_as_one_process(tmp_path / "pq", src, "kept.parquet", shard_docs=5, client=client)
+        (tmp_path / "txt").mkdir()
+        src = _text_inputs(tmp_path / "txt")
+        _same_as_one_process(tmp_path / "txt", src, "kept", shard_docs=6, client=client)
+
+
+@pytest.mark.parametrize("kind", ["parquet", "text"])
+def test_commit_reads_no_per_document_array(tmp_path, monkeypatch, kind):
+    """The caller's commit reads the shards' parts only: no spill of the scan (ids, records,
+    sources, fingerprints) and no decision array, and no ``_scan_arrays`` anywhere."""
+    src = _parquet_inputs(tmp_path) if kind == "parquet" else _text_inputs(tmp_path)
+    output = "kept.parquet" if kind == "parquet" else "kept"
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    (tmp_path / "out").mkdir()
+    dedup(src, output=ref / output)
+
+    def refuse(*a, **k):
+        raise AssertionError("the commit read a per-document array")
+
+    monkeypatch.setattr(staged, "_scan_arrays", refuse)
+    commit = staged._commit_parts
+    calls = []
+
+    def guarded(*args):
+        with monkeypatch.context() as m:  # no task runs now: the stages are done
+            for mod, name in ((np, "load"), (stages, "load"), (stages, "load_ids")):
+                m.setattr(mod, name, refuse)
+            calls.append(commit(*args))
+
+    monkeypatch.setattr(staged, "_commit_parts", guarded)
+    got = dedup(src, output=tmp_path / "out" / output, shard_docs=4, threads=2, collect=False)
+    assert calls and got.summary()["kept"] < got.summary()["documents"]
+    a, b = tmp_path / "out" / output, ref / output
+    assert (_tree(a) if a.is_dir() else a.read_bytes()) == (
+        _tree(b) if b.is_dir() else b.read_bytes()
+    )
+
+
+def _leftovers(where: Path) -> list[str]:
+    return sorted(p.name for p in where.iterdir() if p.name.startswith("."))
+
+
+@pytest.mark.parametrize("kind", ["parquet", "text"])
+def test_input_changed_during_the_run_is_refused(tmp_path, monkeypatch, kind):
+    src = _parquet_inputs(tmp_path) if kind == "parquet" else _text_inputs(tmp_path)
+    changed = tmp_path / ("in2.parquet" if kind == "parquet" else "dir/s1/001.txt")
+    task = staged.write_task
+
+    def rewrite_then_write(out, work, plan, offsets, n_decide, s, first_line):
+        if s == 0:  # the input rewritten (same size) after it was scanned
+            data = bytearray(changed.read_bytes())
+            if kind == "text":
+                data[0] ^= 1
+            os.remove(changed)
+            changed.write_bytes(bytes(data))
+        return task(out, work, plan, offsets, n_decide, s, first_line)
+
+    monkeypatch.setattr(staged, "write_task", rewrite_then_write)
+    (tmp_path / "out").mkdir()
+    out = tmp_path / "out" / ("kept.parquet" if kind == "parquet" else "kept")
+    with pytest.raises(InputError, match=f"{changed.name}: changed while dedup ran"):
+        dedup(src, output=out, drop_list=tmp_path / "out" / "d.txt", shard_docs=5, threads=2)
+    assert os.listdir(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize("how", ["cut", "damaged"])
+def test_parquet_input_changed_before_written_is_named(tmp_path, monkeypatch, how):
+    """A Parquet input with fewer rows than were scanned, or no longer Parquet, when the write
+    stage reads it again: the error says it changed (not that its data is bad)."""
+    src = _parquet_inputs(tmp_path)
+    task = staged.write_task
+    short = tmp_path / "in2.parquet"
+
+    def cut_then_write(out, work, plan, offsets, n_decide, s, first_line):
+        if s == 0 and how == "cut":
+            pq.write_table(pq.read_table(short).slice(0, 3), short)
+        elif s == 0:
+            short.write_bytes(b"PAR1" + b"x" * 100)
+        return task(out, work, plan, offsets, n_decide, s, first_line)
+
+    monkeypatch.setattr(staged, "write_task", cut_then_write)
+    (tmp_path / "out").mkdir()
+    with pytest.raises(InputError, match=r"in2.parquet: changed while dedup ran") as e:
+        dedup(src, output=tmp_path / "out" / "k.parquet", shard_docs=5, threads=1)
+    assert len(str(e.value).splitlines()) == 1 and os.listdir(tmp_path / "out") == []
+
+
+def test_unreadable_parquet_part_of_input_is_named(tmp_path, monkeypatch):
+    """An input whose data cannot be read in the write stage: named with the row, one line."""
+    src = _parquet_inputs(tmp_path)
+    target = os.fspath(src[2])
+    rows = shard_write.write_parquet_rows
+
+    def fail_reading(writer, schema, path, numbers):
+        if os.fspath(path) == target:
+            raise InputError(os.fspath(path), 6, "unreadable Parquet data (damaged page)")
+        rows(writer, schema, path, numbers)
+
+    monkeypatch.setattr(shard_write, "write_parquet_rows", fail_reading)
+    (tmp_path / "out").mkdir()
+    with pytest.raises(InputError, match=r"in2.parquet:6: unreadable Parquet data"):
+        dedup(src, output=tmp_path / "out" / "k.parquet", shard_docs=5, threads=2)
+    assert os.listdir(tmp_path / "out") == []
+
+
+def test_failed_parquet_commit_leaves_nothing(tmp_path, monkeypatch):
+    src = _parquet_inputs(tmp_path)
+    join = staged._join_parquet_parts
+
+    def half(*a):
+        join(*a)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(staged, "_join_parquet_parts", half)
+    (tmp_path / "out").mkdir()
+    with pytest.raises(OSError, match="No space left"):
+        dedup(src, output=tmp_path / "out" / "k.parquet", clusters=tmp_path / "out" / "c.jsonl",
+              shard_docs=5)  # fmt: skip
+    assert os.listdir(tmp_path / "out") == []
+
+
+def test_text_commit_stopped_halfway_resumes(tmp_path, monkeypatch):
+    """A commit stopped after some files went into the staged directory: nothing appears, and
+    the same run again with the work directory gives the whole output, every task reused (a
+    kept work directory's files are copied out, never moved)."""
+    src = _text_inputs(tmp_path)
+    ref = tmp_path / "ref" / "kept"
+    ref.parent.mkdir()
+    dedup(src, output=ref)
+    move, moved = staged._move, []
+
+    def stop_after_two(a, b, keep):
+        if len(moved) == 2:
+            raise KeyboardInterrupt
+        moved.append(a)
+        move(a, b, keep)
+
+    monkeypatch.setattr(staged, "_move", stop_after_two)
+    (tmp_path / "out").mkdir()
+    out, work = tmp_path / "out" / "kept", tmp_path / "work"
+    with pytest.raises(KeyboardInterrupt):
+        dedup(src, output=out, shard_docs=6, work_dir=work, collect=False)
+    assert os.listdir(tmp_path / "out") == [] and len(moved) == 2
+    monkeypatch.setattr(staged, "_move", move)
+    task, again = staged.write_task, []
+    monkeypatch.setattr(staged, "write_task", lambda out, *a: again.append(a) or task(out, *a))
+    dedup(src, output=out, shard_docs=6, work_dir=work, collect=False)
+    assert _tree(out) == _tree(ref) and again == []
+    assert _leftovers(tmp_path / "out") == []
+
+
+def test_parquet_schemas_that_differ_are_refused_up_front(tmp_path):
+    src = _parquet_inputs(tmp_path)
+    table = pq.read_table(os.fspath(src[1]))
+    table = table.set_column(2, "score", table["score"].cast(pa.float32()))
+    pq.write_table(table, os.fspath(src[1]))
+    (tmp_path / "out").mkdir()
+    for extra in ({}, {"shard_docs": 5}):
+        with pytest.raises(InputError, match=r"in1.parquet: Parquet schema differs from"):
+            dedup(src, output=tmp_path / "out" / "k.parquet", **extra)
+    assert os.listdir(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize("kind", ["parquet", "text"])
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+def test_documents_found_in_an_index_are_not_written(tmp_path, kind):
+    import json
+
+    from neardup.index import Index
+
+    src = _parquet_inputs(tmp_path) if kind == "parquet" else _text_inputs(tmp_path)
+    output = "kept.parquet" if kind == "parquet" else "kept"
+    ix = str(tmp_path / "ix")
+    Index.create(ix, threshold=0.8, sketch_words=8).close()
+    texts = naive.text_families(40, seed=11 if kind == "parquet" else 13, vocab=40,
+                                words=(6, 14), wordless=0)  # fmt: skip
+    old = tmp_path / "old.jsonl"
+    old.write_text("".join(json.dumps({"id": f"o{i}", "text": t}) + "\n"
+                           for i, t in enumerate(texts[5:12])))  # fmt: skip
+    dedup([InputPath(old)], against=ix, update=True)
+    kept = _same_as_one_process(tmp_path, src, output, {"against": ix}, shard_docs=6, threads=2)
+    assert len(kept) - sum(kept) >= 6  # most found in the index
+
+
+def test_work_dir_of_the_previous_format_is_refused(tmp_path):
+    """A work directory whose write tasks wrote no Parquet parts (the format before) is not
+    resumed into an output without their rows."""
+    import json
+
+    src = _parquet_inputs(tmp_path)
+    (tmp_path / "out").mkdir()
+    work, out = tmp_path / "work", tmp_path / "out" / "k.parquet"
+    dedup(src, output=out, work_dir=work, collect=False)
+    manifest = json.loads((work / "manifest.json").read_text())
+    (work / "manifest.json").write_text(json.dumps({**manifest, "version": 1}))
+    out.unlink()
+    with pytest.raises(InputError, match="holds the work of a different dedup command"):
+        dedup(src, output=out, work_dir=work, collect=False)
+    assert not out.exists()
