@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import types
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -122,9 +123,22 @@ class DaskExecutor:
         if total == 0:
             return []
         token = uuid.uuid4().hex[:8]
+        # an argument that every task shares (the plan, the shard offsets) goes to the cluster
+        # once, as a task of its own, not in each task: the scheduler and its message logs,
+        # in this process with a LocalCluster, keep each task's arguments
+        shared = {
+            i: self.client.submit(
+                _value, a, key=f"neardup-{stage}-args-{token}-{i}", pure=False, retries=RETRIES
+            )
+            for i, a in _shared_args(tasks).items()
+        }
         futures = [
             self.client.submit(
-                fn, *args, key=f"neardup-{stage}-{token}-{i}", pure=False, retries=RETRIES
+                fn,
+                *[shared.get(j, a) for j, a in enumerate(args)],
+                key=f"neardup-{stage}-{token}-{i}",
+                pure=False,
+                retries=RETRIES,
             )  # fmt: skip
             for i, args in enumerate(tasks)
         ]
@@ -138,4 +152,26 @@ class DaskExecutor:
                     progress(stage, done, total)
             return [f.result() for f in futures]
         finally:
-            self.client.cancel(futures)
+            self.client.cancel([*futures, *shared.values()])
+
+
+#: Argument types sent with each task as they are (small, or pickled by reference).
+_INLINE = (str, bytes, int, float, bool, type(None), types.FunctionType, types.BuiltinFunctionType)
+
+
+def _shared_args(tasks: Sequence[tuple[Any, ...]]) -> dict[int, Any]:
+    """The arguments (by place) that every task of a stage holds as the same object, other than
+    strings, numbers and functions."""
+    if len(tasks) < 2:
+        return {}
+    first = tasks[0]
+    return {
+        i: a
+        for i, a in enumerate(first)
+        if not isinstance(a, _INLINE) and all(len(t) > i and t[i] is a for t in tasks)
+    }
+
+
+def _value(x: Any) -> Any:
+    """``x`` (a task whose result the tasks of a stage take as an argument)."""
+    return x

@@ -232,7 +232,8 @@ def _decide(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str]) -> No
     [k] = r.map("components", S.components_task,
                 [("all", (r.work, stage, names, plan.shard_docs, aside))])  # fmt: skip
     run.n_decide = k
-    r.map("decide", S.decide_task, [(str(t), (r.work, plan, run.offsets, t)) for t in range(k)])
+    off = run.offsets  # one list that every task shares (sent to a cluster once)
+    r.map("decide", S.decide_task, [(str(t), (r.work, plan, off, t)) for t in range(k)])
 
 
 def _near(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
@@ -259,7 +260,8 @@ def _near(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
 
 
 def _write(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
-    tasks = [(str(s), (r.work, plan, run.offsets, run.n_decide, s, run.first_lines[s]))
+    off = run.offsets
+    tasks = [(str(s), (r.work, plan, off, run.n_decide, s, run.first_lines[s]))
              for s in range(len(run.sizes))]  # fmt: skip
     results = r.map("write", write_task, tasks)
     run.clusters = sum(x["clusters"] for x in results)
