@@ -17,7 +17,7 @@ from pathlib import Path
 import naive
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from neardup import dedup
@@ -303,6 +303,7 @@ def _tree(path: Path) -> object:
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(1, 6), st.lists(st.tuples(st.integers(0, 23), st.integers(0, 23)), max_size=4),
        st.booleans())  # fmt: skip
+@example(2, [(0, 21), (0, 22)], False)  # two copies in one shard, the first in another
 def test_repeated_ids_spread_over_hash_ranges(shard_docs, repeats, collide):
     """The ids check runs one task per hash range (several for several shards) and finds the
     one-process run's repeats; with every hash equal (``collide``), ids that differ are no

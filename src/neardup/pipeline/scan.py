@@ -183,8 +183,9 @@ class _Seen:
     the GIL when the block kernel read them (the few hash matches compared in Python), else
     with a dict of the ids, as Python compares them (no kernel to compile for small inputs)."""
 
-    def __init__(self, files: list[InputFile]) -> None:
+    def __init__(self, files: list[InputFile], check_ids: bool = True) -> None:
         self.files = files
+        self.check_ids = check_ids  #: False: repeated ids are another stage's to find
         self.ids: list[Any] = []
         self.src_parts: list[np.ndarray] = []
         self.rec_parts: list[np.ndarray] = []
@@ -212,7 +213,12 @@ class _Seen:
                 self._first_at = {}
             else:
                 self._table = IdTable()
-        repeats = self._by_dict(batch) if self._first_at is not None else self._by_hash(batch)
+        if not self.check_ids:
+            repeats: list = []
+        elif self._first_at is not None:
+            repeats = self._by_dict(batch)
+        else:
+            repeats = self._by_hash(batch)
         keep = np.ones(n, dtype=bool)
         m = 0
         for at, err in [*zip(d.bad_at, d.bad, strict=True), (n, None)]:

@@ -150,8 +150,7 @@ def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | No
     infos = r.map("scan", S.scan_shard, [(str(s), (plan, s, first_lines[s], per)) for s in shards])
     run = StagedRun(r.work, [i["n"] for i in infos], first_lines)
     bad = [(s, *b) for s, info in enumerate(infos) for b in info["bad"]]
-    if len(plan.shards) > 1:
-        bad += _repeated_ids(r, plan, run)
+    bad += _repeated_ids(r, plan, run)
     # skipped records reported in input order: by shard, then file, then line
     file_at = {f.path: i for i, f in reversed(list(enumerate(plan.files)))}
     for _, source, line, message in sorted(bad, key=lambda b: (b[0], file_at.get(b[1], 0), b[2])):

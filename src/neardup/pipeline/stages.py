@@ -152,8 +152,9 @@ def scan_shard(
 ) -> dict[str, Any]:
     """Read, parse and fingerprint shard ``s``; spill its arrays to ``out``.
 
-    Bad records and ids repeated within the shard raise :class:`InputError` (the first in input
-    order), or with ``plan.skip_bad`` are skipped and returned as ``[source, line, message]``.
+    Bad records raise :class:`InputError` (the first in input order), or with ``plan.skip_bad``
+    are skipped and returned as ``[source, line, message]``. Repeated ids, within the shard or
+    across shards, are the ids stage's (:func:`repeated_ids`), which knows every first.
     """
     verify = plan.verify
     bad_records: list[list[Any]] = []
@@ -163,7 +164,7 @@ def scan_shard(
             raise err
         bad_records.append([err.source, err.line, err.message])
 
-    seen = _Seen(list(plan.files))
+    seen = _Seen(list(plan.files), check_ids=False)  # the ids stage finds every repeat
     sizes_parts: list[np.ndarray] = []
     sfp_parts: list[np.ndarray] = []
     items = _shard_items(plan, s, first_line)
@@ -218,9 +219,9 @@ def id_buckets(n_shards: int) -> int:
 
 def repeated_ids(out: str, work: str, plan: DedupPlan, sizes: list[int], b: int,
                  buckets: int) -> list[list[Any]]:  # fmt: skip
-    """Ids that repeat an id of an earlier shard, among the ids whose 8-byte hash falls in
-    range ``b`` of ``buckets`` (by its top bits), as ``[shard, place, source, line,
-    message]`` in input order (a shard's own repeats were refused by its scan). Every copy
+    """Ids that repeat an earlier document's id (in any shard, its own included), among the
+    ids whose 8-byte hash falls in range ``b`` of ``buckets`` (by its top bits), as ``[shard,
+    place, source, line, message]`` in input order. Every copy
     of an id has the same hash, so the ranges' answers together are the whole answer; a
     task reads its range of each shard's sorted hashes."""
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
