@@ -306,11 +306,17 @@ def components(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     smallest input position in the cluster of ``nodes[i]``. Every position absent from ``edges``
     is a singleton (its own root). Memory is proportional to the edges, not to the input.
     """
+    nodes, roots, _ = indexed_components(edges)
+    return nodes, roots
+
+
+def indexed_components(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`components` and each edge's ends as indices into ``nodes``, shape (e, 2)."""
     nodes, local = distinct_nodes(edges)
     if len(nodes) == 0:
-        return nodes, nodes.copy()
+        return nodes, nodes.copy(), local
     # nodes ascend, so the smallest local index of a component is its smallest input position
-    return nodes, nodes[clusters_from_pairs(len(nodes), local)]
+    return nodes, nodes[clusters_from_pairs(len(nodes), local)], local
 
 
 def distinct_nodes(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

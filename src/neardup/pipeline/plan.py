@@ -302,8 +302,9 @@ def is_staged(
 ) -> bool:
     """Whether a run goes as stages over shards: file input with ``shard_docs``, a
     ``work_dir``, a Dask ``client`` or JSONL or line files to a directory ``output`` (one
-    file per shard, :func:`~neardup.pipeline.write.is_directory_output`), or uncompressed local JSONL or line files whose
-    documents would need more than ``budget`` bytes in one process
+    file per shard, :func:`~neardup.pipeline.write.is_directory_output`), or uncompressed
+    local JSONL or line files whose documents would need more than ``budget`` bytes in one
+    process
     (:data:`ONE_PROCESS_BYTES_PER_DOC` each). What only the one-process run does
     (``one_process``, an open index or Parquet files as ``against``) keeps a
     run in one process, and is an error where a staged run is asked for. ``device`` runs the

@@ -17,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from neardup.distributed.plan import distinct_nodes
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.report import json_id, near_counts
-from neardup.pipeline.stages import _save, load, load_ids
+from neardup.pipeline.shard_write import _Lookup
+from neardup.pipeline.stages import _gather, _save, load
 from neardup.pipeline.stream import concat
 
 __all__ = ["near_kept_task", "near_pick_task", "near_task"]
@@ -41,14 +43,6 @@ def near_kept_task(out: str, work: str, offsets: list[int], n_decide: int, s: in
     if aside and hi > lo:
         part &= ~np.asarray(load(work, "against", s, "found"), dtype=bool)
     return {"bytes": _save(out, part=part)}
-
-
-def _at(work: str, stage: str, name: str, offsets: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    """Array ``name`` of per-shard task ``stage`` at global positions ``pos`` (ascending)."""
-    shard = np.searchsorted(offsets, pos, side="right") - 1
-    parts = [np.asarray(load(work, stage, s, name))[pos[shard == s] - offsets[s]]
-             for s in np.unique(shard).tolist()]  # fmt: skip
-    return np.concatenate(parts) if parts else np.zeros(0)
 
 
 def _best(d: np.ndarray, e: np.ndarray, jac: np.ndarray, elen: np.ndarray) -> tuple[Any, ...]:
@@ -73,15 +67,14 @@ def near_task(out: str, work: str, plan: DedupPlan, offsets: list[int],
     ).astype(np.int64)
     jac = concat([np.asarray(load(work, "verify", task, j)) for j in ("jac", "mjac")], np.float64)
     off = np.asarray(offsets, dtype=np.int64)
-    pos = np.unique(pairs)
-    at = np.searchsorted(pos, pairs)
-    live = _at(work, "near-kept", "part", off, pos).astype(bool)
+    pos, at = distinct_nodes(pairs)
+    live = _gather(work, off, pos, "part", bool, stage="near-kept")
     ok = live[at[:, 0]] & live[at[:, 1]] if len(pairs) else np.zeros(0, dtype=bool)
     a, b, jac, at = pairs[ok, 0], pairs[ok, 1], jac[ok].astype(np.float64), at[ok]
     a_first = a < b
     elen = np.zeros(len(a), dtype=np.int64)
     if plan.keep == "longest":  # most characters first, ties to the earlier
-        lens = _at(work, "scan", "len", off, pos).astype(np.int64)
+        lens = _gather(work, off, pos, "len", np.int64)
         la, lb = lens[at[:, 0]], lens[at[:, 1]]
         a_first = (la > lb) | ((la == lb) & a_first)
         elen = np.where(a_first, la, lb)
@@ -108,20 +101,8 @@ def near_pick_task(out: str, work: str, plan: DedupPlan, offsets: list[int], tas
     d, e, jac, _ = _best(d, e, jac, elen)
     nbytes = _save(out, d=d, e=e, jac=jac)
     rows = np.lexsort((d, -jac))[:top]
-    ids = _ids(work, np.asarray(offsets, dtype=np.int64), np.concatenate([d[rows], e[rows]]))
+    look = _Lookup(work, np.asarray(offsets, dtype=np.int64))
+    ids = [json_id(i) for i in look.ids(np.concatenate([d[rows], e[rows]]))]
     shown = [[float(jac[i]), int(d[i]), int(e[i]), ids[k], ids[len(rows) + k]]
              for k, i in enumerate(rows.tolist())]  # fmt: skip
     return {"docs": len(d), "bytes": nbytes, "top": shown, **near_counts(jac, plan.threshold)}
-
-
-def _ids(work: str, offsets: np.ndarray, pos: np.ndarray) -> list[Any]:
-    """The ids (as the clusters file writes them) of the documents at global positions
-    ``pos``, each shard's ids read once."""
-    shard = np.searchsorted(offsets, pos, side="right") - 1
-    cache: dict[int, list[Any]] = {}
-    out = []
-    for s, p in zip(shard.tolist(), pos.tolist(), strict=True):
-        if s not in cache:
-            cache[s] = load_ids(work, s)
-        out.append(json_id(cache[s][p - int(offsets[s])]))
-    return out

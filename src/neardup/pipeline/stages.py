@@ -33,13 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from neardup.core.search import clusters_from_pairs, find_all, find_clusters
+from neardup.core.search import find_all, find_clusters
 from neardup.core.similarity import ShingleSets, pair_jaccard, set_fingerprints
 from neardup.core.verify import decide_verified
 from neardup.distributed.plan import (
     ShardPlan,
     components,
     distinct_nodes,
+    indexed_components,
     shard_edges,
     shard_ids,
     shard_pairs,
@@ -221,9 +222,9 @@ def repeated_ids(out: str, work: str, plan: DedupPlan, sizes: list[int], b: int,
                  buckets: int) -> list[list[Any]]:  # fmt: skip
     """Ids that repeat an earlier document's id (in any shard, its own included), among the
     ids whose 8-byte hash falls in range ``b`` of ``buckets`` (by its top bits), as ``[shard,
-    place, source, line, message]`` in input order. Every copy
-    of an id has the same hash, so the ranges' answers together are the whole answer; a
-    task reads its range of each shard's sorted hashes."""
+    place, source, line, message]`` in input order. Every copy of an id has the same hash,
+    so the ranges' answers together are the whole answer; a task reads its range of each
+    shard's sorted hashes."""
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     bits = buckets.bit_length() - 1
     lo_h = b << (64 - bits) if bits else 0
@@ -336,9 +337,11 @@ def _gather_sets(work: str, offsets: np.ndarray, pos: np.ndarray) -> ShingleSets
     return ShingleSets(out, concat([p.keys for p in parts], np.uint32))
 
 
-def _gather(work: str, offsets: np.ndarray, pos: np.ndarray, name: str, dtype: Any) -> np.ndarray:
-    """Array ``name`` of the scan spills at global positions ``pos`` (ascending)."""
-    parts = [np.asarray(load(work, "scan", s, name))[p - offsets[s]]
+def _gather(work: str, offsets: np.ndarray, pos: np.ndarray, name: str, dtype: Any,
+            stage: str = "scan") -> np.ndarray:  # fmt: skip
+    """Array ``name`` of a per-shard stage's tasks (the scan spills) at global positions
+    ``pos`` (ascending)."""
+    parts = [np.asarray(load(work, stage, s, name))[p - offsets[s]]
              for s, p in _by_shard(offsets, pos)]  # fmt: skip
     return concat(parts, dtype)
 
@@ -459,11 +462,9 @@ def components_task(out: str, work: str, stage: str, tasks: list[str], per_task:
         gone = concat(found, np.int64)
         if len(gone):
             edges = edges[~(np.isin(edges[:, 0], gone) | np.isin(edges[:, 1], gone))]
-    nodes, local = distinct_nodes(edges)
+    nodes, roots, local = indexed_components(edges)
     if len(nodes) == 0:
         return 0
-    # nodes ascend, so the smallest local index of a component is its smallest position
-    roots = nodes[clusters_from_pairs(len(nodes), local)]
     order = np.lexsort((nodes, roots))
     r = roots[order]
     starts = np.r_[True, r[1:] != r[:-1]]

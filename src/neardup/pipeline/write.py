@@ -73,7 +73,8 @@ def register_outputs(
     json_summary: str | os.PathLike | None = None,
 ) -> None:
     """Register and check a dedup run's outputs before any work: the kept documents (a file,
-    or a directory, :func:`is_directory_output`), the clusters, the drop list and the JSON summary."""
+    or a directory, :func:`is_directory_output`), the clusters, the drop list and the JSON
+    summary."""
     if output is not None:
         out = os.fspath(output)
         kind = files[0].kind if files else "jsonl"
