@@ -69,13 +69,15 @@ def _naive_kept(docs: list[str], threshold: float, keep: str, verify: bool) -> l
     return [k < 0 for k in kept_for]
 
 
+def word_docs(words: list[str], max_words: int) -> st.SearchStrategy[list[str]]:
+    """1-30 documents of up to ``max_words`` of ``words`` (empty ones and repeats likely)."""
+    doc = st.lists(st.sampled_from(words), min_size=0, max_size=max_words).map(" ".join)
+    return st.lists(doc, min_size=1, max_size=30)
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.lists(
-        st.lists(st.sampled_from(WORDS), min_size=0, max_size=12).map(" ".join),
-        min_size=1,
-        max_size=30,
-    ),
+    word_docs(WORDS, 12),
     st.integers(1, 12),
     st.integers(1, 3),
     st.sampled_from([0.5, 0.8, 1.0]),

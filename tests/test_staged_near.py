@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_staged import word_docs
 
 from neardup import dedup
 from neardup.io.sources import InputPath
@@ -51,11 +52,7 @@ def _same_near_misses(got, ref) -> None:
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.lists(
-        st.lists(st.sampled_from(WORDS), min_size=0, max_size=14).map(" ".join),
-        min_size=1,
-        max_size=30,
-    ),
+    word_docs(WORDS, 14),
     st.integers(1, 12),
     st.integers(1, 2),
     st.sampled_from([0.5, 0.8]),
