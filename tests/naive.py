@@ -618,3 +618,18 @@ def kept_lines_one_by_one(data: bytes, numbers) -> bytes:
     if lines and lines[-1] == b"":
         lines.pop()
     return b"".join(line + b"\n" for k, line in enumerate(lines, 1) if k in keep)
+
+
+def component_labels(edges) -> dict[int, int]:
+    """Each node of ``edges`` (pairs of ints) and the smallest node of its connected component,
+    by relaxing labels until nothing changes."""
+    label = {x: x for e in edges for x in e}
+    changed = True
+    while changed:
+        changed = False
+        for a, b in edges:
+            m = min(label[a], label[b])
+            if label[a] != m or label[b] != m:
+                label[a] = label[b] = m
+                changed = True
+    return label

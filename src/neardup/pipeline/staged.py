@@ -28,6 +28,7 @@ from neardup.errors import InputError
 from neardup.io.files import check_unchanged, file_stamp, open_output_stream
 from neardup.io.writers import OutputSet
 from neardup.pipeline import stage_against as A
+from neardup.pipeline import stage_components as C
 from neardup.pipeline import stage_near as N
 from neardup.pipeline import stages as S
 from neardup.pipeline.executors import LocalExecutor, Progress, run_task
@@ -189,8 +190,9 @@ def _repeated_ids(r: _Runner, plan: DedupPlan, run: StagedRun) -> list[tuple]:
     return [(s, source, line, message) for s, _, source, line, message in repeats]
 
 
-def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> list[str]:
-    """Split, pairs and (verified) verify; returns the tasks holding the edges to decide on."""
+def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str], int]:
+    """Split, pairs and (verified) verify; returns the tasks holding the edges to decide on,
+    and the number of edges."""
     n = run.n
     per_task = min(plan.search_docs, max(SEARCH_PER_SHARD_DOC * plan.shard_docs, ONE_TASK_SEARCH))
     sp = make_plan(max(n, 1), plan.distance, plan.blocks, shard_size=per_task, device=plan.device)
@@ -211,28 +213,74 @@ def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> list[str]:
 
 def _verify(
     r: _Runner, plan: DedupPlan, off: list[int], names: list[str], found: list[dict]
-) -> list[str]:
+) -> tuple[list[str], int]:
     """Verify tasks of at most ``shard_docs`` candidate pairs each (fingerprint-only: none);
-    returns the tasks holding the edges to decide on."""
+    returns the tasks holding the edges to decide on, and the number of edges."""
     if not plan.verify:
-        return names
+        return names, sum(f["pairs"] for f in found)
     tasks = []
     for nm, f in zip(names, found, strict=True):
         for lo in range(0, max(1, f["pairs"]), plan.shard_docs):
             tasks.append((f"{nm}.{lo}", (r.work, plan, off, nm, lo, lo + plan.shard_docs)))
-    r.map("verify", S.verify_task, tasks)
-    return [name for name, _ in tasks]
+    kept = r.map("verify", S.verify_task, tasks)
+    return [name for name, _ in tasks], sum(k["pairs"] for k in kept)
 
 
-def _decide(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str]) -> None:
-    stage = "verify" if plan.verify else "pairs"
-    # documents found in an index with sketches take no part in the input's own decisions
-    aside = run.offsets if run.against is not None and run.against["how"] == "sketch" else None
-    [k] = r.map("components", S.components_task,
-                [("all", (r.work, stage, names, plan.shard_docs, aside))])  # fmt: skip
+def _decide(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str], pairs: int) -> None:
+    routes, k = _components(r, plan, run, names, pairs)
     run.n_decide = k
     off = run.offsets  # one list that every task shares (sent to a cluster once)
-    r.map("decide", S.decide_task, [(str(t), (r.work, plan, off, t)) for t in range(k)])
+    r.map("decide", S.decide_task, [(str(t), (r.work, plan, off, routes, t)) for t in range(k)])
+
+
+#: Most rounds of the components stages: they end in O(log^2 n) rounds, a few in practice.
+MAX_ROUNDS = 200
+
+
+def _components(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str],
+                pairs: int) -> tuple[list[str], int]:  # fmt: skip
+    """The connected components of the ``pairs`` edges held by tasks ``names`` (of the verify
+    stage, or of the pairs stage without verification), in tasks of about ``shard_docs`` edges
+    (:mod:`neardup.pipeline.stage_components`); returns the cc-route tasks and the number of
+    decide groups, of about ``shard_docs`` documents each (whole components)."""
+    if pairs == 0:
+        return [], 0
+    stage = "verify" if plan.verify else "pairs"
+    # documents found in an index with sketches take no part in the input's own decisions
+    aside = run.against is not None and run.against["how"] == "sketch"
+    n, off = run.n, run.offsets
+    parts = min(-(-pairs // plan.shard_docs), len(run.sizes))
+    r.map(C.EDGES, C.edges_task,
+          [(t, (r.work, stage, t, off, aside, parts, n)) for t in names])  # fmt: skip
+    if parts == 1:
+        labels = "cc-labels"
+        infos = r.map(labels, C.labels_task, [("0", (r.work, names))])
+    else:
+        labels, infos = _rounds(r, names, parts, n)
+    nodes = sum(i["nodes"] for i in infos)
+    if nodes == 0:  # every pair was set aside
+        return [], 0
+    k = -(-nodes // plan.shard_docs)
+    routes = [str(p) for p in range(parts)]
+    r.map("cc-route", C.route_task,
+          [(t, (r.work, names, labels, p, n, k)) for p, t in enumerate(routes)])  # fmt: skip
+    return routes, k
+
+
+def _rounds(r: _Runner, names: list[str], parts: int, n: int) -> tuple[str, list[dict]]:
+    """Large-star and small-star rounds over ``parts`` partitions until the components are
+    stars; returns the stage that holds each node's label, and its tasks' results."""
+    stage, tasks = C.EDGES, names
+    for i in range(MAX_ROUNDS):
+        large = f"cc-large-{i}"
+        infos = r.map(large, C.large_star_task,
+                      [(str(p), (r.work, stage, tasks, p, parts, n)) for p in range(parts)])  # fmt: skip
+        if all(info["star"] for info in infos):
+            return large, infos
+        stage, tasks = f"cc-small-{i}", [str(p) for p in range(parts)]
+        r.map(stage, C.small_star_task,
+              [(str(p), (r.work, large, tasks, p, parts, n)) for p in range(parts)])  # fmt: skip
+    raise RuntimeError(f"the components did not settle in {MAX_ROUNDS} rounds")
 
 
 def _near(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
@@ -394,10 +442,10 @@ def _stages(r: _Runner, plan: DedupPlan, on_bad: Any, progress: Any) -> StagedRu
         progress.documents = run.n
     if plan.against is not None:
         _against(r, plan, run)
-    names = _search(r, plan, run)
+    names, pairs = _search(r, plan, run)
     if plan.verify:
         run.verify_tasks = names
-    _decide(r, plan, run, names)
+    _decide(r, plan, run, names, pairs)
     if plan.verify and plan.near_misses:
         _near(r, plan, run)
     _write(r, plan, run)

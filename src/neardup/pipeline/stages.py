@@ -12,7 +12,8 @@ fingerprints and, verified, its shingle keys and set fingerprints) -> ids (ids r
 shards) -> split (each shard's search fingerprints bucketed per table group) -> pairs (one
 bucket's candidate pairs, :func:`neardup.distributed.plan.shard_pairs`) -> verify (exact Jaccard
 of a bucket's pairs; only pairs that reach the threshold are kept) -> components (connected
-components of the verified pairs, spread over decide tasks) -> decide (the keep-order rule of
+components of the verified pairs, in tasks over partitions of the positions; in
+:mod:`neardup.pipeline.stage_components`) -> decide (the keep-order rule of
 :func:`neardup.core.verify.decide_verified`, or one survivor per component for fingerprint-only
 dedup) -> near (for a report, each kept document's nearest miss; in
 :mod:`neardup.pipeline.stage_near`) -> write (each shard its kept lines, its drop list and the
@@ -40,7 +41,6 @@ from neardup.distributed.plan import (
     ShardPlan,
     components,
     distinct_nodes,
-    indexed_components,
     shard_edges,
     shard_ids,
     shard_pairs,
@@ -54,7 +54,7 @@ from neardup.pipeline.stream import _items, _work, block_bytes, concat, in_order
 
 __all__ = [
     "check_search_device",
-    "components_task",
+    "inbox",
     "count_lines",
     "decide_task",
     "id_buckets",
@@ -84,6 +84,19 @@ def _save(out: str, **arrays: np.ndarray) -> int:
 def load(work: str, stage: str, task: str | int, name: str) -> np.ndarray:
     """Array ``name`` written by task ``task`` of ``stage`` (memory-mapped)."""
     return np.load(os.path.join(work, stage, str(task), f"{name}.npy"), mmap_mode="r")
+
+
+def inbox(work: str, stage: str, tasks: list[str], p: int, name: str = "e",
+          cut: str = "c") -> np.ndarray:  # fmt: skip
+    """Partition (or group) ``p``'s slice of edges ``name`` of every task of ``stage``, end to
+    end, shape (k, 2)."""
+    pieces = []
+    for t in tasks:
+        c = load(work, stage, t, cut)
+        lo, hi = int(c[p]), int(c[p + 1])
+        if hi > lo:
+            pieces.append(np.asarray(load(work, stage, t, name)[lo:hi]))
+    return concat(pieces, np.int64).reshape(-1, 2)
 
 
 def load_ids(work: str, shard: int) -> list[Any]:
@@ -448,54 +461,19 @@ def verify_task(
 
 
 # ---------------------------------------------------------------------------------- decide
-def components_task(out: str, work: str, stage: str, tasks: list[str], per_task: int,
-                    aside: list[int] | None = None) -> int:  # fmt: skip
-    """Connected components of the edges of ``tasks`` (of ``stage``), cut into groups of about
-    ``per_task`` documents (whole components); writes each group's documents and edges and
-    returns the number of groups. ``aside``: the shard offsets, where the documents found
-    in the index (stage ``against``) take no part."""
-    edges = concat([np.asarray(load(work, stage, t, "pairs")) for t in tasks], np.int64)
-    edges = edges.reshape(-1, 2)
-    if aside is not None:
-        found = [np.flatnonzero(load(work, "against", s, "found")) + aside[s]
-                 for s in range(len(aside) - 1) if aside[s + 1] > aside[s]]  # fmt: skip
-        gone = concat(found, np.int64)
-        if len(gone):
-            edges = edges[~(np.isin(edges[:, 0], gone) | np.isin(edges[:, 1], gone))]
-    nodes, roots, local = indexed_components(edges)
-    if len(nodes) == 0:
-        return 0
-    order = np.lexsort((nodes, roots))
-    r = roots[order]
-    starts = np.r_[True, r[1:] != r[:-1]]
-    head = np.flatnonzero(starts)
-    bins = head // max(1, per_task)  # nondecreasing: renumbered 0, 1, ... without gaps
-    group_of_head = np.cumsum(np.r_[True, bins[1:] != bins[:-1]]) - 1
-    comp = np.cumsum(starts) - 1
-    group = np.empty(len(nodes), dtype=np.int64)
-    group[order] = group_of_head[comp]
-    edge_group = group[local[:, 0]]
-    k = int(group.max()) + 1
-    # one sort and one cut per array, not a pass over every node per group
-    node_cuts = np.searchsorted(group[order], np.arange(1, k))
-    by_group = np.argsort(edge_group, kind="stable")
-    edge_cuts = np.searchsorted(edge_group[by_group], np.arange(1, k))
-    node_parts = np.split(nodes[order], node_cuts)  # group ascends along order
-    edge_parts = np.split(edges[by_group], edge_cuts)
-    for t in range(k):
-        _save(out, **{f"n{t}": np.sort(node_parts[t]), f"e{t}": edge_parts[t]})
-    return k
-
-
-def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], k: int) -> dict[str, int]:
-    """The decisions for one group of components: every member of a cluster of two or more as
-    a row ``(label, pos, survivor, jaccard)`` sorted by label then position, and the dropped
-    positions, ascending."""
-    nodes = np.asarray(load(work, "components", "all", f"n{k}"))
-    edges = np.asarray(load(work, "components", "all", f"e{k}"))
+def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes: list[str],
+                k: int) -> dict[str, int]:  # fmt: skip
+    """The decisions for group ``k`` of components (its edges read from the cc-route tasks
+    ``routes``; :mod:`neardup.pipeline.stage_components`): every member of a cluster of two or
+    more as a row ``(label, pos, survivor, jaccard)`` sorted by label then position, and the
+    dropped positions, ascending."""
+    edges = inbox(work, "cc-route", routes, k)
+    nodes, local = distinct_nodes(edges)  # every node of the group is in one of its edges
     off = np.asarray(offsets, dtype=np.int64)
-    local = np.searchsorted(nodes, edges)  # nodes: this group's, ascending
     n = len(nodes)
+    if n == 0:  # a group whose range of labels holds no component
+        return {"dropped": 0, "bytes": _save(out, label=nodes, pos=nodes, surv=nodes,
+                                             jac=np.zeros(0), drop=nodes)}  # fmt: skip
     lens = _gather(work, off, nodes, "len", np.int64)
     pos = np.arange(n, dtype=np.int64)
     if plan.verify:
