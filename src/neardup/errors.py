@@ -66,3 +66,24 @@ def holding(what: str, fix: str) -> Iterator[None]:
         raise
     except MemoryError:
         raise OutOfMemory(f"out of memory holding {what}; {fix}") from None
+
+
+def damaged(path: str, why: object) -> InputError:
+    """The error for a file of a dedup run's work directory that cannot be read back (its
+    results are never taken as empty)."""
+    return InputError(path, None, f"cannot be read back ({why}): the work directory is damaged; "
+                      "run again with another --work-dir, or with this one removed")  # fmt: skip
+
+
+@contextlib.contextmanager
+def reading_back(path: str) -> Iterator[None]:
+    """Turn a failure to read ``path``, a file a dedup run wrote in its work directory, into
+    :func:`damaged` (one line naming the file, not a traceback)."""
+    import pickle
+
+    try:
+        yield
+    except InputError:
+        raise
+    except (OSError, ValueError, EOFError, pickle.UnpicklingError) as e:
+        raise damaged(path, f"{type(e).__name__}: {e}") from None

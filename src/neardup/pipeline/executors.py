@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
-from neardup.errors import InputError
+from neardup.errors import InputError, reading_back
 
 __all__ = ["DaskExecutor", "LocalExecutor", "Progress", "TaskInputError", "run_task"]
 
@@ -33,7 +33,7 @@ def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: An
     final = os.path.join(work, stage, name)
     done = os.path.join(final, "done.json")
     if os.path.exists(done):
-        with open(done) as f:
+        with reading_back(done), open(done) as f:
             return json.load(f)
     tmp = f"{final}.tmp-{uuid.uuid4().hex[:12]}"
     os.makedirs(tmp)

@@ -102,7 +102,8 @@ def write_task(out: str, work: str, plan: DedupPlan, offsets: list[int], n_decid
             own = np.asarray(load(work, "own", s, "own"))
             _save(out, new=np.flatnonzero(~dropped & ~own))
     ids = load_ids(work, s)
-    result = {"dropped": int(dropped.sum()), "clusters": 0, "kept_bytes": 0}
+    result = {"dropped": int(dropped.sum()), "clusters": 0, "kept_bytes": 0,
+              "kept": int(hi - lo - dropped.sum())}  # fmt: skip
     if plan.drop_list is not None:
         with open(os.path.join(out, "drop.txt"), "w") as f:
             f.writelines(f"{ids[i]}\n" for i in np.flatnonzero(dropped).tolist())

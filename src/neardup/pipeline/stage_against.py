@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from neardup.core.sketch import Sketches, set_sketches
+from neardup.errors import reading_back
 from neardup.pipeline.against import (
     IndexCheck,
     check_index,
@@ -90,7 +91,8 @@ def against_task(out: str, work: str, plan: DedupPlan, s: int, aside: list[Any])
 
 def found_entries(work: str, s: int) -> list[Any]:
     """The entry each found document of shard ``s`` was dropped for, in shard order."""
-    with open(os.path.join(work, "against", str(s), "entries.json")) as f:
+    path = os.path.join(work, "against", str(s), "entries.json")
+    with reading_back(path), open(path) as f:
         return json.load(f)
 
 

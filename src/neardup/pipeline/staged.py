@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from neardup.distributed.plan import make_plan
-from neardup.errors import InputError
+from neardup.errors import InputError, damaged, reading_back
 from neardup.io.files import check_unchanged, file_stamp, open_output_stream
 from neardup.io.writers import OutputSet
 from neardup.pipeline import stage_against as A
@@ -70,6 +70,8 @@ class StagedRun:
     against: dict[str, Any] | None = None  #: the index check: how, path, distance, found, own
     added: int = 0  #: documents added to the index (``update``)
     near: dict[str, Any] | None = None  #: the report's near misses (a report asked for them)
+    part_bytes: list[int] = field(default_factory=list)  #: bytes of each shard's kept part
+    part_rows: list[int] = field(default_factory=list)  #: documents each shard kept
 
     @property
     def offsets(self) -> list[int]:
@@ -313,9 +315,16 @@ def _write(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
     results = r.map("write", write_task, tasks)
     run.clusters = sum(x["clusters"] for x in results)
     run.dropped = sum(x["dropped"] for x in results)
-    if run.against is not None and plan.clusters is not None and run.against["found"]:
+    run.part_bytes = [x["kept_bytes"] for x in results]
+    run.part_rows = [x["kept"] for x in results]
+    if _index_clusters(plan, run):
         r.map("index-clusters", A.index_clusters_task,
               [("all", (r.work, plan, run.sizes, run.against["how"]))])  # fmt: skip
+
+
+def _index_clusters(plan: DedupPlan, run: StagedRun) -> bool:
+    """Whether the clusters output gets the index's entries (a task writes them)."""
+    return run.against is not None and plan.clusters is not None and bool(run.against["found"])
 
 
 def _against(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
@@ -502,18 +511,16 @@ def _stage_bytes(work: str) -> dict[str, int]:
     return out
 
 
-def _copy_parts(
-    dest: Any, work: str, n: int, name: str, stage: str = "write", task: str | None = None
-) -> int:
-    """The shards' parts ``name`` end to end into ``dest`` (or task ``task``'s of ``stage``);
-    in the kernel (no copy through this process) where both are plain files of one file
-    system."""
+def _copy_parts(dest: Any, work: str, sizes: Sequence[int], name: str, stage: str = "write",
+                task: str | None = None) -> int:  # fmt: skip
+    """The shards' parts ``name`` end to end into ``dest`` (or task ``task``'s of ``stage``),
+    each checked to hold the ``sizes`` bytes its task wrote (None: not checked); in the kernel
+    (no copy through this process) where both are plain files of one file system."""
     total = 0
-    for s in range(n):
+    for s, want in enumerate(sizes):
         path = os.path.join(work, stage, str(s) if task is None else task, name)
-        if not os.path.exists(path):
-            continue
-        with open(path, "rb") as f:
+        f = _open_part(path, want)
+        with f:
             size = os.fstat(f.fileno()).st_size
             if size and _copy_in_kernel(f, dest, size):
                 total += size
@@ -522,6 +529,18 @@ def _copy_parts(
                 dest.write(chunk)
                 total += len(chunk)
     return total
+
+
+def _open_part(path: str, want: int | None) -> Any:
+    """A part a task wrote, open for reading; missing, unreadable or not of the ``want`` bytes
+    its task wrote: the work directory is damaged (never taken as empty)."""
+    with reading_back(path):
+        f = open(path, "rb")  # noqa: SIM115 (closed by the caller)
+    size = os.fstat(f.fileno()).st_size
+    if want is not None and size != want:
+        f.close()
+        raise damaged(path, f"{size} bytes where its task wrote {want}")
+    return f
 
 
 def _copy_in_kernel(src: Any, dest: Any, size: int) -> bool:
@@ -552,13 +571,14 @@ def _copy_in_kernel(src: Any, dest: Any, size: int) -> bool:
 
 def _commit_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet) -> None:
     """Each output staged from the shards' parts, in shard order."""
-    work, n = run.work, len(run.sizes)
+    work, unchecked = run.work, [None] * len(run.sizes)
     for path, name in ((plan.clusters, "clusters.jsonl"), (plan.drop_list, "drop.txt")):
         if path is not None:
             with outputs.open(outputs.get(path), "wb") as f:
-                _copy_parts(f, work, n, name)
-                if name == "clusters.jsonl":  # the index's entries after the input's clusters
-                    _copy_parts(f, work, 1, name, stage="index-clusters", task="all")
+                _copy_parts(f, work, unchecked, name)
+                if name == "clusters.jsonl" and _index_clusters(plan, run):
+                    # the index's entries after the input's clusters
+                    _copy_parts(f, work, [None], name, stage="index-clusters", task="all")
     if plan.output is None:
         return
     out = outputs.get(plan.output)
@@ -568,7 +588,7 @@ def _commit_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet) -> None:
     if plan.kind in ("jsonl", "lines"):
         with outputs.open(out, "wb") as raw:
             with open_output_stream(raw, out.path) as w:
-                run.bytes_out = _copy_parts(w, work, n, "kept.bin")
+                run.bytes_out = _copy_parts(w, work, run.part_bytes, "kept.bin")
             if out.path != "-" and _compressed(out.path):
                 run.bytes_out = raw.tell()
         return
@@ -590,12 +610,25 @@ def _join_parquet_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet, out
         with pq.ParquetWriter(w, schema) as writer:
             for s in range(len(run.sizes)):
                 path = os.path.join(run.work, "write", str(s), "kept.parquet")
-                if not os.path.exists(path):
-                    continue
-                part = pq.ParquetFile(path)
-                for g in range(part.num_row_groups):
-                    writer.write_table(part.read_row_group(g))
+                with _open_part(path, run.part_bytes[s]) as f:
+                    for table in _row_groups(path, f, run.part_rows[s]):
+                        writer.write_table(table)
         return w.tell()
+
+
+def _row_groups(path: str, f: Any, rows: int) -> Iterator[Any]:
+    """The row groups of the Parquet part ``path`` (open as ``f``), which must hold the
+    ``rows`` its task wrote."""
+    import pyarrow.parquet as pq
+
+    with reading_back(path):
+        part = pq.ParquetFile(f)
+    if part.metadata.num_rows != rows:
+        raise damaged(path, f"{part.metadata.num_rows} rows where its task wrote {rows}")
+    for g in range(part.num_row_groups):
+        with reading_back(path):
+            table = part.read_row_group(g)
+        yield table
 
 
 def _place_parts(
@@ -614,9 +647,13 @@ def _place_parts(
         for s in range(len(run.sizes)):
             part = os.path.join(run.work, "write", str(s), name)
             if name != "kept.bin":
-                total += _move_tree(part, tmp, keep=plan.work_dir is not None)
+                moved = _move_tree(part, tmp, keep=plan.work_dir is not None)
+                if moved != run.part_bytes[s]:
+                    raise damaged(part, f"{moved} bytes where its task wrote {run.part_bytes[s]}")
+                total += moved
                 continue
-            size = os.path.getsize(part) if os.path.exists(part) else 0
+            with _open_part(part, run.part_bytes[s]):
+                size = run.part_bytes[s]
             if size:
                 _move(part, os.path.join(tmp, f"part-{s:05d}{ext}"), plan.work_dir is not None)
                 total += size

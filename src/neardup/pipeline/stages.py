@@ -45,7 +45,7 @@ from neardup.distributed.plan import (
     shard_ids,
     shard_pairs,
 )
-from neardup.errors import InputError
+from neardup.errors import InputError, reading_back
 from neardup.io.blocks import hash_ids, id_key, iter_blocks, line_format
 from neardup.io.files import input_size
 from neardup.pipeline.plan import DedupPlan
@@ -83,7 +83,9 @@ def _save(out: str, **arrays: np.ndarray) -> int:
 
 def load(work: str, stage: str, task: str | int, name: str) -> np.ndarray:
     """Array ``name`` written by task ``task`` of ``stage`` (memory-mapped)."""
-    return np.load(os.path.join(work, stage, str(task), f"{name}.npy"), mmap_mode="r")
+    path = os.path.join(work, stage, str(task), f"{name}.npy")
+    with reading_back(path):
+        return np.load(path, mmap_mode="r")
 
 
 def inbox(work: str, stage: str, tasks: list[str], p: int, name: str = "e",
@@ -101,7 +103,8 @@ def inbox(work: str, stage: str, tasks: list[str], p: int, name: str = "e",
 
 def load_ids(work: str, shard: int) -> list[Any]:
     """The ids of shard ``shard``'s documents, in input order."""
-    with open(os.path.join(work, "scan", str(shard), "ids.pkl"), "rb") as f:
+    path = os.path.join(work, "scan", str(shard), "ids.pkl")
+    with reading_back(path), open(path, "rb") as f:
         return pickle.load(f)
 
 
@@ -323,7 +326,8 @@ def _sets(work: str, s: int) -> ShingleSets:
     if n == 0:  # an empty file cannot be mapped
         return ShingleSets(koff, np.zeros(0, dtype=np.uint32))
     path = os.path.join(work, "scan", str(s), "keys.u32")
-    return ShingleSets(koff, np.memmap(path, dtype=np.uint32, mode="r", shape=(n,)))
+    with reading_back(path):
+        return ShingleSets(koff, np.memmap(path, dtype=np.uint32, mode="r", shape=(n,)))
 
 
 def _subset(sets: ShingleSets, idx: np.ndarray) -> ShingleSets:
