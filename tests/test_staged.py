@@ -157,6 +157,31 @@ def test_bad_record_is_named_and_nothing_written(tmp_path):
     assert not out.exists()
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(2, 30), data=st.data(), shard_docs=st.integers(1, 6))
+def test_the_input_s_first_error_is_raised(n, data, shard_docs):
+    """Repeated ids and broken lines anywhere: the staged run raises the error the one-process
+    run raises (the first in input order), though the ids are checked after every scan."""
+    lines = [json.dumps({"id": f"k{i}", "text": f"{WORDS[i % 7]} more words {i}"})
+             for i in range(n)]  # fmt: skip
+    for i in data.draw(st.lists(st.integers(1, n - 1), max_size=3)):
+        lines[i] = json.dumps({"id": f"k{data.draw(st.integers(0, i - 1))}", "text": "again"})
+    for i in data.draw(st.lists(st.integers(0, n - 1), max_size=3)):
+        lines[i] = '{"id": 99, "text": '
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "in.jsonl").write_text("\n".join(lines) + "\n")
+        errors = []
+        for kw in ({}, {"shard_docs": shard_docs}):
+            try:
+                dedup([InputPath(Path(tmp) / "in.jsonl")], output=Path(tmp) / "o.jsonl", **kw)
+                errors.append(None)
+            except InputError as e:
+                errors.append(str(e))
+            assert not (Path(tmp) / "o.jsonl").exists() or errors[-1] is None
+            (Path(tmp) / "o.jsonl").unlink(missing_ok=True)
+        assert errors[1] == errors[0]
+
+
 # ------------------------------------------------------------------------------------ Dask
 @pytest.fixture(scope="module")
 def client():

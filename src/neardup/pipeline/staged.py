@@ -153,10 +153,15 @@ def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | No
     infos = r.map("scan", S.scan_shard, [(str(s), (plan, s, first_lines[s], per)) for s in shards])
     run = StagedRun(r.work, [i["n"] for i in infos], first_lines)
     bad = [(s, *b) for s, info in enumerate(infos) for b in info["bad"]]
-    bad += _repeated_ids(r, plan, run)
-    # skipped records reported in input order: by shard, then file, then line
+    repeats = _repeated_ids(r, plan, run)
+    bad += [(s, source, line, message) for s, _, source, line, message in repeats]
+    # bad records in input order: by shard, then file, then line
     file_at = {f.path: i for i, f in reversed(list(enumerate(plan.files)))}
-    for _, source, line, message in sorted(bad, key=lambda b: (b[0], file_at.get(b[1], 0), b[2])):
+    bad.sort(key=lambda b: (b[0], file_at.get(b[1], 0), b[2]))
+    if bad and not plan.skip_bad:  # the input's first error (each scan stopped at its first)
+        raise InputError(*bad[0][1:])
+    _drop_repeats(r, plan, run, repeats)
+    for _, source, line, message in bad:
         run.skipped += 1
         if on_bad is not None:
             on_bad(InputError(source, line, message))
@@ -165,16 +170,17 @@ def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | No
 
 
 def _repeated_ids(r: _Runner, plan: DedupPlan, run: StagedRun) -> list[tuple]:
-    """Ids repeated across shards: the later ones are bad records (the first raised, or all
-    taken out of their shards' spills and returned as ``(shard, source, line, message)``)."""
+    """Ids that repeat an earlier document's (in any shard), as ``(shard, place, source, line,
+    message)`` in input order."""
     k = S.id_buckets(len(run.sizes))
     found = r.map(
         "ids", S.repeated_ids, [(str(b), (r.work, plan, run.sizes, b, k)) for b in range(k)]
     )
-    repeats = sorted((x for f in found for x in f), key=lambda x: (x[0], x[1]))
-    if repeats and not plan.skip_bad:
-        _, _, source, line, message = repeats[0]
-        raise InputError(source, line, message)
+    return sorted((tuple(x) for f in found for x in f), key=lambda x: (x[0], x[1]))
+
+
+def _drop_repeats(r: _Runner, plan: DedupPlan, run: StagedRun, repeats: list[tuple]) -> None:
+    """The documents of repeated ids taken out of their shards' spills."""
     by_shard: dict[int, list[int]] = {}
     for s, j, *_ in repeats:
         by_shard.setdefault(s, []).append(j)
@@ -189,7 +195,6 @@ def _repeated_ids(r: _Runner, plan: DedupPlan, run: StagedRun) -> list[tuple]:
                 if name != "done.json":
                     os.replace(os.path.join(fixed, name), os.path.join(scan_dir, name))
             run.sizes[s] = info["n"]
-    return [(s, source, line, message) for s, _, source, line, message in repeats]
 
 
 def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str], int]:

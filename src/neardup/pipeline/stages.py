@@ -169,17 +169,18 @@ def scan_shard(
 ) -> dict[str, Any]:
     """Read, parse and fingerprint shard ``s``; spill its arrays to ``out``.
 
-    Bad records raise :class:`InputError` (the first in input order), or with ``plan.skip_bad``
-    are skipped and returned as ``[source, line, message]``. Repeated ids, within the shard or
-    across shards, are the ids stage's (:func:`repeated_ids`), which knows every first.
+    Bad records are skipped and returned as ``[source, line, message]``: all of them with
+    ``plan.skip_bad``, else the first, the scan ending with its block (the caller raises the
+    first error of the input, which may be a repeated id of an earlier shard). Repeated ids,
+    within the shard or across shards, are the ids stage's (:func:`repeated_ids`), which knows
+    every first.
     """
     verify = plan.verify
     bad_records: list[list[Any]] = []
 
     def bad(err: InputError) -> None:
-        if not plan.skip_bad:
-            raise err
-        bad_records.append([err.source, err.line, err.message])
+        if plan.skip_bad or not bad_records:
+            bad_records.append([err.source, err.line, err.message])
 
     seen = _Seen(list(plan.files), check_ids=False)  # the ids stage finds every repeat
     sizes_parts: list[np.ndarray] = []
@@ -204,6 +205,8 @@ def scan_shard(
                 keys.tofile(keys_file)
                 sizes_parts.append(sizes)
                 sfp_parts.append(set_fingerprints(ShingleSets(offsets, keys), threads=1))
+            if bad_records and not plan.skip_bad:
+                break  # what follows is later in the input than the error raised
     fps = concat(seen.fp_parts, np.uint64)
     arrays = {
         "fp": fps,
