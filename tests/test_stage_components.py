@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from neardup.pipeline import staged
 from neardup.pipeline.executors import LocalExecutor
+from neardup.pipeline.stage_components import partition
 from neardup.pipeline.stages import inbox, load
 
 
@@ -114,3 +115,11 @@ def test_the_rounds_run_over_partitions(tmp_path):
     stages = os.listdir(work)
     assert "cc-labels" not in stages and "cc-large-1" in stages
     assert sorted(os.listdir(os.path.join(work, "cc-large-0"))) == [str(p) for p in range(8)]
+
+
+@given(st.lists(st.integers(0, 2**63 - 1), max_size=50), st.integers(1, 5000))
+def test_partitions_are_in_range_and_spread(xs, parts):
+    p = partition(np.asarray(xs, dtype=np.int64), parts)
+    assert p.dtype == np.int64 and ((p >= 0) & (p < parts)).all()
+    counts = np.bincount(partition(np.arange(100_000), 64), minlength=64)
+    assert counts.min() > 0.9 * 100_000 / 64  # consecutive positions spread evenly

@@ -1,14 +1,15 @@
 """Connected components of the verified pairs in tasks, none of which holds the whole graph.
 
 The alternating large-star / small-star rounds of Kiveris et al., "Connected Components in
-MapReduce and Beyond" (SoCC 2014), over partitions of the positions (partition ``p`` of ``parts``
-holds the positions ``x`` with ``x * parts // n == p``):
+MapReduce and Beyond" (SoCC 2014), over partitions of the positions (by a multiplicative hash,
+:func:`partition`):
 
 cc-edges (one task per edge task: its pairs, those of documents set aside dropped, each sent to
 both ends' partitions) -> cc-large-0, cc-small-0, cc-large-1, ... (one task per partition: its
 nodes' neighbourhoods, rewired; a round ends the loop when every partition finds its nodes
 already in stars around their components' smallest positions) -> cc-route (one task per
-partition: each pair sent to the decide group of its component, ``label * groups // n``) ->
+partition: each pair sent to the decide group of its component, the partition of its label among
+the groups) ->
 decide. With one partition, one task labels the components (cc-labels) in place of the rounds.
 
 A task holds the edges of its partition's nodes: about ``2 * pairs / parts``, more only where one
@@ -31,6 +32,7 @@ __all__ = [
     "edges_task",
     "labels_task",
     "large_star_task",
+    "partition",
     "route_task",
     "small_star_task",
 ]
@@ -39,25 +41,36 @@ __all__ = [
 EDGES = "cc-edges"
 
 
-def _keyed(out: str, key: np.ndarray, e: np.ndarray, parts: int, n: int, name: str = "e",
+#: Fibonacci hashing: consecutive positions spread evenly over the partitions.
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def partition(x: np.ndarray, parts: int) -> np.ndarray:
+    """The partition (of ``parts``) of each position in ``x``: by a multiplicative hash, so that
+    the components' smallest positions, where the rounds gather edges, spread evenly."""
+    h = (np.asarray(x, dtype=np.int64).view(np.uint64) * _GOLDEN) >> np.uint64(32)
+    return ((h * np.uint64(parts)) >> np.uint64(32)).astype(np.int64)
+
+
+def _keyed(out: str, key: np.ndarray, e: np.ndarray, parts: int, name: str = "e",
            cut: str = "c", **extra: np.ndarray) -> int:  # fmt: skip
     """Saves the edges ``e`` (shape (k, 2)) sorted by the partition of ``key`` (positions, one
     per edge), and the cuts."""
-    p = key * parts // max(n, 1)
+    p = partition(key, parts)
     order = np.argsort(p, kind="stable")
     cuts = np.searchsorted(p[order], np.arange(parts + 1)).astype(np.int64)
     return _save(out, **{name: e.reshape(-1, 2)[order], cut: cuts}, **extra)
 
 
-def _both_ways(out: str, a: np.ndarray, b: np.ndarray, parts: int, n: int,
+def _both_ways(out: str, a: np.ndarray, b: np.ndarray, parts: int,
                **extra: np.ndarray) -> int:  # fmt: skip
     """Saves the undirected edges ``(a, b)`` once from each end, keyed by that end."""
     e = np.stack([np.concatenate([a, b]), np.concatenate([b, a])], axis=1).astype(np.int64)
-    return _keyed(out, e[:, 0], e, parts, n, **extra)
+    return _keyed(out, e[:, 0], e, parts, **extra)
 
 
 def edges_task(out: str, work: str, stage: str, task: str, offsets: list[int], aside: bool,
-               parts: int, n: int) -> dict[str, int]:  # fmt: skip
+               parts: int) -> dict[str, int]:  # fmt: skip
     """The pairs of ``task`` (of ``stage``), those of documents found in the index dropped with
     ``aside``, saved both ways by partition (``e``) and once by their first end's (``u``)."""
     pairs = np.asarray(load(work, stage, task, "pairs"), dtype=np.int64).reshape(-1, 2)
@@ -67,8 +80,8 @@ def edges_task(out: str, work: str, stage: str, task: str, offsets: list[int], a
         found = _gather(work, off, pos, "found", bool, stage="against").astype(bool)
         pairs = pairs[~(found[local[:, 0]] | found[local[:, 1]])]
     u, v = pairs[:, 0], pairs[:, 1]
-    nbytes = _keyed(out, u, pairs, parts, n, name="u", cut="cu")
-    return {"pairs": len(pairs), "bytes": nbytes + _both_ways(out, u, v, parts, n)}
+    nbytes = _keyed(out, u, pairs, parts, name="u", cut="cu")
+    return {"pairs": len(pairs), "bytes": nbytes + _both_ways(out, u, v, parts)}
 
 
 def _neighbourhoods(e: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -84,8 +97,8 @@ def _neighbourhoods(e: np.ndarray) -> tuple[np.ndarray, ...]:
     return a, b, starts, deg, m
 
 
-def large_star_task(out: str, work: str, stage: str, tasks: list[str], p: int, parts: int,
-                    n: int) -> dict[str, Any]:  # fmt: skip
+def large_star_task(out: str, work: str, stage: str, tasks: list[str], p: int,
+                    parts: int) -> dict[str, Any]:  # fmt: skip
     """One large-star step for partition ``p``: each neighbour ``b > a`` of each node ``a`` is
     joined to ``m(a)``, the smallest of ``a`` and its neighbours, in place of ``a``. Also saves
     each node's ``m`` (``node``, ``label``) and says whether its input was already stars around
@@ -95,12 +108,12 @@ def large_star_task(out: str, work: str, stage: str, tasks: list[str], p: int, p
     lower = np.add.reduceat((b < a).astype(np.int64), starts) if len(a) else deg
     star = bool(np.all((lower == 0) | ((deg == 1) & (lower == 1))))
     up = b > a
-    nbytes = _both_ways(out, b[up], np.repeat(m, deg)[up], parts, n, node=a[starts], label=m)
+    nbytes = _both_ways(out, b[up], np.repeat(m, deg)[up], parts, node=a[starts], label=m)
     return {"nodes": len(starts), "star": star, "bytes": nbytes}
 
 
-def small_star_task(out: str, work: str, stage: str, tasks: list[str], p: int, parts: int,
-                    n: int) -> dict[str, Any]:  # fmt: skip
+def small_star_task(out: str, work: str, stage: str, tasks: list[str], p: int,
+                    parts: int) -> dict[str, Any]:  # fmt: skip
     """One small-star step for partition ``p``: each node ``a`` and its neighbours ``b < a`` are
     joined to ``m(a)``, the smallest of them (edges to greater neighbours are left to those)."""
     a, b, starts, deg, m = _neighbourhoods(inbox(work, stage, tasks, p))
@@ -110,7 +123,7 @@ def small_star_task(out: str, work: str, stage: str, tasks: list[str], p: int, p
     moved = nodes != m
     x = np.concatenate([b[low], nodes[moved]])
     y = np.concatenate([me[low], m[moved]])
-    return {"bytes": _both_ways(out, x, y, parts, n)}
+    return {"bytes": _both_ways(out, x, y, parts)}
 
 
 def labels_task(out: str, work: str, tasks: list[str]) -> dict[str, Any]:
@@ -120,11 +133,11 @@ def labels_task(out: str, work: str, tasks: list[str]) -> dict[str, Any]:
     return {"nodes": len(nodes), "star": True, "bytes": _save(out, node=nodes, label=roots)}
 
 
-def route_task(out: str, work: str, tasks: list[str], labels: str, p: int, n: int,
+def route_task(out: str, work: str, tasks: list[str], labels: str, p: int,
                groups: int) -> dict[str, int]:  # fmt: skip
     """Partition ``p``'s pairs (of cc-edges ``tasks``, by first end) sorted by the decide group
     of their component, whose label is read from task ``p`` of stage ``labels``."""
     u = inbox(work, EDGES, tasks, p, "u", "cu")
     node, label = load(work, labels, p, "node"), load(work, labels, p, "label")
     lab = np.asarray(label)[np.searchsorted(node, u[:, 0])]
-    return {"bytes": _keyed(out, lab, u, groups, n)}
+    return {"bytes": _keyed(out, lab, u, groups)}

@@ -255,38 +255,38 @@ def _components(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str],
     stage = "verify" if plan.verify else "pairs"
     # documents found in an index with sketches take no part in the input's own decisions
     aside = run.against is not None and run.against["how"] == "sketch"
-    n, off = run.n, run.offsets
+    off = run.offsets
     parts = min(-(-pairs // plan.shard_docs), len(run.sizes))
     r.map(C.EDGES, C.edges_task,
-          [(t, (r.work, stage, t, off, aside, parts, n)) for t in names])  # fmt: skip
+          [(t, (r.work, stage, t, off, aside, parts)) for t in names])  # fmt: skip
     if parts == 1:
         labels = "cc-labels"
         infos = r.map(labels, C.labels_task, [("0", (r.work, names))])
     else:
-        labels, infos = _rounds(r, names, parts, n)
+        labels, infos = _rounds(r, names, parts)
     nodes = sum(i["nodes"] for i in infos)
     if nodes == 0:  # every pair was set aside
         return [], 0
     k = -(-nodes // plan.shard_docs)
     routes = [str(p) for p in range(parts)]
     r.map("cc-route", C.route_task,
-          [(t, (r.work, names, labels, p, n, k)) for p, t in enumerate(routes)])  # fmt: skip
+          [(t, (r.work, names, labels, p, k)) for p, t in enumerate(routes)])  # fmt: skip
     return routes, k
 
 
-def _rounds(r: _Runner, names: list[str], parts: int, n: int) -> tuple[str, list[dict]]:
+def _rounds(r: _Runner, names: list[str], parts: int) -> tuple[str, list[dict]]:
     """Large-star and small-star rounds over ``parts`` partitions until the components are
     stars; returns the stage that holds each node's label, and its tasks' results."""
     stage, tasks = C.EDGES, names
     for i in range(MAX_ROUNDS):
         large = f"cc-large-{i}"
         infos = r.map(large, C.large_star_task,
-                      [(str(p), (r.work, stage, tasks, p, parts, n)) for p in range(parts)])  # fmt: skip
+                      [(str(p), (r.work, stage, tasks, p, parts)) for p in range(parts)])  # fmt: skip
         if all(info["star"] for info in infos):
             return large, infos
         stage, tasks = f"cc-small-{i}", [str(p) for p in range(parts)]
         r.map(stage, C.small_star_task,
-              [(str(p), (r.work, large, tasks, p, parts, n)) for p in range(parts)])  # fmt: skip
+              [(str(p), (r.work, large, tasks, p, parts)) for p in range(parts)])  # fmt: skip
     raise RuntimeError(f"the components did not settle in {MAX_ROUNDS} rounds")
 
 
