@@ -72,7 +72,11 @@ def run(args: list[str], tmp: str) -> dict:
     """One ``neardup`` command in its own process: exit code, wall, peak RSS (MB) of it and of
     its largest child."""
     stats = os.path.join(tmp, "stats.json")
-    subprocess.run([sys.executable, "-c", WRAP, stats, *args], check=False)
+    if os.path.exists(stats):
+        os.remove(stats)  # a run that dies before writing its own is not read as the last one's
+    p = subprocess.run([sys.executable, "-c", WRAP, stats, *args], check=False)
+    if p.returncode or not os.path.exists(stats):
+        raise SystemExit(f"neardup {' '.join(args)} failed ({p.returncode})")
     with open(stats) as f:
         code, wall, me, kids = json.load(f)
     if code:
