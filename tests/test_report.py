@@ -12,19 +12,24 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections import Counter
 
 import naive
 import numpy as np
 import pytest
 from cli import invoke
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import neardup
 from neardup.core.verify import distance_for_threshold
 from neardup.errors import InputError
 from neardup.pipeline import report
 from neardup.pipeline.report import (
+    REPORT_LARGEST,
     ReportOutput,
     borderline,
+    digest_clusters,
     near_counts,
     read_clusters,
     report_ids,
@@ -479,6 +484,58 @@ def test_hostile_ids_and_control_characters(tmp_path):
     dom = _chromium(f"{report.as_uri()}#q=alone", "--dump-dom")
     assert _console(dom.stderr) == [], dom.stderr
     assert "was kept, having no near-duplicate" in dom.stdout
+
+
+_ID = st.integers(0, 40)
+
+
+@st.composite
+def _clusters(draw):
+    out = []
+    for _ in range(draw(st.integers(0, 120))):
+        members = draw(st.lists(_ID, min_size=2, max_size=50, unique=True))
+        d = draw(st.lists(st.integers(0, 12), min_size=len(members), max_size=len(members)))
+        c = {"kept": members[0], "members": members, "distances": d}
+        if draw(st.booleans()):
+            c["jaccards"] = draw(st.lists(st.none() | st.sampled_from([0.5, 0.8, 0.81, 1.0]),
+                                          min_size=len(members), max_size=len(members)))  # fmt: skip
+        out.append(c)
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(_clusters(), st.integers(1, 12), st.data())
+def test_digest_is_the_ranks_and_counts_of_every_cluster(clusters, n, data):
+    """One pass that keeps a bounded part (its ranks cut as it goes) gives what sorting and
+    counting the whole list gives."""
+    sample = sorted(data.draw(st.sets(st.integers(0, max(0, len(clusters) - 1)), max_size=5))
+                    if clusters else [])  # fmt: skip
+    d = digest_clusters(iter(clusters), len(clusters), sample, n_borderline=n)
+    sizes = [len(c["members"]) for c in clusters]
+    order = sorted(range(len(clusters)), key=lambda i: (-sizes[i], i))[:REPORT_LARGEST]
+    assert [i for i, _ in d.largest] == order
+    scored = []
+    for i, c in enumerate(clusters):
+        js = c.get("jaccards")
+        for k, m in enumerate(c["members"]):
+            if m == c["kept"]:
+                continue
+            if js is not None and js[k] is not None:
+                scored.append((float(js[k]), i, k))
+            elif js is None:
+                scored.append((-float(c["distances"][k]), i, k))
+    assert [(i, k) for i, k, _ in d.borderline] == [(i, k) for _, i, k in sorted(scored)[:n]]
+    drops = [(c["distances"][k], (c.get("jaccards") or [None] * len(c["members"]))[k])
+             for c in clusters for k, m in enumerate(c["members"]) if m != c["kept"]]  # fmt: skip
+    assert dict(d.bits) == dict(Counter(b for b, _ in drops))
+    jac = [j for _, j in drops if j is not None]
+    assert d.drop_hundredths.tolist() == np.bincount(report.hundredths(jac), minlength=100).tolist()
+    assert d.min_jaccard == (min(jac) if jac else None)
+    assert d.sampled == {i: clusters[i] for i in sample} and d.count == len(clusters)
+    every = {m for c in clusters for m in c["members"]}
+    assert d.embedded == (every if sum(sizes) <= report.REPORT_EMBED_DOCS else None)
+    with pytest.raises(ValueError, match="were counted"):
+        digest_clusters(iter(clusters), len(clusters) + 1, [])
 
 
 @pytest.mark.slow

@@ -163,6 +163,32 @@ def test_near_misses_chosen_in_tasks_and_resumed(tmp_path):
     assert int((ref.verified.near_for >= 0).sum()) == sum(_counts(one)["kept"])
 
 
+def _page(path: Path) -> str:
+    """A report page, its run time and its diffs' anchor numbers set aside."""
+    page = re.sub(r"<td>[0-9.]+ s</td>", "<td>T</td>", path.read_text())
+    return re.sub(r"(difflib_chg_to|from|to)\d+_", r"\1_", page)
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_staged_report_reads_the_parts_and_is_the_one_process_page(tmp_path, verify, monkeypatch):
+    """Without arrays asked for (the command line), the report is made from the write tasks'
+    cluster parts, read one line at a time (no ``--clusters`` asked for): no array of every
+    document in this process, and the one-process run's page."""
+    from neardup.pipeline import staged
+
+    _write(tmp_path / "in.jsonl", _families())
+    _run(tmp_path, "one", threshold=0.8, verify=verify)
+
+    def no_arrays(*a, **k):
+        raise AssertionError("the report built an array of every document")
+
+    monkeypatch.setattr(staged, "build_result", no_arrays)
+    _run(tmp_path, "staged", threshold=0.8, verify=verify, shard_docs=7, collect=False)
+    one, got = _page(tmp_path / "one.html"), _page(tmp_path / "staged.html")
+    assert got.count('<details class="cluster"') >= 3
+    assert got == one
+
+
 def test_no_near_stages_without_a_report(tmp_path):
     _write(tmp_path / "in.jsonl", _families())
     r = dedup([InputPath(tmp_path / "in.jsonl")], output=tmp_path / "k.jsonl", shard_docs=7,

@@ -383,7 +383,9 @@ def dedup(
 def _staged(plan: DedupPlan, opts: _Options, collect: bool) -> Any:
     """The run as stages over shards, on this process's threads or on the Dask client."""
     check_search_device(opts.device, opts.client)
-    plan = replace(plan, near_misses=plan.verify and _near(opts.extra_outputs))
+    reads = any(getattr(e, "reads_parts", False) for e in opts.extra_outputs)
+    plan = replace(plan, near_misses=plan.verify and _near(opts.extra_outputs),
+                   cluster_parts=reads)  # fmt: skip
     client = opts.client
     executor = DaskExecutor(client) if client is not None else LocalExecutor(opts.threads)
     run, result = run_staged(plan, executor=executor, progress=opts.stage_progress,

@@ -115,6 +115,8 @@ class DedupPlan:
     device: str = "cpu"  #: where the search stage searches (each task's process resolves it)
     #: the verify stage also keeps the pairs under the threshold (the report's near misses)
     near_misses: bool = False
+    #: the write tasks write their clusters' lines without ``clusters`` too (the report's)
+    cluster_parts: bool = False
 
     @property
     def kind(self) -> str:
@@ -140,7 +142,7 @@ class DedupPlan:
             "fields": [self.text_field, self.id_field, self.fmt, self.skip_bad],
             "outputs": [self.output, self.clusters, self.drop_list],
             "search": self.search_docs,
-            "near": self.near_misses,
+            "near": [self.near_misses, self.cluster_parts],
             "against": [_against_key(self.against), self.update],
         }  # fmt: skip
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,7 +25,9 @@ from neardup.io.readers import Record
 from neardup.io.writers import OutputSet, atomic_output
 
 __all__ = [
+    "ClusterDigest",
     "borderline",
+    "digest_clusters",
     "embedded_ids",
     "ReportOutput",
     "json_id",
@@ -37,6 +41,7 @@ __all__ = [
     "result_index_rows",
     "result_texts",
     "sample_clusters",
+    "sample_positions",
     "split_index_rows",
     "summary_from_clusters",
     "texts_from_records",
@@ -61,6 +66,9 @@ NEAR_STEPS = (0.01, 0.02, 0.05, 0.1)
 #: the sampled and borderline clusters' texts only (the page stays small).
 REPORT_EMBED_DOCS = 5_000
 REPORT_EMBED_CHARS = 2_000
+
+#: Rows of the report's "largest clusters" table.
+REPORT_LARGEST = 20
 
 
 def json_id(v: Any) -> Any:
@@ -126,28 +134,131 @@ def split_index_rows(
 def sample_clusters(clusters: list[dict[str, Any]], n: int, seed: int = 0) -> list[int]:
     """Positions of ``n`` clusters chosen at random (seeded, so a report is reproducible),
     in their order in ``clusters``; all of them when there are ``n`` or fewer."""
-    if len(clusters) <= n:
-        return list(range(len(clusters)))
+    return sample_positions(len(clusters), n, seed)
+
+
+def sample_positions(count: int, n: int, seed: int = 0) -> list[int]:
+    """Positions of ``n`` of ``count`` clusters chosen at random (seeded), ascending; all of
+    them when there are ``n`` or fewer."""
+    if count <= n:
+        return list(range(count))
     rng = np.random.default_rng(seed)
-    return sorted(rng.choice(len(clusters), size=n, replace=False).tolist())
+    return sorted(rng.choice(count, size=n, replace=False).tolist())
+
+
+@dataclass
+class ClusterDigest:
+    """What the report shows of a run's clusters (each a dict as the ``--clusters`` file has
+    it), gathered in one pass over them by :func:`digest_clusters`: counts (sizes, bits and
+    Jaccards of the drops), the rows chosen by rank (largest clusters, drops nearest the
+    threshold), the first clusters for the search and the sampled ones. It holds a bounded part
+    of the clusters, so a staged run's report reads its shards' cluster parts once, in order."""
+
+    count: int  #: clusters
+    sample: list[int]  #: positions of the clusters shown side by side, ascending
+    members: int = 0  #: documents in clusters
+    sizes: Counter = field(default_factory=Counter)  #: clusters by size
+    bits: Counter = field(default_factory=Counter)  #: dropped documents by bits from the kept
+    drop_hundredths: np.ndarray = field(default_factory=lambda: np.zeros(100, np.int64))
+    drop_jaccards: int = 0  #: dropped documents with a Jaccard
+    min_jaccard: float | None = None
+    has_jaccard: bool = False  #: some cluster carries Jaccards
+    largest: list[tuple[int, dict]] = field(default_factory=list)  #: (position, cluster)
+    borderline: list[tuple[int, int, dict]] = field(default_factory=list)  #: (pos, member, c)
+    listed: list[dict] = field(default_factory=list)  #: the first clusters, for the search
+    sampled: dict[int, dict] = field(default_factory=dict)  #: the sampled clusters by position
+    embedded: set[Any] | None = field(default_factory=set)  #: :func:`embedded_ids`
+
+    @property
+    def where(self) -> dict[int, int]:
+        """Each sampled cluster's place in the sample, by position."""
+        return {i: k for k, i in enumerate(self.sample)}
+
+    def ids(self) -> set[Any]:
+        """Ids whose text the report shows: each sampled cluster's kept document and its first
+        :data:`neardup.config.REPORT_MEMBERS` dropped ones, the :attr:`borderline` drops with
+        their kept documents, and the embedded ones."""
+        ids: set[Any] = set(self.embedded or ())
+        for _, k, c in self.borderline:
+            ids.update((json_id(c["kept"]), json_id(c["members"][k])))
+        for i in self.sample:
+            c = self.sampled[i]
+            ids.add(json_id(c["kept"]))
+            dropped = [json_id(m) for m in c["members"] if json_id(m) != json_id(c["kept"])]
+            ids.update(dropped[: config.REPORT_MEMBERS])
+        return ids
+
+
+def digest_clusters(clusters: Iterable[dict[str, Any]], count: int, sample: list[int],
+                    n_borderline: int = REPORT_BORDERLINE) -> ClusterDigest:  # fmt: skip
+    """The :class:`ClusterDigest` of ``clusters`` (``count`` of them, read once, in order),
+    those at positions ``sample`` kept whole, and the first
+    :data:`neardup.config.REPORT_MAX_CLUSTERS`."""
+    d = ClusterDigest(count, list(sample))
+    chosen = set(d.sample)
+    scored: list[tuple] = []
+    seen = 0
+    for i, c in enumerate(clusters):
+        seen += 1
+        _count_cluster(d, i, c, scored)
+        if i < config.REPORT_MAX_CLUSTERS:
+            d.listed.append(c)
+        if i in chosen:
+            d.sampled[i] = c
+        if len(d.largest) > 4 * REPORT_LARGEST:  # the ranks are cut now and then: bounded
+            d.largest = sorted(d.largest, key=_by_size)[:REPORT_LARGEST]
+        if len(scored) > 4 * n_borderline + 64:
+            scored = sorted(scored, key=_by_score)[:n_borderline]
+    if seen != count:
+        raise ValueError(f"{seen:,} clusters where {count:,} were counted")
+    d.largest = sorted(d.largest, key=_by_size)[:REPORT_LARGEST]
+    d.borderline = [(i, k, c) for _, i, k, c in sorted(scored, key=_by_score)[:n_borderline]]
+    return d
+
+
+def _by_size(row: tuple[int, dict]) -> tuple[int, int]:
+    return -len(row[1]["members"]), row[0]
+
+
+def _by_score(row: tuple) -> tuple[float, int, int]:
+    return row[0], row[1], row[2]
+
+
+def _count_cluster(d: ClusterDigest, i: int, c: dict[str, Any], scored: list[tuple]) -> None:
+    """Cluster ``c`` (position ``i``) counted into ``d``; each of its drops scored for the
+    borderline: the lowest Jaccard with its kept document when the cluster carries Jaccards,
+    else the most bits apart; ties in cluster order."""
+    members, kept, js = c["members"], json_id(c["kept"]), c.get("jaccards")
+    d.members += len(members)
+    d.sizes[len(members)] += 1
+    d.has_jaccard |= js is not None
+    d.largest.append((i, c))
+    if d.embedded is not None:
+        d.embedded.update(json_id(m) for m in members)
+        if d.members > REPORT_EMBED_DOCS:
+            d.embedded = None
+    jac = []
+    for k, m in enumerate(members):
+        if json_id(m) == kept:
+            continue
+        d.bits[c["distances"][k]] += 1
+        if js is not None and js[k] is not None:
+            jac.append(float(js[k]))
+            scored.append((float(js[k]), i, k, c))
+        elif js is None:
+            scored.append((-float(c["distances"][k]), i, k, c))
+    if jac:
+        d.drop_hundredths += np.bincount(hundredths(jac), minlength=100)
+        d.drop_jaccards += len(jac)
+        d.min_jaccard = min(jac) if d.min_jaccard is None else min(d.min_jaccard, *jac)
 
 
 def borderline(clusters: list[dict[str, Any]], n: int) -> list[tuple[int, int]]:
     """(cluster, member) positions of the ``n`` dropped documents nearest the threshold: the
     lowest Jaccard with their kept document when the clusters carry Jaccards, else the most
     bits apart; ties in cluster order."""
-    scored = []
-    for i, c in enumerate(clusters):
-        kept, js = json_id(c["kept"]), c.get("jaccards")
-        for k, m in enumerate(c["members"]):
-            if json_id(m) == kept:
-                continue
-            if js is not None and js[k] is not None:
-                scored.append((float(js[k]), i, k))
-            elif js is None:
-                scored.append((-float(c["distances"][k]), i, k))
-    scored.sort()
-    return [(i, k) for _, i, k in scored[:n]]
+    d = digest_clusters(clusters, len(clusters), [], n_borderline=n)
+    return [(i, k) for i, k, _ in d.borderline]
 
 
 def hundredths(jaccards: Any) -> np.ndarray:
@@ -207,24 +318,13 @@ def embedded_ids(clusters: list[dict[str, Any]]) -> set[Any]:
     """Ids whose texts the report embeds for the search to show, cluster by cluster: every
     member's when the clusters hold at most :data:`REPORT_EMBED_DOCS`
     documents, else none."""
-    if sum(len(c["members"]) for c in clusters) > REPORT_EMBED_DOCS:
-        return set()
-    return {json_id(m) for c in clusters for m in c["members"]}
+    return digest_clusters(clusters, len(clusters), []).embedded or set()
 
 
 def report_ids(clusters: list[dict[str, Any]], sample: Iterable[int]) -> set[Any]:
-    """Ids whose text the report shows: each sampled cluster's kept document and its first
-    :data:`neardup.config.REPORT_MEMBERS` dropped ones, and the :func:`borderline` drops with
-    their kept documents, and the :func:`embedded_ids`."""
-    ids: set[Any] = embedded_ids(clusters)
-    for i, k in borderline(clusters, REPORT_BORDERLINE):
-        ids.update((json_id(clusters[i]["kept"]), json_id(clusters[i]["members"][k])))
-    for i in sample:
-        c = clusters[i]
-        ids.add(json_id(c["kept"]))
-        dropped = [json_id(m) for m in c["members"] if json_id(m) != json_id(c["kept"])]
-        ids.update(dropped[: config.REPORT_MEMBERS])
-    return ids
+    """Ids whose text the report shows (:meth:`ClusterDigest.ids`) for the clusters at
+    positions ``sample`` side by side."""
+    return digest_clusters(clusters, len(clusters), sorted(sample)).ids()
 
 
 def texts_from_records(
@@ -313,14 +413,19 @@ def write_result_report(
     >>> r = neardup.dedup(texts)  # doctest: +SKIP
     >>> write_result_report("report.html", r, texts)  # doctest: +SKIP
     """
-    clusters = result_clusters(result)
-    chosen = sample_clusters(clusters, config.REPORT_SAMPLE if sample is None else sample)
+    n = config.REPORT_SAMPLE if sample is None else sample
+    if hasattr(result, "report_clusters"):  # a staged run: its clusters read from its parts
+        count, clusters, index_rows = result.report_clusters()
+    else:
+        clusters, index_rows = result_clusters(result), result_index_rows(result)
+        count = len(clusters)
+    digest = digest_clusters(clusters, count, sample_positions(count, n))
     near = near_misses(result)
-    wanted = report_ids(clusters, chosen) | near_miss_ids(near)
+    wanted = digest.ids() | near_miss_ids(near)
     texts = result_texts(result, data, wanted, text_field, id_field)
     return write_report(
-        path, result.summary(), clusters, texts, chosen, settings=settings, outputs=outputs,
-        index_rows=result_index_rows(result), near=near,
+        path, result.summary(), digest, texts, settings=settings, outputs=outputs,
+        index_rows=index_rows, near=near,
     )  # fmt: skip
 
 
@@ -333,6 +438,9 @@ class ReportOutput:
 
     #: Asks :func:`neardup.pipeline.job.dedup` for the kept documents' nearest misses.
     near_misses = True
+    #: A staged run gives it a view that reads the clusters from the shards' parts (no array
+    #: of every document in the calling process).
+    reads_parts = True
 
     def __init__(
         self,
@@ -385,9 +493,9 @@ def summary_from_clusters(
 def write_report(
     path: str | os.PathLike,
     summary: Mapping[str, Any],
-    clusters: list[dict[str, Any]],
+    clusters: list[dict[str, Any]] | ClusterDigest,
     texts: Mapping[Any, str],
-    sample: list[int],
+    sample: list[int] | None = None,
     *,
     settings: Mapping[str, Any] | None = None,
     title: str = "neardup dedup report",
@@ -404,12 +512,13 @@ def write_report(
     summary : mapping
         ``documents``, ``clusters``, ``dropped``, ``kept`` and optionally ``skipped``,
         ``bytes_in``, ``bytes_out``, ``seconds`` (as :meth:`DedupResult.summary`).
-    clusters : list of dict
-        Every cluster (see the module's docstring).
+    clusters : list of dict, or ClusterDigest
+        Every cluster (see the module's docstring), or their :class:`ClusterDigest` (which
+        holds its sample).
     texts : mapping
         Text of the documents to show, by id (:func:`json_id` form).
     sample : list of int
-        Positions in ``clusters`` of the clusters to show side by side.
+        Positions in ``clusters`` (a list) of the clusters to show side by side.
     settings : mapping, optional
         Options of the run (distance, keep, inputs, ...), listed in the report.
     title : str
@@ -430,10 +539,13 @@ def write_report(
     int
         Bytes written.
     """
+    digest = clusters
+    if not isinstance(digest, ClusterDigest):
+        digest = digest_clusters(clusters, len(clusters), sorted(sample or ()))
     from neardup.pipeline.report_html import render
 
     page = render(
-        summary, clusters, texts, sample, settings=settings or {}, title=title,
+        summary, digest, texts, settings=settings or {}, title=title,
         index_rows=index_rows or [], near=near,
     )  # fmt: skip
     data = page.encode("utf-8")

@@ -19,18 +19,14 @@ from neardup import config
 from neardup._optional import require
 from neardup.io.display import size
 from neardup.pipeline.report import (
-    REPORT_BORDERLINE,
     REPORT_EMBED_CHARS,
-    borderline,
-    embedded_ids,
+    REPORT_LARGEST,
+    ClusterDigest,
     hundredths,
     json_id,
 )
 
 __all__ = ["render"]
-
-#: Rows of the report's "largest clusters" table.
-REPORT_LARGEST = 20
 
 #: The chart of drops and near misses per 0.01 of Jaccard starts at most this far under the
 #: threshold (lower, where the lowest drop is lower); the kept documents further under it are
@@ -187,12 +183,13 @@ def _bar_plot(x: np.ndarray, y: np.ndarray, xlabel: str, title: str, log_x: bool
     return _svg(fig)
 
 
-def _similarity_plot(drops: list[float], near: Mapping[str, Any] | None) -> str:
+def _similarity_plot(digest: ClusterDigest, near: Mapping[str, Any] | None) -> str:
     """Dropped documents (Jaccard with their kept document) and, with ``near``, kept ones
     (with their nearest kept candidate) per 0.01 of Jaccard, the threshold marked."""
     figure = require("matplotlib.figure", "report", "the HTML report")
-    d = np.bincount(hundredths(drops), minlength=100)
-    lo = int(hundredths([min(drops)])[0]) if drops else 99
+    d = digest.drop_hundredths
+    low = digest.min_jaccard
+    lo = int(hundredths([low])[0]) if low is not None else 99
     m = np.zeros(100, dtype=np.int64)
     if near is not None:
         t = near["threshold"]
@@ -216,32 +213,38 @@ def _similarity_plot(drops: list[float], near: Mapping[str, Any] | None) -> str:
     return _svg(fig)
 
 
-def _plots(clusters: list[dict[str, Any]], near: Mapping[str, Any] | None = None) -> list[str]:
-    sizes = np.array([len(c["members"]) for c in clusters], dtype=np.int64)
+def _counts(counter: Any) -> np.ndarray:
+    """A :class:`collections.Counter` of small integers as ``np.bincount`` gives them."""
+    out = np.zeros(max(counter) + 1, dtype=np.int64)
+    for k, v in counter.items():
+        out[k] = v
+    return out
+
+
+def _plots(digest: ClusterDigest, near: Mapping[str, Any] | None = None) -> list[str]:
     plots = []
-    if len(sizes) == 0:
+    if digest.count == 0:
         return plots
-    if sizes.max() <= 40:
-        counts = np.bincount(sizes)
+    top = max(digest.sizes)
+    if top <= 40:
+        counts = _counts(digest.sizes)
         xs = np.arange(2, len(counts))
         plots.append(_bar_plot(xs, counts[2:], "documents in the cluster", "Cluster sizes"))
     else:
-        edges = np.unique(np.geomspace(2, sizes.max() + 1, 30).astype(np.int64))
-        counts, _ = np.histogram(sizes, bins=edges)
+        edges = np.unique(np.geomspace(2, top + 1, 30).astype(np.int64))
+        sizes, weights = zip(*sorted(digest.sizes.items()), strict=True)
+        counts, _ = np.histogram(sizes, bins=edges, weights=weights)
         plots.append(
-            _bar_plot(edges[:-1], counts, "documents in the cluster", "Cluster sizes", log_x=True)
+            _bar_plot(
+                edges[:-1],
+                counts.astype(np.int64),
+                "documents in the cluster",
+                "Cluster sizes",
+                log_x=True,
+            )  # fmt: skip
         )
-    bits, jac = [], []
-    for c in clusters:
-        kept = json_id(c["kept"])
-        js = c.get("jaccards")
-        for k, m in enumerate(c["members"]):
-            if json_id(m) != kept:
-                bits.append(c["distances"][k])
-                if js is not None and js[k] is not None:
-                    jac.append(float(js[k]))
-    if bits:
-        counts = np.bincount(np.array(bits, dtype=np.int64))
+    if digest.bits:
+        counts = _counts(digest.bits)
         plots.append(
             _bar_plot(
                 np.arange(len(counts)),
@@ -250,8 +253,8 @@ def _plots(clusters: list[dict[str, Any]], near: Mapping[str, Any] | None = None
                 "Distance of each dropped document",
             )  # fmt: skip
         )
-    if jac or near is not None:  # per 0.01: how many documents each step of a threshold moves
-        plots.append(_similarity_plot(jac, near))
+    if digest.drop_jaccards or near is not None:  # per 0.01: how many documents a step moves
+        plots.append(_similarity_plot(digest, near))
     return plots
 
 
@@ -280,16 +283,14 @@ def _diff(
     return _COLGROUPS.sub(_COLS, table, count=1)
 
 
-def _subtitle(
-    s: Mapping[str, Any], settings: Mapping[str, Any], clusters: list[dict[str, Any]]
-) -> str:
+def _subtitle(s: Mapping[str, Any], settings: Mapping[str, Any], has_jaccard: bool) -> str:
     """What the run did, in one sentence: verified at a threshold, or fingerprints only."""
     d = settings.get("distance")
     within = f" within {_e(d)} bits" if d is not None else ""
     t = s.get("threshold", settings.get("threshold"))
     verified = s.get("verified")
     if verified is None:  # (a clusters file alone: its Jaccards tell)
-        verified = any(c.get("jaccards") is not None for c in clusters)
+        verified = has_jaccard
     if verified:
         at = f" at least {float(t):g}" if t is not None else " at least the threshold"
         return (
@@ -391,11 +392,10 @@ def _index_section(rows: Sequence[dict[str, Any]], s: Mapping[str, Any]) -> str:
     )
 
 
-def _largest(clusters: list[dict[str, Any]], where: dict[int, int]) -> str:
-    order = sorted(range(len(clusters)), key=lambda i: (-len(clusters[i]["members"]), i))
+def _largest(digest: ClusterDigest) -> str:
+    where = digest.where
     rows = []
-    for i in order[:REPORT_LARGEST]:
-        c = clusters[i]
+    for i, c in digest.largest[:REPORT_LARGEST]:
         members = [m for m in c["members"] if json_id(m) != json_id(c["kept"])]
         shown = ", ".join(f"<code>{_e(m)}</code>" for m in members[:8])
         more = f" and {len(members) - 8:,} more" if len(members) > 8 else ""
@@ -433,16 +433,15 @@ def _cluster_block(k: int, c: dict[str, Any], texts: Mapping[Any, str]) -> str:
     )
 
 
-def _borderline_section(clusters: list[dict[str, Any]], texts: Mapping[Any, str]) -> str:
+def _borderline_section(digest: ClusterDigest, texts: Mapping[Any, str]) -> str:
     """The drops nearest the threshold, each against its kept document: if these are true
     near-duplicates, the threshold could go lower; if not, it should go higher."""
-    pairs = borderline(clusters, REPORT_BORDERLINE)
+    pairs = digest.borderline
     if not pairs:
         return ""
-    verified = clusters[pairs[0][0]].get("jaccards") is not None
+    verified = pairs[0][2].get("jaccards") is not None
     blocks = []
-    for i, k in pairs:
-        c = clusters[i]
+    for _, k, c in pairs:
         kept, m = json_id(c["kept"]), json_id(c["members"][k])
         js = c.get("jaccards")
         sim = f"Jaccard {float(js[k]):.3f}, " if verified else ""
@@ -518,30 +517,22 @@ def _near_section(near: Mapping[str, Any] | None, verified: bool, texts: Mapping
     )
 
 
-def _counts_json(clusters: list[dict[str, Any]], near: Mapping[str, Any] | None) -> str:
+def _counts_json(digest: ClusterDigest, near: Mapping[str, Any] | None) -> str:
     """The chart's numbers, for other tools: documents per 0.01 of Jaccard (index ``k`` counts
     ``[k / 100, (k + 1) / 100)``, 1.0 in the last), dropped (with their kept document) and
     kept (with their nearest kept candidate; null without ``near``)."""
-    drops = [
-        float(js[k])
-        for c in clusters
-        if (js := c.get("jaccards")) is not None
-        for k, m in enumerate(c["members"])
-        if json_id(m) != json_id(c["kept"]) and js[k] is not None
-    ]
-    per = lambda j: np.bincount(hundredths(j), minlength=100).tolist()  # noqa: E731
     kept = None if near is None else [int(c) for c in near["counts"]]
-    out = {"threshold": None if near is None else near["threshold"], "dropped": per(drops),
-           "kept": kept}  # fmt: skip
+    out = {"threshold": None if near is None else near["threshold"],
+           "dropped": digest.drop_hundredths.tolist(), "kept": kept}  # fmt: skip
     return json.dumps(out)
 
 
-def _texts_json(clusters: list[dict[str, Any]], texts: Mapping[Any, str]) -> str:
+def _texts_json(digest: ClusterDigest, texts: Mapping[Any, str]) -> str:
     """The embedded texts (:func:`neardup.pipeline.report.embedded_ids`) as JSON safe inside a
     script element: each cut at :data:`REPORT_EMBED_CHARS`, control characters
     written as ``\\x01``."""
     out = {}
-    for i in embedded_ids(clusters):
+    for i in digest.embedded or ():
         if texts.get(i) is not None:
             out[str(i)] = _CONTROL.sub(
                 lambda m: f"\\x{ord(m.group()):02x}", texts[i][:REPORT_EMBED_CHARS]
@@ -551,9 +542,8 @@ def _texts_json(clusters: list[dict[str, Any]], texts: Mapping[Any, str]) -> str
 
 def render(
     summary: Mapping[str, Any],
-    clusters: list[dict[str, Any]],
+    digest: ClusterDigest,
     texts: Mapping[Any, str],
-    sample: list[int],
     *,
     settings: Mapping[str, Any],
     title: str,
@@ -561,30 +551,32 @@ def render(
     near: Mapping[str, Any] | None = None,
 ) -> str:
     """The report as one HTML string (see :func:`neardup.pipeline.report.write_report`)."""
-    where = {i: k for k, i in enumerate(sample)}
+    where, n = digest.where, digest.count
     index = []
-    listed = [*clusters, *index_rows][: config.REPORT_MAX_CLUSTERS]
+    listed = [*digest.listed, *index_rows][: config.REPORT_MAX_CLUSTERS]
     for i, c in enumerate(listed):
         row = {"k": json_id(c["kept"]), "m": [json_id(m) for m in c["members"]],
-               "d": c["distances"], "s": where.get(i, -1) if i < len(clusters) else -1}  # fmt: skip
+               "d": c["distances"], "s": where.get(i, -1) if i < n else -1}  # fmt: skip
         if c.get("jaccards") is not None:
             row["j"] = c["jaccards"]
-        if i >= len(clusters):
+        if i >= n:
             row["x"] = 1  # an index entry: "kept" is the entry, the others were dropped for it
         index.append(row)
     # "<" only occurs inside JSON strings: as \u003c no id can open a comment or close the script
     index_json = json.dumps(index, ensure_ascii=False).replace("<", "\\u003c")
-    cut = len(clusters) + len(index_rows) - len(index)
-    plots = "".join(f'<div class="plot">{svg}</div>' for svg in _plots(clusters, near))
-    has_jaccard = any(c.get("jaccards") is not None for c in clusters)
-    blocks = "".join(_cluster_block(k, clusters[i], texts) for k, i in enumerate(sample))
+    cut = n + len(index_rows) - len(index)
+    plots = "".join(f'<div class="plot">{svg}</div>' for svg in _plots(digest, near))
+    has_jaccard = digest.has_jaccard
+    blocks = "".join(
+        _cluster_block(k, digest.sampled[i], texts) for k, i in enumerate(digest.sample)
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{_e(title)}</title><style>{_CSS}</style></head>
 <body>
 <h1>{_e(title)}</h1>
-<p class="note">{_subtitle(summary, settings, clusters)}</p>
+<p class="note">{_subtitle(summary, settings, has_jaccard)}</p>
 <h2>Summary</h2>
 {_table(_summary_rows(summary, settings))}
 <h2>Why documents were dropped</h2>
@@ -596,17 +588,17 @@ def render(
 <h2>Distributions</h2>
 <div class="plots">{plots or '<p class="note">No clusters: nothing was dropped.</p>'}</div>
 {"" if has_jaccard else '<p class="note">Distances are in bits between fingerprints; Jaccard similarities appear when the clusters carry them.</p>'}
-{_borderline_section(clusters, texts)}{_near_section(near, bool(summary.get("verified", has_jaccard)), texts)}
+{_borderline_section(digest, texts)}{_near_section(near, bool(summary.get("verified", has_jaccard)), texts)}
 {_index_section(index_rows, summary)}
 <h2>Largest clusters</h2>
-{_largest(clusters, where) if clusters else '<p class="note">None.</p>'}
+{_largest(digest) if n else '<p class="note">None.</p>'}
 <h2>Kept and dropped texts, side by side</h2>
-<p class="note">{len(sample):,} of {len(clusters):,} clusters, chosen at random; changed words
+<p class="note">{len(digest.sample):,} of {n:,} clusters, chosen at random; changed words
 are <span class="diff_chg">marked</span>, <span class="diff_add">added</span> and
 <span class="diff_sub">removed</span> lines coloured.</p>
 {blocks}
-<script type="application/json" id="similarity-counts">{_counts_json(clusters, near)}</script><script type="application/json" id="cluster-index">{index_json}</script>
-<script type="application/json" id="cluster-texts">{_texts_json(clusters, texts)}</script>
+<script type="application/json" id="similarity-counts">{_counts_json(digest, near)}</script><script type="application/json" id="cluster-index">{index_json}</script>
+<script type="application/json" id="cluster-texts">{_texts_json(digest, texts)}</script>
 <script>{_JS}</script>
 </body></html>
 """

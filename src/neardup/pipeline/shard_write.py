@@ -109,7 +109,7 @@ def write_task(out: str, work: str, plan: DedupPlan, offsets: list[int], n_decid
             f.writelines(f"{ids[i]}\n" for i in np.flatnonzero(dropped).tolist())
     label = rows["label"]
     result["clusters"] = int(len(np.unique(label)))
-    if plan.clusters is not None:
+    if plan.clusters is not None or plan.cluster_parts:
         with open(os.path.join(out, "clusters.jsonl"), "w") as f:
             f.writelines(_cluster_lines(rows, _Lookup(work, off), plan.verify))
     if plan.output is not None:

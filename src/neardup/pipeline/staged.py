@@ -329,7 +329,8 @@ def _write(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
 
 def _index_clusters(plan: DedupPlan, run: StagedRun) -> bool:
     """Whether the clusters output gets the index's entries (a task writes them)."""
-    return run.against is not None and plan.clusters is not None and bool(run.against["found"])
+    wanted = plan.clusters is not None or plan.cluster_parts
+    return run.against is not None and wanted and bool(run.against["found"])
 
 
 def _against(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
@@ -421,9 +422,11 @@ def run_staged(
             run.against["path"] = str(index.path)  # type: ignore[index]
         t0 = time.perf_counter()
         _commit_parts(plan, run, outputs)
-        result = build_result(plan, run, collect) if collect or extra_outputs else None
+        parts = all(getattr(x, "reads_parts", False) for x in extra_outputs)
+        result = build_result(plan, run, collect) if collect or not parts else None
+        view = result if result is not None else StagedView(plan, run)
         for extra in extra_outputs:
-            extra.write(result, outputs)
+            extra.write(view, outputs)
         run.seconds["commit"] = time.perf_counter() - t0
         run.seconds["total"] = time.perf_counter() - t_all
         if plan.json_summary is not None:
@@ -435,6 +438,44 @@ def run_staged(
             log(f"{run.n} documents in {len(plan.shards)} shards, {run.clusters} clusters found "
                 f"({executor.name} executor)")  # fmt: skip
     return run, result
+
+
+class StagedView:
+    """What an extra output that reads the shards' parts (``reads_parts``: the HTML report)
+    needs of a staged run, without an array of every document: its summary, its near misses,
+    and its clusters read from the write tasks' parts, one line at a time, in order."""
+
+    def __init__(self, plan: DedupPlan, run: StagedRun) -> None:
+        from types import SimpleNamespace
+
+        self.plan, self.run = plan, run
+        self.near = run.near
+        self.scan = SimpleNamespace(files=list(plan.files))  #: the texts shown are read there
+
+    def summary(self) -> dict[str, Any]:
+        out = summary(self.plan, self.run)
+        out["seconds"]["total"] = round(sum(self.run.seconds.values()), 3)
+        return out
+
+    def report_clusters(self) -> tuple[int, Iterator[dict[str, Any]], list[dict[str, Any]]]:
+        """The number of clusters, the clusters one at a time (as the ``--clusters`` file
+        has them) and the index's rows (``--against``)."""
+        work, n = self.run.work, len(self.run.sizes)
+        index = []
+        if _index_clusters(self.plan, self.run):
+            index = list(_part_lines(work, "index-clusters", ["all"]))
+        shards = [str(s) for s in range(n)]
+        return self.run.clusters, _part_lines(work, "write", shards), index
+
+
+def _part_lines(work: str, stage: str, tasks: list[str]) -> Iterator[dict[str, Any]]:
+    """The JSON lines of the tasks' ``clusters.jsonl`` parts, in task order."""
+    for t in tasks:
+        path = os.path.join(work, stage, t, "clusters.jsonl")
+        with _open_part(path, None) as f:
+            for number, line in enumerate(f, 1):
+                with reading_back(f"{path}:{number}"):
+                    yield json.loads(line)
 
 
 @contextlib.contextmanager
