@@ -120,3 +120,27 @@ def test_a_damaged_parquet_part_is_named(tmp_path, damage):
         dedup([InputPath(src)], output=out, **kw)
     assert str(part) in str(e.value)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("damage", [_cut, Path.unlink])
+def test_a_damaged_cluster_part_stops_the_report(tmp_path, damage):
+    """The report reads the shards' cluster parts: one cut short or missing is named, and
+    neither the report nor the other outputs are committed."""
+    from neardup.pipeline.report import ReportOutput
+
+    src, work, out = _corpus(tmp_path), tmp_path / "work", tmp_path / "out.jsonl"
+    report = tmp_path / "r.html"
+
+    def run() -> None:
+        dedup([InputPath(src)], shard_docs=60, threads=1, work_dir=work, output=out,
+              extra_outputs=[ReportOutput(report, str(src))], collect=False)  # fmt: skip
+
+    run()
+    out.unlink()
+    report.unlink()
+    part = next(p for p in sorted((work / "write").glob("*/clusters.jsonl")) if p.stat().st_size)
+    damage(part)
+    with pytest.raises(InputError, match="the work directory is damaged") as e:
+        run()
+    assert str(part) in str(e.value)
+    assert not out.exists() and not report.exists()

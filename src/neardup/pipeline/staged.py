@@ -72,6 +72,7 @@ class StagedRun:
     near: dict[str, Any] | None = None  #: the report's near misses (a report asked for them)
     part_bytes: list[int] = field(default_factory=list)  #: bytes of each shard's kept part
     part_rows: list[int] = field(default_factory=list)  #: documents each shard kept
+    part_clusters: list[int] = field(default_factory=list)  #: clusters each shard leads
 
     @property
     def offsets(self) -> list[int]:
@@ -322,6 +323,7 @@ def _write(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
     run.dropped = sum(x["dropped"] for x in results)
     run.part_bytes = [x["kept_bytes"] for x in results]
     run.part_rows = [x["kept"] for x in results]
+    run.part_clusters = [x["clusters"] for x in results]
     if _index_clusters(plan, run):
         r.map("index-clusters", A.index_clusters_task,
               [("all", (r.work, plan, run.sizes, run.against["how"]))])  # fmt: skip
@@ -465,17 +467,23 @@ class StagedView:
         if _index_clusters(self.plan, self.run):
             index = list(_part_lines(work, "index-clusters", ["all"]))
         shards = [str(s) for s in range(n)]
-        return self.run.clusters, _part_lines(work, "write", shards), index
+        lines = _part_lines(work, "write", shards, self.run.part_clusters)
+        return self.run.clusters, lines, index
 
 
-def _part_lines(work: str, stage: str, tasks: list[str]) -> Iterator[dict[str, Any]]:
-    """The JSON lines of the tasks' ``clusters.jsonl`` parts, in task order."""
-    for t in tasks:
+def _part_lines(work: str, stage: str, tasks: list[str],
+                counts: list[int] | None = None) -> Iterator[dict[str, Any]]:  # fmt: skip
+    """The JSON lines of the tasks' ``clusters.jsonl`` parts, in task order, each part checked
+    to hold the ``counts`` lines its task wrote."""
+    for k, t in enumerate(tasks):
         path = os.path.join(work, stage, t, "clusters.jsonl")
+        number = 0
         with _open_part(path, None) as f:
             for number, line in enumerate(f, 1):
                 with reading_back(f"{path}:{number}"):
                     yield json.loads(line)
+        if counts is not None and number != counts[k]:
+            raise damaged(path, f"{number} clusters where its task wrote {counts[k]}")
 
 
 @contextlib.contextmanager
