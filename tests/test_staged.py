@@ -182,6 +182,32 @@ def test_the_input_s_first_error_is_raised(n, data, shard_docs):
         assert errors[1] == errors[0]
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(2, 30), data=st.data(), shard_docs=st.integers(1, 6))
+def test_skipped_records_in_input_order_from_the_tasks_files(n, data, shard_docs):
+    """With --skip-bad the staged run skips what the one-process run skips, in the same order;
+    the tasks keep the records in their files and hand the caller counts only."""
+    lines = [json.dumps({"id": f"k{i}", "text": f"{WORDS[i % 7]} more words {i}"})
+             for i in range(n)]  # fmt: skip
+    for i in data.draw(st.lists(st.integers(1, n - 1), max_size=4)):
+        lines[i] = json.dumps({"id": f"k{data.draw(st.integers(0, i - 1))}", "text": "again"})
+    for i in data.draw(st.lists(st.integers(0, n - 1), max_size=4)):
+        lines[i] = '{"id": 99, "text": '
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "in.jsonl").write_text("\n".join(lines) + "\n")
+        said: list[list[str]] = [[], []]
+        outs = []
+        for k, kw in enumerate(({}, {"shard_docs": shard_docs, "work_dir": Path(tmp) / "w"})):
+            out = Path(tmp) / f"o{k}.jsonl"
+            dedup([InputPath(Path(tmp) / "in.jsonl")], output=out, skip_bad=True,
+                  on_bad=lambda e, k=k: said[k].append(str(e)), **kw)  # fmt: skip
+            outs.append(out.read_bytes())
+        assert said[1] == said[0] and outs[1] == outs[0]
+        for done in (Path(tmp) / "w").glob("*/*/done.json"):  # counts and a first, no lists
+            text = done.read_text()
+            assert text.count("duplicate id") + text.count("in.jsonl:") <= 2, text
+
+
 # ------------------------------------------------------------------------------------ Dask
 @pytest.fixture(scope="module")
 def client():

@@ -44,7 +44,7 @@ __all__ = ["StagedRun", "open_work_dir", "run_staged"]
 ONE_TASK_SEARCH = 1 << 22
 SEARCH_PER_SHARD_DOC = 16
 _MANIFEST = "manifest.json"
-_VERSION = 2  # 2: the scan spills hold their id hashes sorted
+_VERSION = 3  # 2: the scan spills hold their id hashes sorted; 3: bad records in files
 
 
 @dataclass
@@ -153,49 +153,50 @@ def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | No
     per = max(1, r.executor.threads // len(shards))  # threads in each scan task
     infos = r.map("scan", S.scan_shard, [(str(s), (plan, s, first_lines[s], per)) for s in shards])
     run = StagedRun(r.work, [i["n"] for i in infos], first_lines)
-    bad = [(s, *b) for s, info in enumerate(infos) for b in info["bad"]]
-    repeats = _repeated_ids(r, plan, run)
-    bad += [(s, source, line, message) for s, _, source, line, message in repeats]
-    # bad records in input order: by shard, then file, then line
-    file_at = {f.path: i for i, f in reversed(list(enumerate(plan.files)))}
-    bad.sort(key=lambda b: (b[0], file_at.get(b[1], 0), b[2]))
-    if bad and not plan.skip_bad:  # the input's first error (each scan stopped at its first)
-        raise InputError(*bad[0][1:])
-    _drop_repeats(r, plan, run, repeats)
-    for _, source, line, message in bad:
-        run.skipped += 1
-        if on_bad is not None:
-            on_bad(InputError(source, line, message))
+    k = S.id_buckets(len(run.sizes))
+    found = r.map("ids", S.repeated_ids,
+                  [(str(b), (r.work, plan, run.sizes, b, k)) for b in range(k)])  # fmt: skip
+    order = _input_order(plan)
+    if not plan.skip_bad:  # the input's first error (each scan stopped at its first)
+        firsts = [(s, *i["first_bad"]) for s, i in enumerate(infos) if i["first_bad"]]
+        firsts += [(f["first"][0], *f["first"][2:]) for f in found if f["first"]]
+        if firsts:
+            raise InputError(*min(firsts, key=order)[1:])
+    repeats = sorted({s for f in found for s in f["shards"]})
+    _drop_repeats(r, plan, run, repeats, k)
+    for s in range(len(run.sizes)):  # one shard's bad records at a time, in input order
+        bad = S.read_records(r.work, "scan", s, "bad") if infos[s]["bad"] else []
+        bad += S.shard_repeats(r.work, k, s)[1] if s in repeats else []
+        for source, line, message in sorted(bad, key=lambda b: order((s, *b))):
+            run.skipped += 1
+            if on_bad is not None:
+                on_bad(InputError(source, line, message))
     run.no_shingles = sum(i["no_shingles"] for i in infos)
     return run
 
 
-def _repeated_ids(r: _Runner, plan: DedupPlan, run: StagedRun) -> list[tuple]:
-    """Ids that repeat an earlier document's (in any shard), as ``(shard, place, source, line,
-    message)`` in input order."""
-    k = S.id_buckets(len(run.sizes))
-    found = r.map(
-        "ids", S.repeated_ids, [(str(b), (r.work, plan, run.sizes, b, k)) for b in range(k)]
-    )
-    return sorted((tuple(x) for f in found for x in f), key=lambda x: (x[0], x[1]))
+def _input_order(plan: DedupPlan) -> Callable[[tuple], tuple]:
+    """The order of bad records ``(shard, source, line, ...)`` in the input: by shard, then
+    file, then line."""
+    file_at = {f.path: i for i, f in reversed(list(enumerate(plan.files)))}
+    return lambda b: (b[0], file_at.get(b[1], 0), b[2])
 
 
-def _drop_repeats(r: _Runner, plan: DedupPlan, run: StagedRun, repeats: list[tuple]) -> None:
-    """The documents of repeated ids taken out of their shards' spills."""
-    by_shard: dict[int, list[int]] = {}
-    for s, j, *_ in repeats:
-        by_shard.setdefault(s, []).append(j)
-    if by_shard:
-        tasks = [(str(s), (r.work, plan, s, js)) for s, js in sorted(by_shard.items())]
-        infos = r.map("dedup-ids", S.drop_docs, tasks)
-        for (s, _), info in zip(sorted(by_shard.items()), infos, strict=True):
-            # the later stages read the spill without the repeats, in place of the scan's
-            scan_dir = os.path.join(r.work, "scan", str(s))
-            fixed = os.path.join(r.work, "dedup-ids", str(s))
-            for name in os.listdir(fixed):
-                if name != "done.json":
-                    os.replace(os.path.join(fixed, name), os.path.join(scan_dir, name))
-            run.sizes[s] = info["n"]
+def _drop_repeats(r: _Runner, plan: DedupPlan, run: StagedRun, shards: list[int],
+                  buckets: int) -> None:  # fmt: skip
+    """The documents of repeated ids taken out of the spills of ``shards``."""
+    if not shards:
+        return
+    tasks = [(str(s), (r.work, plan, s, buckets)) for s in shards]
+    infos = r.map("dedup-ids", S.drop_docs, tasks)
+    for s, info in zip(shards, infos, strict=True):
+        # the later stages read the spill without the repeats, in place of the scan's
+        scan_dir = os.path.join(r.work, "scan", str(s))
+        fixed = os.path.join(r.work, "dedup-ids", str(s))
+        for name in os.listdir(fixed):
+            if name != "done.json":
+                os.replace(os.path.join(fixed, name), os.path.join(scan_dir, name))
+        run.sizes[s] = info["n"]
 
 
 def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str], int]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import json
 import os
 import pickle
 import warnings
@@ -229,7 +230,36 @@ def scan_shard(
         pickle.dump(seen.ids, f, protocol=pickle.HIGHEST_PROTOCOL)
     nbytes += os.path.getsize(os.path.join(out, "ids.pkl"))
     nbytes += os.path.getsize(os.path.join(out, "keys.u32"))
-    return {"n": len(fps), "bad": bad_records, "bytes": nbytes, "no_shingles": no_shingles}
+    nbytes += _save_records(out, "bad", bad_records)
+    first = bad_records[0] if bad_records else None
+    return {"n": len(fps), "bad": len(bad_records), "first_bad": first, "bytes": nbytes,
+            "no_shingles": no_shingles}  # fmt: skip
+
+
+def _save_records(out: str, name: str, records: list[list[Any]]) -> int:
+    """Bad records ``[source, line, message]`` as JSON lines ``name.jsonl``, with ``name.npy``
+    the byte offset of each line and of the end; returns the bytes written."""
+    at = [0]
+    with open(os.path.join(out, f"{name}.jsonl"), "wb") as f:
+        for rec in records:
+            f.write(json.dumps(rec, ensure_ascii=False).encode("utf-8") + b"\n")
+            at.append(f.tell())
+    return os.path.getsize(os.path.join(out, f"{name}.jsonl")) + _save(
+        out, **{name: np.asarray(at, dtype=np.int64)}
+    )
+
+
+def read_records(work: str, stage: str, task: str | int, name: str, lo: int = 0,
+                 hi: int | None = None) -> list[list[Any]]:  # fmt: skip
+    """Records ``lo`` to ``hi`` of :func:`_save_records`' ``name`` in a task's results."""
+    at = load(work, stage, task, name)
+    hi = len(at) - 1 if hi is None else hi
+    if hi <= lo:
+        return []
+    path = os.path.join(work, stage, str(task), f"{name}.jsonl")
+    with reading_back(path), open(path, "rb") as f:
+        f.seek(int(at[lo]))
+        return [json.loads(line) for line in f.read(int(at[hi] - at[lo])).splitlines()]
 
 
 def id_buckets(n_shards: int) -> int:
@@ -238,11 +268,12 @@ def id_buckets(n_shards: int) -> int:
 
 
 def repeated_ids(out: str, work: str, plan: DedupPlan, sizes: list[int], b: int,
-                 buckets: int) -> list[list[Any]]:  # fmt: skip
+                 buckets: int) -> dict[str, Any]:  # fmt: skip
     """Ids that repeat an earlier document's id (in any shard, its own included), among the
-    ids whose 8-byte hash falls in range ``b`` of ``buckets`` (by its top bits), as ``[shard,
-    place, source, line, message]`` in input order. Every copy of an id has the same hash,
-    so the ranges' answers together are the whole answer; a task reads its range of each
+    ids whose 8-byte hash falls in range ``b`` of ``buckets`` (by its top bits), saved by
+    shard (:func:`shard_repeats`); returns how many, the first ``[shard, place, source, line,
+    message]`` in input order and the shards they are in. Every copy of an id has the same
+    hash, so the ranges' answers together are the whole answer; a task reads its range of each
     shard's sorted hashes."""
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     bits = buckets.bit_length() - 1
@@ -259,10 +290,27 @@ def repeated_ids(out: str, work: str, plan: DedupPlan, sizes: list[int], b: int,
     order = np.lexsort((pos, h))
     h, pos = h[order], pos[order]
     same = np.flatnonzero(h[1:] == h[:-1])
-    if len(same) == 0:
-        return []
     docs = np.unique(np.concatenate([pos[same], pos[same + 1]]))
-    return _confirm_repeats(work, plan, offsets, docs)
+    found = _confirm_repeats(work, plan, offsets, docs) if len(same) else []
+    shard = np.asarray([f[0] for f in found], dtype=np.int64)
+    cut = np.searchsorted(shard, np.arange(len(sizes) + 1)).astype(np.int64)
+    nbytes = _save(out, place=np.asarray([f[1] for f in found], dtype=np.int64), c=cut)
+    nbytes += _save_records(out, "rep", [f[2:] for f in found])
+    return {"n": len(found), "first": found[0] if found else None,
+            "shards": sorted(set(shard.tolist())), "bytes": nbytes}  # fmt: skip
+
+
+def shard_repeats(work: str, buckets: int, s: int) -> tuple[np.ndarray, list[list[Any]]]:
+    """Shard ``s``'s repeated ids found by the ids stage's ``buckets`` tasks: their places in
+    the shard and their records ``[source, line, message]``, in the same order (by task)."""
+    places, records = [], []
+    for b in range(buckets):
+        c = load(work, "ids", b, "c")
+        lo, hi = int(c[s]), int(c[s + 1])
+        if hi > lo:
+            places.append(np.asarray(load(work, "ids", b, "place")[lo:hi]))
+            records += read_records(work, "ids", b, "rep", lo, hi)
+    return concat(places, np.int64), records
 
 
 def _confirm_repeats(
@@ -270,17 +318,16 @@ def _confirm_repeats(
 ) -> list[list[Any]]:
     """Of the documents ``docs`` (global positions, ascending) whose id hashes are shared,
     those whose id equals an earlier one's (a shared hash of different ids is no repeat)."""
-    cache: dict[int, list[Any]] = {}
 
     def where(p: int) -> tuple[int, int]:
         s = int(np.searchsorted(offsets, p, side="right") - 1)
         return s, p - int(offsets[s])
 
-    def ident(p: int) -> Any:
-        s, j = where(p)
-        if s not in cache:
-            cache[s] = load_ids(work, s)
-        return cache[s][j]
+    wanted: dict[int, Any] = {}  # the ids of ``docs`` only, one shard's list read at a time
+    for s, p in _by_shard(offsets, docs):
+        ids = load_ids(work, s)
+        wanted.update((int(q), ids[int(q) - int(offsets[s])]) for q in p.tolist())
+    ident = wanted.__getitem__
 
     first: dict[Any, int] = {}
     found = []
@@ -300,11 +347,11 @@ def _confirm_repeats(
     return found
 
 
-def drop_docs(out: str, work: str, plan: DedupPlan, s: int, places: list[int]) -> dict[str, Any]:
-    """Shard ``s``'s spill without the documents at ``places`` (ids repeated across shards,
-    skipped as bad)."""
+def drop_docs(out: str, work: str, plan: DedupPlan, s: int, buckets: int) -> dict[str, Any]:
+    """Shard ``s``'s spill without the documents whose ids repeat an earlier one's (found by
+    the ids stage's ``buckets`` tasks; skipped as bad)."""
     keep = np.ones(len(load(work, "scan", s, "fp")), dtype=bool)
-    keep[places] = False
+    keep[shard_repeats(work, buckets, s)[0]] = False
     names = ("fp", "len", "rec", "src", "idh")
     arrays = {k: np.asarray(load(work, "scan", s, k))[keep] for k in names}
     no_shingles = 0
@@ -318,7 +365,7 @@ def drop_docs(out: str, work: str, plan: DedupPlan, s: int, places: list[int]) -
     ids = list(itertools.compress(load_ids(work, s), keep.tolist()))
     with open(os.path.join(out, "ids.pkl"), "wb") as f:
         pickle.dump(ids, f, protocol=pickle.HIGHEST_PROTOCOL)
-    return {"n": int(keep.sum()), "bad": [], "bytes": nbytes, "no_shingles": no_shingles}
+    return {"n": int(keep.sum()), "bytes": nbytes, "no_shingles": no_shingles}
 
 
 # ------------------------------------------------------------------------------ candidates
