@@ -157,19 +157,25 @@ def test_bad_record_is_named_and_nothing_written(tmp_path):
     assert not out.exists()
 
 
+def _bad_lines(path: Path, n: int, data: st.DataObject, most: int) -> None:
+    """``n`` JSONL records, up to ``most`` of them repeating an earlier id and ``most`` cut
+    short, written to ``path``."""
+    lines = [json.dumps({"id": f"k{i}", "text": f"{WORDS[i % 7]} more words {i}"})
+             for i in range(n)]  # fmt: skip
+    for i in data.draw(st.lists(st.integers(1, n - 1), max_size=most)):
+        lines[i] = json.dumps({"id": f"k{data.draw(st.integers(0, i - 1))}", "text": "again"})
+    for i in data.draw(st.lists(st.integers(0, n - 1), max_size=most)):
+        lines[i] = '{"id": 99, "text": '
+    path.write_text("\n".join(lines) + "\n")
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(2, 30), data=st.data(), shard_docs=st.integers(1, 6))
 def test_the_input_s_first_error_is_raised(n, data, shard_docs):
     """Repeated ids and broken lines anywhere: the staged run raises the error the one-process
     run raises (the first in input order), though the ids are checked after every scan."""
-    lines = [json.dumps({"id": f"k{i}", "text": f"{WORDS[i % 7]} more words {i}"})
-             for i in range(n)]  # fmt: skip
-    for i in data.draw(st.lists(st.integers(1, n - 1), max_size=3)):
-        lines[i] = json.dumps({"id": f"k{data.draw(st.integers(0, i - 1))}", "text": "again"})
-    for i in data.draw(st.lists(st.integers(0, n - 1), max_size=3)):
-        lines[i] = '{"id": 99, "text": '
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "in.jsonl").write_text("\n".join(lines) + "\n")
+        _bad_lines(Path(tmp) / "in.jsonl", n, data, 3)
         errors = []
         for kw in ({}, {"shard_docs": shard_docs}):
             try:
@@ -187,14 +193,8 @@ def test_the_input_s_first_error_is_raised(n, data, shard_docs):
 def test_skipped_records_in_input_order_from_the_tasks_files(n, data, shard_docs):
     """With --skip-bad the staged run skips what the one-process run skips, in the same order;
     the tasks keep the records in their files and hand the caller counts only."""
-    lines = [json.dumps({"id": f"k{i}", "text": f"{WORDS[i % 7]} more words {i}"})
-             for i in range(n)]  # fmt: skip
-    for i in data.draw(st.lists(st.integers(1, n - 1), max_size=4)):
-        lines[i] = json.dumps({"id": f"k{data.draw(st.integers(0, i - 1))}", "text": "again"})
-    for i in data.draw(st.lists(st.integers(0, n - 1), max_size=4)):
-        lines[i] = '{"id": 99, "text": '
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "in.jsonl").write_text("\n".join(lines) + "\n")
+        _bad_lines(Path(tmp) / "in.jsonl", n, data, 4)
         said: list[list[str]] = [[], []]
         outs = []
         for k, kw in enumerate(({}, {"shard_docs": shard_docs, "work_dir": Path(tmp) / "w"})):
