@@ -167,7 +167,22 @@ class ClusterDigest:
     borderline: list[tuple[int, int, dict]] = field(default_factory=list)  #: (pos, member, c)
     listed: list[dict] = field(default_factory=list)  #: the first clusters, for the search
     sampled: dict[int, dict] = field(default_factory=dict)  #: the sampled clusters by position
-    embedded: set[Any] | None = field(default_factory=set)  #: :func:`embedded_ids`
+    #: :func:`embedded_ids`, in order of first appearance (the page is the same in every run)
+    embedded: dict[Any, None] | None = field(default_factory=dict)
+    index_count: int = 0  #: rows of documents dropped as seen in an index (``--against``)
+    index_dropped: int = 0  #: documents in them but their entries
+    index_sketch: bool = False  #: some row carries estimated Jaccards
+    index_listed: list[dict] = field(default_factory=list)  #: the first rows
+
+    def add_index_rows(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Count the index's rows (:func:`split_index_rows`), read once in order, keeping the
+        first :data:`neardup.config.REPORT_MAX_CLUSTERS`."""
+        for r in rows:
+            if self.index_count < config.REPORT_MAX_CLUSTERS:
+                self.index_listed.append(r)
+            self.index_count += 1
+            self.index_dropped += len(r["members"]) - 1
+            self.index_sketch |= r.get("jaccards") is not None
 
     @property
     def where(self) -> dict[int, int]:
@@ -234,7 +249,7 @@ def _count_cluster(d: ClusterDigest, i: int, c: dict[str, Any], scored: list[tup
     d.has_jaccard |= js is not None
     d.largest.append((i, c))
     if d.embedded is not None:
-        d.embedded.update(json_id(m) for m in members)
+        d.embedded.update(dict.fromkeys(json_id(m) for m in members))
         if d.members > REPORT_EMBED_DOCS:
             d.embedded = None
     jac = []
@@ -318,7 +333,7 @@ def embedded_ids(clusters: list[dict[str, Any]]) -> set[Any]:
     """Ids whose texts the report embeds for the search to show, cluster by cluster: every
     member's when the clusters hold at most :data:`REPORT_EMBED_DOCS`
     documents, else none."""
-    return digest_clusters(clusters, len(clusters), []).embedded or set()
+    return set(digest_clusters(clusters, len(clusters), []).embedded or ())
 
 
 def report_ids(clusters: list[dict[str, Any]], sample: Iterable[int]) -> set[Any]:
@@ -500,7 +515,7 @@ def write_report(
     settings: Mapping[str, Any] | None = None,
     title: str = "neardup dedup report",
     outputs: OutputSet | None = None,
-    index_rows: list[dict[str, Any]] | None = None,
+    index_rows: Iterable[dict[str, Any]] | None = None,
     near: Mapping[str, Any] | None = None,
 ) -> int:
     """Render the report and write it to ``path`` (appears only when complete).
@@ -544,10 +559,9 @@ def write_report(
         digest = digest_clusters(clusters, len(clusters), sorted(sample or ()))
     from neardup.pipeline.report_html import render
 
-    page = render(
-        summary, digest, texts, settings=settings or {}, title=title,
-        index_rows=index_rows or [], near=near,
-    )  # fmt: skip
+    if index_rows is not None:
+        digest.add_index_rows(index_rows)
+    page = render(summary, digest, texts, settings=settings or {}, title=title, near=near)
     data = page.encode("utf-8")
     if outputs is None:
         with atomic_output(path, "wb") as f:

@@ -10,7 +10,7 @@ import html
 import io
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -350,15 +350,14 @@ def _how(against: Mapping[str, Any], s: Mapping[str, Any]) -> str:
     return f"fingerprints{within}; not Jaccard-verified (the index keeps no sketches)"
 
 
-def _index_section(rows: Sequence[dict[str, Any]], s: Mapping[str, Any]) -> str:
+def _index_section(digest: ClusterDigest, s: Mapping[str, Any]) -> str:
     """The documents dropped as seen in an index: each with the entry it matched (``--against``;
     the index holds no texts, so none are shown)."""
-    if not rows:
+    if not digest.index_count:
         return ""
-    sketch = any(r.get("jaccards") is not None for r in rows)
-    total = sum(len(r["members"]) - 1 for r in rows)
+    sketch, total = digest.index_sketch, digest.index_dropped
     body = []
-    for r in rows:
+    for r in digest.index_listed:
         js = r.get("jaccards")
         for k in range(1, len(r["members"])):
             if len(body) == REPORT_INDEX_ROWS:
@@ -547,13 +546,12 @@ def render(
     *,
     settings: Mapping[str, Any],
     title: str,
-    index_rows: Sequence[dict[str, Any]] = (),
     near: Mapping[str, Any] | None = None,
 ) -> str:
     """The report as one HTML string (see :func:`neardup.pipeline.report.write_report`)."""
     where, n = digest.where, digest.count
     index = []
-    listed = [*digest.listed, *index_rows][: config.REPORT_MAX_CLUSTERS]
+    listed = [*digest.listed, *digest.index_listed][: config.REPORT_MAX_CLUSTERS]
     for i, c in enumerate(listed):
         row = {"k": json_id(c["kept"]), "m": [json_id(m) for m in c["members"]],
                "d": c["distances"], "s": where.get(i, -1) if i < n else -1}  # fmt: skip
@@ -564,7 +562,7 @@ def render(
         index.append(row)
     # "<" only occurs inside JSON strings: as \u003c no id can open a comment or close the script
     index_json = json.dumps(index, ensure_ascii=False).replace("<", "\\u003c")
-    cut = n + len(index_rows) - len(index)
+    cut = n + digest.index_count - len(index)
     plots = "".join(f'<div class="plot">{svg}</div>' for svg in _plots(digest, near))
     has_jaccard = digest.has_jaccard
     blocks = "".join(
@@ -589,7 +587,7 @@ def render(
 <div class="plots">{plots or '<p class="note">No clusters: nothing was dropped.</p>'}</div>
 {"" if has_jaccard else '<p class="note">Distances are in bits between fingerprints; Jaccard similarities appear when the clusters carry them.</p>'}
 {_borderline_section(digest, texts)}{_near_section(near, bool(summary.get("verified", has_jaccard)), texts)}
-{_index_section(index_rows, summary)}
+{_index_section(digest, summary)}
 <h2>Largest clusters</h2>
 {_largest(digest) if n else '<p class="note">None.</p>'}
 <h2>Kept and dropped texts, side by side</h2>

@@ -22,6 +22,7 @@ import numpy as np
 
 from neardup.core.sketch import Sketches, set_sketches
 from neardup.errors import reading_back
+from neardup.io.blocks import hash_ids
 from neardup.pipeline.against import (
     IndexCheck,
     check_index,
@@ -31,9 +32,17 @@ from neardup.pipeline.against import (
     sketch_words,
 )
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.stages import _save, _sets, load, load_ids
+from neardup.pipeline.stage_components import partition
+from neardup.pipeline.stages import _save, _save_records, _sets, load, load_ids, read_records
 
-__all__ = ["against_task", "index_check", "index_clusters_task", "own_task", "shard_sketches"]
+__all__ = [
+    "against_task",
+    "index_check",
+    "index_clusters_task",
+    "index_split_task",
+    "own_task",
+    "shard_sketches",
+]
 
 
 def shard_sketches(work: str, s: int, words: int | None) -> Sketches | None:
@@ -96,28 +105,45 @@ def found_entries(work: str, s: int) -> list[Any]:
         return json.load(f)
 
 
-def index_clusters_task(out: str, work: str, plan: DedupPlan, sizes: list[int], how: str) -> int:
-    """One JSON line per index entry that documents were dropped for, as the one-process run
-    writes them after the input's clusters; returns how many."""
+def index_split_task(out: str, work: str, s: int, offset: int, parts: int) -> dict[str, int]:
+    """Shard ``s``'s documents found in the index as records ``[entry, id, bits, jaccard,
+    position]`` (ids in JSON form), cut by the range of their entry's hash (:func:`partition`
+    of ``parts``), each range in input order."""
     from neardup.pipeline.write import _json_id
 
-    groups: dict[Any, list[tuple[Any, int, float]]] = {}
-    for s in range(len(sizes)):
-        if not sizes[s]:
-            continue
-        found = np.flatnonzero(load(work, "against", s, "found"))
-        if not len(found):
-            continue
-        ids = load_ids(work, s)
-        dist, jac = load(work, "against", s, "dist"), load(work, "against", s, "jac")
-        for i, entry in zip(found.tolist(), found_entries(work, s), strict=True):
-            groups.setdefault(entry, []).append((ids[i], int(dist[i]), float(jac[i])))
+    found = np.flatnonzero(load(work, "against", s, "found"))
+    entries = found_entries(work, s) if len(found) else []
+    ids = load_ids(work, s) if len(found) else []
+    dist, jac = load(work, "against", s, "dist"), load(work, "against", s, "jac")
+    key = hash_ids([json.dumps(e, sort_keys=True) for e in entries]).view(np.int64)
+    order = np.argsort(partition(key, parts), kind="stable")
+    cut = np.searchsorted(partition(key, parts)[order], np.arange(parts + 1)).astype(np.int64)
+    records = [[entries[k], _json_id(ids[found[k]]), int(dist[found[k]]), float(jac[found[k]]),
+                offset + int(found[k])] for k in order.tolist()]  # fmt: skip
+    return {"bytes": _save(out, c=cut) + _save_records(out, "rec", records)}
+
+
+def index_clusters_task(out: str, work: str, splits: list[str], p: int, how: str) -> int:
+    """One JSON line per index entry of hash range ``p`` that documents were dropped for (read
+    from the ``splits`` tasks of index-split), as the one-process run writes them after the
+    input's clusters, with ``first`` the position of each line's first document (the lines'
+    order across ranges); returns how many."""
+    from neardup.pipeline.write import _json_id
+
+    groups: dict[str, tuple[Any, int, list[tuple[Any, int, float]]]] = {}
+    for t in splits:  # shards in order, each in input order: first appearances in input order
+        c = load(work, "index-split", t, "c")
+        for entry, ident, bits, j, pos in read_records(work, "index-split", t, "rec",
+                                                       int(c[p]), int(c[p + 1])):  # fmt: skip
+            key = json.dumps(entry, sort_keys=True)
+            groups.setdefault(key, (entry, pos, []))[2].append((ident, bits, j))
+    first = np.asarray([g[1] for g in groups.values()], dtype=np.int64)
     with open(os.path.join(out, "clusters.jsonl"), "w") as f:
-        for entry, members in groups.items():
+        for entry, _, members in groups.values():
             row: dict[str, Any] = {
                 "kept": _json_id(entry),
                 "size": 1 + len(members),
-                "members": [_json_id(entry)] + [_json_id(m[0]) for m in members],
+                "members": [_json_id(entry)] + [m[0] for m in members],
                 "distances": [0] + [m[1] for m in members],
             }
             if how == "sketch":
@@ -125,6 +151,7 @@ def index_clusters_task(out: str, work: str, plan: DedupPlan, sizes: list[int], 
             row["index"] = True
             row["verified"] = how
             f.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+    _save(out, first=first)
     return len(groups)
 
 

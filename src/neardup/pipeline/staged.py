@@ -11,6 +11,7 @@ refused. Without one, a temporary directory is used and removed.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import json
 import math
 import os
@@ -73,6 +74,7 @@ class StagedRun:
     part_bytes: list[int] = field(default_factory=list)  #: bytes of each shard's kept part
     part_rows: list[int] = field(default_factory=list)  #: documents each shard kept
     part_clusters: list[int] = field(default_factory=list)  #: clusters each shard leads
+    index_parts: int = 0  #: tasks of the index's rows (``--against``)
 
     @property
     def offsets(self) -> list[int]:
@@ -326,8 +328,43 @@ def _write(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
     run.part_rows = [x["kept"] for x in results]
     run.part_clusters = [x["clusters"] for x in results]
     if _index_clusters(plan, run):
-        r.map("index-clusters", A.index_clusters_task,
-              [("all", (r.work, plan, run.sizes, run.against["how"]))])  # fmt: skip
+        _index_groups(r, plan, run)
+
+
+def _index_groups(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
+    """The index's rows (one per entry documents were dropped for), in tasks by the entry's
+    hash range, each about ``shard_docs`` found documents."""
+    shards = [s for s in range(len(run.sizes)) if run.sizes[s]]
+    found = run.against["found"]  # type: ignore[index]
+    parts = max(1, min(len(shards), -(-found // plan.shard_docs)))
+    off = run.offsets
+    r.map("index-split", A.index_split_task,
+          [(str(s), (r.work, s, off[s], parts)) for s in shards])  # fmt: skip
+    splits = [str(s) for s in shards]
+    how = run.against["how"]  # type: ignore[index]
+    r.map("index-clusters", A.index_clusters_task,
+          [(str(p), (r.work, splits, p, how)) for p in range(parts)])  # fmt: skip
+    run.index_parts = parts
+
+
+def _index_lines(work: str, parts: int) -> Iterator[bytes]:
+    """The index's rows as the index-clusters tasks wrote them, merged in input order of
+    their first documents (the one-process run's order)."""
+
+    def lines(p: int) -> Iterator[tuple[int, bytes]]:
+        path = os.path.join(work, "index-clusters", str(p), "clusters.jsonl")
+        first = np.asarray(S.load(work, "index-clusters", p, "first"))
+        n = 0
+        with _open_part(path, None) as f:
+            for n, line in enumerate(f, 1):
+                if n > len(first):
+                    break
+                yield int(first[n - 1]), line
+        if n != len(first):
+            raise damaged(path, f"{n} lines where its task wrote {len(first)}")
+
+    for _, line in heapq.merge(*(lines(p) for p in range(parts)), key=lambda x: x[0]):
+        yield line
 
 
 def _index_clusters(plan: DedupPlan, run: StagedRun) -> bool:
@@ -460,13 +497,13 @@ class StagedView:
         out["seconds"]["total"] = round(sum(self.run.seconds.values()), 3)
         return out
 
-    def report_clusters(self) -> tuple[int, Iterator[dict[str, Any]], list[dict[str, Any]]]:
+    def report_clusters(self) -> tuple[int, Iterator[dict[str, Any]], Iterator[dict[str, Any]]]:
         """The number of clusters, the clusters one at a time (as the ``--clusters`` file
-        has them) and the index's rows (``--against``)."""
+        has them) and the index's rows (``--against``), one at a time."""
         work, n = self.run.work, len(self.run.sizes)
-        index = []
+        index: Iterator[dict[str, Any]] = iter(())
         if _index_clusters(self.plan, self.run):
-            index = list(_part_lines(work, "index-clusters", ["all"]))
+            index = (json.loads(line) for line in _index_lines(work, self.run.index_parts))
         shards = [str(s) for s in range(n)]
         lines = _part_lines(work, "write", shards, self.run.part_clusters)
         return self.run.clusters, lines, index
@@ -633,7 +670,8 @@ def _commit_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet) -> None:
                 _copy_parts(f, work, unchecked, name)
                 if name == "clusters.jsonl" and _index_clusters(plan, run):
                     # the index's entries after the input's clusters
-                    _copy_parts(f, work, [None], name, stage="index-clusters", task="all")
+                    for line in _index_lines(work, run.index_parts):
+                        f.write(line)
     if plan.output is None:
         return
     out = outputs.get(plan.output)
