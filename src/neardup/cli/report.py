@@ -17,12 +17,11 @@ from neardup.io.hf import dataset_texts_and_ids, is_saved_dataset, load_saved_da
 from neardup.io.readers import read_documents
 from neardup.io.sources import InputPath, expand_inputs
 from neardup.pipeline.report import (
+    digest_clusters,
+    iter_clusters_file,
     json_id,
-    read_clusters,
-    report_ids,
-    sample_clusters,
-    split_index_rows,
-    summary_from_clusters,
+    sample_positions,
+    summary_from_digest,
     texts_from_records,
     write_report,
 )
@@ -143,9 +142,12 @@ def report(
     documents and fetch the sampled texts; the page needs nothing else to open.
     """
     in_format, text_field = resolve_input(in_format, lines, field, column)
-    clusters, index_rows = split_index_rows(read_clusters(clusters_path))
-    chosen = sample_clusters(clusters, config.REPORT_SAMPLE if sample is None else sample, seed)
-    wanted = report_ids(clusters, chosen)
+    # three passes over the file (count, clusters, index rows): the page's digest, not the rows
+    count = sum(1 for _ in iter_clusters_file(clusters_path, index=False))
+    chosen = sample_positions(count, config.REPORT_SAMPLE if sample is None else sample, seed)
+    digest = digest_clusters(iter_clusters_file(clusters_path, index=False), count, chosen)
+    digest.add_index_rows(iter_clusters_file(clusters_path, index=True))
+    wanted = digest.ids()
     if len(inputs) == 1 and is_saved_dataset(inputs[0]):
         documents, texts = _dataset_texts(inputs[0], text_field, id_field or None, wanted)
     else:
@@ -159,15 +161,12 @@ def report(
             "(check --text-field/--id-field)",
             err=True,
         )
-    summary = summary_from_clusters(clusters, documents, index_rows)
+    summary = summary_from_digest(digest, documents)
     settings = {"clusters file": os.path.basename(clusters_path)}
-    written = write_report(
-        output, summary, clusters, texts, chosen, settings=settings, title=title,
-        index_rows=index_rows,
-    )  # fmt: skip
+    written = write_report(output, summary, digest, texts, settings=settings, title=title)
     if not quiet:
         click.echo(
-            f"{PROG}: wrote {output} ({size(written)}): {plural(len(clusters), 'cluster')} "
+            f"{PROG}: wrote {output} ({size(written)}): {plural(count, 'cluster')} "
             f"from {plural(documents, 'document')}, {len(chosen):,} shown side by side",
             err=True,
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ __all__ = [
     "ReportOutput",
     "json_id",
     "hundredths",
+    "iter_clusters_file",
     "near_counts",
     "near_miss_ids",
     "near_misses",
@@ -44,6 +45,7 @@ __all__ = [
     "sample_positions",
     "split_index_rows",
     "summary_from_clusters",
+    "summary_from_digest",
     "texts_from_records",
     "write_report",
     "write_result_report",
@@ -103,10 +105,16 @@ def read_clusters(path: str | os.PathLike) -> list[dict[str, Any]]:
     InputError
         A line that is not a cluster row, naming the file and line.
     """
+    return list(iter_clusters_file(path))
+
+
+def iter_clusters_file(path: str | os.PathLike, index: bool | None = None) -> Iterator[dict]:
+    """The rows of a ``--clusters`` JSONL file one at a time (blank lines skipped): all of
+    them, or with ``index`` only the index rows (True) or only the others (False); see
+    :func:`read_clusters`."""
     from neardup.io.files import open_input
 
     source = os.fspath(path)
-    rows = []
     with open_input(source) as f:
         for number, raw in enumerate(f, start=1):
             if not raw.strip():
@@ -115,8 +123,9 @@ def read_clusters(path: str | os.PathLike) -> list[dict[str, Any]]:
                 row = json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 raise InputError(source, number, f"not valid JSON: {e}") from None
-            rows.append(_check_row(row, source, number))
-    return rows
+            row = _check_row(row, source, number)
+            if index is None or bool(row.get("index")) == index:
+                yield row
 
 
 def split_index_rows(
@@ -492,16 +501,21 @@ def summary_from_clusters(
     """The counts of a summary from clusters alone (for ``neardup report``): every member but
     the kept one was dropped, and every member but the entry of an index row
     (:func:`split_index_rows`)."""
-    members = sum(len(c["members"]) for c in clusters)
-    dropped = sum(
-        sum(1 for m in c["members"] if json_id(m) != json_id(c["kept"])) for c in clusters
-    )
-    out: dict[str, Any] = {"documents": documents, "clusters": len(clusters)}
-    if index_rows:
-        seen = sum(len(r["members"]) - 1 for r in index_rows)
-        out["against"] = {"dropped": seen, "verified": index_rows[0].get("verified")}
-        dropped += seen
-    out.update(dropped=dropped, kept=documents - dropped, in_clusters=members)
+    d = digest_clusters(clusters, len(clusters), [])
+    d.add_index_rows(index_rows or [])
+    return summary_from_digest(d, documents)
+
+
+def summary_from_digest(d: ClusterDigest, documents: int) -> dict[str, Any]:
+    """:func:`summary_from_clusters` from the clusters' :class:`ClusterDigest` (index rows
+    added)."""
+    dropped = sum(d.bits.values())  # one count per member that is not its cluster's kept one
+    out: dict[str, Any] = {"documents": documents, "clusters": d.count}
+    if d.index_count:
+        out["against"] = {"dropped": d.index_dropped,
+                          "verified": d.index_listed[0].get("verified")}  # fmt: skip
+        dropped += d.index_dropped
+    out.update(dropped=dropped, kept=documents - dropped, in_clusters=d.members)
     return out
 
 
