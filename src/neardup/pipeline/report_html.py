@@ -539,16 +539,9 @@ def _texts_json(digest: ClusterDigest, texts: Mapping[Any, str]) -> str:
     return json.dumps(out, ensure_ascii=False).replace("<", "\\u003c")
 
 
-def render(
-    summary: Mapping[str, Any],
-    digest: ClusterDigest,
-    texts: Mapping[Any, str],
-    *,
-    settings: Mapping[str, Any],
-    title: str,
-    near: Mapping[str, Any] | None = None,
-) -> str:
-    """The report as one HTML string (see :func:`neardup.pipeline.report.write_report`)."""
+def _search_index(digest: ClusterDigest) -> list[dict[str, Any]]:
+    """The rows the page's search looks through: the first clusters, then the index's rows, at
+    most :data:`neardup.config.REPORT_MAX_CLUSTERS` in all."""
     where, n = digest.where, digest.count
     index = []
     listed = [*digest.listed, *digest.index_listed][: config.REPORT_MAX_CLUSTERS]
@@ -560,6 +553,21 @@ def render(
         if i >= n:
             row["x"] = 1  # an index entry: "kept" is the entry, the others were dropped for it
         index.append(row)
+    return index
+
+
+def render(
+    summary: Mapping[str, Any],
+    digest: ClusterDigest,
+    texts: Mapping[Any, str],
+    *,
+    settings: Mapping[str, Any],
+    title: str,
+    near: Mapping[str, Any] | None = None,
+) -> str:
+    """The report as one HTML string (see :func:`neardup.pipeline.report.write_report`)."""
+    n = digest.count
+    index = _search_index(digest)
     # "<" only occurs inside JSON strings: as \u003c no id can open a comment or close the script
     index_json = json.dumps(index, ensure_ascii=False).replace("<", "\\u003c")
     cut = n + digest.index_count - len(index)

@@ -231,9 +231,8 @@ def scan_shard(
     nbytes += os.path.getsize(os.path.join(out, "ids.pkl"))
     nbytes += os.path.getsize(os.path.join(out, "keys.u32"))
     nbytes += _save_records(out, "bad", bad_records)
-    first = bad_records[0] if bad_records else None
-    return {"n": len(fps), "bad": len(bad_records), "first_bad": first, "bytes": nbytes,
-            "no_shingles": no_shingles}  # fmt: skip
+    return {"n": len(fps), "bad": len(bad_records), "first_bad": (bad_records or [None])[0],
+            "bytes": nbytes, "no_shingles": no_shingles}  # fmt: skip
 
 
 def _save_records(out: str, name: str, records: list[list[Any]]) -> int:
