@@ -9,8 +9,8 @@ both ends' partitions) -> cc-large-0, cc-small-0, cc-large-1, ... (one task per 
 nodes' neighbourhoods, rewired; a round ends the loop when every partition finds its nodes
 already in stars around their components' smallest positions) -> cc-route (one task per
 partition: each pair sent to the decide group of its component, the partition of its label among
-the groups) ->
-decide. With one partition, one task labels the components (cc-labels) in place of the rounds.
+the groups) -> decide. With one partition, one task labels the components (cc-labels) in place of
+the rounds.
 
 A task holds the edges of its partition's nodes: about ``2 * pairs / parts``, more only where one
 component is larger than that (a component is decided in one task in any case). Each task writes
