@@ -17,10 +17,8 @@ from neardup.io.hf import dataset_texts_and_ids, is_saved_dataset, load_saved_da
 from neardup.io.readers import read_documents
 from neardup.io.sources import InputPath, expand_inputs
 from neardup.pipeline.report import (
-    digest_clusters,
-    iter_clusters_file,
+    digest_clusters_file,
     json_id,
-    sample_positions,
     summary_from_digest,
     texts_from_records,
     write_report,
@@ -142,11 +140,8 @@ def report(
     documents and fetch the sampled texts; the page needs nothing else to open.
     """
     in_format, text_field = resolve_input(in_format, lines, field, column)
-    # three passes over the file (count, clusters, index rows): the page's digest, not the rows
-    count = sum(1 for _ in iter_clusters_file(clusters_path, index=False))
-    chosen = sample_positions(count, config.REPORT_SAMPLE if sample is None else sample, seed)
-    digest = digest_clusters(iter_clusters_file(clusters_path, index=False), count, chosen)
-    digest.add_index_rows(iter_clusters_file(clusters_path, index=True))
+    n = config.REPORT_SAMPLE if sample is None else sample
+    digest = digest_clusters_file(clusters_path, n, seed)
     wanted = digest.ids()
     if len(inputs) == 1 and is_saved_dataset(inputs[0]):
         documents, texts = _dataset_texts(inputs[0], text_field, id_field or None, wanted)
@@ -166,7 +161,7 @@ def report(
     written = write_report(output, summary, digest, texts, settings=settings, title=title)
     if not quiet:
         click.echo(
-            f"{PROG}: wrote {output} ({size(written)}): {plural(count, 'cluster')} "
-            f"from {plural(documents, 'document')}, {len(chosen):,} shown side by side",
+            f"{PROG}: wrote {output} ({size(written)}): {plural(digest.count, 'cluster')} "
+            f"from {plural(documents, 'document')}, {len(digest.sample):,} shown side by side",
             err=True,
         )

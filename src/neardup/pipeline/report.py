@@ -28,6 +28,7 @@ __all__ = [
     "ClusterDigest",
     "borderline",
     "digest_clusters",
+    "digest_clusters_file",
     "embedded_ids",
     "ReportOutput",
     "json_id",
@@ -126,6 +127,22 @@ def iter_clusters_file(path: str | os.PathLike, index: bool | None = None) -> It
             row = _check_row(row, source, number)
             if index is None or bool(row.get("index")) == index:
                 yield row
+
+
+def digest_clusters_file(path: str | os.PathLike, sample: int, seed: int = 0) -> ClusterDigest:
+    """The :class:`ClusterDigest` of a ``--clusters`` file (``sample`` clusters drawn with
+    ``seed``), read in passes (count, clusters, index rows) rather than held."""
+    source = os.fspath(path)
+    count = sum(1 for _ in iter_clusters_file(source, index=False))
+    try:
+        d = digest_clusters(iter_clusters_file(source, index=False), count,
+                            sample_positions(count, sample, seed))  # fmt: skip
+    except InputError:
+        raise
+    except ValueError:  # another number of clusters on the second pass
+        raise InputError(source, None, "changed while the report read it") from None
+    d.add_index_rows(iter_clusters_file(source, index=True))
+    return d
 
 
 def split_index_rows(
