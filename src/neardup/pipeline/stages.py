@@ -28,6 +28,7 @@ import itertools
 import json
 import os
 import pickle
+import threading
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -82,10 +83,16 @@ def _save(out: str, **arrays: np.ndarray) -> int:
     return n
 
 
+#: ``np.load`` parses a header with ``ast.literal_eval``, and CPython 3.11's parser is not safe
+#: to enter from several threads at once ("AST constructor recursion depth mismatch"): the
+#: tasks on threads take turns to open an array (the data is mapped, read after).
+_HEADERS = threading.Lock()
+
+
 def load(work: str, stage: str, task: str | int, name: str) -> np.ndarray:
     """Array ``name`` written by task ``task`` of ``stage`` (memory-mapped)."""
     path = os.path.join(work, stage, str(task), f"{name}.npy")
-    with reading_back(path):
+    with reading_back(path), _HEADERS:
         return np.load(path, mmap_mode="r")
 
 
