@@ -33,7 +33,15 @@ from neardup.pipeline.against import (
 )
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stage_components import partition
-from neardup.pipeline.stages import _save, _save_records, _sets, load, load_ids, read_records
+from neardup.pipeline.stages import (
+    _save,
+    _save_records,
+    _sets,
+    load,
+    load_ids,
+    read_records,
+    slices,
+)
 
 __all__ = [
     "against_task",
@@ -116,8 +124,9 @@ def index_split_task(out: str, work: str, s: int, offset: int, parts: int) -> di
     ids = load_ids(work, s) if len(found) else []
     dist, jac = load(work, "against", s, "dist"), load(work, "against", s, "jac")
     key = hash_ids([json.dumps(e, sort_keys=True) for e in entries]).view(np.int64)
-    order = np.argsort(partition(key, parts), kind="stable")
-    cut = np.searchsorted(partition(key, parts)[order], np.arange(parts + 1)).astype(np.int64)
+    part = partition(key, parts)
+    order = np.argsort(part, kind="stable")
+    cut = np.searchsorted(part[order], np.arange(parts + 1)).astype(np.int64)
     records = [[entries[k], _json_id(ids[found[k]]), int(dist[found[k]]), float(jac[found[k]]),
                 offset + int(found[k])] for k in order.tolist()]  # fmt: skip
     return {"bytes": _save(out, c=cut) + _save_records(out, "rec", records)}
@@ -131,10 +140,9 @@ def index_clusters_task(out: str, work: str, splits: list[str], p: int, how: str
     from neardup.pipeline.write import _json_id
 
     groups: dict[str, tuple[Any, int, list[tuple[Any, int, float]]]] = {}
-    for t in splits:  # shards in order, each in input order: first appearances in input order
-        c = load(work, "index-split", t, "c")
-        for entry, ident, bits, j, pos in read_records(work, "index-split", t, "rec",
-                                                       int(c[p]), int(c[p + 1])):  # fmt: skip
+    # shards in order, each in input order: first appearances in input order
+    for t, lo, hi in slices(work, "index-split", splits, p):
+        for entry, ident, bits, j, pos in read_records(work, "index-split", t, "rec", lo, hi):
             key = json.dumps(entry, sort_keys=True)
             groups.setdefault(key, (entry, pos, []))[2].append((ident, bits, j))
     first = np.asarray([g[1] for g in groups.values()], dtype=np.int64)

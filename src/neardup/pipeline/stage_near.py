@@ -21,7 +21,7 @@ from neardup.distributed.plan import distinct_nodes
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.report import json_id, near_counts
 from neardup.pipeline.shard_write import _Lookup
-from neardup.pipeline.stages import _gather, _save, load
+from neardup.pipeline.stages import _gather, _save, load, slices
 from neardup.pipeline.stream import concat
 
 __all__ = ["near_kept_task", "near_pick_task", "near_task"]
@@ -91,12 +91,9 @@ def near_pick_task(out: str, work: str, plan: DedupPlan, offsets: list[int], tas
     the ``top`` of highest Jaccard (ties in input order) as ``[jaccard, d, e, id of d, id of
     e]``, and their :func:`~neardup.pipeline.report.near_counts`."""
     cols: dict[str, list[np.ndarray]] = {k: [] for k in _COLUMNS}
-    for t in tasks:
-        c = load(work, "near", t, "cuts")
-        a, b = int(c[s]), int(c[s + 1])
-        if b > a:
-            for k in _COLUMNS:
-                cols[k].append(np.asarray(load(work, "near", t, k)[a:b]))
+    for t, a, b in slices(work, "near", tasks, s, "cuts"):
+        for k in _COLUMNS:
+            cols[k].append(np.asarray(load(work, "near", t, k)[a:b]))
     d, e, jac, elen = (concat(cols[k], np.float64 if k == "jac" else np.int64) for k in _COLUMNS)
     d, e, jac, _ = _best(d, e, jac, elen)
     nbytes = _save(out, d=d, e=e, jac=jac)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import itertools
 import json
 import math
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -257,8 +258,7 @@ def _components(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str],
     if pairs == 0:
         return [], 0
     stage = "verify" if plan.verify else "pairs"
-    # documents found in an index with sketches take no part in the input's own decisions
-    aside = run.against is not None and run.against["how"] == "sketch"
+    aside = _sketch_aside(run)
     off = run.offsets
     parts = min(-(-pairs // plan.shard_docs), len(run.sizes))
     r.map(C.EDGES, C.edges_task,
@@ -276,6 +276,12 @@ def _components(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str],
     r.map("cc-route", C.route_task,
           [(t, (r.work, names, labels, p, k)) for p, t in enumerate(routes)])  # fmt: skip
     return routes, k
+
+
+def _sketch_aside(run: StagedRun) -> bool:
+    """Whether documents found in the index take no part in the input's own decisions (an
+    index with sketches decided them)."""
+    return run.against is not None and run.against["how"] == "sketch"
 
 
 def _rounds(r: _Runner, names: list[str], parts: int) -> tuple[str, list[dict]]:
@@ -301,7 +307,7 @@ def _near(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
     from neardup.pipeline.report import REPORT_NEAR
 
     off, shards = run.offsets, range(len(run.sizes))
-    aside = run.against is not None and run.against["how"] == "sketch"
+    aside = _sketch_aside(run)
     r.map("near-kept", N.near_kept_task,
           [(str(s), (r.work, off, run.n_decide, s, aside)) for s in shards])  # fmt: skip
     tasks = run.verify_tasks
@@ -351,19 +357,12 @@ def _index_lines(work: str, parts: int) -> Iterator[bytes]:
     """The index's rows as the index-clusters tasks wrote them, merged in input order of
     their first documents (the one-process run's order)."""
 
-    def lines(p: int) -> Iterator[tuple[int, bytes]]:
+    def lines(p: int) -> Iterator[tuple[bytes, int]]:
         path = os.path.join(work, "index-clusters", str(p), "clusters.jsonl")
-        first = np.asarray(S.load(work, "index-clusters", p, "first"))
-        n = 0
-        with _open_part(path, None) as f:
-            for n, line in enumerate(f, 1):
-                if n > len(first):
-                    break
-                yield int(first[n - 1]), line
-        if n != len(first):
-            raise damaged(path, f"{n} lines where its task wrote {len(first)}")
+        first = S.load(work, "index-clusters", p, "first").tolist()
+        return zip(_part_lines(path, len(first)), first)  # the lines first: they are checked
 
-    for _, line in heapq.merge(*(lines(p) for p in range(parts)), key=lambda x: x[0]):
+    for line, _ in heapq.merge(*(lines(p) for p in range(parts)), key=lambda x: x[1]):
         yield line
 
 
@@ -500,28 +499,38 @@ class StagedView:
     def report_clusters(self) -> tuple[int, Iterator[dict[str, Any]], Iterator[dict[str, Any]]]:
         """The number of clusters, the clusters one at a time (as the ``--clusters`` file
         has them) and the index's rows (``--against``), one at a time."""
-        work, n = self.run.work, len(self.run.sizes)
+        work = self.run.work
         index: Iterator[dict[str, Any]] = iter(())
         if _index_clusters(self.plan, self.run):
-            index = (json.loads(line) for line in _index_lines(work, self.run.index_parts))
-        shards = [str(s) for s in range(n)]
-        lines = _part_lines(work, "write", shards, self.run.part_clusters)
-        return self.run.clusters, lines, index
+            where = os.path.join(work, "index-clusters")
+            index = _decoded(where, _index_lines(work, self.run.index_parts))
+        parts = [os.path.join(work, "write", str(s), "clusters.jsonl")
+                 for s in range(len(self.run.sizes))]  # fmt: skip
+        clusters = itertools.chain.from_iterable(
+            _decoded(path, _part_lines(path, n))
+            for path, n in zip(parts, self.run.part_clusters, strict=True)
+        )
+        return self.run.clusters, clusters, index
 
 
-def _part_lines(work: str, stage: str, tasks: list[str],
-                counts: list[int] | None = None) -> Iterator[dict[str, Any]]:  # fmt: skip
-    """The JSON lines of the tasks' ``clusters.jsonl`` parts, in task order, each part checked
-    to hold the ``counts`` lines its task wrote."""
-    for k, t in enumerate(tasks):
-        path = os.path.join(work, stage, t, "clusters.jsonl")
-        number = 0
-        with _open_part(path, None) as f:
-            for number, line in enumerate(f, 1):
-                with reading_back(f"{path}:{number}"):
-                    yield json.loads(line)
-        if counts is not None and number != counts[k]:
-            raise damaged(path, f"{number} clusters where its task wrote {counts[k]}")
+def _part_lines(path: str, want: int) -> Iterator[bytes]:
+    """The lines of a part a task wrote, which must be the ``want`` lines it wrote (checked
+    when they run out)."""
+    n = 0
+    with _open_part(path, None) as f:
+        for n, line in enumerate(f, 1):
+            if n > want:
+                break
+            yield line
+    if n != want:
+        raise damaged(path, f"{n} lines where its task wrote {want}")
+
+
+def _decoded(where: str, lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """JSON ``lines`` read back from ``where`` (a part, or the stage that wrote them)."""
+    for number, line in enumerate(lines, 1):
+        with reading_back(f"{where}:{number}"):
+            yield json.loads(line)
 
 
 @contextlib.contextmanager
@@ -603,14 +612,13 @@ def _stage_bytes(work: str) -> dict[str, int]:
     return out
 
 
-def _copy_parts(dest: Any, work: str, sizes: Sequence[int], name: str, stage: str = "write",
-                task: str | None = None) -> int:  # fmt: skip
-    """The shards' parts ``name`` end to end into ``dest`` (or task ``task``'s of ``stage``),
-    each checked to hold the ``sizes`` bytes its task wrote (None: not checked); in the kernel
-    (no copy through this process) where both are plain files of one file system."""
+def _copy_parts(dest: Any, work: str, sizes: Sequence[int | None], name: str) -> int:
+    """The shards' parts ``name`` end to end into ``dest``, each checked to hold the ``sizes``
+    bytes its write task wrote (None: not checked); in the kernel (no copy through this
+    process) where both are plain files of one file system."""
     total = 0
     for s, want in enumerate(sizes):
-        path = os.path.join(work, stage, str(s) if task is None else task, name)
+        path = os.path.join(work, "write", str(s), name)
         f = _open_part(path, want)
         with f:
             size = os.fstat(f.fileno()).st_size

@@ -30,7 +30,7 @@ import os
 import pickle
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -64,6 +64,7 @@ __all__ = [
     "pairs_task",
     "repeated_ids",
     "scan_shard",
+    "slices",
     "search_task",
     "split_task",
     "verify_task",
@@ -96,16 +97,23 @@ def load(work: str, stage: str, task: str | int, name: str) -> np.ndarray:
         return np.load(path, mmap_mode="r")
 
 
-def inbox(work: str, stage: str, tasks: list[str], p: int, name: str = "e",
-          cut: str = "c") -> np.ndarray:  # fmt: skip
-    """Partition (or group) ``p``'s slice of edges ``name`` of every task of ``stage``, end to
-    end, shape (k, 2)."""
-    pieces = []
+def slices(work: str, stage: str, tasks: Iterable[str | int], p: int,
+           cut: str = "c") -> Iterator[tuple[str | int, int, int]]:  # fmt: skip
+    """``(task, lo, hi)`` of each task of ``stage`` whose slice ``p`` (a partition, group or
+    shard), by its array of cuts ``cut``, holds anything: the reader's share of every writer."""
     for t in tasks:
         c = load(work, stage, t, cut)
         lo, hi = int(c[p]), int(c[p + 1])
         if hi > lo:
-            pieces.append(np.asarray(load(work, stage, t, name)[lo:hi]))
+            yield t, lo, hi
+
+
+def inbox(work: str, stage: str, tasks: list[str], p: int, name: str = "e",
+          cut: str = "c") -> np.ndarray:  # fmt: skip
+    """Partition (or group) ``p``'s slice of edges ``name`` of every task of ``stage``, end to
+    end, shape (k, 2)."""
+    pieces = [np.asarray(load(work, stage, t, name)[lo:hi])
+              for t, lo, hi in slices(work, stage, tasks, p, cut)]  # fmt: skip
     return concat(pieces, np.int64).reshape(-1, 2)
 
 
@@ -310,12 +318,9 @@ def shard_repeats(work: str, buckets: int, s: int) -> tuple[np.ndarray, list[lis
     """Shard ``s``'s repeated ids found by the ids stage's ``buckets`` tasks: their places in
     the shard and their records ``[source, line, message]``, in the same order (by task)."""
     places, records = [], []
-    for b in range(buckets):
-        c = load(work, "ids", b, "c")
-        lo, hi = int(c[s]), int(c[s + 1])
-        if hi > lo:
-            places.append(np.asarray(load(work, "ids", b, "place")[lo:hi]))
-            records += read_records(work, "ids", b, "rep", lo, hi)
+    for b, lo, hi in slices(work, "ids", range(buckets), s):
+        places.append(np.asarray(load(work, "ids", b, "place")[lo:hi]))
+        records += read_records(work, "ids", b, "rep", lo, hi)
     return concat(places, np.int64), records
 
 
