@@ -130,7 +130,7 @@ def labels_task(out: str, work: str, tasks: list[str]) -> dict[str, Any]:
     """The component label (smallest position) of every node of the edges of ``tasks`` (of
     cc-edges, one partition), in one task: ``node`` ascending, ``label``."""
     nodes, roots, _ = indexed_components(inbox(work, EDGES, tasks, 0))
-    return {"nodes": len(nodes), "star": True, "bytes": _save(out, node=nodes, label=roots)}
+    return {"nodes": len(nodes), "bytes": _save(out, node=nodes, label=roots)}
 
 
 def route_task(out: str, work: str, tasks: list[str], labels: str, p: int,

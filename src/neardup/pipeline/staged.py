@@ -753,8 +753,8 @@ def _place_parts(
                     raise damaged(part, f"{moved} bytes where its task wrote {run.part_bytes[s]}")
                 total += moved
                 continue
-            with _open_part(part, run.part_bytes[s]):
-                size = run.part_bytes[s]
+            size = run.part_bytes[s]
+            _open_part(part, size).close()  # there, with the bytes its task wrote
             if size:
                 _move(part, os.path.join(tmp, f"part-{s:05d}{ext}"), plan.work_dir is not None)
                 total += size
