@@ -289,25 +289,29 @@ _DEVICES = {
 }
 
 
-class _Run:
-    """Lines and the bytes since the last line end of a stream copied so far."""
+class _Lines:
+    """The line ends of a stream copied chunk by chunk, and the bytes of its line not ended."""
 
     def __init__(self) -> None:
-        self.lines = 0
+        self.ended = 0
         self.open = 0  #: bytes of the line not ended yet
 
-    def add(self, chunk: bytes) -> None:
-        end = chunk.rfind(b"\n")
-        if end < 0:
+    def add(self, chunk: bytes) -> int:
+        """Count ``chunk`` in; return the bytes the line open before it reaches in it (at its
+        end, or at the chunk's end)."""
+        first = chunk.find(b"\n")
+        if first < 0:
             self.open += len(chunk)
-        else:
-            self.lines += chunk.count(b"\n")
-            self.open = len(chunk) - end - 1
+            return self.open
+        reached = self.open + first
+        self.ended += chunk.count(b"\n")
+        self.open = len(chunk) - chunk.rfind(b"\n") - 1
+        return reached
 
 
-def _read_chunk(r: IO[bytes], path: str) -> bytes:
+def _read_chunk(r: IO[bytes], path: str, size: int) -> bytes:
     try:
-        return r.read(_BUFFER)
+        return r.read(size)
     except OSError as e:
         raise InputError(path, None, f"cannot read it ({e.strerror or e})") from None
 
@@ -317,16 +321,17 @@ def _copy_special(path: str, w: IO[bytes], tmp: str) -> int:
     read error names ``path``, a write error the temporary file and where it is; a line longer
     than a record may have (:data:`neardup.config.MAX_RECORD_BYTES`) stops the copy."""
     limit = config.MAX_RECORD_BYTES
-    n, run = 0, _Run()
+    # chunks of at most ``limit`` bytes: a line within one is never longer
+    n, lines, size = 0, _Lines(), max(1, min(_BUFFER, limit))
     try:
         r = open(path, "rb")  # noqa: SIM115 - closed below
     except OSError as e:
         raise InputError(path, None, f"cannot read it ({e.strerror or e})") from None
     with r:
-        while chunk := _read_chunk(r, path):
-            run.add(chunk)
-            if run.open > limit:
-                raise InputError(path, run.lines + 1, f"more than {limit} bytes without a line "
+        while chunk := _read_chunk(r, path, size):
+            line = lines.ended + 1
+            if lines.add(chunk) > limit:
+                raise InputError(path, line, f"more than {limit} bytes without a line "
                                  "end, more than a record may have (neardup.config."
                                  "MAX_RECORD_BYTES); its copy stopped there and nothing was "
                                  "written: is it the right input?")  # fmt: skip
