@@ -260,3 +260,41 @@ def test_json_lines_of_a_url_keep_their_ids():
         ("memory://nd-ids/x.jsonl", 1, "a", "hello there"),
         ("memory://nd-ids/x.jsonl", 2, "b", "hi"),
     ]
+
+
+def _piped(data: bytes) -> tuple[str, threading.Thread]:
+    """``/dev/fd/N`` of a real pipe that a thread fills with ``data`` (then closes)."""
+    r, w = os.pipe()
+
+    def feed() -> None:
+        with contextlib.suppress(BrokenPipeError), os.fdopen(w, "wb") as f:
+            f.write(data)
+
+    t = threading.Thread(target=feed, daemon=True)
+    t.start()
+    return f"/dev/fd/{r}", t
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 7])
+def test_a_pipe_copy_stops_at_the_first_line_over_the_record_limit(tmp_path, monkeypatch, chunk):
+    from neardup import config
+    from neardup.io import files
+
+    monkeypatch.setattr(config, "MAX_RECORD_BYTES", 10)
+    monkeypatch.setattr(files, "_BUFFER", chunk)  # lines across chunks, and within one
+    fine = b"0123456789\n" + b"abc\n" * 5 + b"0123456789"  # lines of 10 bytes at most
+    path, t = _piped(fine)
+    with files.spooled([path], tmp_path) as done:
+        assert done.nbytes == len(fine) and files.input_size(path) == len(fine)
+        with open_input(path) as f:
+            assert f.read() == fine
+    t.join()
+    assert os.listdir(tmp_path) == []
+    for data, line in [(fine + b"x", 7), (b"abc\n" * 3 + b"x" * 11 + b"\n", 4)]:
+        path, t = _piped(data)
+        with pytest.raises(InputError, match="more than 10 bytes without a line end") as e:
+            with files.spooled([path], tmp_path):
+                pass
+        assert (e.value.source, e.value.line) == (path, line)
+        t.join()
+        assert os.listdir(tmp_path) == []  # nothing left of the copy

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 from cli import invoke
@@ -180,13 +181,15 @@ def test_stdin_as_text_and_parquet_keeps_its_content(tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     text = b"one document read from a pipe, not an empty file\n"
-    r = _neardup("dedup", "/dev/stdin", "-o", str(tmp_path / "out"), "-q", tmp=tmp, stdin=text)
+    r = _neardup("dedup", "/dev/stdin", "--format", "text", "-o", str(tmp_path / "out"), "-q",
+                 tmp=tmp, stdin=text)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "out" / "stdin").read_bytes() == text
     pytest.importorskip("pyarrow")
     _write_parquet(tmp_path / "in.parquet", [*ROWS, dict(ROWS[1], id="copy")])
     out = tmp_path / "k.parquet"
-    r = _neardup("dedup", "/dev/stdin", "--format", "parquet", "-o", str(out), "-q", tmp=tmp,
+    # Parquet told by its content
+    r = _neardup("dedup", "/dev/stdin", "-o", str(out), "-q", tmp=tmp,
                  stdin=(tmp_path / "in.parquet").read_bytes())  # fmt: skip
     assert r.returncode == 0, r.stderr
     import pyarrow.parquet as pq
@@ -196,3 +199,131 @@ def test_stdin_as_text_and_parquet_keeps_its_content(tmp_path):
     # '-' says how to pass stdin
     r = _neardup("dedup", "-", "-o", str(tmp_path / "x.jsonl"), tmp=tmp)
     assert r.returncode == 2 and b"name it /dev/stdin" in r.stderr
+
+
+def _piped_runs(src, fifo, out) -> dict[str, str]:
+    """Each way of piping ``src`` into dedup without saying its format, as a shell command that
+    writes ``out``."""
+    nd = f"{sys.executable} -m neardup dedup"
+    return {
+        "redirect /dev/stdin": f"{nd} /dev/stdin -o {out} -q < {src}",
+        "cat | /dev/stdin": f"cat {src} | {nd} /dev/stdin -o {out} -q",
+        "<(cmd)": f"{nd} <(cat {src}) -o {out} -q",
+        "/proc/self/fd/0": f"cat {src} | {nd} /proc/self/fd/0 -o {out} -q",
+        "/dev/fd/0": f"cat {src} | {nd} /dev/fd/0 -o {out} -q",
+        "FIFO": f"cat {src} > {fifo} & {nd} {fifo} -o {out} -q; wait",
+        "staged": f"cat {src} | {nd} /dev/stdin --shard-docs 5 -o {out} -q",
+    }
+
+
+@pytest.mark.slow
+def test_piped_jsonl_is_read_as_jsonl_whatever_its_name(tmp_path):
+    # a pipe's name says nothing of its format: its content does (JSONL starts with '{')
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, [*ROWS, dict(ROWS[0], id="copy")])
+    want = [r["id"] for r in ROWS]
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "s.jsonl"
+    for how, cmd in _piped_runs(src, fifo, out).items():
+        r = _neardup(tmp=tmp, shell=cmd)
+        assert r.returncode == 0, (how, r.stderr)
+        assert out.is_file() and _kept_ids(out) == want, how
+        out.unlink()
+        assert os.listdir(tmp) == [], how
+
+
+@pytest.mark.slow
+def test_piped_text_without_format_is_refused_asking_for_it(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "s.jsonl"
+    for stdin in (b"plain text, not records\n", b"", b"  \n\n"):
+        r = _neardup("dedup", "/dev/stdin", "-o", str(out), tmp=tmp, stdin=stdin)
+        r.stderr = r.stderr.decode()
+        err = _one_line_error(r)
+        assert err.startswith("neardup: error: /dev/stdin: ") and "--format" in err, err
+        assert sorted(os.listdir(tmp_path)) == ["tmp"] and os.listdir(tmp) == []
+
+
+def test_text_inputs_never_turn_a_file_output_into_a_directory(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for r in ROWS:
+        (docs / f"{r['id']}.txt").write_text(r["text"])
+    for out in ("s.jsonl", "s.parquet", "s.ndjson.gz"):
+        r = invoke("neardup", "dedup", str(docs), "-o", str(tmp_path / out), "-q", text=True)
+        err = _one_line_error(r)
+        assert err.startswith(f"neardup: error: {tmp_path / out}: ") and "--format" in err, err
+        assert sorted(os.listdir(tmp_path)) == ["docs"]
+    # a directory output for them is as before
+    r = invoke("neardup", "dedup", str(docs), "-o", str(tmp_path / "kept"), "-q", text=True)
+    assert r.returncode == 0, r.stderr
+    assert len(os.listdir(tmp_path / "kept")) == len(ROWS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["shard-docs", "work-dir", "workers", "process-substitution"])
+def test_a_staged_run_reads_a_pipe_from_its_copy(tmp_path, how):
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, [*ROWS, dict(ROWS[2], id="copy")])
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "o.jsonl"
+    nd = f"{sys.executable} -m neardup dedup"
+    opts = f"--format jsonl --shard-docs 5 -o {out} -q"
+    cmd = {
+        "shard-docs": f"cat {src} | {nd} /dev/stdin {opts}",
+        "work-dir": f"cat {src} | {nd} /dev/stdin {opts} --work-dir {tmp_path / 'work'}",
+        "workers": f"cat {src} | {nd} /dev/stdin {opts} --workers 1",
+        "process-substitution": f"{nd} <(cat {src}) {opts} --threads 2",
+    }[how]
+    if how == "workers":
+        pytest.importorskip("distributed")
+    r = _neardup(tmp=tmp, shell=cmd)
+    assert r.returncode == 0, r.stderr
+    assert _kept_ids(out) == [r["id"] for r in ROWS]
+    assert [p for p in os.listdir(tmp) if "neardup-input" in p] == []
+
+
+def test_a_character_device_is_refused_before_anything_is_copied(tmp_path, monkeypatch):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR read again
+    for dev in ("/dev/zero", "/dev/null"):
+        r = invoke("neardup", "dedup", dev, "-o", str(tmp_path / "z.jsonl"), "--format", "jsonl",
+                   "-q", text=True)  # fmt: skip
+        err = _one_line_error(r)
+        assert err.startswith(f"neardup: error: {dev}: is a character device"), err
+        assert os.listdir(tmp) == [] and sorted(os.listdir(tmp_path)) == ["tmp"]
+    with pytest.raises(InputError, match="is a character device"):
+        neardup.dedup(InputPath("/dev/zero"), output=str(tmp_path / "z.jsonl"), fmt="jsonl")
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "auto", "text"])
+def test_a_pipe_without_line_ends_stops_its_copy_at_the_record_limit(tmp_path, monkeypatch, fmt):
+    from neardup import config
+
+    monkeypatch.setattr(config, "MAX_RECORD_BYTES", 1 << 20)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    # a writer of 8 MiB without a line end: {"text": "aaaa...
+    writer = subprocess.Popen(
+        ["sh", "-c", f"{{ printf '{{\"text\": \"'; head -c 8M /dev/zero | tr '\\0' a; }} > {fifo}"],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        out = tmp_path / "out"
+        r = invoke("neardup", "dedup", str(fifo), "--format", fmt, "--temp-dir", str(tmp),
+                   "-o", str(out), "-q", text=True)  # fmt: skip
+        err = _one_line_error(r)
+        assert err.startswith(f"neardup: error: {fifo}:1: more than 1048576 bytes"), err
+        assert os.listdir(tmp) == [] and sorted(os.listdir(tmp_path)) == ["fifo", "tmp"]
+    finally:
+        writer.kill()
+        writer.wait()

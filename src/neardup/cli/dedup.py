@@ -21,7 +21,7 @@ from neardup.cli.report import report_option
 from neardup.cli.style import announce_compile, plural, saved, size
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, KEEP_POLICIES
 from neardup.core.verify import distance_for_threshold
-from neardup.io.files import input_size, metered
+from neardup.io.files import input_size, metered, spooled
 from neardup.io.formats import display_name
 from neardup.io.hf import is_saved_dataset, load_saved_dataset
 from neardup.io.sources import InputPath, expand_inputs
@@ -283,25 +283,29 @@ def dedup(
     in_format, text_field = resolve_input(in_format, lines, field, column)
     search_distance = _check_options(output, json_summary, against, update, blocks,
                                       no_verify, threshold, distance)  # fmt: skip
-    dataset, files = _source(inputs, in_format, output)
-    settings = {"inputs": " ".join(inputs), "distance": search_distance, "keep": keep,
-                "preset": preset, "window": window or "preset's"}  # fmt: skip
-    if not no_verify:
-        settings["threshold"] = threshold
-    extras = _extra_outputs(inputs, output, dataset, report_path, settings, text_field, id_field)
-    _check_outputs(inputs, files, output, clusters_path, drop_list, json_summary, against,
-                   extras)  # fmt: skip
-    options = dict(
-        threshold=threshold, verify=not no_verify, distance=distance, keep=keep, blocks=blocks,
-        fingerprinter=make_fingerprinter(preset, window), text_field=text_field,
-        id_field=id_field or None, fmt=in_format, output=output if dataset is None else None,
-        clusters=clusters_path, drop_list=drop_list, json_summary=json_summary,
-        skip_bad=skip_bad, threads=threads, against=against, update=update,
-        extra_outputs=extras, device=device, temp_dir=temp_dir, shard_docs=shard_docs,
-        work_dir=work_dir, memory=memory, collect=False,
-    )  # fmt: skip
-    source = [InputPath(p) for p in inputs] if dataset is None else dataset
-    summary, dask = _run(source, options, files, quiet, progress_mode, scheduler, workers)
+    # a pipe is read once, into a temporary file, first: its content tells its format
+    with spooled(inputs, temp_dir):
+        dataset, files = _source(inputs, in_format, output)
+        settings = {"inputs": " ".join(inputs), "distance": search_distance, "keep": keep,
+                    "preset": preset, "window": window or "preset's"}  # fmt: skip
+        if not no_verify:
+            settings["threshold"] = threshold
+        extras = _extra_outputs(inputs, output, dataset, report_path, settings, text_field,
+                                id_field)  # fmt: skip
+        _check_outputs(inputs, files, output, clusters_path, drop_list, json_summary, against,
+                       extras)  # fmt: skip
+        options = dict(
+            threshold=threshold, verify=not no_verify, distance=distance, keep=keep,
+            blocks=blocks, fingerprinter=make_fingerprinter(preset, window),
+            text_field=text_field, id_field=id_field or None, fmt=in_format,
+            output=output if dataset is None else None, clusters=clusters_path,
+            drop_list=drop_list, json_summary=json_summary, skip_bad=skip_bad, threads=threads,
+            against=against, update=update, extra_outputs=extras, device=device,
+            temp_dir=temp_dir, shard_docs=shard_docs, work_dir=work_dir, memory=memory,
+            collect=False,
+        )  # fmt: skip
+        source = [InputPath(p) for p in inputs] if dataset is None else dataset
+        summary, dask = _run(source, options, files, quiet, progress_mode, scheduler, workers)
     if not quiet:
         written = [display_name(p, output=True) for p in
                    (output, clusters_path, drop_list, json_summary, report_path) if p]  # fmt: skip

@@ -26,9 +26,10 @@ import re
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
+from neardup import config
 from neardup._optional import MissingDependency, require
 from neardup.errors import InputError
 from neardup.io.decompress import Decompressed
@@ -43,7 +44,9 @@ __all__ = [
     "changed_error",
     "check_unchanged",
     "file_stamp",
+    "input_copies",
     "input_size",
+    "is_spooled",
     "is_url",
     "list_url",
     "local_path",
@@ -51,6 +54,8 @@ __all__ = [
     "open_input",
     "open_parquet",
     "open_output_stream",
+    "read_path",
+    "reading_copies",
     "spooled",
     "strip_compression",
     "url_filesystem",
@@ -211,14 +216,47 @@ def _backend_hint(scheme: str, err: ImportError) -> str:
 #: Special files (pipes, FIFOs, ``/dev/stdin``, ``<(cmd)``) read once by :func:`spooled`, as
 #: named -> their temporary copy; every reader here reads the copy while it exists.
 _SPOOLED: dict[str, str] = {}
+#: The copies a task was given with :func:`reading_copies` (a task in another process).
+_GIVEN: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "neardup_input_copies", default=None
+)
 
 
-def _local(path: str) -> str:
-    return _SPOOLED.get(path, path)
+def read_path(path: str | os.PathLike) -> str:
+    """The file that reads of ``path`` open: the temporary copy of a special file that
+    :func:`spooled` read (or that :func:`reading_copies` names), else ``path`` itself."""
+    p = os.fspath(path)
+    given = _GIVEN.get()
+    if given is not None and p in given:
+        return given[p]
+    return _SPOOLED.get(p, p)
+
+
+def is_spooled(path: str | os.PathLike) -> bool:
+    """True while ``path`` is a special file read from its temporary copy (:func:`spooled`)."""
+    return read_path(path) != os.fspath(path)
+
+
+def input_copies(paths: Iterable[str | os.PathLike]) -> tuple[tuple[str, str], ...]:
+    """``(name, copy)`` of each of ``paths`` read from its temporary copy: what a task in
+    another process on this machine is given, with :func:`reading_copies`, to read them."""
+    return tuple((os.fspath(p), read_path(p)) for p in paths if is_spooled(p))
+
+
+@contextlib.contextmanager
+def reading_copies(copies: Iterable[tuple[str, str]]) -> Iterator[None]:
+    """Inside the block (this thread's context), reads of each name of ``copies``
+    (:func:`input_copies`) open its copy."""
+    token = _GIVEN.set(dict(copies) or None)
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
 
 
 class Spooled:
-    """The special files :func:`spooled` copied: ``paths`` (as named) and ``nbytes`` in all."""
+    """The special files :func:`spooled` copied: ``paths`` (as named) and ``nbytes`` in all
+    (with the copies an enclosing :func:`spooled` made of the paths it was given)."""
 
     def __init__(self) -> None:
         self.paths: list[str] = []
@@ -227,7 +265,8 @@ class Spooled:
 
 def _special_kind(path: str) -> str | None:
     """``"pipe"`` for a FIFO or socket, ``"device"`` for a character device (a terminal,
-    ``/dev/stdin``), ``"block device"``, or None for a regular file, a directory or a URL."""
+    ``/dev/zero``, ``/dev/null``), ``"block device"``, or None for a regular file, a directory
+    or a URL."""
     if is_url(path):
         return None
     try:
@@ -243,22 +282,59 @@ def _special_kind(path: str) -> str | None:
     return None
 
 
+#: How a device refused as an input is named, by :func:`_special_kind`.
+_DEVICES = {
+    "device": "a character device (a terminal, /dev/zero, /dev/null, ...)",
+    "block device": "a block device",
+}
+
+
+class _Lines:
+    """The line ends of a stream copied chunk by chunk, and the bytes of its line not ended."""
+
+    def __init__(self) -> None:
+        self.ended = 0
+        self.open = 0  #: bytes of the line not ended yet
+
+    def add(self, chunk: bytes) -> int:
+        """Count ``chunk`` in; return the bytes the line open before it reaches in it (at its
+        end, or at the chunk's end)."""
+        first = chunk.find(b"\n")
+        if first < 0:
+            self.open += len(chunk)
+            return self.open
+        reached = self.open + first
+        self.ended += chunk.count(b"\n")
+        self.open = len(chunk) - chunk.rfind(b"\n") - 1
+        return reached
+
+
+def _read_chunk(r: IO[bytes], path: str, size: int) -> bytes:
+    try:
+        return r.read(size)
+    except OSError as e:
+        raise InputError(path, None, f"cannot read it ({e.strerror or e})") from None
+
+
 def _copy_special(path: str, w: IO[bytes], tmp: str) -> int:
     """Copy the special file ``path`` to ``w`` (the file ``tmp``); return the bytes copied. A
-    read error names ``path``, a write error the temporary file and where it is."""
-    n = 0
+    read error names ``path``, a write error the temporary file and where it is; a line longer
+    than a record may have (:data:`neardup.config.MAX_RECORD_BYTES`) stops the copy."""
+    limit = config.MAX_RECORD_BYTES
+    # chunks of at most ``limit`` bytes: a line within one is never longer
+    n, lines, size = 0, _Lines(), max(1, min(_BUFFER, limit))
     try:
         r = open(path, "rb")  # noqa: SIM115 - closed below
     except OSError as e:
         raise InputError(path, None, f"cannot read it ({e.strerror or e})") from None
     with r:
-        while True:
-            try:
-                chunk = r.read(_BUFFER)
-            except OSError as e:
-                raise InputError(path, None, f"cannot read it ({e.strerror or e})") from None
-            if not chunk:
-                return n
+        while chunk := _read_chunk(r, path, size):
+            line = lines.ended + 1
+            if lines.add(chunk) > limit:
+                raise InputError(path, line, f"more than {limit} bytes without a line "
+                                 "end, more than a record may have (neardup.config."
+                                 "MAX_RECORD_BYTES); its copy stopped there and nothing was "
+                                 "written: is it the right input?")  # fmt: skip
             try:
                 w.write(chunk)
             except OSError as e:
@@ -266,32 +342,41 @@ def _copy_special(path: str, w: IO[bytes], tmp: str) -> int:
                     e.errno, f"{e.strerror or e} (a copy of {path}, in TMPDIR)", tmp
                 ) from None
             n += len(chunk)
+    return n
 
 
 @contextlib.contextmanager
 def spooled(
-    paths: Iterator[str] | list[str], directory: str | os.PathLike | None = None
+    paths: Iterable[str | os.PathLike], directory: str | os.PathLike | None = None
 ) -> Iterator[Spooled]:
-    """Read each special file among ``paths`` (a pipe or FIFO, ``/dev/stdin``, ``<(cmd)``'s
-    ``/dev/fd/N``, a terminal) once, into a temporary file in ``directory`` (default ``TMPDIR``),
-    for a run that reads its inputs twice: inside the block, :func:`open_input`,
-    :func:`open_parquet`, :func:`input_size` and :func:`file_stamp` read the copy under the
-    name given; the copies are removed when the block ends. Regular files, directories and
-    URLs are left as they are.
+    """Read each pipe among ``paths`` (a FIFO, ``/dev/stdin``, ``<(cmd)``'s ``/dev/fd/N``)
+    once, into a temporary file in ``directory`` (default ``TMPDIR``), for a run that reads its
+    inputs twice: inside the block, :func:`open_input`, :func:`open_parquet`,
+    :func:`input_size`, :func:`file_stamp` and :func:`read_path` read the copy under the name
+    given; the copies are removed when the block ends. Regular files, directories, URLs and
+    paths an enclosing block copied are left as they are. The copy stops at a line longer than
+    a record may have (:data:`neardup.config.MAX_RECORD_BYTES`), so an endless stream without
+    line ends cannot fill the disk.
 
     Raises
     ------
     InputError
-        For a block device (naming it), or a read error of a special file.
+        For a device (a terminal, ``/dev/zero``, a block device: naming it), a read error of
+        a pipe, or a line of a pipe over the record-size limit (nothing is left of its copy).
     """
     done = Spooled()
     try:
         for p in dict.fromkeys(os.fspath(q) for q in paths):
-            kind = _special_kind(p)
-            if kind is None or p in _SPOOLED:
+            if is_spooled(p):
+                done.nbytes += os.path.getsize(read_path(p))
                 continue
-            if kind == "block device":
-                raise InputError(p, None, "is a block device, not a file of documents")
+            kind = _special_kind(p)
+            if kind is None:
+                continue
+            if kind != "pipe":
+                raise InputError(p, None, f"is {_DEVICES[kind]}, not a pipe or a file of "
+                                 "documents: save the documents to a file, or pipe them in "
+                                 "(cmd | neardup dedup /dev/stdin)")  # fmt: skip
             fd, tmp = tempfile.mkstemp(
                 prefix=temp_prefix("neardup-input"), suffix=TEMP_SUFFIX, dir=directory
             )
@@ -307,7 +392,7 @@ def spooled(
 
 
 def _open_raw(path: str) -> IO[bytes]:
-    path = _local(path)
+    path = read_path(path)
     if not is_url(path):
         return open(path, "rb", buffering=0)  # noqa: SIM115 - closed by open_input
     fs, p = url_filesystem(path)
@@ -381,7 +466,7 @@ def open_parquet(path: str | os.PathLike) -> Any:
         if p == "-":
             return pq.ParquetFile(io.BytesIO(sys.stdin.buffer.read()))
         if not is_url(p):
-            return pq.ParquetFile(_local(p))
+            return pq.ParquetFile(read_path(p))
         fs, q = url_filesystem(p)
         with remote_errors(p):
             if not fs.exists(q):
@@ -408,7 +493,7 @@ def input_size(path: str | os.PathLike) -> int:
         fs, q = url_filesystem(p)
         with remote_errors(p):
             return int(fs.size(q) or 0)
-    return os.path.getsize(_local(p))
+    return os.path.getsize(read_path(p))
 
 
 #: What a remote filesystem's ``info()`` may report that changes when a file is rewritten.
@@ -430,7 +515,7 @@ def file_stamp(path: str | os.PathLike) -> tuple:
         with remote_errors(p):
             info = fs.info(q)
         return tuple((k, str(info[k])) for k in _CHANGE_KEYS if k in info)
-    st = os.stat(_local(p))
+    st = os.stat(read_path(p))
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 

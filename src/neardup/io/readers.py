@@ -23,7 +23,14 @@ import numpy as np
 from neardup import config
 from neardup._optional import require
 from neardup.errors import InputError
-from neardup.io.files import compression_of, is_url, open_input, open_parquet, strip_compression
+from neardup.io.files import (
+    compression_of,
+    input_size,
+    is_url,
+    open_input,
+    open_parquet,
+    strip_compression,
+)
 
 __all__ = [
     "DEFAULT_ID_FIELD",
@@ -43,6 +50,7 @@ __all__ = [
     "read_lines",
     "read_parquet",
     "read_text_file",
+    "sniff_format",
 ]
 
 STDIN = "-"
@@ -93,6 +101,22 @@ def detect_format(path: str | os.PathLike, fmt: str = "auto") -> str:
     if low.endswith((".parquet", ".pq")):
         return "parquet"
     return "text"
+
+
+def sniff_format(path: str | os.PathLike) -> str | None:
+    """The format of ``path`` told by its first bytes (decompressed): ``"parquet"`` for
+    Parquet's magic ``PAR1``, ``"jsonl"`` when the first byte other than white space is ``{``,
+    else None (text, lines, or nothing at all)."""
+    with open_input(path) as f:
+        data = f.read(4)
+        if data == b"PAR1":
+            return "parquet"
+        while data:
+            rest = data.lstrip(b" \t\r\n")
+            if rest:
+                return "jsonl" if rest.startswith(b"{") else None
+            data = f.read(_SKIP_CHUNK)
+    return None
 
 
 def _decode(data: bytes, source: str, number: int, what: str = "") -> str:
@@ -162,7 +186,7 @@ def read_text_file(path: str | os.PathLike, on_bad: OnBad | None = None) -> Iter
         elif packed or is_url(path) or str(path) == STDIN:
             size = _rest_size(f, len(data))
         else:
-            size = os.path.getsize(path)
+            size = input_size(path)  # (a pipe's: its copy's)
     try:
         if len(data) > limit:
             raise _too_big(source, 1, size, "the file", " uncompressed" if packed else "")

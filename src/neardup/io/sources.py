@@ -13,9 +13,9 @@ import numpy as np
 
 from neardup.errors import InputError
 from neardup.io.arrow import ArrowTexts
-from neardup.io.files import is_url, list_url
+from neardup.io.files import is_spooled, is_url, list_url
 from neardup.io.hf import dataset_texts_and_ids, is_dataset, is_saved_dataset
-from neardup.io.readers import DEFAULT_ID_FIELD, STDIN, detect_format
+from neardup.io.readers import DEFAULT_ID_FIELD, STDIN, detect_format, sniff_format
 
 __all__ = ["InputFile", "InputPath", "expand_inputs", "is_paths", "texts_and_ids"]
 
@@ -87,7 +87,7 @@ def expand_inputs(
                 found += [os.path.join(dirpath, nm) for nm in sorted(names) if nm[:1] != "."]
             files += [InputFile(p, detect_format(p, fmt), os.path.relpath(p, path)) for p in found]
         elif os.path.exists(path):
-            files.append(InputFile(path, detect_format(path, fmt), os.path.basename(path)))
+            files.append(InputFile(path, _file_kind(path, fmt), os.path.basename(path)))
         elif _GLOB_CHARS & set(path):
             matches = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
             if not matches:
@@ -98,6 +98,38 @@ def expand_inputs(
     if one_output:
         _check_one_output(files)
     return files
+
+
+#: Where files are named by a descriptor (``/dev/stdin``, ``/dev/fd/0``, ``/proc/self/fd/0``),
+#: a name that says nothing of the file's format.
+_DESCRIPTOR_DIRS = ("/dev/", "/proc/")
+
+
+def _file_kind(path: str, fmt: str) -> str:
+    """:func:`detect_format` of a file named as such; for a pipe read from its copy
+    (:func:`neardup.io.files.spooled`) or a file named by a descriptor, whose name says no
+    format (read as text), the format its content has (:func:`sniff_format`).
+
+    Raises
+    ------
+    InputError
+        For such a file whose content is neither JSONL nor Parquet: its format must be given.
+    """
+    kind = detect_format(path, fmt)
+    if fmt != "auto" or kind != "text":
+        return kind
+    if not is_spooled(path) and not os.path.abspath(path).startswith(_DESCRIPTOR_DIRS):
+        return kind
+    found = sniff_format(path)
+    if found is None:
+        raise InputError(
+            path,
+            None,
+            "is a pipe or descriptor whose name says no format, and whose content is neither "
+            "JSONL ('{' first) nor Parquet: pass --format text (all of it one document), lines "
+            "(a document per line) or jsonl",
+        )
+    return found
 
 
 def _check_one_output(files: list[InputFile]) -> None:

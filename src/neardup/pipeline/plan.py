@@ -20,7 +20,7 @@ from typing import Any
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, KEEP_POLICIES
 from neardup.core.similarity import check_threshold, distance_for_threshold
 from neardup.io.blocks import line_format
-from neardup.io.files import compression_of, input_size, is_url
+from neardup.io.files import compression_of, input_size, is_url, read_path
 from neardup.io.readers import STDIN
 from neardup.io.sources import InputFile, expand_inputs
 from neardup.io.writers import OutputSet
@@ -154,7 +154,7 @@ class DedupPlan:
             if is_url(f.path):
                 out.append([f.path, None, None])
                 continue
-            st = os.stat(f.path)
+            st = os.stat(read_path(f.path))  # (a pipe's: its copy's)
             out.append([f.path, st.st_size, st.st_mtime_ns])
         return out
 
@@ -395,7 +395,7 @@ def _splittable(f: InputFile, text_field: str, id_field: str | None) -> bool:
 def _bytes_per_doc(files: Sequence[InputFile]) -> float:
     for f in files:
         if f.kind in ("jsonl", "lines") and not is_url(f.path) and compression_of(f.path) is None:
-            with open(f.path, "rb") as r:
+            with open(read_path(f.path), "rb") as r:
                 sample = r.read(_SAMPLE_BYTES)
             if sample:
                 return len(sample) / max(1, sample.count(b"\n"))
@@ -407,7 +407,7 @@ def _line_cuts(path: str, every: int) -> list[int]:
     end (a line longer than ``every`` makes a longer range)."""
     size = input_size(path)
     cuts = [0]
-    with open(path, "rb") as r:
+    with open(read_path(path), "rb") as r:
         at = every
         while at < size:
             r.seek(at - 1)

@@ -27,7 +27,13 @@ import numpy as np
 
 from neardup.distributed.plan import make_plan
 from neardup.errors import InputError, damaged, reading_back
-from neardup.io.files import check_unchanged, file_stamp, open_output_stream
+from neardup.io.files import (
+    check_unchanged,
+    file_stamp,
+    input_copies,
+    open_output_stream,
+    reading_copies,
+)
 from neardup.io.writers import OutputSet
 from neardup.pipeline import stage_against as A
 from neardup.pipeline import stage_components as C
@@ -130,22 +136,32 @@ def open_work_dir(plan: DedupPlan) -> Iterator[str]:
 
 
 class _Runner:
-    """Maps stage functions over tasks on the executor, each through :func:`run_task`."""
+    """Maps stage functions over tasks on the executor, each through :func:`run_task`, with
+    ``copies``: the temporary copies of the piped inputs (:func:`neardup.io.files.spooled`),
+    which a task reads in place of the pipe, in whatever process it runs."""
 
-    def __init__(self, work: str, executor: Any, progress: Progress | None) -> None:
+    def __init__(self, work: str, executor: Any, progress: Progress | None,
+                 copies: tuple[tuple[str, str], ...] = ()) -> None:  # fmt: skip
         self.work, self.executor, self.progress = work, executor, progress
+        self.copies = copies
         self.seconds: dict[str, float] = {}
         self.tasks: dict[str, int] = {}
         self.peak_rss: dict[str, int] = {}  #: this process's peak RSS (bytes) after each stage
 
     def map(self, stage: str, fn: Callable[..., Any], tasks: Sequence[tuple[str, tuple]]) -> list:
         t0 = time.perf_counter()
-        args = [(self.work, stage, name, fn, *a) for name, a in tasks]
-        out = self.executor.map(run_task, args, stage, self.progress)
+        args = [(self.copies, self.work, stage, name, fn, *a) for name, a in tasks]
+        out = self.executor.map(_run_task, args, stage, self.progress)
         self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
         self.tasks[stage] = self.tasks.get(stage, 0) + len(tasks)
         self.peak_rss[stage] = _peak_rss()
         return out
+
+
+def _run_task(copies: tuple[tuple[str, str], ...], *args: Any) -> Any:
+    """:func:`run_task` reading each piped input of ``copies`` from its copy."""
+    with reading_copies(copies):
+        return run_task(*args)
 
 
 def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | None) -> StagedRun:
@@ -454,7 +470,7 @@ def run_staged(
                          plan.json_summary)  # fmt: skip
         for extra in extra_outputs:
             extra.register(outputs)
-        r = _Runner(work, executor, progress)
+        r = _Runner(work, executor, progress, input_copies(f.path for f in plan.files))
         with _changed_first(stamps):
             run = _stages(r, plan, on_bad, progress)
         if index is not None:

@@ -49,7 +49,7 @@ from neardup.distributed.plan import (
 )
 from neardup.errors import InputError, reading_back
 from neardup.io.blocks import hash_ids, id_key, iter_blocks, line_format
-from neardup.io.files import input_size
+from neardup.io.files import input_size, read_path
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.scan import _Seen
 from neardup.pipeline.stream import _items, _work, block_bytes, concat, in_order, reads_in_blocks
@@ -129,7 +129,7 @@ class _Range(io.RawIOBase):
     """Bytes ``start`` to ``end`` of a file, as a stream."""
 
     def __init__(self, path: str, start: int, end: int) -> None:
-        self._f = open(path, "rb")  # noqa: SIM115 (closed with the stream)
+        self._f = open(read_path(path), "rb")  # noqa: SIM115 (closed with the stream)
         self._f.seek(start)
         self._left = end - start
 

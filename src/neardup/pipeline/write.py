@@ -25,6 +25,7 @@ from neardup.io.files import (
     open_input,
     open_output_stream,
     open_parquet,
+    strip_compression,
 )
 from neardup.io.sources import InputFile
 from neardup.io.writers import Output, OutputSet, atomic_output
@@ -43,6 +44,8 @@ __all__ = [
 PARQUET_BATCH_ROWS = 65536
 
 Progress = Callable[[int], None]
+#: Output names of files of records, which text inputs (written as a directory) never take.
+_RECORD_FILES = (".jsonl", ".ndjson", ".json", ".parquet", ".pq")
 
 
 def _kept_by_file(scan: Scan, kept: np.ndarray) -> list[np.ndarray]:
@@ -80,6 +83,11 @@ def register_outputs(
         kind = files[0].kind if files else "jsonl"
         if kind == "text" and out == "-":
             raise InputError(out, None, "text inputs give an output directory, not stdout")
+        if kind == "text" and strip_compression(out).lower().endswith(_RECORD_FILES):
+            raise InputError(out, None, "names a file of records, but the inputs are read as "
+                             "text files (a document per file), written as a directory: pass "
+                             "--format jsonl or lines if they hold records, or name an output "
+                             "directory")  # fmt: skip
         if is_directory_output(out, kind):
             outputs.directory(out, "the output directory")
         else:
