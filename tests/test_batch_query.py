@@ -53,6 +53,7 @@ def test_probe_edges_and_errors():
     assert t.nbytes > 0
 
 
+@pytest.mark.slow
 def test_many_matches_grow_the_buffers():
     # every stored value matches every batch value: more pairs than the first buffers hold
     batch = np.zeros(300, np.uint64)
@@ -99,6 +100,7 @@ def test_batch_query_equals_the_index_query(tmp_path, compress, id_kind):
     assert got.size == len(Index.open(tmp_path / "ix").query_arrays(batch).id)
 
 
+@pytest.mark.slow
 def test_index_parts_cover_live_rows_once(tmp_path):
     fps = np.arange(5000, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     ix = build(tmp_path / "ix", fps, None, True, list(range(0, 5000, 7)))

@@ -221,6 +221,7 @@ def test_text_lines_as_read_lines(lines, size):
     assert _parsed(data, jsonl=False, size=size) == _expected(data, jsonl=False)
 
 
+@pytest.mark.slow
 def test_every_kind_of_line_the_kernel_leaves_to_python(tmp_path):
     config.MAX_JSON_DEPTH = 3
     lines = [

@@ -71,6 +71,7 @@ def test_plurals_and_sizes():
     assert saved(1000, 1001) == "1 B larger" and saved(1_400_000, 1_200_000) == "200.0 kB saved"
 
 
+@pytest.mark.slow
 def test_dedup_summary_speaks_singular_and_never_negative_savings(tmp_path):
     src = tmp_path / "d.jsonl"
     # one pair of near-duplicates, and a last line without its newline (the output adds one)

@@ -393,6 +393,7 @@ def test_sample_corpus_finds_planted_duplicates():
     assert v.kept[v.decisions.survivor[drops]].all()  # no chaining
 
 
+@pytest.mark.slow
 def test_dedup_verified_skips_duplicate_ids_in_memory():
     pa = pytest.importorskip("pyarrow")
     texts = [BASE, DOCS[1], DOCS[4], BASE.upper() + "!", DOCS[2]]

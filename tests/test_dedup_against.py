@@ -174,6 +174,7 @@ def jsonl(path, rows) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
 def test_command_line(tmp_path):
     docs = texts(40, 3)

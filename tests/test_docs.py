@@ -137,7 +137,7 @@ def _run_python(block: Block, namespace: dict) -> None:
 SLOW_PAGES = {
     "README.md", "docs/guides/dedup.md", "docs/guides/index.md", "docs/guides/dask.md",
     "docs/guides/fingerprints.md", "docs/guides/threshold.md", "docs/guides/report.md",
-    "docs/guides/search.md", "docs/guides/service.md",
+    "docs/guides/search.md", "docs/guides/service.md", "docs/guides/gpu.md", "docs/guides/memory.md",
 }  # fmt: skip
 
 

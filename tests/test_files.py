@@ -82,6 +82,7 @@ def test_compressed_lines_read_as_plain(tmp_path, suffix):
     assert whole == [data.decode()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
 def test_dedup_compressed_jsonl_same_decisions(tmp_path, suffix):
     path = _write(tmp_path / f"corpus.jsonl{suffix}", COMPRESSORS[suffix](_sample_bytes()))
@@ -195,6 +196,7 @@ def s3_server():
         server.stop()
 
 
+@pytest.mark.slow
 def test_s3_compatible_server(s3_server, tmp_path, monkeypatch):
     import s3fs
 

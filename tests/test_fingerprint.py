@@ -48,6 +48,7 @@ def test_compute_small_and_empty():
     assert compute([1, 2]) == 0
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(U64, max_size=30))
 def test_compute_matches_naive_unit(hashes):
@@ -55,6 +56,7 @@ def test_compute_matches_naive_unit(hashes):
     assert compute(np.array(hashes, dtype=np.uint64)) == naive_simhash(hashes)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(U64, st.integers(-5, 20).map(lambda x: x / 4)), max_size=30))
 def test_compute_matches_naive_weighted(pairs):
@@ -90,6 +92,7 @@ def test_compute_errors():
         compute({"a": 1.0}, [1.0])
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(st.lists(st.lists(U64, max_size=8), max_size=6))
 def test_compute_batch_matches_compute(docs):
@@ -133,6 +136,7 @@ POPE = (
 )
 
 
+@pytest.mark.slow
 def test_reference_pinned_value():
     assert fingerprint(JABBERWOCKY, preset="reference") == JABBERWOCKY_SIMHASH
     assert Fingerprinter("reference").fingerprint(JABBERWOCKY.encode()) == JABBERWOCKY_SIMHASH
@@ -229,6 +233,7 @@ def test_fingerprint_many_threads_and_chunks(monkeypatch):
     assert fp.fingerprint_many([]).shape == (0,)
 
 
+@pytest.mark.slow
 def test_default_normalizes_and_handles_scripts():
     assert fingerprint("") == 0
     assert fingerprint("...!!") == 0
@@ -333,6 +338,7 @@ def test_presets_match_naive_pipeline(texts):
     assert reference.tolist() == [naive_fingerprint(t, **FINGERPRINT_REFERENCE) for t in texts]
 
 
+@pytest.mark.slow
 def test_naive_pipeline_pinned_values():
     assert naive_fingerprint(JABBERWOCKY, **FINGERPRINT_REFERENCE) == JABBERWOCKY_SIMHASH
     assert naive_fingerprint("Hello, WORLD") == fingerprint("hello world")

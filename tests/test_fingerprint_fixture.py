@@ -42,6 +42,7 @@ def _fingerprinter(cfg: dict) -> Fingerprinter:
     return Fingerprinter(cfg["preset"], **opts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["default", "reference"])
 def test_presets_match_fixture(docs, preset):
     cfg = {"preset": preset, "subset": "all"}

@@ -103,6 +103,7 @@ def decimal_files(draw) -> bytes:
     return data
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     data=decimal_files(),
@@ -509,6 +510,7 @@ def test_index_refuses_odd_values_and_stays_usable(scratch, fps, ids, str_index)
             assert got == [(base[0], 0)] or base[0] not in ix
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=N)
 @given(
     texts=st.lists(st.one_of(WORDS, JSON_SCALARS), max_size=5),

@@ -223,6 +223,7 @@ def _without_simulator() -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(REAL_GPU, reason="checks the message where there is no GPU")
 @pytest.mark.parametrize("extra", [[], ["--no-verify"], ["--shard-docs", "2"]])
 def test_no_gpu_dedup_is_one_line(tmp_path, extra):
@@ -239,6 +240,7 @@ def test_no_gpu_dedup_is_one_line(tmp_path, extra):
     assert len(lines) == 1 and lines[0].startswith('neardup: error: device "cuda" needs ')
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(REAL_GPU, reason="checks the message where there is no GPU")
 def test_no_gpu_in_python_is_one_line():
     code = (

@@ -129,6 +129,7 @@ def test_python_api_points_at_load_from_disk(tmp_path):
         neardup.dedup(str(tmp_path / "ds"))
 
 
+@pytest.mark.slow
 def test_report_command_reads_a_saved_dataset(tmp_path):
     pytest.importorskip("matplotlib")
     _dataset().save_to_disk(str(tmp_path / "ds"))

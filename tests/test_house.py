@@ -8,6 +8,8 @@ import ast
 import pkgutil
 from pathlib import Path
 
+import pytest
+
 import neardup
 
 SRC = Path(neardup.__file__).parent
@@ -194,6 +196,7 @@ def test_config_holds_at_most_25_documented_tunables():
         assert above >= 0 and lines[above].startswith("#:"), f"{name} has no #: comment"
 
 
+@pytest.mark.slow
 def test_a_failed_assertion_in_a_thread_fails_the_test(tmp_path):
     """The project's pytest settings turn a thread's unhandled exception into an error."""
     import subprocess

@@ -96,6 +96,7 @@ def test_a_failed_session_writes_nothing(location):
         assert len(ix) == 1 and ix.generation == 1
 
 
+@pytest.mark.slow
 @needs_redis
 def test_a_missing_capability_is_one_clear_error(node, few_redis_shards, tmp_path):
     url = fresh_name(node.url, "cap")

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from cli import Result, invoke
 
 from neardup.index import Index
@@ -84,6 +85,7 @@ def test_documents_with_ids_and_errors(tmp_path):
     assert r.returncode == 2 and "MANIFEST" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_locked_index_is_a_clear_error(tmp_path):
     path = tmp_path / "ix"
     with Index.create(path, distance=3) as w:

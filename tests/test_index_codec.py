@@ -64,6 +64,7 @@ def corpus(n: int, seed: int) -> np.ndarray:
     return np.concatenate([base, near, base[:50], np.array([0, 2**64 - 1], np.uint64)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ids", ["int", "str"])
 def test_conversion_round_trip_gives_identical_answers(tmp_path, ids):
     fps = corpus(6000, 1)

@@ -84,6 +84,7 @@ ops = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     ops=ops,

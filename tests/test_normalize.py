@@ -133,6 +133,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", sorted(MODES))
 @pytest.mark.parametrize("text", CASES)
 def test_cases_and_buffer_growth(text, form):
@@ -155,6 +156,7 @@ ALPHABET = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=ALPHABET, max_size=40), st.sampled_from(sorted(MODES)))
 def test_random_text(text, form):

@@ -103,6 +103,7 @@ def test_sample_is_seeded_and_ids_are_kept_plus_some_dropped():
     assert (s["clusters"], s["dropped"], s["kept"]) == (2, 10, 90)
 
 
+@pytest.mark.slow
 def test_dedup_report_and_report_command_agree(tmp_path):
     d, clusters, report = _sample_run()
     r = invoke("neardup", "report", "--clusters", clusters, CORPUS, "-o", str(tmp_path / "r.html"),
@@ -215,6 +216,7 @@ def _near_run() -> tuple[str, list[dict[str, str]]]:
     return report, rows
 
 
+@pytest.mark.slow
 def test_near_misses_in_the_report_match_brute_force():
     """The kept documents nearest the threshold from below, and the counts per 0.01 of drops
     and near misses, as the rule computed here on Python sets gives them."""
@@ -245,6 +247,7 @@ def test_near_misses_in_the_report_match_brute_force():
     assert f"{reached:,} at 0.79" in page
 
 
+@pytest.mark.slow
 def test_near_misses_from_the_python_api(tmp_path):
     """The report as an output of the run has the near misses; one written afterwards from a
     result without them says where they are."""
@@ -288,6 +291,7 @@ def _console(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if ":CONSOLE" in line]
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_console_errors_are_seen(tmp_path):
     """The check below can fail: a page with a script error shows up in chromium's log."""
@@ -351,6 +355,7 @@ def _against_run(sketches: bool) -> tuple[str, str, str, str]:
     return d, d2, clusters, report
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sketches", [True, False])
 def test_report_lists_documents_dropped_against_the_index(tmp_path, sketches):
     d, d2, clusters, report = _against_run(sketches)
@@ -503,6 +508,7 @@ def _clusters(draw):
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(_clusters(), st.integers(1, 12), st.data())
 def test_digest_is_the_ranks_and_counts_of_every_cluster(clusters, n, data):
@@ -559,6 +565,7 @@ def test_report_stays_small_at_100k_drops(tmp_path):
     assert path.read_text().count('<details class="pair near"') == 12
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_texts_of_any_cluster_on_demand(tmp_path):
     """A cluster outside the random sample shows its texts from the search."""
@@ -575,6 +582,7 @@ def test_texts_of_any_cluster_on_demand(tmp_path):
     assert html.escape(texts[c["k"]][:60], quote=False) in dom.stdout
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_near_misses_render_in_chromium(tmp_path):
     """The section of kept documents just under the threshold shows its pairs side by side

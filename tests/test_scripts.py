@@ -34,6 +34,7 @@ def test_simhash_find_clusters_script():
     assert [json.loads(x) for x in r.stdout.decode().splitlines()] == [[5, 7]]
 
 
+@pytest.mark.slow
 def test_neardup_dedup_script_on_the_sample(tmp_path):
     out = tmp_path / "kept.jsonl"
     r = run_script("neardup", "dedup", os.path.join(SAMPLE, "corpus.jsonl"), "-o", str(out), "-q")
@@ -134,6 +135,7 @@ main(sys.argv[2:])
 """
 
 
+@pytest.mark.slow
 def test_sigterm_while_outputs_are_staged_leaves_the_previous_files(tmp_path):
     out, tmp = tmp_path / "out", tmp_path / "tmp"
     out.mkdir()

@@ -65,6 +65,7 @@ def test_query_matches_brute_force(corpus, queries, layout):
         np.testing.assert_array_equal(g, e)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(fingerprints(), layouts())
 def test_find_all_values_is_the_set_form(fp, layout):
@@ -173,6 +174,7 @@ def test_query_distance_order_and_limit():
     assert r.to_lists() == [[(3, 0), (2, 1), (1, 2), (0, 3)], [(4, 0)]]
 
 
+@pytest.mark.slow
 @pytest.mark.scale
 def test_scale_planted_against_brute_force_sample():
     fp = planted(300_000, seed=11)
@@ -203,6 +205,7 @@ def test_pair_of_two(a, b):
         assert neardup.find_all([a, b], k).tolist() == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", [2, 3, 4])
 def test_threads_sharing_each_table_match_brute_force(monkeypatch, threads):
     monkeypatch.setattr(search, "THREADS_FROM", 0)
@@ -281,6 +284,7 @@ def test_engine_schemes_match_brute_force(fp, scheme):
     np.testing.assert_array_equal(shallow, naive.find_all(fp, k))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(fingerprints(max_size=60), fingerprints(max_size=60), schemes())
 def test_engine_join_matches_brute_force(queries, corpus, scheme):
