@@ -695,6 +695,47 @@ def test_host_header_is_checked(fresh):
         assert c.get("/stats").status_code == 200
 
 
+def raw_answer(port: int, request: bytes) -> tuple[int, bytes]:
+    """Send one whole request (it asks to close the connection); (status, body) of the answer,
+    read until the server closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(request)
+        data = b""
+        while got := sock.recv(65536):
+            data += got
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+@pytest.mark.parametrize(
+    ("target", "hosts", "status"),
+    [
+        ("/stats", ["[::1]evil.com"], 400),  # old: all after "]" ignored, a 200
+        ("/stats", ["localhost:evil.com"], 400),  # old: all after ":" ignored, a 200
+        ("/stats", ["127.0.0.1:80:90"], 400),
+        ("/stats", ["evil.com", "localhost"], 400),  # old: the last one judged, a 200
+        ("/stats", ["localhost", "localhost"], 400),  # RFC 9112: one Host line
+        ("http://evil.com/stats", ["localhost"], 400),  # old: the target's host unseen, a 200
+        ("http://evil.com:{port}/stats", [], 400),
+        ("http://localhost:{port}/stats", ["evil.com"], 200),  # the target's host is the one
+        ("/stats", ["[::1]:{port}"], 200),
+        ("/stats", ["LOCALHOST"], 200),
+    ],
+)
+def test_host_is_one_well_formed_served_name(fresh, target, hosts, status):
+    """The Host check on the raw request (not what an HTTP client would let us send): one
+    Host line, ``host[:port]`` and nothing after, and for a target in absolute form the
+    target's host (RFC 9112, 3.2.2)."""
+    lines = [f"GET {target} HTTP/1.1", *(f"Host: {h}" for h in hosts), "Connection: close"]
+    request = "".join(x + "\r\n" for x in lines).format(port=fresh.port) + "\r\n"
+    got, body = raw_answer(fresh.port, request.encode())
+    assert got == status, body
+    if status == 400:
+        assert b"Host" in body and b"\n" not in body
+    else:
+        assert json.loads(body)["entries"] >= 0
+
+
 @pytest.mark.slow
 def test_slow_clients_are_cut_off_and_health_answers(fresh):
     """Connections that send half a request are closed after the header timeout, and past
