@@ -179,6 +179,8 @@ def _manifest_edits(sketches: bool):
         return {
             "sketch-words-lie": lambda d: d.update(sketch_words=8),
             "no-sketch-words": lambda d: d.pop("sketch_words"),
+            "threshold-over-1": lambda d: d.update(threshold=2.0),
+            "threshold-string": lambda d: d.update(threshold="0.8"),
             "drop-sketch": lambda d: seg(d)["files"].pop("sketch"),
             "drop-ssize": lambda d: seg(d)["files"].pop("ssize"),
             "sketch-shape-lie": lambda d: seg(d)["files"]["sketch"].update(shape=[seg(d)["rows"]]),

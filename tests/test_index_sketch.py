@@ -144,9 +144,11 @@ def test_format_on_disk(tmp_path):
         assert ix.distance == 10 and ix.sketch_words == 8
         ix.add(None, list(range(30)), sketches=sk)
         assert ix.info()["sketch_words"] == 8
+        assert ix.threshold == ix.info()["threshold"] == 0.8  # what the service defaults to
     doc = json.loads((path / "MANIFEST").read_text())
     assert doc["format_version"] == storage.SKETCH_FORMAT_VERSION == 3
-    assert doc["sketch_words"] == 8
+    assert doc["sketch_words"] == 8 and doc["threshold"] == 0.8
+    assert Index.open(path).threshold == 0.8
     files = doc["segments"][0]["files"]
     assert files["sketch"]["dtype"] == "<u8" and files["sketch"]["shape"] == [30, 8]
     assert files["ssize"]["dtype"] == "<u4" and files["ssize"]["shape"] == [30]
@@ -162,7 +164,7 @@ def test_format_on_disk(tmp_path):
         ix.add([1, 2])
         assert ix.sketch_words is None and ix.info()["sketch_words"] is None
     doc = json.loads((tmp_path / "plain" / "MANIFEST").read_text())
-    assert doc["format_version"] == 1 and "sketch_words" not in doc
+    assert doc["format_version"] == 1 and "sketch_words" not in doc and "threshold" not in doc
     assert not {"sketch", "ssize"} & doc["segments"][0]["files"].keys()
     # compressed tables keep version 3 with sketches
     with Index.create(tmp_path / "ef", threshold=0.9, compress=True) as ix:

@@ -393,13 +393,17 @@ def test_sketch_index_answers_as_the_cli(sketched):
     want_verified = cli_query(path, tmp, texts, "--threshold", "0.8")
     assert want_plain[0] and want_verified[0]  # the document itself is found
     with httpx.Client(base_url=s.url, timeout=60, headers={"authorization": "Bearer R"}) as c:
-        r = c.post("/query", json={"texts": texts})
-        assert r.status_code == 200, r.text
+        # texts: verified at the index's own threshold (0.8) without asking, or at the one asked
+        for body in ({"texts": texts}, {"texts": texts, "threshold": 0.8}):
+            r = c.post("/query", json=body)
+            assert r.status_code == 200, r.text
+            res = r.json()["results"]
+            got = [[[m["id"], m["distance"], m["jaccard"]] for m in x["matches"]] for x in res]
+            assert got == want_verified
+        # their set fingerprints: matches by bits alone
+        r = c.post("/query", json={"fingerprints": r.json()["fingerprints"]})
         got = [[[m["id"], m["distance"]] for m in x["matches"]] for x in r.json()["results"]]
         assert got == want_plain
-        r = c.post("/query", json={"texts": texts, "threshold": 0.8}).json()
-        got = [[[m["id"], m["distance"], m["jaccard"]] for m in x["matches"]] for x in r["results"]]
-        assert got == want_verified
         r = c.post("/query", json={"fingerprints": [1], "threshold": 0.8})
         assert r.status_code == 400 and "needs 'texts'" in r.json()["error"]
 
@@ -490,8 +494,10 @@ def fresh(tmp_path_factory):
 def test_readme_curl_examples_work_as_written(fresh):
     """Every ``curl`` example of the README's service section, run by a shell as written
     (only the port is this test service's): a 200 and a JSON answer."""
-    commands = re.findall(r"^(curl .*?(?:\\\n.*?)*)$", readme_service_section(), flags=re.M)
+    text = readme_service_section()
+    commands = re.findall(r"^(curl .*?(?:\\\n.*?)*)$", text, flags=re.M)
     assert commands, "no curl example found in the README's service section"
+    answers = []
     for cmd in commands:
         cmd = cmd.replace("localhost:8080", f"localhost:{fresh.port}")
         cmd = cmd.replace("localhost:$PORT", f"localhost:{fresh.port}")
@@ -500,6 +506,57 @@ def test_readme_curl_examples_work_as_written(fresh):
         body, status = out.stdout.rsplit("\n", 1)
         assert status == "200", (cmd, body)
         assert "results" in json.loads(body), (cmd, body)
+        if "/query" in cmd and '"texts"' in cmd:
+            answers.append(json.loads(body)["results"][0]["matches"])
+    # the README's near-copy query finds the page, with the Jaccard the README shows
+    shown = re.search(r'`\{"results":\[\{"matches":(\[.*?\])\}\]', text)
+    assert shown and answers, "the README shows no answer of a /query of texts"
+    assert answers[0] == json.loads(shown.group(1))
+    assert answers[0][0]["jaccard"] >= 0.8
+
+
+def test_readme_index_finds_a_copy_with_two_of_300_words_changed(fresh):
+    """On the README's index (``--threshold 0.8``) a plain ``/query`` of texts finds a copy of
+    a 300-word page with 2 words changed, with its Jaccard (old: the README's ``--distance 3``
+    index found nothing, and ``jaccard`` was null unless the request named a threshold)."""
+    rng = np.random.default_rng(37)
+    vocab = [f"{a}{b}" for a in ("ka", "lo", "mi", "nu", "pe", "ro") for b in range(40)]
+    words = [vocab[i] for i in rng.integers(0, len(vocab), 300)]
+    copy = list(words)
+    copy[100], copy[200] = "changed", "edited"
+    with client(fresh) as c:
+        r = c.post("/add", json={"texts": [" ".join(words)], "ids": ["page-300"]})
+        assert r.status_code == 200 and r.json()["added"] == 1, r.text
+        r = c.post("/query", json={"texts": [" ".join(copy)]})
+        assert r.status_code == 200, r.text
+        matches = r.json()["results"][0]["matches"]
+        assert [m["id"] for m in matches] == ["page-300"], matches
+        assert 0.8 <= matches[0]["jaccard"] <= 1
+
+
+def test_query_of_texts_defaults_to_the_index_threshold(tmp_path):
+    """The default is the threshold the index was made with, and its distance: on a 0.9 index
+    (6 bits) a query of texts is neither refused (0.8's 10 bits) nor verified at 0.8."""
+    from neardup.fingerprints import Fingerprinter
+    from neardup.server.backends import LocalBackend
+    from neardup.server.schemas import QueryRequest, to_fingerprints
+
+    path = str(tmp_path / "ix")
+    assert invoke("neardup", "index", "create", path, "--threshold", "0.9").returncode == 0
+    backend = LocalBackend(path)
+    fingerprinter = Fingerprinter()
+
+    def batch(texts):
+        return to_fingerprints(QueryRequest(texts=texts), fingerprinter, backend.sketch_words)
+
+    page = batch([doc(1, 300)])
+    backend.add(page.fingerprints, np.array([1]), page.sketches)
+    # estimated Jaccards 1, 0.95 and 0.87 with the page: the last one only reaches 0.8
+    q = batch([doc(1, 300).replace("alpha", "omega", k) for k in (0, 3, 8)])
+    m, _ = backend.query(q.fingerprints, None, q.sketches)
+    got = m.to_lists(jaccard_digits=6)
+    assert [[i for i, _, _ in x] for x in got] == [[1], [1], []]
+    assert got == backend.reader().verified_query(q.sketches, 0.9).to_lists(jaccard_digits=6)
 
 
 @pytest.mark.slow
@@ -621,11 +678,11 @@ def test_errors_do_not_echo_values_without_bound(fresh):
     """Errors naming a request's id show it cut (old: a 2 MB id gave a 2 MB error)."""
     huge = "u" * 2_000_000
     with client(fresh) as c:
-        assert c.post("/add", json={"fingerprints": [7], "ids": ["short"]}).status_code == 200
+        assert c.post("/add", json={"texts": [doc(7)], "ids": ["short"]}).status_code == 200
         r = c.post("/remove", json={"ids": [huge]})
         assert r.status_code == 404 and len(r.content) < 400, len(r.content)
-        assert c.post("/add", json={"fingerprints": [8], "ids": [huge]}).status_code == 200
-        r = c.post("/add", json={"fingerprints": [9], "ids": [huge]})
+        assert c.post("/add", json={"texts": [doc(8)], "ids": [huge]}).status_code == 200
+        r = c.post("/add", json={"texts": [doc(9)], "ids": [huge]})
         assert r.status_code == 400 and len(r.content) < 400, len(r.content)
         assert "already in the index" in r.json()["error"]
         assert c.post("/remove", json={"ids": [huge, "short"]}).json()["removed"] == 2
@@ -693,6 +750,47 @@ def test_host_header_is_checked(fresh):
         assert r.status_code == 400 and "Host" in r.json()["error"]
         assert c.get("/stats", headers={"host": f"localhost:{fresh.port}"}).status_code == 200
         assert c.get("/stats").status_code == 200
+
+
+def raw_answer(port: int, request: bytes) -> tuple[int, bytes]:
+    """Send one whole request (it asks to close the connection); (status, body) of the answer,
+    read until the server closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(request)
+        data = b""
+        while got := sock.recv(65536):
+            data += got
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+@pytest.mark.parametrize(
+    ("target", "hosts", "status"),
+    [
+        ("/stats", ["[::1]evil.com"], 400),  # old: all after "]" ignored, a 200
+        ("/stats", ["localhost:evil.com"], 400),  # old: all after ":" ignored, a 200
+        ("/stats", ["127.0.0.1:80:90"], 400),
+        ("/stats", ["evil.com", "localhost"], 400),  # old: the last one judged, a 200
+        ("/stats", ["localhost", "localhost"], 400),  # RFC 9112: one Host line
+        ("http://evil.com/stats", ["localhost"], 400),  # old: the target's host unseen, a 200
+        ("http://evil.com:{port}/stats", [], 400),
+        ("http://localhost:{port}/stats", ["evil.com"], 200),  # the target's host is the one
+        ("/stats", ["[::1]:{port}"], 200),
+        ("/stats", ["LOCALHOST"], 200),
+    ],
+)
+def test_host_is_one_well_formed_served_name(fresh, target, hosts, status):
+    """The Host check on the raw request (not what an HTTP client would let us send): one
+    Host line, ``host[:port]`` and nothing after, and for a target in absolute form the
+    target's host (RFC 9112, 3.2.2)."""
+    lines = [f"GET {target} HTTP/1.1", *(f"Host: {h}" for h in hosts), "Connection: close"]
+    request = "".join(x + "\r\n" for x in lines).format(port=fresh.port) + "\r\n"
+    got, body = raw_answer(fresh.port, request.encode())
+    assert got == status, body
+    if status == 400:
+        assert b"Host" in body and b"\n" not in body
+    else:
+        assert json.loads(body)["entries"] >= 0
 
 
 @pytest.mark.slow

@@ -109,6 +109,8 @@ class IndexBackend:
     backend: str = ""
     #: Words of the MinHash sketch kept per entry, None when the index keeps none.
     sketch_words: int | None = None
+    #: The Jaccard threshold an index with sketches was created for (None when not recorded).
+    threshold: float | None = None
 
     layout: Layout
     path: str

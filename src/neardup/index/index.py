@@ -224,6 +224,7 @@ class Index(IndexBackend):
         }
         if words is not None:
             body["sketch_words"] = words
+            body["threshold"] = threshold
         set_codec(body, "ef" if compress else None)
         lock = create_directory(p, body)
         return cls(p, "w", _lock=lock)
@@ -326,6 +327,12 @@ class Index(IndexBackend):
         return self._body.get("sketch_words")
 
     @property
+    def threshold(self) -> float | None:
+        """The Jaccard threshold an index with sketches was created for (None: an index
+        without sketches, or one created before neardup recorded it)."""
+        return self._body.get("threshold")
+
+    @property
     def id_type(self) -> str | None:
         """``"int64"``, ``"str"`` or ``None`` before the first add."""
         return self._body.get("id_type")
@@ -378,6 +385,7 @@ class Index(IndexBackend):
             "tables": self.layout.n_tables,
             "codec": self.codec,
             "sketch_words": self.sketch_words,
+            "threshold": self.threshold,
             "id_type": self.id_type,
             "entries": len(self),
             "generation": self.generation,

@@ -98,6 +98,9 @@ def check_manifest(doc: dict[str, Any], path: str) -> None:
         bad(f"'sketch_words' is {words!r}, expected null or an integer from 2 to 64")
     if (words is not None) != (version == SKETCH_FORMAT_VERSION):
         bad(f"'sketch_words' is {words!r} in a version {version!r} index")
+    t = doc.get("threshold")
+    if t is not None and (words is None or type(t) is not float or not 0 < t <= 1):
+        bad(f"'threshold' is {t!r}, expected null or, with sketches, a number in (0, 1]")
     plain = {FORMAT_VERSION: True, CODEC_FORMAT_VERSION: False}.get(version, codec is None)
     if (codec is None) != plain or not (codec is None or codec in TABLE_CODECS):
         bad(f"'codec' is {codec!r} in a version {version!r} index, expected one of {TABLE_CODECS}")

@@ -313,8 +313,10 @@ def _read_routes(app: Any, backend: Any, fingerprinter: Any, metrics: Metrics) -
 
     @app.post("/query", response_model=QueryResponse, tags=["read"])
     async def query(req: QueryRequest) -> Any:
-        """Every indexed id within ``distance`` bits of each fingerprint or text, nearest first
-        (with ``threshold``: best estimated Jaccard first)."""
+        """Every indexed id within ``distance`` bits of each fingerprint or text, nearest first.
+        Texts sent to an index with sketches (``neardup index create --threshold``) match when
+        their estimated Jaccard reaches ``threshold`` (default: the index's own), best first,
+        with it in ``jaccard``."""
         small = req.fingerprints is not None and len(req.fingerprints) <= INLINE_QUERIES
         if small and backend.kind == "local":
             return answer(req)  # microseconds: cheaper than a hop to the thread pool

@@ -22,6 +22,7 @@ import numpy as np
 
 from neardup import config
 from neardup.core.bits import popcount
+from neardup.core.decide import DEFAULT_DEDUP_THRESHOLD
 from neardup.core.matches import Matches
 from neardup.core.search import find_all
 from neardup.core.similarity import check_threshold, distance_for_threshold
@@ -32,7 +33,14 @@ from neardup.index.redis import IndexUnavailableError, RedisIndex, is_redis_url
 from neardup.index.storage import MANIFEST
 from neardup.server import _kernels
 
-__all__ = ["LocalBackend", "RedisBackend", "DedupOutcome", "open_backend", "WriterBusyError"]
+__all__ = [
+    "LocalBackend",
+    "RedisBackend",
+    "DedupOutcome",
+    "index_threshold",
+    "open_backend",
+    "WriterBusyError",
+]
 
 
 class WriterBusyError(IndexUnavailableError):
@@ -70,8 +78,14 @@ class _Backend:
         sketches: Sketches | None = None,
         threshold: float | None = None,
     ) -> tuple[Any, int]:
-        """(matches, generation); with ``threshold`` the matches verified by the sketches."""
+        """(matches, generation). With ``sketches`` (texts sent to an index with sketches) the
+        matches are verified by the Jaccard estimated from them, at ``threshold`` or by default
+        at the index's own (:func:`index_threshold`, within at most the index's distance)."""
         ix = self.reader()
+        if sketches is not None and threshold is None:
+            threshold = index_threshold(ix)
+            if distance is None:
+                distance = min(distance_for_threshold(threshold), ix.distance)
         if threshold is not None:
             return ix.verified_query(sketches, threshold, distance), ix.generation
         return ix.search(q, distance), ix.generation
@@ -146,6 +160,12 @@ class _Backend:
     def health(self) -> dict[str, Any]:
         ix = self.reader()
         return {"status": "ok", "backend": self.kind, "generation": ix.generation}
+
+
+def index_threshold(ix: Any) -> float:
+    """The Jaccard threshold an index with sketches was created for; for one created before
+    neardup recorded it, ``DEFAULT_DEDUP_THRESHOLD`` (0.8, as ``/dedup``)."""
+    return DEFAULT_DEDUP_THRESHOLD if ix.threshold is None else float(ix.threshold)
 
 
 def _store(w: Any, q: np.ndarray, ids: np.ndarray, sketches: Sketches | None, keep: Any) -> None:

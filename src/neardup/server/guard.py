@@ -11,6 +11,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -108,16 +109,14 @@ class Access:
         self._write = None if self.write_token is None else f"Bearer {self.write_token}".encode()
         self._read = None if self.read_token is None else f"Bearer {self.read_token}".encode()
 
-    def refusal(self, method: str, path: str, headers: dict[bytes, bytes]) -> Any:
-        """The error response for a request these rules refuse, else None."""
-        if self.hosts is not None:
-            host = _host_name(headers.get(b"host", b""))
-            if host not in self.hosts:
-                return error_response(
-                    400,
-                    f"Host {host[:60]!r} is not served here; start neardup serve with "
-                    "--allow-host for it",
-                )
+    def refusal(
+        self, method: str, path: str, headers: dict[bytes, bytes], hosts_sent: list[bytes]
+    ) -> Any:
+        """The error response for a request these rules refuse, else None (``hosts_sent``:
+        the values of every ``Host`` header line of the request, in order)."""
+        refused = self._host_refusal(hosts_sent)
+        if refused is not None:
+            return refused
         if path.startswith(OPEN_PATHS):
             return None
         given = headers.get(b"authorization", b"")
@@ -134,13 +133,40 @@ class Access:
             return error_response(401, "reads need the header 'Authorization: Bearer <token>'")
         return None
 
+    def _host_refusal(self, sent: list[bytes]) -> Any:
+        """A 400 for several ``Host`` lines (RFC 9112, 3.2), and, when the names served are
+        set, for a value that is not ``host[:port]`` or names a host not served."""
+        if len(sent) > 1:
+            return error_response(
+                400, f"{len(sent)} Host headers in one request; send exactly one (RFC 9112)"
+            )
+        if self.hosts is None:
+            return None
+        value = sent[0].decode("latin-1") if sent else ""
+        host = _host_name(value)
+        if host is None:
+            return error_response(
+                400, f"Host {value[:60]!r} is not a host name with an optional :port; send one"
+            )
+        if host not in self.hosts:
+            return error_response(
+                400,
+                f"Host {host[:60]!r} is not served here; start neardup serve with "
+                "--allow-host for it",
+            )
+        return None
 
-def _host_name(value: bytes) -> str:
-    """The host of a Host header, lower case, without its port (IPv6 in brackets kept)."""
-    host = value.decode("latin-1").strip().lower()
-    if host.startswith("["):
-        return host[: host.find("]") + 1] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+#: A Host header's value: a name or an IPv6 address in brackets, then an optional port (RFC 9110,
+#: 7.2: ``uri-host [ ":" port ]``); nothing may follow.
+_HOST = re.compile(r"(\[[^\[\]]*\]|[^\[\]:]*)(?::[0-9]*)?")
+
+
+def _host_name(value: str) -> str | None:
+    """The host of a Host header value, lower case, without its port (IPv6 in brackets kept);
+    None when the value is not ``host[:port]`` (``[::1]evil.com``, ``localhost:evil.com``)."""
+    m = _HOST.fullmatch(value.strip().lower())
+    return None if m is None else m.group(1)
 
 
 _GONE = object()  # the body of a request whose client disconnected
@@ -221,7 +247,8 @@ class Guard:
     async def _handle(self, scope: Any, receive: Any, send: Any, sent: dict) -> None:
         headers = dict(scope["headers"])
         method, path = scope["method"], scope["path"]
-        refusal = self.access.refusal(method, path, headers)
+        hosts_sent = [v for k, v in scope["headers"] if k == b"host"]
+        refusal = self.access.refusal(method, path, headers, hosts_sent)
         if refusal is None and method == "POST":
             size = headers.get(b"content-length")
             limit = config.SERVE_MAX_BODY

@@ -71,7 +71,12 @@ class QueryRequest(Fingerprints):
     distance: StrictInt | None = Field(
         None, description="bits (inclusive); at most the index's distance, which is the default"
     )
-    threshold: float | None = Field(None, gt=0, le=1, description=_THRESHOLD)
+    threshold: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description=_THRESHOLD + "; default: the threshold the index was created with",
+    )
 
 
 class WriteRequest(Fingerprints):
