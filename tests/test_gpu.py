@@ -17,7 +17,7 @@ import naive
 import numpy as np
 import pytest
 from cli import invoke
-from gpusim import REAL_GPU
+from gpusim import NO_GPU, NO_GPU_FIX, REAL_GPU
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import fingerprints
@@ -200,8 +200,8 @@ def test_no_gpu_is_one_line_and_auto_falls_back(tmp_path):
     r = subprocess.run([*run, "--device", "cuda"], env=env, capture_output=True, text=True)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith('neardup: error: device "cuda" needs ')
-    assert lines[0].endswith('pip install "neardup[gpu]"')
+    assert len(lines) == 1 and lines[0].startswith(f"neardup: error: {NO_GPU}")
+    assert lines[0].endswith(NO_GPU_FIX)
     r = subprocess.run([*run, "--device", "auto"], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[0, 1]"
@@ -236,7 +236,7 @@ def test_no_gpu_dedup_is_one_line(tmp_path, extra):
     )
     assert r.returncode == 2 and not out.exists()
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith('neardup: error: device "cuda" needs ')
+    assert len(lines) == 1 and lines[0].startswith(f"neardup: error: {NO_GPU}")
 
 
 @pytest.mark.skipif(REAL_GPU, reason="checks the message where there is no GPU")
@@ -257,7 +257,7 @@ def test_no_gpu_in_python_is_one_line():
     )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
-    assert len(lines) == 2 and all(x.startswith('device "cuda" needs ') for x in lines), lines
+    assert len(lines) == 2 and all(x.startswith(NO_GPU) for x in lines), lines
 
 
 @pytest.mark.parametrize("verify", [True, False])
@@ -305,6 +305,43 @@ def test_bench_quick():
     assert all(c[5] == "yes" and c[3].endswith(" s") and c[4].endswith(" s") for c in cells)
     assert sum(int(c[2]) for c in cells) > 0  # pairs were found: "same" means something
     assert "simulator" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "numba_cuda, numpy",
+    [("0.30.4", "2.5.2"), ("0.21.1", "2.5.0"), ("0.28.2", "2.5.0rc1"), ("0.30.4", "2.6.0.dev0")],
+)
+def test_a_numba_cuda_that_calls_row_stack_is_refused_on_numpy_2_5(numba_cuda, numpy):
+    msg = runtime.version_conflict(numba_cuda, numpy)
+    assert msg is not None and "\n" not in msg
+    assert f"numba-cuda {numba_cuda} with numpy {numpy}" in msg and "np.row_stack" in msg
+    assert msg.endswith("pip install 'numpy<2.5'")
+
+
+@pytest.mark.parametrize(
+    "numba_cuda, numpy",
+    [
+        ("0.30.4", "2.4.6"),  # numpy still has np.row_stack
+        ("0.30.4", "2.0.0"),
+        ("0.20.1", "2.5.2"),  # before numba-cuda's own copy of numba's array functions
+        ("0.31.0", "2.5.2"),  # after the newest release checked: not known to call it
+        ("0.30.4.post1", "2.4.0"),
+        (None, "2.5.2"),  # numba's own numba.cuda
+    ],
+)
+def test_other_releases_are_not_refused(numba_cuda, numpy):
+    assert runtime.version_conflict(numba_cuda, numpy) is None
+
+
+def test_the_gpu_extra_pins_what_the_refusal_names():
+    """``pip install "neardup[gpu]"`` installs no combination the runtime refuses."""
+    tomllib = pytest.importorskip("tomllib")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        extra = tomllib.load(f)["project"]["optional-dependencies"]["gpu"]
+    pins = {d.split(">")[0].split("<")[0].split("[")[0]: d for d in extra}
+    assert pins["numpy"].endswith(runtime.NUMPY_FOR_GPU.removeprefix("numpy"))
+    assert pins["numba-cuda"].endswith(">=0.30.4") and pins["cupy-cuda12x"] == "cupy-cuda12x>=13.6"
 
 
 @pytest.mark.slow
