@@ -1,10 +1,19 @@
 """The GPU engine beside the CPU engine, same inputs, one run: the table of the GPU docs page.
 
 Each row is N fingerprints of ``bench/fpdata.uniform`` (90% random, 10% planted clusters) at one
-distance; the GPU column is ``neardup.find_all(fp, d, device="cuda")`` (host to GPU, the search
-in passes if it does not fit, pairs back in host memory, sorted), the CPU column
-``neardup.find_all(fp, d)`` with ``--threads`` threads in the same process. Both answers are
-compared (``same``). The GPU kernels are compiled on a small input before the first row.
+distance; the GPU column is the GPU engine's search, ``neardup.gpu.find_all_pairs`` with the
+layout ``neardup.find_all(fp, d, device="cuda")`` uses (host to GPU, the search in passes if it
+does not fit, pairs back in host memory, sorted), the CPU column ``neardup.find_all(fp, d)`` with
+``--threads`` threads in the same process. Both answers are compared (``same``). The GPU kernels
+are compiled on a small input before the first row.
+
+Where the GPU's time goes, one column per phase of that same run (``neardup.gpu.PHASES``, the GPU
+synchronized before each timestamp): ``split`` (cutting an input too large for one pass into
+passes, on the host), ``to GPU`` (fingerprints and positions), ``keys`` (each table's permuted
+keys), ``sort``, ``scan`` (count, offsets, write the pairs), ``back`` (pairs to host memory) and
+``merge`` (all tables' pairs merged and sorted, on the GPU while they fit, else on the host). The
+phases add up to at most the GPU column; the rest is planning the passes and the GPU's memory
+query.
 
 The default rows are those of the throwaway measurement (10M, 100M and 1B fingerprints at
 distances 3, 6 and 8; its H100 times are printed beside them) and the large-distance layouts,
@@ -42,6 +51,8 @@ THROWAWAY = {
     (10**9, 3): "2.05 s",
     (10**9, 6): "39.7 s",
 }
+#: the column heads of the phases that are not their own names
+HEADS = {"to_device": "to GPU"}
 
 
 def _rows(text: str) -> list[tuple[int, int]]:
@@ -56,6 +67,17 @@ def _timed(fn, *args, **kwargs):
     t0 = time.perf_counter()
     out = fn(*args, **kwargs)
     return out, time.perf_counter() - t0
+
+
+def _phases(fp, d: int, memory: str | None) -> tuple:
+    """The GPU engine's pairs, its seconds and the seconds of each of its phases (one run)."""
+    from neardup.core.search import resolve_layout
+    from neardup.gpu import find_all_pairs
+
+    phases: dict[str, float] = {}
+    layout = resolve_layout(len(fp), d, None)
+    got, seconds = _timed(find_all_pairs, fp, layout, memory=memory, phases=phases)
+    return got, seconds, phases
 
 
 def _device_name(simulated: bool) -> str:
@@ -86,23 +108,27 @@ def main(argv: list[str] | None = None) -> None:
     from fpdata import uniform
 
     import neardup
-    from neardup.gpu import runtime
+    from neardup.gpu import PHASES, runtime
 
     rt = runtime.load()
     rows = _rows(args.rows or (QUICK_ROWS if args.quick else ROWS))
     neardup.find_all(uniform(64, 0), 3, device="cuda")  # compile the kernels
     print(f"GPU: {_device_name(rt.simulated)}; CPU engine: {args.threads} threads")
-    print("| N | distance | pairs | GPU | CPU engine | same | throwaway, H100 |")
-    print("|---|---|---|---|---|---|---|")
+    heads = ["N", "distance", "pairs", "GPU", *(HEADS.get(p, p) for p in PHASES)]
+    heads += ["CPU engine", "same", "throwaway, H100"]
+    print("| " + " | ".join(heads) + " |")
+    print("|" + "---|" * len(heads))
     for n, d in rows:
         fp = uniform(n, args.seed)
-        got, t_gpu = _timed(neardup.find_all, fp, d, device="cuda", memory=args.memory)
+        got, t_gpu, phases = _phases(fp, d, args.memory)
         cpu, same = "", ""
         if not args.no_cpu and (args.cpu_max_n is None or n <= args.cpu_max_n):
             want, t_cpu = _timed(neardup.find_all, fp, d, threads=args.threads)
             cpu, same = f"{t_cpu:.3f} s", "yes" if np.array_equal(got, want) else "NO"
-        row = f"| {n:,} | {d} | {len(got):,} | {t_gpu:.3f} s | {cpu} | {same} |"
-        print(f"{row} {THROWAWAY.get((n, d), '')} |", flush=True)
+        cells = [f"{n:,}", str(d), f"{len(got):,}", f"{t_gpu:.3f} s"]
+        cells += [f"{phases.get(p, 0.0):.3f} s" for p in PHASES]
+        cells += [cpu, same, THROWAWAY.get((n, d), "")]
+        print("| " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

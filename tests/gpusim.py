@@ -3,6 +3,9 @@ numba's CUDA simulator, switched on here for this process before ``numba.cuda`` 
 imported (it changes nothing for the CPU engine's numba kernels: only ``numba.cuda`` reads it).
 
 Import this module before anything that imports ``numba.cuda``; ``REAL_GPU`` says which.
+``NO_GPU`` and ``NO_GPU_FIX``: how the one line of ``device="cuda"`` without the simulator starts
+and ends where there is no GPU (or where the installed numba-cuda cannot run on the installed
+numpy, which it refuses first).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import sys
 
 import numba.core.config as numba_config
 import pytest
+
+from neardup.gpu.runtime import NUMPY_FOR_GPU, installed_conflict
 
 
 def _real_gpu() -> bool:
@@ -39,3 +44,8 @@ if not REAL_GPU:
             "numba.cuda was imported before the simulator could be set", allow_module_level=True
         )
     numba_config.ENABLE_CUDASIM = 1
+
+if installed_conflict() is None:
+    NO_GPU, NO_GPU_FIX = 'device "cuda" needs ', 'pip install "neardup[gpu]"'
+else:
+    NO_GPU, NO_GPU_FIX = 'device "cuda" cannot use ', f"pip install '{NUMPY_FOR_GPU}'"

@@ -12,19 +12,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import naive
 import numpy as np
 import pytest
 from cli import invoke
-from gpusim import REAL_GPU
+from gpusim import NO_GPU, NO_GPU_FIX, REAL_GPU
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import fingerprints
 
 import neardup
 from neardup.core.layout import Layout
-from neardup.gpu import BYTES_PER_FINGERPRINT, engine, find_all_pairs, runtime
+from neardup.gpu import BYTES_PER_FINGERPRINT, PHASES, engine, find_all_pairs, runtime
 
 pytestmark = pytest.mark.gpu
 
@@ -200,8 +201,8 @@ def test_no_gpu_is_one_line_and_auto_falls_back(tmp_path):
     r = subprocess.run([*run, "--device", "cuda"], env=env, capture_output=True, text=True)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith('neardup: error: device "cuda" needs ')
-    assert lines[0].endswith('pip install "neardup[gpu]"')
+    assert len(lines) == 1 and lines[0].startswith(f"neardup: error: {NO_GPU}")
+    assert lines[0].endswith(NO_GPU_FIX)
     r = subprocess.run([*run, "--device", "auto"], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[0, 1]"
@@ -237,7 +238,7 @@ def test_no_gpu_dedup_is_one_line(tmp_path, extra):
     )
     assert r.returncode == 2 and not out.exists()
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith('neardup: error: device "cuda" needs ')
+    assert len(lines) == 1 and lines[0].startswith(f"neardup: error: {NO_GPU}")
 
 
 @pytest.mark.slow
@@ -259,7 +260,7 @@ def test_no_gpu_in_python_is_one_line():
     )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
-    assert len(lines) == 2 and all(x.startswith('device "cuda" needs ') for x in lines), lines
+    assert len(lines) == 2 and all(x.startswith(NO_GPU) for x in lines), lines
 
 
 @pytest.mark.parametrize("verify", [True, False])
@@ -283,30 +284,117 @@ def test_cli_dedup_device(tmp_path):
     assert outs[0] == outs[1] and 0 < outs[0].count("\n") < len(DOCS)
 
 
-@pytest.mark.slow
-def test_bench_quick():
-    """``bench/gpu.py --quick`` (under the simulator) prints every row, large distances
-    included, with the GPU's answer the CPU engine's: the script cannot rot unseen."""
+#: bench/gpu.py's column heads of neardup.gpu.PHASES, in order
+PHASE_HEADS = ["split", "to GPU", "keys", "sort", "scan", "back", "merge"]
+
+
+def _bench(*args: str) -> tuple[str, list[dict[str, str]]]:
+    """``bench/gpu.py`` run with ``args``: its output and its table's rows, head -> cell."""
     bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     r = subprocess.run(
-        [sys.executable, os.path.join(bench, "gpu.py"), "--quick", "--threads", "1"],
+        [sys.executable, os.path.join(bench, "gpu.py"), *args],
         env=env,
         capture_output=True,
         text=True,
     )
     assert r.returncode == 0, r.stderr
-    cells = [
+    table = [
         [c.strip() for c in line.split("|")[1:-1]]
         for line in r.stdout.splitlines()
-        if line.startswith("| ") and line[2].isdigit()
+        if line.startswith("| ")
     ]
-    assert [(c[0], c[1]) for c in cells] == [
+    heads = table[0]
+    return r.stdout, [dict(zip(heads, cells)) for cells in table[1:]]
+
+
+def _seconds(cell: str) -> float:
+    assert cell.endswith(" s"), cell
+    return float(cell[:-2])
+
+
+@pytest.mark.slow
+def test_bench_quick():
+    """``bench/gpu.py --quick`` (under the simulator) prints every row, large distances
+    included, with the GPU's answer the CPU engine's: the script cannot rot unseen."""
+    out, rows = _bench("--quick", "--threads", "1")
+    assert [(r["N"], r["distance"]) for r in rows] == [
         ("200", "3"), ("200", "6"), ("200", "8"), ("60", "10"), ("60", "12"), ("40", "14")
-    ], r.stdout  # fmt: skip
-    assert all(c[5] == "yes" and c[3].endswith(" s") and c[4].endswith(" s") for c in cells)
-    assert sum(int(c[2]) for c in cells) > 0  # pairs were found: "same" means something
-    assert "simulator" in r.stdout
+    ], out  # fmt: skip
+    for r in rows:
+        assert r["same"] == "yes" and _seconds(r["CPU engine"]) >= 0, out
+        phases = [_seconds(r[h]) for h in PHASE_HEADS]
+        assert min(phases) >= 0 and sum(phases) <= _seconds(r["GPU"]) + 0.0005 * len(phases)
+    assert sum(int(r["pairs"]) for r in rows) > 0  # pairs were found: "same" means something
+    assert "simulator" in out
+
+
+def test_bench_prints_where_the_time_goes():
+    """One tiny row under the simulator, in passes (a budget of 40 fingerprints), so every
+    phase runs: one column per phase, each a time, together at most the GPU's total."""
+    memory = str(40 * BYTES_PER_FINGERPRINT)
+    out, rows = _bench("--quick", "--rows", "120:3", "--memory", memory, "--threads", "1")
+    heads = list(rows[0])
+    assert heads[heads.index("GPU") + 1 :][: len(PHASE_HEADS)] == PHASE_HEADS, out
+    (row,) = rows
+    phases = [_seconds(row[h]) for h in PHASE_HEADS]
+    # each printed to the millisecond: their sum may pass the total by half a millisecond each
+    assert min(phases) >= 0 and sum(phases) <= _seconds(row["GPU"]) + 0.0005 * len(phases), out
+    assert sum(phases) > 0 and row["same"] == "yes" and int(row["pairs"]) > 0, out
+
+
+@pytest.mark.parametrize("memory", [None, 40 * BYTES_PER_FINGERPRINT])
+def test_phases_add_up_and_change_nothing(memory):
+    """A ``phases`` dict gets every phase's seconds, which add up to at most the search's,
+    and the same answer as without one: in one pass, and in many."""
+    fp = np.array(EDGES * 4 + list(range(0, 300, 3)), dtype=np.uint64)
+    layout = Layout(4, 3)
+    phases: dict[str, float] = {}
+    t0 = time.perf_counter()
+    got = find_all_pairs(fp, layout, memory=memory, phases=phases)
+    seconds = time.perf_counter() - t0
+    assert list(phases) == list(PHASES)
+    assert min(phases.values()) >= 0 and 0 < sum(phases.values()) <= seconds
+    np.testing.assert_array_equal(got, find_all_pairs(fp, layout, memory=memory))
+    np.testing.assert_array_equal(got, naive.find_all(fp, 3))
+    assert len(got) > 0
+
+
+@pytest.mark.parametrize(
+    "numba_cuda, numpy",
+    [("0.30.4", "2.5.2"), ("0.21.1", "2.5.0"), ("0.28.2", "2.5.0rc1"), ("0.30.4", "2.6.0.dev0")],
+)
+def test_a_numba_cuda_that_calls_row_stack_is_refused_on_numpy_2_5(numba_cuda, numpy):
+    msg = runtime.version_conflict(numba_cuda, numpy)
+    assert msg is not None and "\n" not in msg
+    assert f"numba-cuda {numba_cuda} with numpy {numpy}" in msg and "np.row_stack" in msg
+    assert msg.endswith("pip install 'numpy<2.5'")
+
+
+@pytest.mark.parametrize(
+    "numba_cuda, numpy",
+    [
+        ("0.30.4", "2.4.6"),  # numpy still has np.row_stack
+        ("0.30.4", "2.0.0"),
+        ("0.20.1", "2.5.2"),  # before numba-cuda's own copy of numba's array functions
+        ("0.31.0", "2.5.2"),  # after the newest release checked: not known to call it
+        ("0.30.4.post1", "2.4.0"),
+        (None, "2.5.2"),  # numba's own numba.cuda
+    ],
+)
+def test_other_releases_are_not_refused(numba_cuda, numpy):
+    assert runtime.version_conflict(numba_cuda, numpy) is None
+
+
+def test_the_gpu_extra_pins_what_the_refusal_names():
+    """``pip install "neardup[gpu]"`` installs no combination the runtime refuses."""
+    tomllib = pytest.importorskip("tomllib")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        extra = tomllib.load(f)["project"]["optional-dependencies"]["gpu"]
+    pins = {d.split(">")[0].split("<")[0].split("[")[0]: d for d in extra}
+    assert pins["numpy"].endswith(runtime.NUMPY_FOR_GPU.removeprefix("numpy"))
+    assert pins["numba-cuda"].endswith(">=0.30.4") and pins["cupy-cuda12x"] == "cupy-cuda12x>=13.6"
 
 
 @pytest.mark.slow

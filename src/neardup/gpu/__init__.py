@@ -25,6 +25,7 @@ __all__ = [
     "BYTES_PER_PAIR",
     "DEVICES",
     "DeviceUnavailable",
+    "PHASES",
     "use_gpu",
     "check_device",
     "find_all_pairs",
@@ -33,6 +34,13 @@ __all__ = [
 #: one search at a time per process: a pass sizes itself to the GPU's free memory, so two at
 #: once (threads of one Dask worker) would each plan for the whole of it
 _ONE_AT_A_TIME = threading.Lock()
+
+#: the phases :func:`find_all_pairs` times when given a ``phases`` dict (``bench/gpu.py``'s
+#: columns), in order: cutting an input too large for one pass into passes (on the host),
+#: fingerprints and positions to the GPU, each table's keys built (permuted), sorted, and scanned
+#: for pairs (count, offsets, write), pairs copied back to host memory, and the pairs of all
+#: tables merged and sorted (on the GPU while they fit, else in host memory)
+PHASES = ("split", "to_device", "keys", "sort", "scan", "back", "merge")
 
 #: the values ``device`` takes
 DEVICES = ("cpu", "cuda", "auto")
@@ -68,6 +76,7 @@ def find_all_pairs(
     corpus_size: int | None = None,
     memory: int | str | None = None,
     tables: np.ndarray | None = None,
+    phases: dict[str, float] | None = None,
 ) -> np.ndarray:
     """Sorted pairs ``(i, j)``, ``i < j``, of positions of ``fp`` within ``layout.distance``
     bits, each once, found on the GPU (:func:`neardup.gpu.engine.pairs`).
@@ -77,9 +86,11 @@ def find_all_pairs(
     passes, about 80 bytes per fingerprint of a pass plus 16 per pair it finds). ``tables``:
     only the pairs whose first table (in layout order) is among these table indices, as
     :func:`neardup.core.search.pairs_for_tables` (what one shard of the Dask path searches).
+    ``phases``: a dict to which the seconds of each of :data:`PHASES` are added, the GPU
+    synchronized before each timestamp (only then: without it the search waits for nothing).
     """
     from neardup.gpu import engine
 
     nc = -1 if corpus_size is None else int(corpus_size)
     with _ONE_AT_A_TIME:
-        return engine.pairs(fp, layout, nc=nc, memory=memory, rows=tables)
+        return engine.pairs(fp, layout, nc=nc, memory=memory, rows=tables, phases=phases)

@@ -10,10 +10,15 @@ Inputs larger than the memory budget run in passes: a table's fingerprints are s
 bits of their key (a prefix shard never splits a run, since a run shares the whole prefix), and
 shards are grouped into passes of at most ``budget // BYTES_PER_FINGERPRINT`` fingerprints; each
 pass's pairs go to host memory and are merged and sorted at the end.
+
+Where the time goes: with a ``phases`` dict, :func:`pairs` adds the seconds of each of
+:data:`neardup.gpu.PHASES` to it, synchronizing the GPU before each timestamp so that a phase's
+time is its own, not its launch's; without one it synchronizes nothing and takes no timestamps.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -22,7 +27,7 @@ from neardup.core.engine import memory_budget
 from neardup.core.layout import Layout
 from neardup.core.search import sort_pairs
 from neardup.core.tables import TableSpec
-from neardup.gpu import kernels
+from neardup.gpu import PHASES, kernels
 from neardup.gpu.runtime import BYTES_PER_FINGERPRINT, Runtime, free_memory, load
 
 __all__ = ["pairs", "passes", "budget"]
@@ -34,6 +39,25 @@ SORT_BYTES_PER_PAIR = 64
 SHARD_BITS = 16
 
 _EMPTY = np.empty((0, 2), dtype=np.int64)
+
+
+class _Clock:
+    """Adds the seconds since the last mark to a phase of ``phases``; nothing when it is None."""
+
+    def __init__(self, rt: Runtime, phases: dict[str, float] | None) -> None:
+        self.rt, self.phases = rt, phases
+        if phases is not None:
+            for name in PHASES:
+                phases.setdefault(name, 0.0)
+            self.last = time.perf_counter()
+
+    def mark(self, phase: str) -> None:
+        if self.phases is None:
+            return
+        self.rt.cuda.synchronize()  # the phase's kernels and copies, finished
+        now = time.perf_counter()
+        self.phases[phase] += now - self.last
+        self.last = now
 
 
 def budget(rt: Runtime, memory: int | str | None) -> int:
@@ -55,7 +79,7 @@ def _row(rt: Runtime, a: np.ndarray, t: int) -> object:
     return rt.xp.asarray(np.ascontiguousarray(a[t]))
 
 
-def _scan(rt: Runtime, fp, pos, spec: TableSpec, t: int, k: int, nc: int) -> tuple:
+def _scan(rt: Runtime, fp, pos, spec: TableSpec, t: int, k: int, nc: int, clock: _Clock) -> tuple:
     """``(first, second)`` device arrays: the pairs of ``pos`` table ``t`` owns within ``k``."""
     xp = rt.xp
     n = int(fp.shape[0])
@@ -64,10 +88,12 @@ def _scan(rt: Runtime, fp, pos, spec: TableSpec, t: int, k: int, nc: int) -> tup
     nseg = int(spec.nseg[t])
     segs = [_row(rt, a, t) for a in (spec.seg_src, spec.seg_mask, spec.seg_dst)]
     kernels._permute[grid](fp, *segs, nseg, keys)
+    clock.mark("keys")
     order = xp.argsort(keys)
     keys = keys[order]
     pos = pos[order]
     del order
+    clock.mark("sort")
     sh = np.uint64(64 - int(spec.pbits[t]))
     chk, nchk = _row(rt, spec.chk_key, t), int(spec.nchk[t])
     counts = xp.empty(n, dtype=xp.int64)
@@ -80,6 +106,7 @@ def _scan(rt: Runtime, fp, pos, spec: TableSpec, t: int, k: int, nc: int) -> tup
     second = xp.empty(total, dtype=xp.int64)
     if total:
         kernels._write[grid](keys, pos, sh, k, chk, nchk, nc, offsets, first, second)
+    clock.mark("scan")
     return first, second
 
 
@@ -106,21 +133,25 @@ def _to_host(rt: Runtime, a) -> np.ndarray:
     return a if rt.simulated else a.get()
 
 
-def _sorted_on_device(rt: Runtime, parts: list[tuple], n: int) -> np.ndarray:
+def _sorted_on_device(rt: Runtime, parts: list[tuple], n: int, clock: _Clock) -> np.ndarray:
     xp = rt.xp
     first = xp.concatenate([p[0] for p in parts])
     second = xp.concatenate([p[1] for p in parts])
     if len(first) == 0:
         return _EMPTY.copy()
     key = xp.sort(first.astype(xp.uint64) * np.uint64(n) + second.astype(xp.uint64))
+    clock.mark("merge")
     out = np.empty((len(key), 2), dtype=np.int64)
     out[:, 0] = _to_host(rt, (key // np.uint64(n)).astype(xp.int64))
     out[:, 1] = _to_host(rt, (key % np.uint64(n)).astype(xp.int64))
+    clock.mark("back")
     return out
 
 
-def _host_pairs(rt: Runtime, part: tuple) -> np.ndarray:
-    return np.stack([_to_host(rt, part[0]), _to_host(rt, part[1])], axis=1)
+def _host_pairs(rt: Runtime, parts: list[tuple], clock: _Clock) -> list[np.ndarray]:
+    out = [np.stack([_to_host(rt, f), _to_host(rt, s)], axis=1) for f, s in parts]
+    clock.mark("back")
+    return out
 
 
 def pairs(
@@ -130,6 +161,7 @@ def pairs(
     nc: int = -1,
     memory: int | str | None = None,
     rows: np.ndarray | None = None,
+    phases: dict[str, float] | None = None,
 ) -> np.ndarray:
     """Pairs ``(i, j)``, ``i < j``, of positions in ``fp`` within ``layout.distance`` bits, each
     once, sorted by ``i`` then ``j`` (the CPU engine's order).
@@ -143,6 +175,9 @@ def pairs(
     sorted there, while they and their sort fit beside the fingerprints (about
     ``SORT_BYTES_PER_PAIR`` each); past that, and after every pass of a split input, they are
     copied to host memory and sorted there.
+
+    ``phases``: a dict to which the seconds of each of :data:`neardup.gpu.PHASES` are added (the
+    GPU is synchronized before each timestamp, so only when one is given).
     """
     n = len(fp)
     if n < 2:
@@ -154,18 +189,24 @@ def pairs(
     capacity = max(2, room // BYTES_PER_FINGERPRINT)
     whole = n <= capacity
     spare = room - n * BYTES_PER_FINGERPRINT if whole else 0
+    clock = _Clock(rt, phases)
     if whole:
         fp_d, pos_d = xp.asarray(fp), xp.arange(n, dtype=xp.int64)
+        clock.mark("to_device")
     held: list[tuple] = []  # pairs on the GPU
     host: list[np.ndarray] = []
     for t in range(layout.n_tables) if rows is None else (int(r) for r in rows):
         for sel in [None] if whole else passes(fp, layout, t, capacity):
+            clock.mark("split")
             on = (fp_d, pos_d) if sel is None else (xp.asarray(fp[sel]), xp.asarray(sel))
-            held.append(_scan(rt, *on, spec, t, k, nc))
+            clock.mark("to_device")
+            held.append(_scan(rt, *on, spec, t, k, nc, clock))
             if sum(len(f) for f, _ in held) * SORT_BYTES_PER_PAIR > spare:
-                host += [_host_pairs(rt, p) for p in held]
+                host += _host_pairs(rt, held, clock)
                 held = []
     if not host:
-        return _sorted_on_device(rt, held, n)
-    host += [_host_pairs(rt, p) for p in held]
-    return sort_pairs(np.concatenate(host), n)
+        return _sorted_on_device(rt, held, n, clock)
+    host += _host_pairs(rt, held, clock)
+    out = sort_pairs(np.concatenate(host), n)
+    clock.mark("merge")
+    return out
