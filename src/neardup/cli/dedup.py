@@ -284,8 +284,9 @@ def dedup(
     search_distance = _check_options(output, json_summary, against, update, blocks,
                                       no_verify, threshold, distance)  # fmt: skip
     dataset, files = _source(inputs, in_format, output)
+    fingerprinter = make_fingerprinter(preset, window)
     settings = {"inputs": " ".join(inputs), "distance": search_distance, "keep": keep,
-                "preset": preset, "window": window or "preset's"}  # fmt: skip
+                "preset": preset, "window": fingerprinter.window}  # fmt: skip
     if not no_verify:
         settings["threshold"] = threshold
     extras = _extra_outputs(inputs, output, dataset, report_path, settings, text_field, id_field)
@@ -293,7 +294,7 @@ def dedup(
                    extras)  # fmt: skip
     options = dict(
         threshold=threshold, verify=not no_verify, distance=distance, keep=keep, blocks=blocks,
-        fingerprinter=make_fingerprinter(preset, window), text_field=text_field,
+        fingerprinter=fingerprinter, text_field=text_field,
         id_field=id_field or None, fmt=in_format, output=output if dataset is None else None,
         clusters=clusters_path, drop_list=drop_list, json_summary=json_summary,
         skip_bad=skip_bad, threads=threads, against=against, update=update,
