@@ -201,3 +201,83 @@ def test_the_command_lists_are_not_cut_short():
         commands = r.stdout.split("Commands:")[1]
         assert r.returncode == 0 and "..." not in commands, commands
         assert len(commands.strip().splitlines()) >= 6
+
+
+#: a count and a noun that disagree ("1 shards"), or a count of thousands without separators
+_ONE_AND_MANY = re.compile(
+    r"(?<![\d.,/])1 (documents|shards|clusters|tasks|fingerprints|entries|workers|threads|runs|"
+    r"pairs|queries|records)\b(?!/s)"
+)
+_NO_SEPARATOR = re.compile(r"(?<![\w.,/:-])\d{4,}(?![\w.,/:-])")
+
+
+def _count_faults(text: str) -> list[str]:
+    return [m.group() for m in (*_ONE_AND_MANY.finditer(text), *_NO_SEPARATOR.finditer(text))]
+
+
+def test_counts_agree_with_their_nouns_and_carry_separators(monkeypatch, tmp_path):
+    """What the commands print of a staged dedup that updates an index, of one document and of
+    1,200: "1 shard", "added 1,026 documents", never "1 shards" or "added 1026"."""
+    assert _count_faults("1 shards, added 1026 documents") == ["1 shards", "1026"]
+    assert _count_faults("1 shard, 11 documents, 1,026 kept in 0.25 s, part-00001.jsonl") == []
+    monkeypatch.setattr(config, "PROGRESS_LOG_SECONDS", 0.0)
+    one = tmp_path / "one.jsonl"
+    one.write_text(json.dumps({"id": "a", "text": "a single document of a few words"}) + "\n")
+    for name, src in (("one", str(one)), ("many", CORPUS)):
+        ix = str(tmp_path / f"{name}.idx")
+        said = [invoke("neardup", "index", "create", ix, text=True)]
+        said.append(invoke("neardup", "dedup", src, "-o", str(tmp_path / f"{name}.kept.jsonl"),
+                           "--shard-docs", "5000", "--against", ix, "--update", "--progress",
+                           "log", text=True))  # fmt: skip
+        said.append(invoke("neardup", "index", "compact", ix, text=True))
+        assert [r.returncode for r in said] == [0, 0, 0], "".join(r.stderr for r in said)
+        stderr = "".join(r.stderr for r in said)
+        assert _count_faults(stderr) == [], stderr
+        want = ("1 document in 1 shard, 0 clusters", "added 1 document to") if name == "one" \
+            else ("1,200 documents in 1 shard, 130 clusters", "added 1,026 documents to")  # fmt: skip
+        assert all(w in stderr for w in want), stderr
+        assert re.search(r"scan 1/1 task\b", stderr), stderr
+
+
+def test_a_missing_package_is_named_before_the_compile_notice(tmp_path):
+    """A first run (nothing compiled) that needs a package not installed says so in its only
+    line, without announcing a compile it will not do (and so again on the next try)."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    src = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"text": ["a b c d e", "f g h i j"]}), src)
+    zst = tmp_path / "d.jsonl.zst"
+    zst.write_bytes(b"(\xb5/\xfd")  # never read: the check comes first
+    block = tmp_path / "block"
+    block.mkdir()
+    (block / "sitecustomize.py").write_text(
+        "import os, sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in os.environ['BLOCKED'].split(','):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+    )
+    ix = tmp_path / "ix"
+    assert invoke("neardup", "index", "create", str(ix)).returncode == 0
+    cases = [
+        ("pyarrow", ["dedup", str(src), "-o", str(tmp_path / "o.parquet")], "parquet"),
+        ("zstandard", ["dedup", str(zst), "-o", str(tmp_path / "o.jsonl")], "zstd"),
+        ("dask,distributed", ["dedup", CORPUS, "-o", str(tmp_path / "w.jsonl"), "--workers",
+                              "2"], "dask"),
+        ("pyarrow", ["index", "add", str(ix), str(src)], "parquet"),
+        ("zstandard", ["fingerprint", str(zst)], "zstd"),
+    ]  # fmt: skip
+    cache = tmp_path / "numba-cache"
+    for blocked, args, extra in cases:
+        env = {
+            **os.environ,
+            "BLOCKED": blocked,
+            "NUMBA_CACHE_DIR": str(cache),
+            "PYTHONPATH": os.pathsep.join([str(block), os.environ.get("PYTHONPATH", "")]),
+        }
+        r = subprocess.run([sys.executable, "-m", "neardup", *args], capture_output=True,
+                           text=True, env=env, timeout=300)  # fmt: skip
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.count("\n") == 1 and f'pip install "neardup[{extra}]"' in r.stderr, (
+            args, r.stderr)  # fmt: skip

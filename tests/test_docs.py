@@ -298,3 +298,28 @@ def test_quick_start_output_is_what_the_command_prints(tmp_path: Path) -> None:
     printed = counts(proc.stderr.splitlines())
     assert len(printed) == len(counted), proc.stderr
     assert counts(shown) == printed
+
+
+def test_default_distances_in_the_guides_are_the_codes() -> None:
+    """Every "N bits at J" the guides give as a threshold's distance is the code's rule, and the
+    fingerprint-only default they name is the code's (no "both default to 6" beside a
+    verified dedup that searches at 10)."""
+    from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD
+    from neardup.core.verify import distance_for_threshold
+
+    guides = {
+        p.name: p.read_text(encoding="utf-8") for p in (ROOT / "docs" / "guides").glob("*.md")
+    }
+    rule = re.compile(r"the threshold's distance[^)]*?\((\d+) bits at (0\.\d+), (\d+) at (0\.\d+)")
+    claims = [m for text in guides.values() for m in rule.finditer(text)]
+    claims += list(re.finditer(r"default the\s+distance chosen for the threshold \((\d+) bits at "
+                               r"(0\.\d+), (\d+) at (0\.\d+)", guides["dedup.md"]))  # fmt: skip
+    assert len(claims) >= 2
+    for m in claims:
+        for bits, at in ((m[1], m[2]), (m[3], m[4])):
+            assert int(bits) == distance_for_threshold(float(at)), m.group()
+    index = " ".join(guides["index.md"].split())
+    assert f"`--distance` bits, {DEFAULT_DEDUP_DISTANCE} unless given" in index
+    at = f"{distance_for_threshold(DEFAULT_DEDUP_THRESHOLD)} bits at the default "
+    assert f"{at}{DEFAULT_DEDUP_THRESHOLD:g}" in index
+    assert not any("both default to" in text for text in guides.values())

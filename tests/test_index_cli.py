@@ -58,7 +58,7 @@ def test_create_add_query_remove_compact_info(tmp_path):
     assert run("index", "compact", ix).returncode == 0
     r = run("index", "info", ix, "--verify")
     info = json.loads(r.stdout)
-    assert info["entries"] == 3 and info["verified"] and len(info["segments"]) == 1
+    assert info["entries"] == 3 and info["checksums_checked"] and len(info["segments"]) == 1
     assert info["blocks"] == 4 and info["tables"] == 4
 
 

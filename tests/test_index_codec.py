@@ -181,7 +181,7 @@ def test_cli_create_compress_and_compact_convert(tmp_path):
     assert r.returncode == 0 and "compressed" in r.stderr
     assert invoke("neardup", "index", "add", path, "--fingerprints", str(src), "-q").returncode == 0
     info = json.loads(invoke("neardup", "index", "info", path, "--verify", text=True).stdout)
-    assert info["codec"] == "ef" and info["verified"] and info["entries"] == len(fps)
+    assert info["codec"] == "ef" and info["checksums_checked"] and info["entries"] == len(fps)
     q = invoke("neardup", "index", "query", path, "--fingerprints", str(src), "-q", text=True)
     assert q.returncode == 0
     assert invoke("neardup", "index", "compact", path, "--no-compress").returncode == 0

@@ -93,12 +93,19 @@ def test_sample_is_seeded_and_ids_are_kept_plus_some_dropped():
     assert a == b == sorted(a) and len(set(a)) == 7
     assert sample_clusters(clusters, 7, seed=2) != a
     assert sample_clusters(clusters[:3], 7) == [0, 1, 2]
-    near = {x for i, k in borderline(clusters, 12) for x in (clusters[i]["kept"], k + 6 * i)}
     assert report_ids(clusters, [0]) == set(range(600))  # few: every text, for the search
+    clusters[50]["members"] += [1000, 1001]  # the largest, listed 51st
+    clusters[50]["distances"] += [0, 0]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(report, "REPORT_EMBED_DOCS", 100)
-        ids = report_ids(clusters, [0])
-    assert ids == {0, 1, 2, 3} | near  # kept, REPORT_MEMBERS = 3 dropped, the borderline ones
+        mp.setattr(report, "REPORT_EMBED_TEXTS", 100)
+        ids = report_ids(clusters, [99])
+        embedded = list(digest_clusters(clusters, len(clusters), []).embedded)
+    # the largest cluster's kept and first REPORT_EMBED_MEMBERS dropped ones first, then the
+    # other 19 largest (by position), and no more than the budget
+    assert embedded[:6] == [300, 301, 302, 303, 304, 305] and len(embedded) == 100
+    assert embedded[6:] == [x for x in range(600) if x // 6 != 50][:94]
+    # and the sampled cluster's kept document and REPORT_MEMBERS = 3 dropped ones
+    assert ids == set(embedded) | {594, 595, 596, 597}
     s = summary_from_clusters(clusters[:2], 100)
     assert (s["clusters"], s["dropped"], s["kept"]) == (2, 10, 90)
 
@@ -539,8 +546,13 @@ def test_digest_is_the_ranks_and_counts_of_every_cluster(clusters, n, data):
     assert d.min_jaccard == (min(jac) if jac else None)
     assert d.sampled == {i: clusters[i] for i in sample} and d.count == len(clusters)
     every = {m for c in clusters for m in c["members"]}
-    few = sum(sizes) <= report.REPORT_EMBED_DOCS
-    assert (set(d.embedded) if d.embedded is not None else None) == (every if few else None)
+    budget = data.draw(st.sampled_from([report.REPORT_EMBED_TEXTS, 7, 40]))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(report, "REPORT_EMBED_TEXTS", budget)
+        embedded = list(digest_clusters(iter(clusters), len(clusters), []).embedded)
+    assert set(embedded) <= every and len(embedded) == min(len(every), budget)
+    heads = list(dict.fromkeys(x for i in order for x in report.cluster_head(clusters[i])))
+    assert embedded[: len(heads)] == heads[:budget]  # the largest clusters' texts first
     with pytest.raises(ValueError, match="were counted"):
         digest_clusters(iter(clusters), len(clusters) + 1, [])
 
@@ -563,6 +575,101 @@ def test_report_stays_small_at_100k_drops(tmp_path):
                      sample_clusters(clusters, 30), near=near)  # fmt: skip
     assert 1_000_000 < n < 20_000_000
     assert path.read_text().count('<details class="pair near"') == 12
+
+
+def _template_corpus() -> list[dict[str, str]]:
+    """60 pages of one template (a word or two changed each: a range of Jaccards), then 1,700
+    families of three near copies of a random text: 5,160 documents in clusters."""
+    rng = np.random.default_rng(5)
+    words = [f"w{i}" for i in range(20_000)]
+    template = rng.choice(words, 80).tolist()
+    rows = []
+    for p in range(60):
+        page = list(template)
+        for k in range(p % 2 + 1 if p else 0):  # the first page is the template itself
+            page[10 + 20 * k] = f"item{p}x{k}"
+        rows.append({"id": f"tpl-{p:03d}", "text": "Template page. " + " ".join(page)})
+    for f in range(1_700):
+        base = rng.choice(words, 50).tolist()
+        changed = [*base[:25], "changed", *base[26:]]
+        for k, text in enumerate((base, changed, base[:-1])):
+            rows.append({"id": f"doc-{f:04d}-{k}", "text": " ".join(text)})
+    return rows
+
+
+@functools.lru_cache(maxsize=1)
+def _large_run() -> tuple[str, list[dict]]:
+    """(report, clusters) of `neardup dedup --report --clusters` on :func:`_template_corpus`."""
+    d = tempfile.mkdtemp(prefix="neardup-report-large-")
+    src, report_path = os.path.join(d, "in.jsonl"), os.path.join(d, "report.html")
+    with open(src, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in _template_corpus())
+    clusters = os.path.join(d, "clusters.jsonl")
+    r = invoke("neardup", "dedup", src, "-o", os.path.join(d, "kept.jsonl"), "--clusters",
+               clusters, "--report", report_path, "-q", text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return report_path, read_clusters(clusters)
+
+
+def test_report_shows_the_largest_clusters_texts_past_5000_clustered_documents():
+    """More than 5,000 documents in clusters: the largest cluster's texts are still in the
+    page (cut, within the budget), its Jaccard range is shown, the page says how many of the
+    clusters its search lists have texts, and the settings name the window used."""
+    report_path, clusters = _large_run()
+    assert sum(len(c["members"]) for c in clusters) > 5_000
+    top = max(clusters, key=lambda c: len(c["members"]))
+    assert top["kept"] == "tpl-000" and len(top["members"]) > 50
+    page = open(report_path, encoding="utf-8").read()
+    texts = json.loads(re.search(r'id="cluster-texts">(.*?)</script>', page, re.S)[1])
+    largest = json.loads(re.search(r'id="largest-index">(.*?)</script>', page, re.S)[1])
+    assert largest[0]["k"] == "tpl-000" and largest[0]["n"] == len(top["members"])
+    shown = largest[0]["m"]
+    assert len(shown) == 1 + report.REPORT_EMBED_MEMBERS and set(shown) <= set(texts)
+    corpus = {r["id"]: r["text"] for r in _template_corpus()}
+    assert all(texts[i] == corpus[i][: report.REPORT_EMBED_CHARS] for i in shown)
+    assert len(texts) == report.REPORT_EMBED_TEXTS  # the budget, spent
+    lo, hi = report.jaccard_range(top)
+    assert lo < hi
+    row = re.search(r"<tr><td><code>tpl-000</code>(.*?)</tr>", page)[1]
+    assert f'<td class="num">{lo:.3f}–{hi:.3f}</td>' in row and "show the texts" in row
+    note = re.search(r"Texts are in this page for ([\d,]+) of the ([\d,]+) clusters", page)
+    assert note and 0 < int(note[1].replace(",", "")) < int(note[2].replace(",", ""))
+    assert int(note[2].replace(",", "")) == len(clusters)
+    assert "preset's" not in page and "<th>window</th><td>3</td>" in page
+
+
+def test_bits_and_counts_have_whole_ticks(tmp_path):
+    """Distances of 1 and 2 bits and counts of 1 to 3: no tick at 1.5 or 0.5."""
+    clusters = [{"kept": f"k{i}", "members": [f"k{i}", f"d{i}"], "distances": [0, 1 + i % 2]}
+                for i in range(5)]  # fmt: skip
+    out = tmp_path / "ticks.html"
+    write_report(out, summary_from_clusters(clusters, 10), clusters, {}, [])
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", out.read_text())
+    numbers = [t.strip() for t in labels if re.fullmatch(r"\s*-?[\d.]+\s*", t)]
+    assert numbers and all("." not in t for t in numbers), numbers
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_largest_cluster_texts_render_in_chromium():
+    """The largest cluster's texts show at once under its table, and another row's link
+    shows that cluster's, with no console error."""
+    report_path, clusters = _large_run()
+    more = max(len(c["members"]) for c in clusters) - 1 - report.REPORT_EMBED_MEMBERS
+    dom = _chromium(f"file://{os.path.abspath(report_path)}", "--dump-dom")
+    assert _console(dom.stderr) == [], dom.stderr
+    start = dom.stdout.index('<div id="largest-texts">')
+    section = dom.stdout[start : dom.stdout.index("</div>", start)]
+    assert "Texts of the cluster of <code>tpl-000</code>" in section
+    assert section.count('<table class="diff">') == report.REPORT_EMBED_MEMBERS
+    assert "Template page." in section and f"{more} more dropped documents" in section
+    clicked = os.path.join(os.path.dirname(report_path), "clicked.html")
+    with open(report_path, encoding="utf-8") as f, open(clicked, "w", encoding="utf-8") as g:
+        g.write(f.read().replace("</body>", "<script>document.querySelector("
+                                 "'a[data-l=\"1\"]').click();</script></body>"))  # fmt: skip
+    dom = _chromium(f"file://{clicked}", "--dump-dom")
+    assert _console(dom.stderr) == [], dom.stderr
+    assert re.search(r'<div id="largest-texts"><h3>Texts of the cluster of <code>doc-', dom.stdout)
 
 
 @pytest.mark.slow

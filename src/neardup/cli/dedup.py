@@ -70,7 +70,7 @@ def _summary_lines(
         lines.append(
             f"against index    {plural(against['dropped'], 'document')} dropped as seen in "
             f"{against['index']}: {how}"
-            + (f"; {own} already in it as themselves (same id and fingerprint)" if own else "")
+            + (f"; {own:,} already in it as themselves (same id and fingerprint)" if own else "")
         )
     if "bytes_in" in s:
         lines.append(
@@ -286,8 +286,9 @@ def dedup(
     # a pipe is read once, into a temporary file, first: its content tells its format
     with spooled(inputs, temp_dir):
         dataset, files = _source(inputs, in_format, output)
+        fingerprinter = make_fingerprinter(preset, window)
         settings = {"inputs": " ".join(inputs), "distance": search_distance, "keep": keep,
-                    "preset": preset, "window": window or "preset's"}  # fmt: skip
+                    "preset": preset, "window": fingerprinter.window}  # fmt: skip
         if not no_verify:
             settings["threshold"] = threshold
         extras = _extra_outputs(inputs, output, dataset, report_path, settings, text_field,
@@ -296,7 +297,7 @@ def dedup(
                        extras)  # fmt: skip
         options = dict(
             threshold=threshold, verify=not no_verify, distance=distance, keep=keep,
-            blocks=blocks, fingerprinter=make_fingerprinter(preset, window),
+            blocks=blocks, fingerprinter=fingerprinter,
             text_field=text_field, id_field=id_field or None, fmt=in_format,
             output=output if dataset is None else None, clusters=clusters_path,
             drop_list=drop_list, json_summary=json_summary, skip_bad=skip_bad, threads=threads,
@@ -304,6 +305,7 @@ def dedup(
             temp_dir=temp_dir, shard_docs=shard_docs, work_dir=work_dir, memory=memory,
             collect=False,
         )  # fmt: skip
+        _require_extras(files, against, device, scheduler is not None or workers is not None)
         source = [InputPath(p) for p in inputs] if dataset is None else dataset
         summary, dask = _run(source, options, files, quiet, progress_mode, scheduler, workers)
     if not quiet:
@@ -354,6 +356,23 @@ def _check_outputs(inputs: tuple[str, ...], files: list[Any], output: str,
                          json_summary)  # fmt: skip
         for extra in extras:
             extra.register(check)
+
+
+def _require_extras(files: list[Any], against: str | None, device: str, dask: bool) -> None:
+    """The optional packages the run needs, asked for before any work and before the notice
+    that kernels compile, so that a missing one is the run's only line (outputs are checked
+    by :func:`_check_outputs`, the report by :func:`_extra_outputs`)."""
+    from neardup.gpu import use_gpu
+    from neardup.io.sources import require_readers
+
+    require_readers(files)
+    if (against or "").endswith(".parquet"):  # a stored corpus (with --scheduler/--workers)
+        require("pyarrow.parquet", "parquet", "Parquet")
+    if dask:
+        for module in ("dask", "distributed"):
+            require(module, "dask", "running on Dask (--scheduler, --workers)")
+    elif device == "cuda":  # (on Dask the workers have the GPU)
+        use_gpu(device)  # cupy and a usable GPU, or one line saying what is missing
 
 
 def _run(source: Any, options: dict[str, Any], files: list[Any], quiet: bool,

@@ -115,7 +115,8 @@ def _search(
     else:
         data = _read_local(inputs, column)
     with connect(scheduler, workers) as c:
-        rep.say(f"cluster: {len(c.nthreads())} workers, {sum(c.nthreads().values())} threads")
+        threads = sum(c.nthreads().values())
+        rep.say(f"cluster: {plural(len(c.nthreads()), 'worker')}, {plural(threads, 'thread')}")
         report = nd.search(data, distance, blocks, c, column=column, edges=clusters, device=device)
     rep.say(
         f"{report.plan.describe()}; moved {report.stats['shuffle_bytes'] / 1e6:.1f} MB into "

@@ -19,7 +19,7 @@ from neardup.io.files import input_size, metered
 from neardup.io.formats import display_name
 from neardup.io.readers import FORMATS
 from neardup.io.remote import RETRIES as REMOTE_RETRIES
-from neardup.io.sources import InputPath, expand_inputs
+from neardup.io.sources import InputPath, expand_inputs, require_readers
 from neardup.io.writers import OutputSet
 from neardup.pipeline.stream import Fingerprinted, fingerprint_all, reads_in_blocks
 
@@ -263,6 +263,7 @@ def fingerprint_inputs(
         if not quiet:
             bar.message(f"skipped {err}")
 
+    require_readers(files)  # a missing package is named before the compile notice
     total = None if any(f.path == "-" for f in files) else sum(input_size(f.path) for f in files)
     announce_compile(prog, [*groups, *(["reader"] if reads_in_blocks(files) else [])], quiet)
     with metered() as meter:

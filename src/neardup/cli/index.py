@@ -77,13 +77,14 @@ def read_inputs(
     ``groups``: the kernels the command compiles on a first run (announced before any work).
     """
     from neardup.cli.fingerprint import fingerprint_inputs, make_fingerprinter, resolve_input
-    from neardup.io.sources import InputPath, expand_inputs
+    from neardup.io.sources import InputPath, expand_inputs, require_readers
 
     if not raw:
         in_format, text_field = resolve_input(in_format, lines, field, column)
     files = expand_inputs([InputPath(p) for p in inputs], in_format, one_output=False)
     inputs = tuple(f.path for f in files)
     if raw:
+        require_readers(files)  # a missing package is named before the compile notice
         announce_compile(PROG, [g for g in groups if g != "fingerprint"], quiet)
         parts = [read_fingerprints(p) for p in inputs]
         return (np.concatenate(parts) if parts else np.zeros(0, np.uint64)), None, None
@@ -449,14 +450,23 @@ def compact_cmd(path: str, compress: bool | None) -> None:
 
 @index.command("info", short_help="An index's layout, size and segments as JSON.")
 @click.argument("path")
-@click.option("--verify", is_flag=True, help="Check every file's CRC-32 (reads the whole index).")
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Also check every file's CRC-32 (reads the whole index); a mismatch is an error.",
+)
 def info_cmd(path: str, verify: bool) -> None:
-    """Print the index's layout, size and segments as JSON."""
+    """Print the index's layout, size and segments as JSON.
+
+    "checksums_checked": true when this call read every file and found its CRC-32 as recorded
+    (--verify; a mismatch is an error instead); false only means that no such check was asked
+    for, not that something is wrong.
+    """
     from neardup.index import Index
 
     with Index.open(path) as ix:
         if verify:
             ix.verify()
         doc = ix.info()
-        doc["verified"] = verify
+        doc["checksums_checked"] = verify
     click.echo(json.dumps(doc, indent=1))

@@ -200,7 +200,7 @@ class TaskProgress:
 
     def line(self, done: int, total: int, elapsed: float) -> str:
         """``stage done/total tasks[, documents/s][, ETA]``."""
-        parts = [f"{self._stage} {done}/{total} tasks"]
+        parts = [f"{self._stage} {done:,}/{plural(total, 'task')}"]
         if self.documents and elapsed > 0 and done:
             parts.append(f"{self.documents * done / total / elapsed:,.0f} documents/s")
         if 0 < done < total and elapsed > 0:

@@ -114,7 +114,8 @@ def find_clusters_command(
 
             labels = find_clusters(values, layout.distance, layout.blocks)
             groups = cluster_groups(labels, min_size=1 if singletons else 2)
-        rep.say(f"found {sum(len(g) > 1 for g in groups)} clusters in {rep.lap():.2f}s")
+        found = plural(sum(len(g) > 1 for g in groups), "cluster")
+        rep.say(f"found {found} in {rep.lap():.2f}s")
         # values are sorted and groups hold ascending positions, so each row is ascending and rows
         # are ordered by their smallest value
         flat = np.concatenate(groups) if groups else np.empty(0, dtype=np.int64)

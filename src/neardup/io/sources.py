@@ -11,13 +11,21 @@ from typing import Any
 
 import numpy as np
 
+from neardup._optional import require
 from neardup.errors import InputError
 from neardup.io.arrow import ArrowTexts
-from neardup.io.files import is_spooled, is_url, list_url
+from neardup.io.files import compression_of, is_spooled, is_url, list_url
 from neardup.io.hf import dataset_texts_and_ids, is_dataset, is_saved_dataset
 from neardup.io.readers import DEFAULT_ID_FIELD, STDIN, detect_format, sniff_format
 
-__all__ = ["InputFile", "InputPath", "expand_inputs", "is_paths", "texts_and_ids"]
+__all__ = [
+    "InputFile",
+    "InputPath",
+    "expand_inputs",
+    "is_paths",
+    "require_readers",
+    "texts_and_ids",
+]
 
 
 class InputPath(str):
@@ -130,6 +138,22 @@ def _file_kind(path: str, fmt: str) -> str:
             "(a document per line) or jsonl",
         )
     return found
+
+
+def require_readers(files: Iterable[InputFile]) -> None:
+    """Import what reading ``files`` needs (pyarrow for Parquet, zstandard for ``.zst``), so
+    that a command names a missing optional package before any work.
+
+    Raises
+    ------
+    MissingDependency
+        Naming the package and the extra that installs it.
+    """
+    files = list(files)
+    if any(f.kind == "parquet" for f in files):
+        require("pyarrow.parquet", "parquet", "Parquet")
+    if any(compression_of(f.path) == "zstd" for f in files):
+        require("zstandard", "zstd", "reading .zst files")
 
 
 def _check_one_output(files: list[InputFile]) -> None:

@@ -632,7 +632,7 @@ def _write_and_commit(run: _Run, plan: DedupPlan, opts: _Options, result: DedupR
         add_survivors(index, run.ids, run.fps, run.new, run.sketches)))  # fmt: skip
     run.seconds["write"] = time.perf_counter() - t0
     if opts.log is not None:
-        opts.log(f"added {added[0]} document{'s'[: added[0] != 1]} to {index.path}")
+        opts.log(f"added {plural(added[0], 'document')} to {index.path}")
 
 
 def _write_outputs(
@@ -670,7 +670,7 @@ def _report_no_shingles(verified: VerifiedDecisions, log: Callable[[str], None] 
     if not n or m <= NO_SHINGLES_WARN_FRACTION * n:
         return
     message = (
-        f"{m} of {n} documents ({100 * m / n:.1f}%) have no shingles (empty or no "
+        f"{m:,} of {plural(n, 'document')} ({100 * m / n:.1f}%) have no shingles (empty or no "
         "words); they are all kept, never dropped as near-duplicates"
     )
     if log is not None:

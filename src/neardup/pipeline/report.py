@@ -10,6 +10,7 @@ member's Jaccard similarity to the kept one, ``null`` where not computed).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections import Counter
@@ -27,6 +28,7 @@ from neardup.io.writers import OutputSet, atomic_output
 __all__ = [
     "ClusterDigest",
     "borderline",
+    "cluster_head",
     "digest_clusters",
     "digest_clusters_file",
     "embedded_ids",
@@ -34,6 +36,7 @@ __all__ = [
     "json_id",
     "hundredths",
     "iter_clusters_file",
+    "jaccard_range",
     "near_counts",
     "near_miss_ids",
     "near_misses",
@@ -64,11 +67,16 @@ REPORT_NEAR = 12
 #: reaches it (each a lower threshold a rerun could take).
 NEAR_STEPS = (0.01, 0.02, 0.05, 0.1)
 
-#: Runs with at most this many documents in clusters embed the texts of every cluster (the first
-#: REPORT_EMBED_CHARS characters of each), shown on demand from the search; larger runs show
-#: the sampled and borderline clusters' texts only (the page stays small).
-REPORT_EMBED_DOCS = 5_000
+#: The page embeds at most this many texts, each cut at REPORT_EMBED_CHARS characters (about
+#: 10 MB at most), for the largest clusters and the search to show on demand: every member's
+#: when the clusters hold no more documents than that, else the largest clusters' first, then
+#: the borderline drops', then those of the clusters the search lists, in order
+#: (:func:`embedded_ids`); the page says how many clusters have them.
+REPORT_EMBED_TEXTS = 5_000
 REPORT_EMBED_CHARS = 2_000
+
+#: Dropped documents of a cluster whose texts the page shows beside the kept one's, on demand.
+REPORT_EMBED_MEMBERS = 5
 
 #: Rows of the report's "largest clusters" table.
 REPORT_LARGEST = 20
@@ -193,8 +201,8 @@ class ClusterDigest:
     borderline: list[tuple[int, int, dict]] = field(default_factory=list)  #: (pos, member, c)
     listed: list[dict] = field(default_factory=list)  #: the first clusters, for the search
     sampled: dict[int, dict] = field(default_factory=dict)  #: the sampled clusters by position
-    #: :func:`embedded_ids`, in order of first appearance (the page is the same in every run)
-    embedded: dict[Any, None] | None = field(default_factory=dict)
+    #: :func:`embedded_ids`, in the order chosen (the page is the same in every run)
+    embedded: dict[Any, None] = field(default_factory=dict)
     index_count: int = 0  #: rows of documents dropped as seen in an index (``--against``)
     index_dropped: int = 0  #: documents in them but their entries
     index_sketch: bool = False  #: some row carries estimated Jaccards
@@ -219,7 +227,7 @@ class ClusterDigest:
         """Ids whose text the report shows: each sampled cluster's kept document and its first
         :data:`neardup.config.REPORT_MEMBERS` dropped ones, the :attr:`borderline` drops with
         their kept documents, and the embedded ones."""
-        ids: set[Any] = set(self.embedded or ())
+        ids: set[Any] = set(self.embedded)
         for _, k, c in self.borderline:
             ids.update((json_id(c["kept"]), json_id(c["members"][k])))
         for i in self.sample:
@@ -254,7 +262,46 @@ def digest_clusters(clusters: Iterable[dict[str, Any]], count: int, sample: list
         raise ValueError(f"{seen:,} clusters where {count:,} were counted")
     d.largest = sorted(d.largest, key=_by_size)[:REPORT_LARGEST]
     d.borderline = [(i, k, c) for _, i, k, c in sorted(scored, key=_by_score)[:n_borderline]]
+    d.embedded = _embedded(d)
     return d
+
+
+def cluster_head(c: dict[str, Any], n: int = REPORT_EMBED_MEMBERS) -> list[Any]:
+    """Ids of a cluster's kept document and its first ``n`` dropped ones (:func:`json_id`
+    form): whose texts the page shows for it."""
+    kept = json_id(c["kept"])
+    dropped = (json_id(m) for m in c["members"] if json_id(m) != kept)
+    return [kept, *itertools.islice(dropped, n)]
+
+
+def jaccard_range(c: dict[str, Any]) -> tuple[float, float] | None:
+    """(lowest, highest) Jaccard of a cluster's dropped documents with its kept one; None when
+    the cluster carries none (a fingerprint-only run)."""
+    js, kept = c.get("jaccards"), json_id(c["kept"])
+    if js is None:
+        return None
+    got = [float(j) for m, j in zip(c["members"], js, strict=True)
+           if j is not None and json_id(m) != kept]  # fmt: skip
+    return (min(got), max(got)) if got else None
+
+
+def _embedded(d: ClusterDigest) -> dict[Any, None]:
+    """The ids whose texts the page embeds (see :data:`REPORT_EMBED_TEXTS`), in order: the
+    heads (:func:`cluster_head`) of the largest clusters, the borderline drops with their kept
+    documents, the heads of the clusters the search lists, then their other members."""
+    order = itertools.chain(
+        (cluster_head(c) for _, c in d.largest),
+        ([json_id(c["kept"]), json_id(c["members"][k])] for _, k, c in d.borderline),
+        (cluster_head(c) for c in d.listed),
+        ([json_id(m) for m in c["members"]] for c in d.listed),
+    )
+    out: dict[Any, None] = {}
+    for ids in order:
+        for i in ids:
+            if len(out) == REPORT_EMBED_TEXTS:
+                return out
+            out[i] = None
+    return out
 
 
 def _by_size(row: tuple[int, dict]) -> tuple[int, int]:
@@ -274,10 +321,6 @@ def _count_cluster(d: ClusterDigest, i: int, c: dict[str, Any], scored: list[tup
     d.sizes[len(members)] += 1
     d.has_jaccard |= js is not None
     d.largest.append((i, c))
-    if d.embedded is not None:
-        d.embedded.update(dict.fromkeys(json_id(m) for m in members))
-        if d.members > REPORT_EMBED_DOCS:
-            d.embedded = None
     jac = []
     for k, m in enumerate(members):
         if json_id(m) == kept:
@@ -356,10 +399,10 @@ def near_miss_ids(near: Mapping[str, Any] | None) -> set[Any]:
 
 
 def embedded_ids(clusters: list[dict[str, Any]]) -> set[Any]:
-    """Ids whose texts the report embeds for the search to show, cluster by cluster: every
-    member's when the clusters hold at most :data:`REPORT_EMBED_DOCS`
-    documents, else none."""
-    return set(digest_clusters(clusters, len(clusters), []).embedded or ())
+    """Ids whose texts the report embeds for the largest clusters and the search to show: every
+    member's when the clusters hold at most :data:`REPORT_EMBED_TEXTS` documents, else that
+    many, chosen as :data:`REPORT_EMBED_TEXTS` says."""
+    return set(digest_clusters(clusters, len(clusters), []).embedded)
 
 
 def report_ids(clusters: list[dict[str, Any]], sample: Iterable[int]) -> set[Any]:

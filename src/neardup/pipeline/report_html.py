@@ -20,9 +20,13 @@ from neardup._optional import require
 from neardup.io.display import size
 from neardup.pipeline.report import (
     REPORT_EMBED_CHARS,
+    REPORT_EMBED_MEMBERS,
+    REPORT_EMBED_TEXTS,
     REPORT_LARGEST,
     ClusterDigest,
+    cluster_head,
     hundredths,
+    jaccard_range,
     json_id,
 )
 
@@ -73,26 +77,50 @@ _JS = """
   var box = document.getElementById('search');
   var out = document.getElementById('results');
   var texts = JSON.parse(document.getElementById('cluster-texts').textContent);
-  var view = document.getElementById('texts'), first = -1;
-  function showTexts(i) {  // a cluster's kept text beside each dropped one, as embedded
-    var c = data[i], k = String(c.k), parts = [];
-    for (var j = 0; j < c.m.length && parts.length < 5; j++) {
-      if (String(c.m[j]) === k) continue;
-      var t = texts[c.m[j]];
+  var largest = JSON.parse(document.getElementById('largest-index').textContent);
+  var view = document.getElementById('texts'), first = -1, firstHit = -1;
+  var largestView = document.getElementById('largest-texts');
+  function text(id) {
+    var t = texts[id];
+    return t == null ? '(text not in this page)' : t;
+  }
+  // cluster c's kept text beside its dropped ones (the one at hit first), as embedded, in box
+  function showTexts(c, hit, box) {
+    var k = String(c.k), order = [], parts = [];
+    if (hit >= 0 && String(c.m[hit]) !== k) order.push(hit);
+    for (var j = 0; j < c.m.length && order.length < MEMBERS; j++) {
+      if (j !== hit && String(c.m[j]) !== k) order.push(j);
+    }
+    order.forEach(function (j) {
       parts.push('<h4>dropped <code>' + esc(c.m[j]) + '</code>: ' + c.d[j] + ' bits' +
         (c.j && c.j[j] != null ? ', Jaccard ' + Number(c.j[j]).toFixed(3) : '') + '</h4>' +
         '<table class="diff"><tr><th>kept: ' + esc(k) + '</th><th>dropped: ' + esc(c.m[j]) +
-        '</th></tr><tr><td>' + esc(texts[k] == null ? '(not found)' : texts[k]) + '</td><td>' +
-        esc(t == null ? '(not found)' : t) + '</td></tr></table>');
-    }
-    view.innerHTML = '<h3>Texts of the cluster of <code>' + esc(k) + '</code></h3>' +
-      '<p class="note">The first characters of each text, as embedded in this page.</p>' +
-      parts.join('');
+        '</th></tr><tr><td>' + esc(text(k)) + '</td><td>' + esc(text(c.m[j])) +
+        '</td></tr></table>');
+    });
+    var more = (c.n || c.m.length) - 1 - order.length;
+    box.innerHTML = '<h3>Texts of the cluster of <code>' + esc(k) + '</code></h3>' +
+      '<p class="note">The first characters of each text, as embedded in this page' +
+      (more > 0 ? '; ' + more.toLocaleString('en-US') + ' more dropped documents' : '') +
+      '.</p>' + parts.join('');
   }
+  var MEMBERS = Number(view.getAttribute('data-members'));
   out.addEventListener('click', function (ev) {
     var a = ev.target.closest('a[data-c]');
-    if (a) { ev.preventDefault(); showTexts(Number(a.getAttribute('data-c'))); }
+    if (!a) return;
+    ev.preventDefault();
+    showTexts(data[Number(a.getAttribute('data-c'))], Number(a.getAttribute('data-h')), view);
   });
+  var table = document.getElementById('largest-table');
+  if (table) {
+    table.addEventListener('click', function (ev) {
+      var a = ev.target.closest('a[data-l]');
+      if (!a) return;
+      ev.preventDefault();
+      showTexts(largest[Number(a.getAttribute('data-l'))], -1, largestView);
+    });
+  }
+  if (largest.length && texts[largest[0].k] != null) showTexts(largest[0], -1, largestView);
   function esc(s) {
     return String(s).replace(/[&<>"]/g, function (c) {
       return {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c];
@@ -102,7 +130,7 @@ _JS = """
     var q = box.value.trim().toLowerCase();
     if (!q) { out.innerHTML = ''; return; }
     var rows = [], shown = 0, total = 0;
-    first = -1;
+    first = firstHit = -1;
     for (var i = 0; i < data.length; i++) {
       var c = data[i], hit = -1;
       for (var j = 0; j < c.m.length; j++) {
@@ -124,8 +152,9 @@ _JS = """
       }
       var link = c.s >= 0 ? ' <a href="#cluster-' + c.s + '">see the texts</a>' :
         (c.x ? ' <a href="#index-matches">in the index</a>' :
-         (texts[c.k] != null ? ' <a href="#" data-c="' + i + '">show the texts</a>' : ''));
-      if (first < 0) first = i;
+         (texts[c.k] != null ? ' <a href="#" data-c="' + i + '" data-h="' + hit +
+          '">show the texts</a>' : ' texts not in this page'));
+      if (first < 0) { first = i; firstHit = hit; }
       rows.push('<tr><td><code>' + esc(c.m[hit]) + '</code></td><td>' + esc(who) +
         '</td><td><code>' + esc(c.k) + '</code>' + (c.x ? ' (index)' : '') +
         '</td><td class="num">' + c.m.length + '</td><td>' + link + '</td></tr>');
@@ -145,7 +174,7 @@ _JS = """
   if (m) { box.value = decodeURIComponent(m[1]); show(); }
   // "#q=ID&texts": the texts of the first cluster found, at once
   if (m && /[#&]texts(&|$)/.test(window.location.hash) && first >= 0 && texts[data[first].k] != null) {
-    showTexts(first);
+    showTexts(data[first], firstHit, view);
   }
 })();
 """
@@ -164,6 +193,13 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg") :]
 
 
+def _whole_ticks() -> Any:
+    """A tick locator that puts ticks on whole numbers only (counts, bits, sizes)."""
+    return require("matplotlib.ticker", "report", "the HTML report").MaxNLocator(
+        integer=True, min_n_ticks=1
+    )
+
+
 def _bar_plot(x: np.ndarray, y: np.ndarray, xlabel: str, title: str, log_x: bool = False) -> str:
     figure = require("matplotlib.figure", "report", "the HTML report")
     fig = figure.Figure(figsize=(6.4, 3.0))
@@ -173,8 +209,11 @@ def _bar_plot(x: np.ndarray, y: np.ndarray, xlabel: str, title: str, log_x: bool
         ax.fill_between(x, y, step="post", color="#3b6fb6", alpha=0.35)
         ax.set_xscale("log")
     else:
-        ax.bar(x, y, width=0.8 if len(x) and np.issubdtype(x.dtype, np.integer) else 0.009,
-               color="#3b6fb6")  # fmt: skip
+        whole = bool(len(x)) and np.issubdtype(x.dtype, np.integer)
+        ax.bar(x, y, width=0.8 if whole else 0.009, color="#3b6fb6")
+        if whole:  # bits and sizes: no tick between two whole numbers
+            ax.xaxis.set_major_locator(_whole_ticks())
+    ax.yaxis.set_major_locator(_whole_ticks())  # counts of documents or clusters
     ax.set_xlabel(xlabel)
     ax.set_ylabel("documents" if "dropped" in title else "clusters")
     ax.set_title(title, fontsize=11)
@@ -205,6 +244,7 @@ def _similarity_plot(digest: ClusterDigest, near: Mapping[str, Any] | None) -> s
         ax.legend(fontsize=8, frameon=False)
     ax.set_xlabel("Jaccard similarity (bars of 0.01)")
     ax.set_ylabel("documents")
+    ax.yaxis.set_major_locator(_whole_ticks())
     title = "Dropped and kept near the threshold" if near is not None else (
         "Similarity of each dropped document")  # fmt: skip
     ax.set_title(title, fontsize=11)
@@ -391,21 +431,80 @@ def _index_section(digest: ClusterDigest, s: Mapping[str, Any]) -> str:
     )
 
 
-def _largest(digest: ClusterDigest) -> str:
-    where = digest.where
+def _jaccards(c: dict[str, Any]) -> str:
+    """A cluster's :func:`~neardup.pipeline.report.jaccard_range` as text (empty without)."""
+    got = jaccard_range(c)
+    if got is None:
+        return ""
+    return f"{got[0]:.3f}" if f"{got[0]:.3f}" == f"{got[1]:.3f}" else f"{got[0]:.3f}–{got[1]:.3f}"
+
+
+def _largest(digest: ClusterDigest, texts: Mapping[Any, str]) -> str:
+    """The largest clusters: size, bits, the Jaccard range of their drops, dropped ids, and
+    their texts on demand (the largest one's shown at once)."""
+    where, jac = digest.where, digest.has_jaccard
     rows = []
-    for i, c in digest.largest[:REPORT_LARGEST]:
+    for rank, (i, c) in enumerate(digest.largest[:REPORT_LARGEST]):
         members = [m for m in c["members"] if json_id(m) != json_id(c["kept"])]
         shown = ", ".join(f"<code>{_e(m)}</code>" for m in members[:8])
         more = f" and {len(members) - 8:,} more" if len(members) > 8 else ""
-        link = f' <a href="#cluster-{where[i]}">texts</a>' if i in where else ""
+        link = ""
+        if _has_text(json_id(c["kept"]), digest, texts):
+            link = f' <a href="#largest-texts" data-l="{rank}">show the texts</a>'
+        if i in where:
+            link += f' <a href="#cluster-{where[i]}">side by side</a>'
         rows.append(
             f'<tr><td><code>{_e(c["kept"])}</code>{link}</td><td class="num">'
             f'{len(c["members"]):,}</td><td class="num">{max(c["distances"])}</td>'
-            f"<td>{shown}{more}</td></tr>"
+            + (f'<td class="num">{_jaccards(c)}</td>' if jac else "")
+            + f"<td>{shown}{more}</td></tr>"
         )
-    head = "<tr><th>kept id</th><th>size</th><th>max bits</th><th>dropped ids</th></tr>"
-    return f'<table class="grid">{head}{"".join(rows)}</table>'
+    head = (
+        "<tr><th>kept id</th><th>size</th><th>max bits</th>"
+        + ("<th>Jaccard of drops (min–max)</th>" if jac else "")
+        + "<th>dropped ids</th></tr>"
+    )
+    return (
+        f'<table class="grid" id="largest-table">{head}{"".join(rows)}</table>\n'
+        '<div id="largest-texts"></div>'
+    )
+
+
+def _has_text(i: Any, digest: ClusterDigest, texts: Mapping[Any, str]) -> bool:
+    """Whether the page embeds the text of id ``i``."""
+    return i in digest.embedded and texts.get(i) is not None
+
+
+def _largest_json(digest: ClusterDigest) -> str:
+    """The largest clusters for the page's script: each cluster's kept id, size and the
+    members whose texts it shows (:func:`~neardup.pipeline.report.cluster_head`) with their
+    distances and Jaccards."""
+    rows = []
+    for _, c in digest.largest[:REPORT_LARGEST]:
+        head = set(cluster_head(c))
+        at = [k for k, m in enumerate(c["members"]) if json_id(m) in head]
+        js = c.get("jaccards")
+        row = {"k": json_id(c["kept"]), "n": len(c["members"]),
+               "m": [json_id(c["members"][k]) for k in at],
+               "d": [c["distances"][k] for k in at]}  # fmt: skip
+        if js is not None:
+            row["j"] = [js[k] for k in at]
+        rows.append(row)
+    return json.dumps(rows, ensure_ascii=False).replace("<", "\\u003c")
+
+
+def _texts_note(digest: ClusterDigest, texts: Mapping[Any, str]) -> str:
+    """What the page leaves out of the texts its search and largest clusters show."""
+    listed = len(digest.listed)
+    with_texts = sum(_has_text(json_id(c["kept"]), digest, texts) for c in digest.listed)
+    if with_texts >= listed:
+        return ""
+    return (
+        f'<p class="note">Texts are in this page for {with_texts:,} of the {listed:,} '
+        f"clusters the search covers, the largest and the nearest the threshold first (at most "
+        f"{REPORT_EMBED_TEXTS:,} texts, the first {REPORT_EMBED_CHARS:,} characters of each); "
+        "the search shows the others' ids and numbers only.</p>"
+    )
 
 
 def _cluster_block(k: int, c: dict[str, Any], texts: Mapping[Any, str]) -> str:
@@ -531,7 +630,7 @@ def _texts_json(digest: ClusterDigest, texts: Mapping[Any, str]) -> str:
     script element: each cut at :data:`REPORT_EMBED_CHARS`, control characters
     written as ``\\x01``."""
     out = {}
-    for i in digest.embedded or ():
+    for i in digest.embedded:
         if texts.get(i) is not None:
             out[str(i)] = _CONTROL.sub(
                 lambda m: f"\\x{ord(m.group()):02x}", texts[i][:REPORT_EMBED_CHARS]
@@ -589,15 +688,16 @@ def render(
 <label for="search">Find a document by id:</label>
 <input id="search" type="search" placeholder="id, or part of it" autocomplete="off">
 <div id="results"></div>
-<div id="texts"></div>
+<div id="texts" data-members="{REPORT_EMBED_MEMBERS}"></div>
 {f'<p class="note">The search covers the first {len(index):,} clusters ({cut:,} more not listed).</p>' if cut > 0 else ""}
+{_texts_note(digest, texts)}
 <h2>Distributions</h2>
 <div class="plots">{plots or '<p class="note">No clusters: nothing was dropped.</p>'}</div>
 {"" if has_jaccard else '<p class="note">Distances are in bits between fingerprints; Jaccard similarities appear when the clusters carry them.</p>'}
 {_borderline_section(digest, texts)}{_near_section(near, bool(summary.get("verified", has_jaccard)), texts)}
 {_index_section(digest, summary)}
 <h2>Largest clusters</h2>
-{_largest(digest) if n else '<p class="note">None.</p>'}
+{_largest(digest, texts) if n else '<p class="note">None.</p>'}
 <h2>Kept and dropped texts, side by side</h2>
 <p class="note">{len(digest.sample):,} of {n:,} clusters, chosen at random; changed words
 are <span class="diff_chg">marked</span>, <span class="diff_add">added</span> and
@@ -605,6 +705,7 @@ are <span class="diff_chg">marked</span>, <span class="diff_add">added</span> an
 {blocks}
 <script type="application/json" id="similarity-counts">{_counts_json(digest, near)}</script><script type="application/json" id="cluster-index">{index_json}</script>
 <script type="application/json" id="cluster-texts">{_texts_json(digest, texts)}</script>
+<script type="application/json" id="largest-index">{_largest_json(digest)}</script>
 <script>{_JS}</script>
 </body></html>
 """

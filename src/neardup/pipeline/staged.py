@@ -27,6 +27,7 @@ import numpy as np
 
 from neardup.distributed.plan import make_plan
 from neardup.errors import InputError, damaged, reading_back
+from neardup.io.display import plural
 from neardup.io.files import (
     check_unchanged,
     file_stamp,
@@ -490,8 +491,8 @@ def run_staged(
             check_unchanged(path, stamp)
         _commit(plan, run, outputs, index, log)
         if log is not None:
-            log(f"{run.n} documents in {len(plan.shards)} shards, {run.clusters} clusters found "
-                f"({executor.name} executor)")  # fmt: skip
+            log(f"{plural(run.n, 'document')} in {plural(len(plan.shards), 'shard')}, "
+                f"{plural(run.clusters, 'cluster')} found ({executor.name} executor)")  # fmt: skip
     return run, result
 
 
@@ -605,7 +606,7 @@ def _commit(plan: DedupPlan, run: StagedRun, outputs: OutputSet, index: Any, log
     _check_survivors(plan, run, index)
     commit_with_update(outputs, index, lambda: _add_parts(run, index))
     if log is not None:
-        log(f"added {run.added} document{'s'[: run.added != 1]} to {index.path}")
+        log(f"added {plural(run.added, 'document')} to {index.path}")
 
 
 def _peak_rss() -> int:
