@@ -19,7 +19,7 @@ from neardup.cli.fingerprint import (
 from neardup.cli.progress import Progress, TaskProgress, progress_option
 from neardup.cli.report import report_option
 from neardup.cli.style import announce_compile, plural, saved, size
-from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, KEEP_POLICIES
+from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, keep_field
 from neardup.core.verify import distance_for_threshold
 from neardup.io.files import input_size, metered
 from neardup.io.formats import display_name
@@ -112,10 +112,12 @@ def _summary_lines(
 @report_option
 @click.option(
     "--keep",
-    type=click.Choice(KEEP_POLICIES),
     default="first",
     show_default=True,
-    help="Which near-duplicate is kept: first in input order, or longest text (ties: first).",
+    callback=lambda ctx, param, value: _check_keep(value),
+    help="Which near-duplicate is kept: 'first' in input order, 'longest' text, or the highest "
+    "('max:FIELD') or lowest ('min:FIELD') value of a JSONL field or Parquet column, all "
+    "numbers or all ISO-8601 dates (ties: first).",
 )
 @click.option(
     "-t",
@@ -307,6 +309,17 @@ def dedup(
                    (output, clusters_path, drop_list, json_summary, report_path) if p]  # fmt: skip
         for line in _summary_lines(summary, written, dask):
             click.echo(f"{PROG}: {line}", err=True)
+
+
+def _check_keep(keep: str) -> str:
+    """``--keep`` as given, or one line saying what it may be."""
+    try:
+        keep_field(keep)
+    except ValueError:
+        raise click.UsageError(
+            f"--keep must be first, longest, max:FIELD or min:FIELD (got {keep!r})"
+        ) from None
+    return keep
 
 
 def _check_options(output: str, json_summary: str | None, against: str | None, update: bool,

@@ -245,8 +245,12 @@ def dedup(
     distance : int, optional
         Largest Hamming distance (bits, inclusive) between fingerprints that makes candidates
         (verified) or links documents (``verify=False``, default 6).
-    keep : {"first", "longest"}
-        Which document is kept: first in input order, or most characters (ties: first).
+    keep : {"first", "longest", "max:FIELD", "min:FIELD"}
+        Which document is kept: first in input order, most characters, or the highest
+        (``"max:score"``) or lowest (``"min:crawl_date"``) value of a field of the records
+        (ties: first). A keep field needs JSONL or Parquet input; its values must be all
+        numbers or all dates (ISO-8601 strings, or Parquet dates and timestamps; without a
+        zone: UTC); a record without one is a bad record (``skip_bad``).
     blocks : int, optional
         Search layout block count (default: chosen for the corpus size).
     preset : str
@@ -509,7 +513,7 @@ def _read(run: _Run, plan: DedupPlan, data: Any, opts: _Options) -> None:
                 [], fmt=plan.fmt, text_field=plan.text_field, id_field=plan.id_field,
                 fingerprinter=plan.fingerprinter, threads=opts.threads, on_bad=opts.on_bad,
                 progress=(lambda n: progress("read", n)) if progress else None,
-                files=run.files, spool=run.spool,
+                files=run.files, spool=run.spool, key_field=plan.key_field,
             )  # fmt: skip
         run.ids, run.fps, run.lens = scan.ids, scan.fingerprints, scan.lengths
         run.skipped = scan.skipped
@@ -565,16 +569,18 @@ def _decide(run: _Run, plan: DedupPlan, opts: _Options) -> DedupResult:
     verified = None
     temp_bytes = 0
     with holding(_HOLDING_SEARCH, _FIX_SCAN):
+        # the keep order's key: characters for "longest", the field's values for "max:FIELD"
+        values = run.lens if plan.key_field is None else run.scan.priority  # type: ignore[union-attr]
         if run.spool is None:
             decisions = decide(
-                run.fps, run.lens, keep=plan.keep, distance=plan.fingerprint_distance,
+                run.fps, values, keep=plan.keep, distance=plan.fingerprint_distance,
                 blocks=plan.blocks, threads=opts.threads, already_seen=run.already_seen,
                 client=opts.client, device=opts.device,
             )  # fmt: skip
         else:
             sets = run.sets if run.sets is not None else run.spool.sets()
             verified = decide_verified_sets(
-                sets, run.lens, plan.threshold, keep=plan.keep, distance=plan.distance_given,
+                sets, values, plan.threshold, keep=plan.keep, distance=plan.distance_given,
                 blocks=plan.blocks, threads=opts.threads, client=opts.client,
                 exclude=run.exclude, device=opts.device,
                 near_misses=_near(opts.extra_outputs),

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, KEEP_POLICIES
+from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, keep_field
 from neardup.core.similarity import check_threshold, distance_for_threshold
+from neardup.errors import InputError
 from neardup.io.blocks import line_format
 from neardup.io.files import compression_of, input_size, is_url
 from neardup.io.readers import STDIN
@@ -119,6 +120,11 @@ class DedupPlan:
     cluster_parts: bool = False
 
     @property
+    def key_field(self) -> str | None:
+        """The field whose highest (lowest) value is kept (``keep="max:FIELD"``), else None."""
+        return keep_field(self.keep)
+
+    @property
     def kind(self) -> str:
         """The inputs' reader kind (``"jsonl"`` for in-memory input)."""
         return self.files[0].kind if self.files else "jsonl"
@@ -163,8 +169,7 @@ def _check_rule(
     verify: bool, threshold: float, distance: int | None, keep: str, blocks: int | None
 ) -> int:
     """The rule's search distance, once its threshold, keep policy and blocks are checked."""
-    if keep not in KEEP_POLICIES:
-        raise ValueError(f"keep must be one of {list(KEEP_POLICIES)} (got {keep!r})")
+    keep_field(keep)
     if verify:
         check_threshold(threshold)
     d = search_distance(verify, threshold, distance)
@@ -174,6 +179,23 @@ def _check_rule(
             f"use blocks={d + 1} or more"
         )
     return d
+
+
+def _check_key_input(keep: str, files: Sequence[InputFile]) -> None:
+    """A keep field needs records with fields: JSONL or Parquet files."""
+    name = keep_field(keep)
+    if name is None:
+        return
+    if not files:
+        raise ValueError(f"keep={keep!r} needs file input (JSONL or Parquet records with a "
+                         f"field {name!r}); in-memory input has no fields")  # fmt: skip
+    if files[0].kind not in ("jsonl", "parquet"):
+        raise InputError(
+            files[0].path,
+            None,
+            f"--keep {keep} needs JSONL or Parquet input "
+            f"(records with a field {name!r}); {files[0].kind} input has no fields",
+        )
 
 
 def _expand(data: Any, fmt: str, output: Any) -> tuple[list[str], list[InputFile]]:
@@ -247,6 +269,7 @@ def build_plan(
     if shard_docs is not None and shard_docs < 1:
         raise ValueError(f"shard_docs must be >= 1 (got {shard_docs})")
     inputs, files = _expand(data, fmt, output)
+    _check_key_input(keep, files)
     budget = memory_budget(memory)
     staged = is_staged(files, shard_docs=shard_docs, work_dir=work_dir, budget=budget,
                        client=client, device=device, against=against, text_field=text_field,

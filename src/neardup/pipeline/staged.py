@@ -35,7 +35,7 @@ from neardup.pipeline import stage_near as N
 from neardup.pipeline import stages as S
 from neardup.pipeline.executors import LocalExecutor, Progress, run_task
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.scan import check_parquet_schemas
+from neardup.pipeline.scan import check_key_kinds, check_parquet_schemas
 from neardup.pipeline.shard_write import write_task
 from neardup.pipeline.write import register_outputs, write_summary
 
@@ -46,7 +46,8 @@ __all__ = ["StagedRun", "open_work_dir", "run_staged"]
 ONE_TASK_SEARCH = 1 << 22
 SEARCH_PER_SHARD_DOC = 16
 _MANIFEST = "manifest.json"
-_VERSION = 3  # 2: the scan spills hold their id hashes sorted; 3: bad records in files
+_VERSION = 4  # 2: the scan spills hold their id hashes sorted; 3: bad records in files;
+# 4: the near tasks keep each pair's keep key (ekey)
 
 
 @dataclass
@@ -175,6 +176,8 @@ def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | No
             if on_bad is not None:
                 on_bad(InputError(source, line, message))
     run.no_shingles = sum(i["no_shingles"] for i in infos)
+    if plan.key_field is not None:  # a keep field of numbers or of dates, not both
+        check_key_kinds([S.key_kinds(r.work, plan, s) for s in shards], plan.key_field)
     return run
 
 
