@@ -109,6 +109,13 @@ def _summary_lines(
     "size, member ids, each member's distance (bits) and Jaccard (jaccards) to the kept one.",
 )
 @click.option("--drop-list", default=None, help="Write the ids removed, one per line.")
+@click.option(
+    "--removed",
+    default=None,
+    metavar="PATH",
+    help="Write the removed records, untouched, in input order and the input's format (as "
+    "--output writes the kept ones): kept and removed together are the input's records.",
+)
 @report_option
 @click.option(
     "--keep",
@@ -229,6 +236,7 @@ def dedup(
     output: str,
     clusters_path: str | None,
     drop_list: str | None,
+    removed: str | None,
     report_path: str | None,
     keep: str,
     threshold: float,
@@ -286,13 +294,16 @@ def dedup(
     search_distance = _check_options(output, json_summary, against, update, blocks,
                                       no_verify, threshold, distance)  # fmt: skip
     dataset, files = _source(inputs, in_format, output)
+    if dataset is not None and removed is not None:
+        raise click.UsageError("--removed needs file input (JSONL, Parquet or text files), "
+                               "not a saved dataset")  # fmt: skip
     settings = {"inputs": " ".join(inputs), "distance": search_distance, "keep": keep,
                 "preset": preset, "window": window or "preset's"}  # fmt: skip
     if not no_verify:
         settings["threshold"] = threshold
     extras = _extra_outputs(inputs, output, dataset, report_path, settings, text_field, id_field)
     _check_outputs(inputs, files, output, clusters_path, drop_list, json_summary, against,
-                   extras)  # fmt: skip
+                   extras, removed)  # fmt: skip
     options = dict(
         threshold=threshold, verify=not no_verify, distance=distance, keep=keep, blocks=blocks,
         fingerprinter=make_fingerprinter(preset, window), text_field=text_field,
@@ -300,13 +311,14 @@ def dedup(
         clusters=clusters_path, drop_list=drop_list, json_summary=json_summary,
         skip_bad=skip_bad, threads=threads, against=against, update=update,
         extra_outputs=extras, device=device, temp_dir=temp_dir, shard_docs=shard_docs,
-        work_dir=work_dir, memory=memory, collect=False,
+        work_dir=work_dir, memory=memory, collect=False, removed=removed,
     )  # fmt: skip
     source = [InputPath(p) for p in inputs] if dataset is None else dataset
     summary, dask = _run(source, options, files, quiet, progress_mode, scheduler, workers)
     if not quiet:
         written = [display_name(p, output=True) for p in
-                   (output, clusters_path, drop_list, json_summary, report_path) if p]  # fmt: skip
+                   (output, removed, clusters_path, drop_list, json_summary, report_path)
+                   if p]  # fmt: skip
         for line in _summary_lines(summary, written, dask):
             click.echo(f"{PROG}: {line}", err=True)
 
@@ -351,7 +363,8 @@ def _source(inputs: tuple[str, ...], in_format: str, output: str) -> tuple[Any, 
 
 def _check_outputs(inputs: tuple[str, ...], files: list[Any], output: str,
                    clusters: str | None, drop_list: str | None, json_summary: str | None,
-                   against: str | None, extras: list[Any]) -> None:  # fmt: skip
+                   against: str | None, extras: list[Any],
+                   removed: str | None = None) -> None:  # fmt: skip
     """Every output checked before any work (and again by the run, which stages them all,
     the report and a saved dataset included, and commits them together at its end)."""
     from neardup.pipeline.write import register_outputs
@@ -360,7 +373,7 @@ def _check_outputs(inputs: tuple[str, ...], files: list[Any], output: str,
         if files:
             check.add_inputs(f.path for f in files)
         register_outputs(check, files, output if files else None, clusters, drop_list,
-                         json_summary)  # fmt: skip
+                         json_summary, removed if files else None)  # fmt: skip
         for extra in extras:
             extra.register(check)
 

@@ -216,6 +216,7 @@ def dedup(
     stage_progress: Callable[[str, int, int], None] | None = None,
     memory: int | str | None = None,
     collect: bool = True,
+    removed: str | os.PathLike | None = None,
 ) -> Any:
     """Find near-duplicate documents and choose one survivor per cluster.
 
@@ -269,6 +270,11 @@ def dedup(
         the kept one and (verified) its Jaccard with it (``jaccards``, 1.0 for the kept one).
     drop_list : path, optional
         Write the ids of the dropped documents, one per line.
+    removed : path, optional
+        File input only: write the dropped records here, untouched, in input order and the
+        input's format, as ``output`` writes the kept ones (a file, or a directory where
+        ``output`` would be one); the kept and removed records together are the input's
+        records (less any skipped as bad).
     json_summary : path, optional
         Write :meth:`DedupResult.summary` as one JSON object.
 
@@ -375,7 +381,7 @@ def dedup(
             blocks=blocks, fingerprinter=fingerprinter, preset=preset, text_field=text_field,
             id_field=id_field, fmt=fmt, skip_bad=skip_bad, output=output, clusters=clusters,
             drop_list=drop_list, json_summary=json_summary, against=against, update=update,
-            shard_docs=shard_docs, work_dir=work_dir, memory=memory,
+            shard_docs=shard_docs, work_dir=work_dir, memory=memory, removed=removed,
             parallel=_parallel(threads, client), client=client is not None, device=device,
             one_process=["already_seen="] if already_seen is not None else [],
         )  # fmt: skip
@@ -495,7 +501,7 @@ def _open_run(stack: contextlib.ExitStack, plan: DedupPlan, data: Any, opts: _Op
     if plan.against is not None:
         index = open_against(stack, outputs, plan.against, plan.update, plan.verify)
     register_outputs(outputs, files or [], plan.output, plan.clusters, plan.drop_list,
-                     plan.json_summary)  # fmt: skip
+                     plan.json_summary, plan.removed)  # fmt: skip
     for extra in opts.extra_outputs:
         extra.register(outputs)
     spool = stack.enter_context(ShingleSpool(opts.temp_dir)) if plan.verify else None
@@ -624,7 +630,12 @@ def _write_and_commit(run: _Run, plan: DedupPlan, opts: _Options, result: DedupR
     t0 = time.perf_counter()
     _write_outputs(result, run.scan, plan.output, plan.clusters, plan.drop_list,
                    opts.extra_outputs, run.outputs, opts.progress, opts.threads)  # fmt: skip
+    if plan.removed is not None:  # the dropped records, as the kept ones are written
+        assert run.scan is not None
+        write_kept(run.scan, result.dropped, plan.removed, outputs=run.outputs,
+                   threads=opts.threads)  # fmt: skip
     wrote = plan.output is not None or plan.clusters is not None or plan.drop_list is not None
+    wrote = wrote or plan.removed is not None
     if wrote or update or opts.extra_outputs:
         run.seconds["write"] = time.perf_counter() - t0
     if plan.json_summary is not None:
