@@ -633,3 +633,41 @@ def component_labels(edges) -> dict[int, int]:
                 label[a] = label[b] = m
                 changed = True
     return label
+
+
+def keep_order(keep: str, texts, values=None) -> list[int]:
+    """Document positions in keep order, literally: ``"first"`` input order, ``"longest"``
+    the most characters first, ``"max:F"`` / ``"min:F"`` the highest / lowest of ``values``
+    first (Python numbers, or ``datetime`` s with a zone), ties to the earlier."""
+    n = len(texts)
+    if keep == "first":
+        return list(range(n))
+    if keep == "longest":
+        return sorted(range(n), key=lambda i: (-len(texts[i]), i))
+    if keep.startswith("max:"):
+        # a stable sort by value, highest first, keeps equal values in input order
+        return sorted(range(n), key=lambda i: values[i], reverse=True) if n else []
+    return sorted(range(n), key=lambda i: values[i])
+
+
+def dedup_kept(texts, threshold: float, keep: str, verify: bool, values=None) -> list[bool]:
+    """Which documents a dedup keeps, by the brute-force rules here: verified, the decision
+    rule of :func:`decide_verified` over the default fingerprinter's shingle sets in
+    :func:`keep_order`; fingerprint-only, one survivor per :func:`find_clusters` cluster at
+    distance 6 (the first in keep order)."""
+    from neardup.core.similarity import distance_for_threshold
+    from neardup.fingerprints import Fingerprinter
+
+    order = keep_order(keep, texts, values)
+    if not verify:
+        labels = find_clusters(Fingerprinter().fingerprint_many(list(texts)), 6)
+        best: dict[int, int] = {}
+        for i in order:
+            best.setdefault(int(labels[i]), i)
+        return [best[int(labels[i])] == i for i in range(len(texts))]
+    f = Fingerprinter().features_many(list(texts))
+    sets = csr_to_sets(f.offsets, f.keys)
+    fps = [set_minhash(x) for x in sets]
+    d = distance_for_threshold(threshold)
+    kept_for, _ = decide_verified(sets, fps, threshold, order, distance=d)
+    return [k < 0 for k in kept_for]

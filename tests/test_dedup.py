@@ -91,7 +91,9 @@ def test_decide_fixed_and_already_seen():
     assert d.kept.tolist() == [True, False, False, True, False, False]
     # chained cluster: 0b1111 and 0b0011 are 2 apart, linked through 0b0111 at distance 1
     assert decide(fp[:3], distance=1).distance.tolist() == [0, 1, 2]
-    with pytest.raises(ValueError, match="keep must be one of"):
+    with pytest.raises(
+        ValueError, match=r"keep must be first, longest, max:FIELD or min:FIELD \(got "
+    ):
         decide(fp, keep="last")
     with pytest.raises(ValueError, match="needs the document lengths"):
         decide(fp, keep="longest")

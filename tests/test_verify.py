@@ -512,7 +512,9 @@ def test_bad_arguments():
         similar_pairs((*sets, [1, 2]), 1.5)
     with pytest.raises(ValueError, match="needs the document lengths"):
         decide_verified(sets, [1, 2], keep="longest")
-    with pytest.raises(ValueError, match="keep must be one of"):
+    with pytest.raises(
+        ValueError, match=r"keep must be first, longest, max:FIELD or min:FIELD \(got "
+    ):
         decide_verified(sets, [1, 2], keep="last")
     with pytest.raises(ValueError, match="distance"):
         decide_verified(sets, [1, 2], distance=-1)

@@ -19,7 +19,7 @@ from neardup.cli.fingerprint import (
 from neardup.cli.progress import Progress, TaskProgress, progress_option
 from neardup.cli.report import report_option
 from neardup.cli.style import announce_compile, plural, saved, size
-from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, KEEP_POLICIES
+from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, keep_field
 from neardup.core.verify import distance_for_threshold
 from neardup.io.files import input_size, metered, spooled
 from neardup.io.formats import display_name
@@ -109,13 +109,22 @@ def _summary_lines(
     "size, member ids, each member's distance (bits) and Jaccard (jaccards) to the kept one.",
 )
 @click.option("--drop-list", default=None, help="Write the ids removed, one per line.")
+@click.option(
+    "--removed",
+    default=None,
+    metavar="PATH",
+    help="Write the removed records, untouched, in input order and the input's format (as "
+    "--output writes the kept ones): kept and removed together are the input's records.",
+)
 @report_option
 @click.option(
     "--keep",
-    type=click.Choice(KEEP_POLICIES),
     default="first",
     show_default=True,
-    help="Which near-duplicate is kept: first in input order, or longest text (ties: first).",
+    callback=lambda ctx, param, value: _check_keep(value),
+    help="Which near-duplicate is kept: 'first' in input order, 'longest' text, or the highest "
+    "('max:FIELD') or lowest ('min:FIELD') value of a JSONL field or Parquet column, all "
+    "numbers or all ISO-8601 dates (ties: first).",
 )
 @click.option(
     "-t",
@@ -227,6 +236,7 @@ def dedup(
     output: str,
     clusters_path: str | None,
     drop_list: str | None,
+    removed: str | None,
     report_path: str | None,
     keep: str,
     threshold: float,
@@ -286,6 +296,9 @@ def dedup(
     # a pipe is read once, into a temporary file, first: its content tells its format
     with spooled(inputs, temp_dir):
         dataset, files = _source(inputs, in_format, output)
+        if dataset is not None and removed is not None:
+            raise click.UsageError("--removed needs file input (JSONL, Parquet or text files), "
+                                   "not a saved dataset")  # fmt: skip
         fingerprinter = make_fingerprinter(preset, window)
         settings = {"inputs": " ".join(inputs), "distance": search_distance, "keep": keep,
                     "preset": preset, "window": fingerprinter.window}  # fmt: skip
@@ -294,7 +307,7 @@ def dedup(
         extras = _extra_outputs(inputs, output, dataset, report_path, settings, text_field,
                                 id_field)  # fmt: skip
         _check_outputs(inputs, files, output, clusters_path, drop_list, json_summary, against,
-                       extras)  # fmt: skip
+                       extras, removed)  # fmt: skip
         options = dict(
             threshold=threshold, verify=not no_verify, distance=distance, keep=keep,
             blocks=blocks, fingerprinter=fingerprinter,
@@ -303,16 +316,28 @@ def dedup(
             drop_list=drop_list, json_summary=json_summary, skip_bad=skip_bad, threads=threads,
             against=against, update=update, extra_outputs=extras, device=device,
             temp_dir=temp_dir, shard_docs=shard_docs, work_dir=work_dir, memory=memory,
-            collect=False,
+            collect=False, removed=removed,
         )  # fmt: skip
         _require_extras(files, against, device, scheduler is not None or workers is not None)
         source = [InputPath(p) for p in inputs] if dataset is None else dataset
         summary, dask = _run(source, options, files, quiet, progress_mode, scheduler, workers)
     if not quiet:
         written = [display_name(p, output=True) for p in
-                   (output, clusters_path, drop_list, json_summary, report_path) if p]  # fmt: skip
+                   (output, removed, clusters_path, drop_list, json_summary, report_path)
+                   if p]  # fmt: skip
         for line in _summary_lines(summary, written, dask):
             click.echo(f"{PROG}: {line}", err=True)
+
+
+def _check_keep(keep: str) -> str:
+    """``--keep`` as given, or one line saying what it may be."""
+    try:
+        keep_field(keep)
+    except ValueError:
+        raise click.UsageError(
+            f"--keep must be first, longest, max:FIELD or min:FIELD (got {keep!r})"
+        ) from None
+    return keep
 
 
 def _check_options(output: str, json_summary: str | None, against: str | None, update: bool,
@@ -344,7 +369,8 @@ def _source(inputs: tuple[str, ...], in_format: str, output: str) -> tuple[Any, 
 
 def _check_outputs(inputs: tuple[str, ...], files: list[Any], output: str,
                    clusters: str | None, drop_list: str | None, json_summary: str | None,
-                   against: str | None, extras: list[Any]) -> None:  # fmt: skip
+                   against: str | None, extras: list[Any],
+                   removed: str | None = None) -> None:  # fmt: skip
     """Every output checked before any work (and again by the run, which stages them all,
     the report and a saved dataset included, and commits them together at its end)."""
     from neardup.pipeline.write import register_outputs
@@ -353,7 +379,7 @@ def _check_outputs(inputs: tuple[str, ...], files: list[Any], output: str,
         if files:
             check.add_inputs(f.path for f in files)
         register_outputs(check, files, output if files else None, clusters, drop_list,
-                         json_summary)  # fmt: skip
+                         json_summary, removed if files else None)  # fmt: skip
         for extra in extras:
             extra.register(check)
 

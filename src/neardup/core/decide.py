@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -19,14 +20,56 @@ __all__ = [
     "DEFAULT_DEDUP_THRESHOLD",
     "KEEP_POLICIES",
     "Decisions",
+    "cluster_survivors",
     "decide",
     "from_kept_for",
+    "keep_field",
+    "keep_key",
 ]
 
 #: Default Jaccard threshold of verified dedup (documents dropped at exact Jaccard >= 0.8).
 DEFAULT_DEDUP_THRESHOLD = 0.8
-#: How the survivor of a cluster is chosen.
+#: How the survivor of a cluster is chosen (and ``"max:FIELD"`` / ``"min:FIELD"``: the
+#: highest / lowest value of a field of the records, :func:`keep_field`).
 KEEP_POLICIES = ("first", "longest")
+
+
+def keep_field(keep: str) -> str | None:
+    """The field of a keep order ``"max:FIELD"`` or ``"min:FIELD"`` (None for ``"first"`` and
+    ``"longest"``); anything else is a ValueError in one line.
+
+    Examples
+    --------
+    >>> keep_field("max:score"), keep_field("longest")
+    ('score', None)
+    """
+    if isinstance(keep, str):
+        if keep in KEEP_POLICIES:
+            return None
+        how, _, name = keep.partition(":")
+        if how in ("max", "min") and name:
+            return name
+    raise ValueError(f"keep must be first, longest, max:FIELD or min:FIELD (got {keep!r})")
+
+
+def keep_key(keep: str, values: Sequence[Any] | np.ndarray | None, n: int) -> np.ndarray | None:
+    """The sort key of a keep order over ``n`` documents: kept first is the smallest key, ties
+    to the earlier document; None for ``"first"`` (input order).
+
+    ``values`` are the documents' characters for ``"longest"`` (the key is their negation) or
+    their field's values for ``"max:FIELD"`` (negated) and ``"min:FIELD"`` (as they are), as
+    float64 (numbers, or instants as :func:`neardup.io.readers.priority_value` reads dates).
+    """
+    name = keep_field(keep)
+    if keep == "first":
+        return None
+    what = "the document lengths" if name is None else f"the values of field {name!r}"
+    if values is None:
+        raise ValueError(f"keep={keep!r} needs {what}")
+    v = np.ascontiguousarray(values, dtype=np.int64 if name is None else np.float64).ravel()
+    if v.shape[0] != n:
+        raise ValueError(f"got {n} documents but {v.shape[0]} of {what}")
+    return v if keep.startswith("min:") else -v
 
 
 @dataclass(frozen=True)
@@ -72,13 +115,16 @@ class Decisions:
         return int(np.count_nonzero(np.bincount(self.labels) >= 2))
 
 
-def _survivors(labels: np.ndarray, lengths: np.ndarray | None, keep: str) -> np.ndarray:
+def cluster_survivors(labels: np.ndarray, key: np.ndarray | None) -> np.ndarray:
+    """The member each cluster keeps, for each of ``n`` documents (int64[n]): the smallest
+    ``key`` (:func:`keep_key`; None: the first), ties to the earliest. ``labels`` (int64[n])
+    name each document's cluster by a position in ``0..n-1`` (its root or first member)."""
     n = len(labels)
-    if keep == "first" or n == 0:
+    if key is None or n == 0:
         return labels.copy()
-    # longest: order by cluster, then length descending, then position; take each group's head
+    # order by cluster, then key, then position; take each group's head
     pos = np.arange(n, dtype=np.int64)
-    order = np.lexsort((pos, -lengths, labels))
+    order = np.lexsort((pos, key, labels))
     lab = labels[order]
     head = np.ones(n, dtype=bool)
     head[1:] = lab[1:] != lab[:-1]
@@ -106,10 +152,11 @@ def decide(
         Unsigned 64-bit simhash fingerprints (bit 63 most significant), one per document in
         input order.
     lengths : sequence of int or ndarray, optional
-        Document lengths (characters); needed for ``keep="longest"``.
-    keep : {"first", "longest"}
-        Survivor of a cluster: its first member in input order, or its longest member (ties go
-        to the first).
+        Document lengths (characters), needed for ``keep="longest"``; for ``"max:FIELD"`` and
+        ``"min:FIELD"`` the field's values (float64).
+    keep : {"first", "longest", "max:FIELD", "min:FIELD"}
+        Survivor of a cluster: its first member in input order, its longest member, or the
+        member with the highest (lowest) value of a field (ties go to the first).
     distance : int, default 6
         Largest Hamming distance (bits, inclusive) that links two documents.
     blocks : int, optional
@@ -132,25 +179,17 @@ def decide(
     >>> d.labels.tolist(), d.kept.tolist(), d.distance.tolist()
     ([0, 0, 2], [True, False, True], [0, 1, 0])
     """
-    if keep not in KEEP_POLICIES:
-        raise ValueError(f"keep must be one of {list(KEEP_POLICIES)} (got {keep!r})")
+    keep_field(keep)
     fp = as_fingerprints(fingerprints)
     n = len(fp)
-    lens: np.ndarray | None = None
-    if keep == "longest":
-        if lengths is None:
-            raise ValueError("keep='longest' needs the document lengths")
-    if lengths is not None:
-        lens = np.ascontiguousarray(lengths, dtype=np.int64).ravel()
-        if len(lens) != n:
-            raise ValueError(f"got {n} fingerprints but {len(lens)} lengths")
+    key = keep_key(keep, lengths, n)
     if labels is None:
         labels = find_clusters(fp, distance, blocks, threads=threads)
     else:
         labels = np.ascontiguousarray(labels, dtype=np.int64)
         if labels.shape != (n,):
             raise ValueError(f"got {n} fingerprints but labels of shape {labels.shape}")
-    survivor = _survivors(labels, lens, keep)
+    survivor = cluster_survivors(labels, key)
     dist = popcount(fp ^ fp[survivor]).astype(np.int64) if n else np.zeros(0, np.int64)
     kept = survivor == np.arange(n, dtype=np.int64)
     if already_seen is not None:

@@ -10,8 +10,9 @@ which tracks the Jaccard of the sets more closely than a fingerprint weighted by
 
 Decision rule (:func:`decide_verified`), deterministic for any thread count:
 
-1. Documents are ranked by priority: input order (``keep="first"``) or most characters first,
-   ties to the earlier (``keep="longest"``).
+1. Documents are ranked by priority: input order (``keep="first"``), most characters first
+   (``keep="longest"``) or the highest (lowest) value of a field first (``keep="max:FIELD"``,
+   ``"min:FIELD"``), ties to the earlier.
 2. Documents with identical non-empty key sets form a class represented by its first member in
    priority order; the class is decided once and every other member follows its representative:
    dropped for it (Jaccard 1) when it is kept, else dropped for the document it was dropped for
@@ -39,6 +40,7 @@ import numpy as np
 
 from neardup.core import verify_kernels as VK
 from neardup.core.bits import as_fingerprints, popcount
+from neardup.core.decide import KEEP_POLICIES, keep_key
 from neardup.core.layout import Layout
 from neardup.core.search import PermutedTables, find_all, resolve_layout
 from neardup.core.similarity import (
@@ -79,8 +81,6 @@ __all__ = [
     "similar_pairs",
 ]
 
-#: How the document kept among near-duplicates is chosen.
-KEEP_POLICIES = ("first", "longest")
 #: Warn when more than this fraction of the documents has no shingles.
 NO_SHINGLES_WARN_FRACTION = 0.01
 #: The keep/drop pass pairs all documents of a block by one search when the block holds at most
@@ -152,19 +152,16 @@ def priority_order(
 ) -> np.ndarray:
     """Document positions in keep-priority order (int64[n]).
 
-    ``"first"``: input order. ``"longest"``: most characters first, ties to the earlier.
+    ``"first"``: input order. ``"longest"``: most characters first (``lengths``: the
+    characters). ``"max:FIELD"`` / ``"min:FIELD"``: the highest / lowest value of the field
+    first (``lengths``: the values, :func:`neardup.core.decide.keep_key`). Ties go to the
+    earlier document.
     """
-    if keep not in KEEP_POLICIES:
-        raise ValueError(f"keep must be one of {list(KEEP_POLICIES)} (got {keep!r})")
+    key = keep_key(keep, lengths, n)
     pos = np.arange(n, dtype=np.int64)
-    if keep == "first":
+    if key is None:
         return pos
-    if lengths is None:
-        raise ValueError("keep='longest' needs the document lengths")
-    lens = np.ascontiguousarray(lengths, dtype=np.int64).ravel()
-    if lens.shape[0] != n:
-        raise ValueError(f"got {n} documents but {lens.shape[0]} lengths")
-    return np.lexsort((pos, -lens)).astype(np.int64)
+    return np.lexsort((pos, key)).astype(np.int64)
 
 
 def _earlier_adjacency(m: int, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -371,10 +368,12 @@ def decide_verified(
     pairs : array of int, shape (p, 2), optional
         Candidate pairs computed elsewhere (e.g. on Dask); only pairs between representatives
         count. The result equals the ``distance`` form when these are ``find_all(fps, d)``.
-    keep : {"first", "longest"}
-        Priority: input order, or most characters first (needs ``lengths``).
-    lengths : sequence of int, optional
-        Characters per document, for ``keep="longest"``.
+    keep : {"first", "longest", "max:FIELD", "min:FIELD"}
+        Priority: input order, most characters first, or the highest (lowest) value of a
+        field first (:func:`priority_order`; needs ``lengths``).
+    lengths : sequence of int or float, optional
+        Characters per document for ``keep="longest"``; the field's values for
+        ``"max:FIELD"`` and ``"min:FIELD"``.
     blocks : int, optional
         Block count of the fingerprint search layout (default: chosen for each search).
     threads : int, optional

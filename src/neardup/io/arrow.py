@@ -13,7 +13,7 @@ import numpy as np
 from neardup._optional import require
 from neardup.errors import InputError
 from neardup.io.blocks import DocBlock, read_block
-from neardup.io.readers import _name, check_id, parquet_records
+from neardup.io.readers import _name, check_id, parquet_records, priority_value
 
 __all__ = ["ArrowTexts", "arrow_block", "arrow_utf8"]
 
@@ -60,10 +60,19 @@ def arrow_utf8(
     return (_EMPTY.copy() if data is None else data), offsets - lo, lengths
 
 
-def arrow_block(path: str | os.PathLike, first: int, texts: Any, ids: Any, column: str) -> DocBlock:
+def arrow_block(
+    path: str | os.PathLike,
+    first: int,
+    texts: Any,
+    ids: Any,
+    column: str,
+    keys: Any = None,
+    key_column: str | None = None,
+) -> DocBlock:
     """The documents of one batch of the Parquet file ``path``
-    (:func:`~neardup.io.readers.parquet_batches`: rows numbered from ``first``), as
-    :func:`~neardup.io.readers.read_parquet` reads them; bad rows are returned, not raised.
+    (:func:`~neardup.io.readers.parquet_batches`: rows numbered from ``first``; ``keys``: its
+    keep column ``key_column``, or None), as :func:`~neardup.io.readers.read_parquet` reads
+    them; bad rows are returned, not raised.
 
     A text column without nulls whose values are valid UTF-8 is taken as it is stored
     (:func:`arrow_utf8`: no ``str`` made per row; pyarrow releases the GIL), so batches are read
@@ -82,12 +91,12 @@ def arrow_block(path: str | os.PathLike, first: int, texts: Any, ids: Any, colum
                 id_values = [check_id(v, source, r) for r, v in enumerate(ids.to_pylist(), first)]
             except (InputError, ValueError, TypeError, require("pyarrow").ArrowException):
                 id_values = None  # read row by row: the bad ids named, in order
-    if utf8 is None or id_values is None:
-        return read_block(
-            [(0, lambda on_bad: parquet_records(source, first, texts, ids, column, on_bad))]
-        )[1]
+    key_values = _key_values(source, first, keys, key_column) if utf8 is not None else None
+    if utf8 is None or id_values is None or (keys is not None and key_values is None):
+        return read_block([(0, lambda on_bad: parquet_records(
+            source, first, texts, ids, column, on_bad, keys, key_column))])[1]  # fmt: skip
     data, offsets, lengths = utf8
-    return DocBlock(
+    block = DocBlock(
         numbers=np.arange(first, first + len(lengths), dtype=np.int64),
         ids=id_values,
         id_hashes=None,
@@ -97,3 +106,24 @@ def arrow_block(path: str | os.PathLike, first: int, texts: Any, ids: Any, colum
         data=data,
         offsets=offsets,
     )
+    if key_values is not None:
+        block.priority, block.priority_kind = key_values
+    return block
+
+
+def _key_values(
+    source: str, first: int, keys: Any, column: str | None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The keep values (float64) and kinds (int8) of a batch's keep column ``keys``; None
+    when there is none, or a row's value is bad (the rows are then read one by one, and the
+    bad ones named in order)."""
+    if keys is None:
+        return None
+    try:
+        got = [
+            priority_value(v, source, r, str(column)) for r, v in enumerate(keys.to_pylist(), first)
+        ]
+    except (InputError, ValueError, TypeError, OverflowError, require("pyarrow").ArrowException):
+        return None
+    value = np.fromiter((v for v, _ in got), dtype=np.float64, count=len(got))
+    return value, np.fromiter((k for _, k in got), dtype=np.int8, count=len(got))

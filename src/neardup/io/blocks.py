@@ -64,6 +64,8 @@ class LineFormat(NamedTuple):
     id_utf8: np.ndarray
     id_mode: int  #: 0 no id field, 1 the default one (used when present), 2 required
     prefix: np.ndarray  #: uint8: ``source:`` for file:line ids (empty: made in Python)
+    #: the keep field (``--keep max:FIELD``): its lines are read by the Python reader
+    key_field: str | None = None
 
 
 def _utf8(text: str) -> np.ndarray | None:
@@ -74,11 +76,16 @@ def _utf8(text: str) -> np.ndarray | None:
 
 
 def line_format(
-    path: str | os.PathLike, jsonl: bool, field: str = "text", id_field: str | None = "id"
+    path: str | os.PathLike,
+    jsonl: bool,
+    field: str = "text",
+    id_field: str | None = "id",
+    key_field: str | None = None,
 ) -> LineFormat | None:
     """The :class:`LineFormat` of ``path`` for :func:`parse_block`, or None when the kernel
     cannot read it (field names that are not UTF-8, or the same field for text and id: the
-    Python readers serve those)."""
+    Python readers serve those). With ``key_field`` (a keep field of JSONL) the kernel finds
+    the lines and the Python reader reads each, its keep value too."""
     source = _name(path)
     field_b = _utf8(field)
     id_b = _utf8(id_field or "")
@@ -88,7 +95,8 @@ def line_format(
     if prefix is None or 10 in prefix:
         prefix = np.zeros(0, dtype=np.uint8)
     id_mode = 0 if (id_field is None or not jsonl) else 1 if id_field == DEFAULT_ID_FIELD else 2
-    return LineFormat(source, jsonl, field, id_field, field_b, id_b, id_mode, prefix)
+    key = key_field if jsonl else None
+    return LineFormat(source, jsonl, field, id_field, field_b, id_b, id_mode, prefix, key)
 
 
 def iter_blocks(f: IO[bytes], size: int, limit: int | None = None) -> Iterator[tuple[int, Any]]:
@@ -191,6 +199,10 @@ class DocBlock:
     data: np.ndarray | None = None  #: uint8 (writable)
     offsets: np.ndarray | None = None  #: int64[n + 1]
     texts: list[str] | None = None
+    #: float64[n]: each document's keep-field value (None without a keep field) ...
+    priority: np.ndarray | None = None
+    #: ... int8[n]: its kind (:data:`~neardup.io.readers.KEY_NUMBER` or ``KEY_DATE``)
+    priority_kind: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -218,6 +230,8 @@ def parse_block(fmt: LineFormat, number: int, data: bytes | None) -> DocBlock:
         buf, fmt.jsonl, fmt.field_utf8, fmt.id_utf8, fmt.id_mode, fmt.prefix, number,
         config.MAX_RECORD_BYTES, depth,
     )  # fmt: skip
+    if fmt.key_field is not None:  # every line through the Python reader, its keep value too
+        status = np.where(status == K.LINE_OK, K.LINE_SLOW, status)
     ok = status == K.LINE_OK
     lines = np.flatnonzero(ok)
     is_str = id_kind[lines] == K.ID_STR
@@ -252,6 +266,8 @@ def parse_block(fmt: LineFormat, number: int, data: bytes | None) -> DocBlock:
         data=text,
         offsets=starts,
     )
+    if fmt.key_field is not None:
+        block.priority, block.priority_kind = _keys([])
     slow = np.flatnonzero((status == K.LINE_SLOW) | (status == K.LINE_TOO_BIG))
     if len(slow):
         too_big = status[slow] == K.LINE_TOO_BIG
@@ -265,7 +281,7 @@ def _python_record(source: str, number: int, raw: bytes | None, fmt: LineFormat)
     """The Python reader's record of one line, its InputError, or None (a blank line)."""
     try:
         if fmt.jsonl:
-            return jsonl_record(raw, source, number, fmt.field, fmt.id_field)
+            return jsonl_record(raw, source, number, fmt.field, fmt.id_field, fmt.key_field)
         return line_record(raw, source, number)
     except InputError as e:
         return e
@@ -318,6 +334,17 @@ def _python_lines(
     block.id_hashes = np.insert(block.id_hashes, ats, hash_ids([r.id for _, r in recs]))
     block.numbers = np.insert(block.numbers, ats, [r.number for _, r in recs])
     block.lengths = np.insert(block.lengths, ats, [len(r.text) for _, r in recs])
+    if block.priority is not None and block.priority_kind is not None:
+        value, kind = _keys([r for _, r in recs])
+        block.priority = np.insert(block.priority, ats, value)
+        block.priority_kind = np.insert(block.priority_kind, ats, kind)
+
+
+def _keys(records: list[Record]) -> tuple[np.ndarray, np.ndarray]:
+    """The keep-field values (float64) and kinds (int8) of ``records``."""
+    value = np.fromiter((r.key[0] for r in records), dtype=np.float64, count=len(records))
+    kind = np.fromiter((r.key[1] for r in records), dtype=np.int8, count=len(records))
+    return value, kind
 
 
 def _empty(bad: list[InputError]) -> DocBlock:
@@ -352,7 +379,7 @@ def record_block(records: list[Record], bad: list[InputError], bad_at: list[int]
     """A :class:`DocBlock` of records read by the Python readers (``texts``, not ``data``);
     ``bad``: the errors met among them, in input order, each before record ``bad_at[i]``."""
     ids = [r.id for r in records]
-    return DocBlock(
+    block = DocBlock(
         numbers=np.fromiter((r.number for r in records), dtype=np.int64, count=len(records)),
         ids=ids,
         id_hashes=None,
@@ -361,6 +388,9 @@ def record_block(records: list[Record], bad: list[InputError], bad_at: list[int]
         bad_at=bad_at,
         texts=[r.text for r in records],
     )
+    if records and records[0].key is not None:
+        block.priority, block.priority_kind = _keys(records)
+    return block
 
 
 # ----------------------------------------------------------------------------------------------

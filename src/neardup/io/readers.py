@@ -10,6 +10,8 @@ passed to ``on_bad`` and skipped.
 from __future__ import annotations
 
 import contextlib
+import datetime
+import decimal
 import json
 import math
 import os
@@ -45,6 +47,7 @@ __all__ = [
     "parquet_batches",
     "parquet_records",
     "parse_json_line",
+    "priority_value",
     "read_documents",
     "read_jsonl",
     "read_lines",
@@ -70,6 +73,8 @@ class Record(NamedTuple):
     number: int  #: 1-based line (text, JSONL) or row (Parquet) number; 1 for a whole file
     id: Any  #: the id field/column when present, else ``"source:number"`` (or the file name)
     text: str
+    #: the keep field's value read by :func:`priority_value` (with a ``key_field`` only)
+    key: tuple[float, int] | None = None
 
 
 def _name(path: str | os.PathLike) -> str:
@@ -281,14 +286,70 @@ def check_id(value: Any, source: str, number: int, what: str = "the id") -> Any:
     return value
 
 
+#: Kinds of keep-field values (:func:`priority_value`): a field must hold one kind only.
+KEY_NUMBER, KEY_DATE = 1, 2
+KEY_KINDS = {KEY_NUMBER: "a number", KEY_DATE: "a date"}
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_MICRO = datetime.timedelta(microseconds=1)
+
+
+def priority_value(value: Any, source: str, number: int, field: str) -> tuple[float, int]:
+    """The value of a keep field (``--keep max:FIELD``) as ``(float, kind)``: a number
+    (``KEY_NUMBER``) as it is, or a date (``KEY_DATE``: an ISO-8601 string, or a Parquet date
+    or timestamp) as microseconds since 1970-01-01 UTC (a date or time without a zone is
+    taken as UTC). Anything else (null, a boolean, NaN, other text) is an InputError naming
+    the record and the value.
+
+    Examples
+    --------
+    >>> priority_value(0.5, "a.jsonl", 1, "score"), priority_value("1970-01-02", "a", 1, "d")
+    ((0.5, 1), (86400000000.0, 2))
+    """
+    if isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool):
+        v = float(value)
+        if not math.isnan(v):
+            return v, KEY_NUMBER
+    elif isinstance(value, (str, datetime.date)):
+        when = value
+        if isinstance(value, str):
+            try:
+                when = datetime.datetime.fromisoformat(value)
+            except ValueError:
+                when = None
+        if isinstance(when, datetime.date) and not isinstance(when, datetime.datetime):
+            when = datetime.datetime(when.year, when.month, when.day)
+        if isinstance(when, datetime.datetime):
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=datetime.timezone.utc)
+            return float((when - _EPOCH) // _MICRO), KEY_DATE
+    shown = "null" if value is None else repr(value)
+    raise InputError(
+        source, number, f"--keep field {field!r} is {shown[:80]}; it must be a number or an "
+        "ISO-8601 date in every record (fix the record or use --skip-bad)",
+    )  # fmt: skip
+
+
+def _key_of(obj: dict, source: str, number: int, key_field: str | None) -> Any:
+    if key_field is None:
+        return None
+    if key_field not in obj:
+        raise InputError(
+            source, number, f"missing --keep field {key_field!r} (every record needs it; "
+            "choose another field or use --skip-bad)",
+        )  # fmt: skip
+    return priority_value(obj[key_field], source, number, key_field)
+
+
 def read_jsonl(
     path: str | os.PathLike,
     field: str = "text",
     id_field: str | None = "id",
     on_bad: OnBad | None = None,
+    key_field: str | None = None,
 ) -> Iterator[Record]:
     """One JSON object per line; the document is ``obj[field]`` (a string), the id
-    ``obj[id_field]``. Blank lines are skipped.
+    ``obj[id_field]``, with ``key_field`` the record's ``key`` that field's value
+    (:func:`priority_value`; required). Blank lines are skipped.
 
     The default id field ``"id"`` is used when a record has it (else ``"file:line"``); any other
     ``id_field`` must be in every record (a misspelled one is an error, not a silent fallback).
@@ -297,7 +358,7 @@ def read_jsonl(
     with _open_binary(path) as f:
         for number, raw in iter_lines(f):
             try:
-                rec = jsonl_record(raw, source, number, field, id_field)
+                rec = jsonl_record(raw, source, number, field, id_field, key_field)
             except InputError as e:
                 if on_bad is None:
                     raise
@@ -308,7 +369,12 @@ def read_jsonl(
 
 
 def jsonl_record(
-    raw: bytes | None, source: str, number: int, field: str = "text", id_field: str | None = "id"
+    raw: bytes | None,
+    source: str,
+    number: int,
+    field: str = "text",
+    id_field: str | None = "id",
+    key_field: str | None = None,
 ) -> Record | None:
     """The record of one JSONL line (``raw`` as :func:`iter_lines` yields it: None for a line
     over the size bound), None for a blank line, or :class:`InputError` naming the line; the
@@ -340,7 +406,7 @@ def jsonl_record(
         )
     else:
         rid = f"{source}:{number}"
-    return Record(source, number, rid, text)
+    return Record(source, number, rid, text, _key_of(obj, source, number, key_field))
 
 
 def _json_type(v: Any) -> str:
@@ -361,13 +427,16 @@ def read_parquet(
     id_column: str | None = "id",
     on_bad: OnBad | None = None,
     batch_size: int = 8192,
+    key_column: str | None = None,
 ) -> Iterator[Record]:
     """Rows of a Parquet file, streamed in record batches; the document is the string column
     ``column``, the id the column ``id_column`` (the default ``"id"`` when the file has it, else
-    ``"file:row"``; any other ``id_column`` must exist)."""
+    ``"file:row"``; any other ``id_column`` must exist), with ``key_column`` the record's
+    ``key`` that column's value (:func:`priority_value`)."""
     source = _name(path)
-    for first, texts, ids in parquet_batches(path, column, id_column, batch_size):
-        yield from parquet_records(source, first, texts, ids, column, on_bad)
+    for first, texts, ids, keys in parquet_batches(path, column, id_column, batch_size,
+                                                   key_column):  # fmt: skip
+        yield from parquet_records(source, first, texts, ids, column, on_bad, keys, key_column)
 
 
 def parquet_batches(
@@ -375,10 +444,12 @@ def parquet_batches(
     column: str = "text",
     id_column: str | None = "id",
     batch_size: int = 8192,
-) -> Iterator[tuple[int, Any, Any]]:
-    """``(number of the first row (1-based), text column, id column or None)`` of each record
-    batch of a Parquet file, as pyarrow arrays, read as :func:`read_parquet` reads them (the
-    columns checked first; unreadable data an InputError naming the row)."""
+    key_column: str | None = None,
+) -> Iterator[tuple[int, Any, Any, Any]]:
+    """``(number of the first row (1-based), text column, id column or None, key column or
+    None)`` of each record batch of a Parquet file, as pyarrow arrays, read as
+    :func:`read_parquet` reads them (the columns checked first; unreadable data an InputError
+    naming the row)."""
     pa = require("pyarrow", feature="Parquet")
     source = _name(path)
     pf = open_parquet(path)
@@ -397,7 +468,13 @@ def parquet_batches(
             f"no id column {id_column!r} (columns: {', '.join(names)}); use --id-field to "
             "choose one, or --id-field '' for file:row ids",
         )
+    if key_column is not None and key_column not in names:
+        raise InputError(
+            source, None, f"no --keep column {key_column!r} (columns: {', '.join(names)})"
+        )
     cols = [column] + ([id_column] if id_column and id_column in names else [])
+    at_key = len(cols)
+    cols += [key_column] if key_column is not None else []
     row = 0
     batches = pf.iter_batches(batch_size=batch_size, columns=cols)
     while True:
@@ -409,20 +486,30 @@ def parquet_batches(
             ) from None
         if batch is None:
             return
-        yield row + 1, batch.column(0), (batch.column(1) if len(cols) == 2 else None)
+        ids = batch.column(1) if at_key == 2 else None
+        yield row + 1, batch.column(0), ids, (batch.column(at_key) if key_column else None)
         row += batch.num_rows
 
 
 def parquet_records(
-    source: str, first: int, texts: Any, ids: Any, column: str, on_bad: OnBad | None = None
+    source: str,
+    first: int,
+    texts: Any,
+    ids: Any,
+    column: str,
+    on_bad: OnBad | None = None,
+    keys: Any = None,
+    key_column: str | None = None,
 ) -> Iterator[Record]:
     """The :class:`Record` s of one batch of :func:`parquet_batches` (rows numbered from
     ``first``), each value converted and checked in Python; a bad row raises, or goes to
-    ``on_bad`` and is skipped."""
+    ``on_bad`` and is skipped. With ``keys`` (the column ``key_column``), each record's
+    ``key`` is its value (:func:`priority_value`)."""
     pa = require("pyarrow", feature="Parquet")
     try:
         text_values = texts.to_pylist()
         id_values = ids.to_pylist() if ids is not None else None
+        key_values = keys.to_pylist() if keys is not None else None
     except (pa.ArrowException, OSError, ValueError, TypeError) as e:
         raise InputError(source, first, f"unreadable Parquet data ({_arrow_message(e)})") from None
     for k, text in enumerate(text_values):
@@ -435,12 +522,15 @@ def parquet_records(
             rid = (
                 check_id(id_values[k], source, row) if id_values is not None else f"{source}:{row}"
             )
+            key = None
+            if key_values is not None:
+                key = priority_value(key_values[k], source, row, str(key_column))
         except InputError as e:
             if on_bad is None:
                 raise
             on_bad(e)
             continue
-        yield Record(source, row, rid, text)
+        yield Record(source, row, rid, text, key)
 
 
 def read_documents(

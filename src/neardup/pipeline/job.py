@@ -216,6 +216,7 @@ def dedup(
     stage_progress: Callable[[str, int, int], None] | None = None,
     memory: int | str | None = None,
     collect: bool = True,
+    removed: str | os.PathLike | None = None,
 ) -> Any:
     """Find near-duplicate documents and choose one survivor per cluster.
 
@@ -245,8 +246,12 @@ def dedup(
     distance : int, optional
         Largest Hamming distance (bits, inclusive) between fingerprints that makes candidates
         (verified) or links documents (``verify=False``, default 6).
-    keep : {"first", "longest"}
-        Which document is kept: first in input order, or most characters (ties: first).
+    keep : {"first", "longest", "max:FIELD", "min:FIELD"}
+        Which document is kept: first in input order, most characters, or the highest
+        (``"max:score"``) or lowest (``"min:crawl_date"``) value of a field of the records
+        (ties: first). A keep field needs JSONL or Parquet input; its values must be all
+        numbers or all dates (ISO-8601 strings, or Parquet dates and timestamps; without a
+        zone: UTC); a record without one is a bad record (``skip_bad``).
     blocks : int, optional
         Search layout block count (default: chosen for the corpus size).
     preset : str
@@ -265,6 +270,11 @@ def dedup(
         the kept one and (verified) its Jaccard with it (``jaccards``, 1.0 for the kept one).
     drop_list : path, optional
         Write the ids of the dropped documents, one per line.
+    removed : path, optional
+        File input only: write the dropped records here, untouched, in input order and the
+        input's format, as ``output`` writes the kept ones (a file, or a directory where
+        ``output`` would be one); the kept and removed records together are the input's
+        records (less any skipped as bad).
     json_summary : path, optional
         Write :meth:`DedupResult.summary` as one JSON object.
 
@@ -371,7 +381,7 @@ def dedup(
             blocks=blocks, fingerprinter=fingerprinter, preset=preset, text_field=text_field,
             id_field=id_field, fmt=fmt, skip_bad=skip_bad, output=output, clusters=clusters,
             drop_list=drop_list, json_summary=json_summary, against=against, update=update,
-            shard_docs=shard_docs, work_dir=work_dir, memory=memory,
+            shard_docs=shard_docs, work_dir=work_dir, memory=memory, removed=removed,
             parallel=_parallel(threads, client), client=client is not None, device=device,
             one_process=["already_seen="] if already_seen is not None else [],
         )  # fmt: skip
@@ -491,7 +501,7 @@ def _open_run(stack: contextlib.ExitStack, plan: DedupPlan, data: Any, opts: _Op
     if plan.against is not None:
         index = open_against(stack, outputs, plan.against, plan.update, plan.verify)
     register_outputs(outputs, files or [], plan.output, plan.clusters, plan.drop_list,
-                     plan.json_summary)  # fmt: skip
+                     plan.json_summary, plan.removed)  # fmt: skip
     for extra in opts.extra_outputs:
         extra.register(outputs)
     spool = stack.enter_context(ShingleSpool(opts.temp_dir)) if plan.verify else None
@@ -509,7 +519,7 @@ def _read(run: _Run, plan: DedupPlan, data: Any, opts: _Options) -> None:
                 [], fmt=plan.fmt, text_field=plan.text_field, id_field=plan.id_field,
                 fingerprinter=plan.fingerprinter, threads=opts.threads, on_bad=opts.on_bad,
                 progress=(lambda n: progress("read", n)) if progress else None,
-                files=run.files, spool=run.spool,
+                files=run.files, spool=run.spool, key_field=plan.key_field,
             )  # fmt: skip
         run.ids, run.fps, run.lens = scan.ids, scan.fingerprints, scan.lengths
         run.skipped = scan.skipped
@@ -565,16 +575,18 @@ def _decide(run: _Run, plan: DedupPlan, opts: _Options) -> DedupResult:
     verified = None
     temp_bytes = 0
     with holding(_HOLDING_SEARCH, _FIX_SCAN):
+        # the keep order's key: characters for "longest", the field's values for "max:FIELD"
+        values = run.lens if plan.key_field is None else run.scan.priority  # type: ignore[union-attr]
         if run.spool is None:
             decisions = decide(
-                run.fps, run.lens, keep=plan.keep, distance=plan.fingerprint_distance,
+                run.fps, values, keep=plan.keep, distance=plan.fingerprint_distance,
                 blocks=plan.blocks, threads=opts.threads, already_seen=run.already_seen,
                 client=opts.client, device=opts.device,
             )  # fmt: skip
         else:
             sets = run.sets if run.sets is not None else run.spool.sets()
             verified = decide_verified_sets(
-                sets, run.lens, plan.threshold, keep=plan.keep, distance=plan.distance_given,
+                sets, values, plan.threshold, keep=plan.keep, distance=plan.distance_given,
                 blocks=plan.blocks, threads=opts.threads, client=opts.client,
                 exclude=run.exclude, device=opts.device,
                 near_misses=_near(opts.extra_outputs),
@@ -618,7 +630,12 @@ def _write_and_commit(run: _Run, plan: DedupPlan, opts: _Options, result: DedupR
     t0 = time.perf_counter()
     _write_outputs(result, run.scan, plan.output, plan.clusters, plan.drop_list,
                    opts.extra_outputs, run.outputs, opts.progress, opts.threads)  # fmt: skip
+    if plan.removed is not None:  # the dropped records, as the kept ones are written
+        assert run.scan is not None
+        write_kept(run.scan, result.dropped, plan.removed, outputs=run.outputs,
+                   threads=opts.threads)  # fmt: skip
     wrote = plan.output is not None or plan.clusters is not None or plan.drop_list is not None
+    wrote = wrote or plan.removed is not None
     if wrote or update or opts.extra_outputs:
         run.seconds["write"] = time.perf_counter() - t0
     if plan.json_summary is not None:

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, KEEP_POLICIES
+from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, keep_field
 from neardup.core.similarity import check_threshold, distance_for_threshold
+from neardup.errors import InputError
 from neardup.io.blocks import line_format
 from neardup.io.files import compression_of, input_size, is_url, read_path
 from neardup.io.readers import STDIN
@@ -105,6 +106,7 @@ class DedupPlan:
     clusters: str | None = None
     drop_list: str | None = None
     json_summary: str | None = None
+    removed: str | None = None  #: the dropped records, in the input's format
     against: Any = None
     update: bool = False
     shard_docs: int = DEFAULT_SHARD_DOCS
@@ -117,6 +119,11 @@ class DedupPlan:
     near_misses: bool = False
     #: the write tasks write their clusters' lines without ``clusters`` too (the report's)
     cluster_parts: bool = False
+
+    @property
+    def key_field(self) -> str | None:
+        """The field whose highest (lowest) value is kept (``keep="max:FIELD"``), else None."""
+        return keep_field(self.keep)
 
     @property
     def kind(self) -> str:
@@ -140,7 +147,8 @@ class DedupPlan:
                               repr(sorted(getattr(fper, "params", {}).items()))],
             "rule": [self.verify, self.threshold, self.distance, self.blocks, self.keep],
             "fields": [self.text_field, self.id_field, self.fmt, self.skip_bad],
-            "outputs": [self.output, self.clusters, self.drop_list],
+            "outputs": [self.output, self.clusters, self.drop_list]
+            + ([self.removed] if self.removed is not None else []),
             "search": self.search_docs,
             "near": [self.near_misses, self.cluster_parts],
             "against": [_against_key(self.against), self.update],
@@ -163,8 +171,7 @@ def _check_rule(
     verify: bool, threshold: float, distance: int | None, keep: str, blocks: int | None
 ) -> int:
     """The rule's search distance, once its threshold, keep policy and blocks are checked."""
-    if keep not in KEEP_POLICIES:
-        raise ValueError(f"keep must be one of {list(KEEP_POLICIES)} (got {keep!r})")
+    keep_field(keep)
     if verify:
         check_threshold(threshold)
     d = search_distance(verify, threshold, distance)
@@ -174,6 +181,23 @@ def _check_rule(
             f"use blocks={d + 1} or more"
         )
     return d
+
+
+def _check_key_input(keep: str, files: Sequence[InputFile]) -> None:
+    """A keep field needs records with fields: JSONL or Parquet files."""
+    name = keep_field(keep)
+    if name is None:
+        return
+    if not files:
+        raise ValueError(f"keep={keep!r} needs file input (JSONL or Parquet records with a "
+                         f"field {name!r}); in-memory input has no fields")  # fmt: skip
+    if files[0].kind not in ("jsonl", "parquet"):
+        raise InputError(
+            files[0].path,
+            None,
+            f"--keep {keep} needs JSONL or Parquet input "
+            f"(records with a field {name!r}); {files[0].kind} input has no fields",
+        )
 
 
 def _expand(data: Any, fmt: str, output: Any) -> tuple[list[str], list[InputFile]]:
@@ -210,6 +234,7 @@ def build_plan(
     against: Any = None,
     update: bool = False,
     shard_docs: int | None = None,
+    removed: str | os.PathLike | None = None,
     work_dir: str | os.PathLike | None = None,
     memory: int | str | None = None,
     parallel: int = 1,
@@ -247,11 +272,15 @@ def build_plan(
     if shard_docs is not None and shard_docs < 1:
         raise ValueError(f"shard_docs must be >= 1 (got {shard_docs})")
     inputs, files = _expand(data, fmt, output)
+    if removed is not None and not files:
+        raise ValueError("removed= needs file input; in-memory data's dropped documents are "
+                         "result.dropped")  # fmt: skip
+    _check_key_input(keep, files)
     budget = memory_budget(memory)
     staged = is_staged(files, shard_docs=shard_docs, work_dir=work_dir, budget=budget,
                        client=client, device=device, against=against, text_field=text_field,
                        id_field=id_field, one_process=one_process,
-                       output=output)  # fmt: skip
+                       output=output, removed=removed)  # fmt: skip
     per, search = sizes_for(budget, parallel, shard_docs)
     shards = cut_shards(files, per, text_field, id_field) if staged else []
     fper = fingerprinter if fingerprinter is not None else Fingerprinter(preset)
@@ -261,7 +290,8 @@ def build_plan(
         distance_given=None if distance is None else int(distance), blocks=blocks, keep=keep,
         text_field=text_field, id_field=id_field, fmt=fmt, skip_bad=skip_bad,
         output=_path(output), clusters=_path(clusters), drop_list=_path(drop_list),
-        json_summary=_path(json_summary), against=against, update=update, shard_docs=per,
+        json_summary=_path(json_summary), removed=_path(removed), against=against,
+        update=update, shard_docs=per,
         work_dir=_path(work_dir) if staged else None, inputs=tuple(inputs), staged=staged,
         search_docs=search, device=device,
     )  # fmt: skip
@@ -301,6 +331,7 @@ def is_staged(
     id_field: str | None = "id",
     one_process: Sequence[str] = (),
     output: Any = None,
+    removed: Any = None,
 ) -> bool:
     """Whether a run goes as stages over shards: file input with ``shard_docs``, a
     ``work_dir``, a Dask ``client`` or JSONL or line files to a directory ``output`` (one
@@ -313,7 +344,9 @@ def is_staged(
     search stage on a GPU (checked by the caller before any stage runs)."""
     if not files:
         return False
-    to_dir = files[0].kind in ("jsonl", "lines") and is_directory_output(output, files[0].kind)
+    to_dir = files[0].kind in ("jsonl", "lines") and any(
+        is_directory_output(o, files[0].kind) for o in (output, removed)
+    )
     asked = shard_docs is not None or work_dir is not None or to_dir
     why = list(one_process)
     if isinstance(against, (list, tuple)) or (
@@ -355,7 +388,7 @@ def check_outputs(plan: DedupPlan, extras: Sequence[Any] = ()) -> None:
     with OutputSet(plan.inputs, protect=protect) as check:
         check.add_inputs(f.path for f in plan.files)
         register_outputs(check, list(plan.files), plan.output, plan.clusters, plan.drop_list,
-                         plan.json_summary)  # fmt: skip
+                         plan.json_summary, plan.removed)  # fmt: skip
         if plan.work_dir is not None:
             check.add_inputs([plan.work_dir])
         for extra in extras:

@@ -21,7 +21,8 @@ from neardup.io.files import check_unchanged, file_stamp, input_size, open_parqu
 from neardup.io.sources import InputFile, expand_inputs
 from neardup.pipeline.stream import Batch, concat, fingerprint_files
 
-__all__ = ["Scan", "fingerprint_texts", "scan_files", "unique_ids"]
+__all__ = ["Scan", "check_key_kinds", "first_kinds", "fingerprint_texts", "scan_files",
+           "unique_ids"]  # fmt: skip
 
 OnBad = Callable[[InputError], None]
 Progress = Callable[[int], None]
@@ -42,6 +43,9 @@ class Scan:
     #: each file's :func:`neardup.io.files.file_stamp` when the first pass began; the second
     #: pass refuses a file that changed since (:meth:`check_unchanged`)
     stamps: list[tuple] | None = None
+    #: float64 values of the keep field (``keep="max:FIELD"``; else None), one kind
+    #: (:func:`check_key_kinds`)
+    priority: np.ndarray | None = None
 
     def check_unchanged(self) -> None:
         """Raise :class:`InputError` naming the first input changed since the first pass."""
@@ -76,6 +80,7 @@ def scan_files(
     progress: Progress | None = None,
     files: list[InputFile] | None = None,
     spool: Any = None,
+    key_field: str | None = None,
 ) -> Scan:
     """First pass: fingerprint every document of ``inputs``, keeping only ids and arrays.
 
@@ -106,6 +111,10 @@ def scan_files(
     spool : neardup.pipeline.spool.ShingleSpool, optional
         Also append every document's shingle keys here, in input order (the fingerprinter's
         ``features_many``, same pass).
+    key_field : str, optional
+        The keep field (``keep="max:FIELD"``): its values in ``Scan.priority``; a record
+        without a usable one is bad, and a field of numbers and dates an InputError
+        (:func:`check_key_kinds`).
     """
     from neardup.fingerprints import Fingerprinter
 
@@ -136,6 +145,7 @@ def scan_files(
         threads=threads,
         keys=spool is not None,
         on_read=(lambda: progress(len(seen.ids))) if progress is not None else None,
+        key_field=key_field,
     )
     with contextlib.closing(batches):  # its threads end here, also when a bad record raises
         for batch in batches:
@@ -147,7 +157,37 @@ def scan_files(
 
     scan = _scan_of(files, seen, skipped, stamps)
     scan.check_unchanged()  # also while this pass read it
+    if key_field is not None:
+        scan.priority = concat(seen.prio_parts, np.float64)
+        kinds = concat(seen.kind_parts, np.int8)
+        check_key_kinds([first_kinds(kinds, scan.source, scan.record, files)], key_field)
     return scan
+
+
+def first_kinds(
+    kinds: np.ndarray, source: np.ndarray, record: np.ndarray, files: list[InputFile]
+) -> list[list[Any]]:
+    """``[kind, file, record]`` of the first document of each kind of keep value among
+    ``kinds`` (int8, in input order), in input order."""
+    kind, at = np.unique(kinds, return_index=True)
+    rows = sorted(zip(at.tolist(), kind.tolist(), strict=True))
+    return [[k, files[int(source[i])].path, int(record[i])] for i, k in rows]
+
+
+def check_key_kinds(firsts: list[list[list[Any]]], key_field: str) -> None:
+    """Refuse a keep field that holds numbers in some records and dates in others, naming the
+    first record of the second kind and the first of the first; ``firsts``: the
+    :func:`first_kinds` of each part of the input, in input order."""
+    from neardup.io.readers import KEY_KINDS
+
+    flat = [f for part in firsts for f in part]
+    other = [f for f in flat if f[0] != flat[0][0]] if flat else []
+    if other:
+        (k0, src0, rec0), (k, src, rec) = flat[0], other[0]
+        raise InputError(
+            src, rec, f"--keep field {key_field!r} is {KEY_KINDS[k]} here but "
+            f"{KEY_KINDS[k0]} at {src0}:{rec0}; it must hold numbers only or dates only",
+        )  # fmt: skip
 
 
 def _scan_of(files: list[InputFile], seen: Any, skipped: int, stamps: list[tuple]) -> Scan:
@@ -191,6 +231,8 @@ class _Seen:
         self.rec_parts: list[np.ndarray] = []
         self.len_parts: list[np.ndarray] = []
         self.fp_parts: list[np.ndarray] = []
+        self.prio_parts: list[np.ndarray] = []  #: keep-field values (with a keep field)
+        self.kind_parts: list[np.ndarray] = []
         self._starts: list[int] = []  # first document of each part
         self._first_at: dict[Any, tuple[int, int]] | None = None  # id key -> (file, record)
         self._table: IdTable | None = None
@@ -245,6 +287,9 @@ class _Seen:
         self.rec_parts.append(d.numbers[kept])
         self.len_parts.append(d.lengths[kept])
         self.fp_parts.append(batch.fingerprints[kept])
+        if d.priority is not None and d.priority_kind is not None:
+            self.prio_parts.append(d.priority[kept])
+            self.kind_parts.append(d.priority_kind[kept])
         return keep
 
     def _by_dict(self, batch: Batch) -> list[tuple[int, tuple[int, int]]]:

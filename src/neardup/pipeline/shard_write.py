@@ -112,42 +112,53 @@ def write_task(out: str, work: str, plan: DedupPlan, offsets: list[int], n_decid
     if plan.clusters is not None or plan.cluster_parts:
         with open(os.path.join(out, "clusters.jsonl"), "w") as f:
             f.writelines(_cluster_lines(rows, _Lookup(work, off), plan.verify))
-    if plan.output is not None:
-        rec = np.asarray(load(work, "scan", s, "rec"))[~dropped]
-        if plan.kind in ("jsonl", "lines"):
-            result["kept_bytes"] = _write_lines(os.path.join(out, "kept.bin"), plan, s, rec,
-                                                first_line)  # fmt: skip
-        elif plan.kind == "parquet":
-            src = np.asarray(load(work, "scan", s, "src"))[~dropped]
-            result["kept_bytes"] = _write_parquet_part(out, plan, s, src, rec)
-        else:
-            src = np.asarray(load(work, "scan", s, "src"))[~dropped]
-            result["kept_bytes"] = _copy_text_files(out, plan, src)
+    for path, name, mask in ((plan.output, "kept", ~dropped), (plan.removed, "removed", dropped)):
+        if path is not None:
+            result[f"{name}_bytes"] = _write_records(out, work, plan, s, first_line, mask, name)
+    if plan.removed is not None:
+        result["removed"] = int(dropped.sum())
     return result
 
 
-def _write_parquet_part(out: str, plan: DedupPlan, s: int, src: np.ndarray, rec: np.ndarray) -> int:
-    """Shard ``s``'s kept rows (file indices ``src``, row numbers ``rec``) as
-    ``kept.parquet``, in the row groups the one-process run writes for them."""
+def _write_records(out: str, work: str, plan: DedupPlan, s: int, first_line: int,
+                   mask: np.ndarray, name: str) -> int:  # fmt: skip
+    """Shard ``s``'s records where ``mask`` is True (its kept or its removed ones), untouched,
+    as the part ``name`` (``.bin`` of lines, ``.parquet``, or text files under ``name/``)."""
+    rec = np.asarray(load(work, "scan", s, "rec"))[mask]
+    if plan.kind in ("jsonl", "lines"):
+        return _write_lines(os.path.join(out, f"{name}.bin"), plan, s, rec, first_line)
+    src = np.asarray(load(work, "scan", s, "src"))[mask]
+    if plan.kind == "parquet":
+        return _write_parquet_part(out, plan, s, src, rec, name)
+    shown = plan.output if name == "kept" else plan.removed
+    return _copy_text_files(out, plan, src, "files" if name == "kept" else name, shown)
+
+
+def _write_parquet_part(out: str, plan: DedupPlan, s: int, src: np.ndarray, rec: np.ndarray,
+                        name: str = "kept") -> int:  # fmt: skip
+    """Shard ``s``'s rows (file indices ``src``, row numbers ``rec``) as ``name.parquet``
+    (``kept``, ``removed``), in the row groups the one-process run writes for them."""
     import pyarrow.parquet as pq
 
     schema = parquet_schema(plan.files[0].path)
-    dest = os.path.join(out, "kept.parquet")
+    dest = os.path.join(out, f"{name}.parquet")
     with pq.ParquetWriter(dest, schema) as writer:
         for k in range(plan.shards[s].first, plan.shards[s].stop):
             write_parquet_rows(writer, schema, plan.files[k].path, np.sort(rec[src == k]))
     return os.path.getsize(dest)
 
 
-def _copy_text_files(out: str, plan: DedupPlan, src: np.ndarray) -> int:
-    """The kept text files of a shard (their file indices ``src``) copied under ``files/`` by
-    their output names."""
+def _copy_text_files(out: str, plan: DedupPlan, src: np.ndarray, under: str = "files",
+                     shown: Any = None) -> int:  # fmt: skip
+    """The kept (or removed) text files of a shard (their file indices ``src``) copied under
+    ``under/`` by their output names (in the output directory ``shown``)."""
     written = 0
+    shown = plan.output if shown is None else shown
     for k in np.unique(src).tolist():
         f = plan.files[k]
-        dest = os.path.join(out, "files", f.relname)
+        dest = os.path.join(out, under, f.relname)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
-        written += copy_file(f.path, dest, os.path.join(os.fspath(plan.output), f.relname))
+        written += copy_file(f.path, dest, os.path.join(os.fspath(shown), f.relname))
     return written
 
 

@@ -17,16 +17,17 @@ from typing import Any
 
 import numpy as np
 
+from neardup.core.decide import keep_key
 from neardup.distributed.plan import distinct_nodes
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.report import json_id, near_counts
 from neardup.pipeline.shard_write import _Lookup
-from neardup.pipeline.stages import _gather, _save, load, slices
+from neardup.pipeline.stages import _gather, _save, keep_values, load, slices
 from neardup.pipeline.stream import concat
 
 __all__ = ["near_kept_task", "near_pick_task", "near_task"]
 
-_COLUMNS = ("d", "e", "jac", "elen")
+_COLUMNS = ("d", "e", "jac", "ekey")
 
 
 def near_kept_task(out: str, work: str, offsets: list[int], n_decide: int, s: int,
@@ -45,15 +46,16 @@ def near_kept_task(out: str, work: str, offsets: list[int], n_decide: int, s: in
     return {"bytes": _save(out, part=part)}
 
 
-def _best(d: np.ndarray, e: np.ndarray, jac: np.ndarray, elen: np.ndarray) -> tuple[Any, ...]:
+def _best(d: np.ndarray, e: np.ndarray, jac: np.ndarray, ekey: np.ndarray) -> tuple[Any, ...]:
     """For each distinct ``d``, its row with the highest ``jac``, ties to the ``e`` first in keep
-    order (the longest, ``elen``, then the earliest; ``elen`` all 0 for ``keep="first"``);
-    rows ``(d, e, jac, elen)``, ``d`` ascending."""
-    order = np.lexsort((e, -elen, -jac, d))
+    order (the smallest keep key, ``ekey`` (:func:`neardup.core.decide.keep_key`), then the
+    earliest; ``ekey`` all 0 for ``keep="first"``); rows ``(d, e, jac, ekey)``, ``d``
+    ascending."""
+    order = np.lexsort((e, ekey, -jac, d))
     d = d[order]
     first = np.flatnonzero(np.r_[True, d[1:] != d[:-1]]) if len(d) else np.zeros(0, np.int64)
     head = order[first]
-    return d[first], e[head], jac[head], elen[head]
+    return d[first], e[head], jac[head], ekey[head]
 
 
 def near_task(out: str, work: str, plan: DedupPlan, offsets: list[int],
@@ -72,16 +74,16 @@ def near_task(out: str, work: str, plan: DedupPlan, offsets: list[int],
     ok = live[at[:, 0]] & live[at[:, 1]] if len(pairs) else np.zeros(0, dtype=bool)
     a, b, jac, at = pairs[ok, 0], pairs[ok, 1], jac[ok].astype(np.float64), at[ok]
     a_first = a < b
-    elen = np.zeros(len(a), dtype=np.int64)
-    if plan.keep == "longest":  # most characters first, ties to the earlier
-        lens = _gather(work, off, pos, "len", np.int64)
-        la, lb = lens[at[:, 0]], lens[at[:, 1]]
-        a_first = (la > lb) | ((la == lb) & a_first)
-        elen = np.where(a_first, la, lb)
+    ekey = np.zeros(len(a), dtype=np.float64)
+    key = keep_key(plan.keep, keep_values(work, plan, off, pos), len(pos))
+    if key is not None:  # the smaller key first (most characters, the field's max), ties earlier
+        ka, kb = key[at[:, 0]].astype(np.float64), key[at[:, 1]].astype(np.float64)
+        a_first = (ka < kb) | ((ka == kb) & a_first)
+        ekey = np.where(a_first, ka, kb)
     d, e = np.where(a_first, b, a), np.where(a_first, a, b)
-    d, e, jac, elen = _best(d, e, jac, elen)
+    d, e, jac, ekey = _best(d, e, jac, ekey)
     cuts = np.searchsorted(d, off).astype(np.int64)
-    return {"docs": len(d), "bytes": _save(out, d=d, e=e, jac=jac, elen=elen, cuts=cuts)}
+    return {"docs": len(d), "bytes": _save(out, d=d, e=e, jac=jac, ekey=ekey, cuts=cuts)}
 
 
 def near_pick_task(out: str, work: str, plan: DedupPlan, offsets: list[int], tasks: list[str],
@@ -94,8 +96,9 @@ def near_pick_task(out: str, work: str, plan: DedupPlan, offsets: list[int], tas
     for t, a, b in slices(work, "near", tasks, s, "cuts"):
         for k in _COLUMNS:
             cols[k].append(np.asarray(load(work, "near", t, k)[a:b]))
-    d, e, jac, elen = (concat(cols[k], np.float64 if k == "jac" else np.int64) for k in _COLUMNS)
-    d, e, jac, _ = _best(d, e, jac, elen)
+    d, e, jac, ekey = (concat(cols[k], np.float64 if k in ("jac", "ekey") else np.int64)
+                       for k in _COLUMNS)  # fmt: skip
+    d, e, jac, _ = _best(d, e, jac, ekey)
     nbytes = _save(out, d=d, e=e, jac=jac)
     rows = np.lexsort((d, -jac))[:top]
     look = _Lookup(work, np.asarray(offsets, dtype=np.int64))

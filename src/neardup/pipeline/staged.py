@@ -42,7 +42,7 @@ from neardup.pipeline import stage_near as N
 from neardup.pipeline import stages as S
 from neardup.pipeline.executors import LocalExecutor, Progress, run_task
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.scan import check_parquet_schemas
+from neardup.pipeline.scan import check_key_kinds, check_parquet_schemas
 from neardup.pipeline.shard_write import write_task
 from neardup.pipeline.write import register_outputs, write_summary
 
@@ -53,7 +53,8 @@ __all__ = ["StagedRun", "open_work_dir", "run_staged"]
 ONE_TASK_SEARCH = 1 << 22
 SEARCH_PER_SHARD_DOC = 16
 _MANIFEST = "manifest.json"
-_VERSION = 3  # 2: the scan spills hold their id hashes sorted; 3: bad records in files
+_VERSION = 4  # 2: the scan spills hold their id hashes sorted; 3: bad records in files;
+# 4: the near tasks keep each pair's keep key (ekey)
 
 
 @dataclass
@@ -82,6 +83,8 @@ class StagedRun:
     part_bytes: list[int] = field(default_factory=list)  #: bytes of each shard's kept part
     part_rows: list[int] = field(default_factory=list)  #: documents each shard kept
     part_clusters: list[int] = field(default_factory=list)  #: clusters each shard leads
+    removed_bytes: list[int] = field(default_factory=list)  #: bytes of each removed part
+    removed_rows: list[int] = field(default_factory=list)  #: documents each shard removed
     index_parts: int = 0  #: tasks of the index's rows (``--against``)
 
     @property
@@ -192,6 +195,8 @@ def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | No
             if on_bad is not None:
                 on_bad(InputError(source, line, message))
     run.no_shingles = sum(i["no_shingles"] for i in infos)
+    if plan.key_field is not None:  # a keep field of numbers or of dates, not both
+        check_key_kinds([S.key_kinds(r.work, plan, s) for s in shards], plan.key_field)
     return run
 
 
@@ -350,6 +355,8 @@ def _write(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
     run.part_bytes = [x["kept_bytes"] for x in results]
     run.part_rows = [x["kept"] for x in results]
     run.part_clusters = [x["clusters"] for x in results]
+    run.removed_bytes = [x.get("removed_bytes", 0) for x in results]
+    run.removed_rows = [x.get("removed", 0) for x in results]
     if _index_clusters(plan, run):
         _index_groups(r, plan, run)
 
@@ -468,7 +475,7 @@ def run_staged(
         index = _open_index(stack, plan, outputs)
         outputs.add_inputs(f.path for f in plan.files)
         register_outputs(outputs, list(plan.files), plan.output, plan.clusters, plan.drop_list,
-                         plan.json_summary)  # fmt: skip
+                         plan.json_summary, plan.removed)  # fmt: skip
         for extra in extra_outputs:
             extra.register(outputs)
         r = _Runner(work, executor, progress, input_copies(f.path for f in plan.files))
@@ -697,39 +704,51 @@ def _commit_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet) -> None:
                     # the index's entries after the input's clusters
                     for line in _index_lines(work, run.index_parts):
                         f.write(line)
-    if plan.output is None:
-        return
-    out = outputs.get(plan.output)
+    if plan.output is not None:
+        run.bytes_out = _commit_records(plan, run, outputs, outputs.get(plan.output), "kept")
+    if plan.removed is not None:
+        _commit_records(plan, run, outputs, outputs.get(plan.removed), "removed")
+
+
+def _commit_records(plan: DedupPlan, run: StagedRun, outputs: OutputSet, out: Any,
+                    name: str) -> int:  # fmt: skip
+    """The output ``out`` staged from the shards' record parts ``name`` (``"kept"`` or
+    ``"removed"``); returns its bytes."""
+    sizes, rows = (run.part_bytes, run.part_rows) if name == "kept" else (
+        run.removed_bytes, run.removed_rows)  # fmt: skip
     if plan.kind in ("jsonl", "lines") and out.kind == "directory":
-        run.bytes_out = _place_parts(plan, run, outputs, out)
-        return
+        return _place_parts(plan, run, outputs, out, f"{name}.bin", sizes)
     if plan.kind in ("jsonl", "lines"):
         with outputs.open(out, "wb") as raw:
             with open_output_stream(raw, out.path) as w:
-                run.bytes_out = _copy_parts(w, work, run.part_bytes, "kept.bin")
+                written = _copy_parts(w, run.work, sizes, f"{name}.bin")
             if out.path != "-" and _compressed(out.path):
-                run.bytes_out = raw.tell()
-        return
+                written = raw.tell()
+        return written
     if plan.kind == "parquet":
-        run.bytes_out = _join_parquet_parts(plan, run, outputs, out)
-    else:
-        run.bytes_out = _place_parts(plan, run, outputs, out, "files")
+        return _join_parquet_parts(plan, run, outputs, out, f"{name}.parquet", sizes, rows)
+    return _place_parts(plan, run, outputs, out, "files" if name == "kept" else name, sizes)
 
 
-def _join_parquet_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet, out: Any) -> int:
-    """The shards' Parquet parts as one Parquet file, a row group at a time (this process
-    holds one), each row group as the part has it: the one-process run's row groups."""
+def _join_parquet_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet, out: Any,
+                        name: str = "kept.parquet", sizes: Sequence[int] | None = None,
+                        rows: Sequence[int] | None = None) -> int:  # fmt: skip
+    """The shards' Parquet parts ``name`` (of ``sizes`` bytes and ``rows`` rows each; default
+    the kept ones') as one Parquet file, a row group at a time (this process holds one), each
+    row group as the part has it: the one-process run's row groups."""
     import pyarrow.parquet as pq
 
     from neardup.pipeline.write import parquet_schema
 
     schema = parquet_schema(plan.files[0].path)
+    sizes = run.part_bytes if sizes is None else sizes
+    rows = run.part_rows if rows is None else rows
     with outputs.open(out, "wb") as w:
         with pq.ParquetWriter(w, schema) as writer:
             for s in range(len(run.sizes)):
-                path = os.path.join(run.work, "write", str(s), "kept.parquet")
-                with _open_part(path, run.part_bytes[s]) as f:
-                    for table in _row_groups(path, f, run.part_rows[s]):
+                path = os.path.join(run.work, "write", str(s), name)
+                with _open_part(path, sizes[s]) as f:
+                    for table in _row_groups(path, f, rows[s]):
                         writer.write_table(table)
         return w.tell()
 
@@ -750,7 +769,12 @@ def _row_groups(path: str, f: Any, rows: int) -> Iterator[Any]:
 
 
 def _place_parts(
-    plan: DedupPlan, run: StagedRun, outputs: OutputSet, out: Any, name: str = "kept.bin"
+    plan: DedupPlan,
+    run: StagedRun,
+    outputs: OutputSet,
+    out: Any,
+    name: str = "kept.bin",
+    sizes: Sequence[int] | None = None,
 ) -> int:
     """Each shard's kept records into the output directory: JSONL and line inputs as a file
     ``part-NNNNN.jsonl`` (or ``.txt``) by shard number, shards that kept nothing left out
@@ -760,17 +784,18 @@ def _place_parts(
     reuse its parts, so they are not shared with files the user may edit) or across file
     systems."""
     ext = ".jsonl" if plan.kind == "jsonl" else ".txt"
+    sizes = run.part_bytes if sizes is None else sizes
     total = 0
     with outputs.open_directory(out) as tmp:
         for s in range(len(run.sizes)):
             part = os.path.join(run.work, "write", str(s), name)
-            if name != "kept.bin":
+            if not name.endswith(".bin"):
                 moved = _move_tree(part, tmp, keep=plan.work_dir is not None)
-                if moved != run.part_bytes[s]:
-                    raise damaged(part, f"{moved} bytes where its task wrote {run.part_bytes[s]}")
+                if moved != sizes[s]:
+                    raise damaged(part, f"{moved} bytes where its task wrote {sizes[s]}")
                 total += moved
                 continue
-            size = run.part_bytes[s]
+            size = sizes[s]
             _open_part(part, size).close()  # there, with the bytes its task wrote
             if size:
                 _move(part, os.path.join(tmp, f"part-{s:05d}{ext}"), plan.work_dir is not None)

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from neardup.core.decide import cluster_survivors, keep_key
 from neardup.core.search import find_all, find_clusters
 from neardup.core.similarity import ShingleSets, pair_jaccard, set_fingerprints
 from neardup.core.verify import decide_verified
@@ -51,7 +52,7 @@ from neardup.errors import InputError, reading_back
 from neardup.io.blocks import hash_ids, id_key, iter_blocks, line_format
 from neardup.io.files import input_size, read_path
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.scan import _Seen
+from neardup.pipeline.scan import _Seen, first_kinds
 from neardup.pipeline.stream import _items, _work, block_bytes, concat, in_order, reads_in_blocks
 
 __all__ = [
@@ -166,14 +167,16 @@ def _shard_items(plan: DedupPlan, s: int, first_line: int) -> Iterator[tuple[Any
     size = block_bytes(files[shard.first : shard.stop], 1)
     if shard.is_range:
         f = files[shard.first]
-        fmt = line_format(f.path, f.kind == "jsonl", plan.text_field, plan.id_field)
+        fmt = line_format(f.path, f.kind == "jsonl", plan.text_field, plan.id_field,
+                          plan.key_field)  # fmt: skip
         with contextlib.closing(_Range(f.path, shard.start, shard.end)) as r:
             for number, data in iter_blocks(r, size):
                 yield "raw", shard.first, fmt, number + first_line - 1, data
         return
     sub = files[shard.first : shard.stop]
     arrow = reads_in_blocks(files, ("parquet",))
-    for item in _items(sub, plan.text_field, plan.id_field, size, reads_in_blocks(files), arrow):
+    for item in _items(sub, plan.text_field, plan.id_field, size, reads_in_blocks(files), arrow,
+                       plan.key_field):  # fmt: skip
         if item[0] == "docs":
             yield "docs", item[1] + np.int32(shard.first), item[2]
         else:
@@ -230,6 +233,9 @@ def scan_shard(
         "rec": concat(seen.rec_parts, np.int64),
         "src": concat(seen.src_parts, np.int32),
     }
+    if plan.key_field is not None:  # the keep field's values and kinds
+        arrays.update(prio=concat(seen.prio_parts, np.float64),
+                      pkind=concat(seen.kind_parts, np.int8))  # fmt: skip
     no_shingles = 0
     if verify:
         sizes = concat(sizes_parts, np.int64)
@@ -363,7 +369,7 @@ def drop_docs(out: str, work: str, plan: DedupPlan, s: int, buckets: int) -> dic
     the ids stage's ``buckets`` tasks; skipped as bad)."""
     keep = np.ones(len(load(work, "scan", s, "fp")), dtype=bool)
     keep[shard_repeats(work, buckets, s)[0]] = False
-    names = ("fp", "len", "rec", "src", "idh")
+    names = ("fp", "len", "rec", "src", "idh") + (("prio", "pkind") if plan.key_field else ())
     arrays = {k: np.asarray(load(work, "scan", s, k))[keep] for k in names}
     no_shingles = 0
     if plan.verify:
@@ -539,7 +545,7 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
     if n == 0:  # a group whose range of labels holds no component
         return {"dropped": 0, "bytes": _save(out, label=nodes, pos=nodes, surv=nodes,
                                              jac=np.zeros(0), drop=nodes)}  # fmt: skip
-    lens = _gather(work, off, nodes, "len", np.int64)
+    values = keep_values(work, plan, off, nodes)
     pos = np.arange(n, dtype=np.int64)
     if plan.verify:
         sets = _gather_sets(work, off, nodes)
@@ -547,18 +553,12 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             d = decide_verified(sets, sfp, plan.threshold, pairs=local, keep=plan.keep,
-                                lengths=lens, threads=1)  # fmt: skip
+                                lengths=values, threads=1)  # fmt: skip
         surv = np.where(d.kept_for < 0, pos, d.kept_for)
         jac = np.where(d.kept_for < 0, 1.0, d.jaccard)
     else:
         _, roots = components(local)  # every node is in an edge: roots[i] is node i's root
-        surv = roots.copy()
-        if plan.keep == "longest":
-            order = np.lexsort((pos, -lens, roots))
-            head = np.r_[True, roots[order][1:] != roots[order][:-1]]
-            best = np.empty(n, dtype=np.int64)
-            best[roots[order][head]] = order[head]
-            surv = best[roots]
+        surv = cluster_survivors(roots, keep_key(plan.keep, values, n))
         jac = np.full(n, np.nan)
     label = pos.copy()
     np.minimum.at(label, surv, pos)
@@ -570,6 +570,24 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
     nbytes = _save(out, label=nodes[label[rows]], pos=nodes[rows], surv=nodes[surv[rows]],
                    jac=jac[rows], drop=nodes[surv != pos])  # fmt: skip
     return {"dropped": int(np.count_nonzero(surv != pos)), "bytes": nbytes}
+
+
+def keep_values(work: str, plan: DedupPlan, offsets: np.ndarray, pos: np.ndarray) -> Any:
+    """The keep order's values of the documents at global positions ``pos`` (ascending):
+    characters for ``keep="longest"``, the keep field's values for ``"max:FIELD"``, None for
+    ``"first"``."""
+    if plan.keep == "first":
+        return None
+    if plan.key_field is None:
+        return _gather(work, offsets, pos, "len", np.int64)
+    return _gather(work, offsets, pos, "prio", np.float64)
+
+
+def key_kinds(work: str, plan: DedupPlan, s: int) -> list[list[Any]]:
+    """The first document of each kind of keep value in shard ``s``
+    (:func:`~neardup.pipeline.scan.first_kinds`)."""
+    src, rec = load(work, "scan", s, "src"), load(work, "scan", s, "rec")
+    return first_kinds(np.asarray(load(work, "scan", s, "pkind")), src, rec, list(plan.files))
 
 
 def input_bytes(plan: DedupPlan) -> int:

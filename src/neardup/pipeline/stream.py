@@ -103,14 +103,15 @@ def _size(files: list[InputFile]) -> int | None:
         return None  # an error to report when the file is read
 
 
-def _records(f: InputFile, text_field: str, id_field: str | None, on_bad: Any):
+def _records(f: InputFile, text_field: str, id_field: str | None, on_bad: Any,
+             key_field: str | None = None):  # fmt: skip
     if f.kind == "text":
         return read_text_file(f.path, on_bad)
     if f.kind == "lines":
         return read_lines(f.path, on_bad)
     if f.kind == "jsonl":
-        return read_jsonl(f.path, text_field, id_field, on_bad)
-    return read_parquet(f.path, text_field, id_field, on_bad)
+        return read_jsonl(f.path, text_field, id_field, on_bad, key_field)
+    return read_parquet(f.path, text_field, id_field, on_bad, key_column=key_field)
 
 
 def _items(
@@ -120,11 +121,13 @@ def _items(
     size: int,
     kernel: bool,
     arrow: bool = False,
+    key_field: str | None = None,
 ) -> Iterator[tuple[Any, ...]]:
     """What the main thread reads: ``("raw", file index, LineFormat, number, bytes)`` blocks of
     ``size`` bytes of line files (with ``kernel``), ``("arrow", file index, path, first row,
-    texts, ids, column)`` record batches of Parquet files (with ``arrow``), ``("docs", file
-    index array, DocBlock)`` groups of records of the other files."""
+    texts, ids, column, keys, key column)`` record batches of Parquet files (with ``arrow``),
+    ``("docs", file index array, DocBlock)`` groups of records of the other files; with
+    ``key_field`` (``--keep max:FIELD``), each document's value of that field too."""
     records: list[Record] = []
     where: list[int] = []
     bad: list[InputError] = []
@@ -144,7 +147,7 @@ def _items(
     for k, f in enumerate(files):
         fmt = None
         if f.kind in ("jsonl", "lines") and kernel:
-            fmt = line_format(f.path, f.kind == "jsonl", text_field, id_field)
+            fmt = line_format(f.path, f.kind == "jsonl", text_field, id_field, key_field)
         if fmt is not None:
             if records or bad:
                 yield group()
@@ -155,10 +158,11 @@ def _items(
             if records or bad:
                 yield group()
             rows = max(1, min(config.BATCH_DOCS, size // 1024))
-            for first, texts, ids in parquet_batches(f.path, text_field, id_field, rows):
-                yield "arrow", k, f.path, first, texts, ids, text_field
+            for first, texts, ids, keys in parquet_batches(f.path, text_field, id_field, rows,
+                                                           key_field):  # fmt: skip
+                yield "arrow", k, f.path, first, texts, ids, text_field, keys, key_field
             continue
-        for rec in _records(f, text_field, id_field, on_bad):
+        for rec in _records(f, text_field, id_field, on_bad, key_field):
             records.append(rec)
             where.append(k)
             held += len(rec.text)
@@ -207,6 +211,7 @@ def fingerprint_files(
     threads: int | None = None,
     keys: bool = False,
     on_read: Callable[[], None] | None = None,
+    key_field: str | None = None,
 ) -> Iterator[Batch]:
     """Every document of ``files`` fingerprinted, as :class:`Batch` es in input order.
 
@@ -233,11 +238,14 @@ def fingerprint_files(
         Called after each block is read (progress: the byte meter of
         :func:`neardup.io.files.metered` moves as blocks are read, a little ahead of the
         batches).
+    key_field : str, optional
+        The keep field (``keep="max:FIELD"``): each document's value in
+        ``batch.docs.priority`` (a record without a usable one is a bad record).
     """
     nthreads = threads_for(threads)
     size = block_bytes(files, nthreads)
     arrow = reads_in_blocks(files, ("parquet",))
-    items = _items(files, text_field, id_field, size, reads_in_blocks(files), arrow)
+    items = _items(files, text_field, id_field, size, reads_in_blocks(files), arrow, key_field)
     # blocks in flight: every thread busy, memory bounded
     with ThreadPoolExecutor(max_workers=nthreads) as pool:
         work = functools.partial(_work, fper=fingerprinter, keys=keys)

@@ -74,31 +74,39 @@ def register_outputs(
     clusters: str | os.PathLike | None = None,
     drop_list: str | os.PathLike | None = None,
     json_summary: str | os.PathLike | None = None,
+    removed: str | os.PathLike | None = None,
 ) -> None:
     """Register and check a dedup run's outputs before any work: the kept documents (a file,
-    or a directory, :func:`is_directory_output`), the clusters, the drop list and the JSON
-    summary."""
-    if output is not None:
-        out = os.fspath(output)
-        kind = files[0].kind if files else "jsonl"
-        if kind == "text" and out == "-":
-            raise InputError(out, None, "text inputs give an output directory, not stdout")
-        if kind == "text" and strip_compression(out).lower().endswith(_RECORD_FILES):
-            raise InputError(out, None, "names a file of records, but the inputs are read as "
-                             "text files (a document per file), written as a directory: pass "
-                             "--format jsonl or lines if they hold records, or name an output "
-                             "directory")  # fmt: skip
-        if is_directory_output(out, kind):
-            outputs.directory(out, "the output directory")
-        else:
-            if kind == "parquet" and out == "-":
-                raise InputError(out, None, "Parquet output needs a file name, not stdout")
-            outputs.file(out, "the output")
+    or a directory, :func:`is_directory_output`), the removed ones (the same), the clusters,
+    the drop list and the JSON summary."""
+    kind = files[0].kind if files else "jsonl"
+    for path, what in ((output, "the output"), (removed, "--removed")):
+        if path is not None:
+            _register_records(outputs, os.fspath(path), kind, what)
     for path, what in ((clusters, "--clusters"), (drop_list, "--drop-list")):
         if path is not None:
             outputs.file(path, what)
     if json_summary is not None:
         outputs.file(json_summary, "--json-summary")
+
+
+def _register_records(outputs: OutputSet, out: str, kind: str, what: str) -> None:
+    """Register an output of records of ``kind`` inputs (kept or removed ones)."""
+    if kind == "text" and out == "-":
+        raise InputError(out, None, "text inputs give an output directory, not stdout")
+    if kind == "text" and strip_compression(out).lower().endswith(_RECORD_FILES):
+        raise InputError(out, None, "names a file of records, but the inputs are read as "
+                         "text files (a document per file), written as a directory: pass "
+                         "--format jsonl or lines if they hold records, or name an output "
+                         "directory")  # fmt: skip
+    if is_directory_output(out, kind):
+        outputs.directory(
+            out, f"{what} directory" if what == "--removed" else "the output directory"
+        )
+    else:
+        if kind == "parquet" and out == "-":
+            raise InputError(out, None, "Parquet output needs a file name, not stdout")
+        outputs.file(out, what)
 
 
 def write_kept(
