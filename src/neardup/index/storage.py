@@ -153,7 +153,8 @@ def load_array(directory: str, entry: dict[str, Any]) -> np.ndarray:
     try:
         with open(path, "rb") as f:
             version = np.lib.format.read_magic(f)
-            shape, fortran, dtype = _read_header(f, version)
+            with NPY_HEADERS:
+                shape, fortran, dtype = _read_header(f, version)
             offset = f.tell()
     except Exception as e:  # a damaged header can fail in many ways (tokenize, syntax, ...)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -178,6 +179,13 @@ def load_array(directory: str, entry: dict[str, Any]) -> np.ndarray:
         return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=tuple(shape))
     except (ValueError, OSError) as e:
         raise CorruptIndexError(f"{path}: unreadable array file ({e})") from None
+
+
+#: ``.npy`` headers are parsed with ``ast.literal_eval``, and CPython 3.11's parser is not safe to
+#: enter from several threads at once ("SystemError: AST constructor recursion depth mismatch"):
+#: every header neardup reads (the index's arrays, a work directory's) is read under this lock;
+#: the data is mapped and read after, outside it.
+NPY_HEADERS = threading.Lock()
 
 
 def _read_header(f: Any, version: tuple[int, int]) -> tuple[tuple[int, ...], bool, np.dtype]:

@@ -28,7 +28,6 @@ import itertools
 import json
 import os
 import pickle
-import threading
 import warnings
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -49,6 +48,7 @@ from neardup.distributed.plan import (
     shard_pairs,
 )
 from neardup.errors import InputError, reading_back
+from neardup.index.storage import NPY_HEADERS
 from neardup.io.blocks import hash_ids, id_key, iter_blocks, line_format
 from neardup.io.files import input_size, read_path
 from neardup.pipeline.plan import DedupPlan
@@ -85,16 +85,10 @@ def _save(out: str, **arrays: np.ndarray) -> int:
     return n
 
 
-#: ``np.load`` parses a header with ``ast.literal_eval``, and CPython 3.11's parser is not safe
-#: to enter from several threads at once ("AST constructor recursion depth mismatch"): the
-#: tasks on threads take turns to open an array (the data is mapped, read after).
-_HEADERS = threading.Lock()
-
-
 def load(work: str, stage: str, task: str | int, name: str) -> np.ndarray:
     """Array ``name`` written by task ``task`` of ``stage`` (memory-mapped)."""
     path = os.path.join(work, stage, str(task), f"{name}.npy")
-    with reading_back(path), _HEADERS:
+    with reading_back(path), NPY_HEADERS:  # np.load parses its header with ast
         return np.load(path, mmap_mode="r")
 
 
