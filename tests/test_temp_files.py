@@ -144,3 +144,32 @@ def test_neardup_clean_lists_and_removes_leftovers(tmp_path):
     assert os.listdir(out_dir) == ["notes.txt"] and os.listdir(spool_dir) == []
     r = invoke("neardup", "clean", str(out_dir), text=True)
     assert r.returncode == 0 and "nothing to remove" in r.stdout
+
+
+def _pid_like_names() -> list[str]:
+    """Names of the leftover pattern (this machine's) whose pid no process can have: over
+    2**31 (``os.kill`` overflows), over 2**32, just over Linux's largest pid (2**22)."""
+    host = temp_prefix("x").split("neardup-")[1].split("-")[0]
+    return [f".k.neardup-{host}-{pid}-a.tmp" for pid in (2147483648, 9999999999, 4194305)]
+
+
+def test_a_name_with_an_impossible_pid_is_left_alone_and_crashes_nothing(tmp_path):
+    """It was `OverflowError: signed integer is greater than maximum`, exit 1, from every dedup
+    writing there and from `neardup clean`."""
+    src = _corpus(tmp_path / "c.jsonl", 50)
+    out_dir, spool_dir = tmp_path / "out", tmp_path / "spool"
+    out_dir.mkdir()
+    spool_dir.mkdir()
+    names = _pid_like_names()
+    for d in (out_dir, spool_dir):
+        for name in names:
+            (d / name).write_text("mine")
+    assert find_leftovers(out_dir) == []
+    r = invoke("neardup", "dedup", src, "-o", str(out_dir / "kept.jsonl"), "-q",
+               "--temp-dir", str(spool_dir), text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = invoke("neardup", "clean", str(out_dir), str(spool_dir), text=True)
+    assert r.returncode == 0, r.stderr
+    assert "nothing to remove" in r.stdout
+    assert sorted(os.listdir(out_dir)) == sorted([*names, "kept.jsonl"])
+    assert sorted(os.listdir(spool_dir)) == sorted(names)
