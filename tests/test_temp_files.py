@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -173,3 +174,64 @@ def test_a_name_with_an_impossible_pid_is_left_alone_and_crashes_nothing(tmp_pat
     assert "nothing to remove" in r.stdout
     assert sorted(os.listdir(out_dir)) == sorted([*names, "kept.jsonl"])
     assert sorted(os.listdir(spool_dir)) == sorted(names)
+
+
+# -- the work directory of a staged run --------------------------------------------------------
+
+_SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+_DEDUP = [sys.executable, "-c", "from neardup.cli.main import main; main()", "dedup"]
+
+
+def _env(tmpdir) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": _SRC, "TMPDIR": str(tmpdir)}
+
+
+def _kill_staged_run(src: str, out: str, tmpdir) -> tuple[int, list[str]]:
+    """A staged dedup (no --work-dir) SIGKILLed once its work directory in ``tmpdir`` holds a
+    stage: its pid and the work directories it left."""
+    p = subprocess.Popen([*_DEDUP, src, "-o", out, "--shard-docs", "200", "--threads", "1", "-q"],
+                         env=_env(tmpdir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    work: list[str] = []
+    deadline = time.monotonic() + 300
+    while not work and p.poll() is None and time.monotonic() < deadline:
+        work = [n for n in os.listdir(tmpdir) if "neardup-work" in n
+                and os.path.isdir(os.path.join(tmpdir, n, "scan"))]  # fmt: skip
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL)
+    _, err = p.communicate()
+    assert work, f"the run ended before its work directory was made: {err.decode()}"
+    assert not os.path.exists(out)
+    return p.pid, work
+
+
+@pytest.mark.slow
+def test_the_work_directory_of_a_killed_staged_run_is_removed_later(tmp_path):
+    """It stayed as `$TMPDIR/neardup-work-XXXX` (3.6 GB in one trial): no later run and no
+    `neardup clean` knew it."""
+    src = _corpus(tmp_path / "c.jsonl", 1000)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    # a user's look-alikes: the old name, another machine's, a process that runs (this one)
+    mine = ["neardup-work-abc", ".neardup-work.neardup-000000-1-abc.tmp",
+            temp_prefix("neardup-work") + "abc.tmp"]  # fmt: skip
+    for name in mine:
+        (tmpdir / name).mkdir()
+        (tmpdir / name / "f").write_text("mine")
+    pid, work = _kill_staged_run(src, str(tmp_path / "a.jsonl"), tmpdir)
+    assert [(x.pid, x.name, x.is_dir) for x in find_leftovers(tmpdir)] == [
+        (pid, "neardup-work", True)
+    ]
+    # the next staged run removes it, and only it
+    r = subprocess.run([*_DEDUP, src, "-o", str(tmp_path / "b.jsonl"), "--shard-docs", "200",
+                        "-q"], env=_env(tmpdir), capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(tmpdir)) == sorted(mine)
+    # so does `neardup clean` (by default in TMPDIR)
+    pid, work = _kill_staged_run(src, str(tmp_path / "c.jsonl.out"), tmpdir)
+    clean = [sys.executable, "-c", "from neardup.cli.main import main; main()", "clean"]
+    r = subprocess.run(clean, env=_env(tmpdir), cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert f"removed {tmpdir / work[0]} (directory" in r.stdout
+    assert f"left by process {pid}: neardup-work" in r.stdout
+    assert sorted(os.listdir(tmpdir)) == sorted(mine)
+    assert all((tmpdir / name / "f").read_text() == "mine" for name in mine)
