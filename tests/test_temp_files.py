@@ -235,3 +235,93 @@ def test_the_work_directory_of_a_killed_staged_run_is_removed_later(tmp_path):
     assert f"left by process {pid}: neardup-work" in r.stdout
     assert sorted(os.listdir(tmpdir)) == sorted(mine)
     assert all((tmpdir / name / "f").read_text() == "mine" for name in mine)
+
+
+# -- the index's temporary files ---------------------------------------------------------------
+
+
+def _index_files(path) -> tuple[list[str], set[str]]:
+    """The files in the index directory ``path``, and those its manifest names (with MANIFEST
+    and LOCK)."""
+    from neardup.index.storage import read_manifest, referenced_files
+
+    return sorted(os.listdir(path)), referenced_files(read_manifest(str(path))) | {
+        "MANIFEST",
+        "LOCK",
+    }
+
+
+def test_a_background_merge_on_a_full_disk_leaves_no_file(tmp_path):
+    """It left its `.npy.tmp` file (and the merged run's files written before) in the index."""
+    from neardup import Index
+
+    rng = np.random.default_rng(5)
+    with small_tmpfs(tmp_path / "disk", "2m") as disk:
+        ix = Index.create(disk / "ix", distance=3, blocks=5)
+        ix.merge_factor = 100  # no merge yet: three runs
+        runs = [rng.integers(0, 2**64, 4000, dtype=np.uint64) for _ in range(3)]
+        for fps in runs:
+            ix.add(fps)
+        free = os.statvfs(disk)
+        (disk / "filler").write_bytes(b"\0" * (free.f_bavail * free.f_frsize - (640 << 10)))
+        ix.merge_factor, ix.background_merges = 2, True
+        ix.add(rng.integers(0, 2**64, 4000, dtype=np.uint64))  # a run fits; their merge not
+        with pytest.raises(OSError, match="a background merge failed.*No space left"):
+            ix.wait_merges()
+        names, named = _index_files(disk / "ix")
+        assert set(names) == named, sorted(set(names) - named)
+        ix.close()
+        with Index.open(disk / "ix") as r:
+            assert len(r) == 16000
+            r.verify()
+
+
+_ADDING = """
+import sys, numpy as np
+from neardup import Index
+ix = Index.open(sys.argv[1], mode="w")
+rng = np.random.default_rng(3)
+print("open", flush=True)
+while True:
+    ix.add(rng.integers(0, 2**64, 300_000, dtype=np.uint64))
+"""
+
+
+def _kill_writer(path, tmpdir) -> tuple[int, set[str]]:
+    """A process adding to the index at ``path`` SIGKILLed while it writes a temporary file
+    there: its pid and the leftovers it left (tried again, up to 3 times, when the file was
+    renamed just before the kill)."""
+    for _ in range(3):
+        p = subprocess.Popen([sys.executable, "-c", _ADDING, str(path)], env=_env(tmpdir),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        assert p.stdout.readline() == b"open\n", p.stderr.read().decode()
+        deadline, tmp = time.monotonic() + 120, []
+        while not tmp and p.poll() is None and time.monotonic() < deadline:
+            tmp = [n for n in os.listdir(path) if n.endswith(".tmp")]
+        p.send_signal(signal.SIGKILL)
+        _, err = p.communicate()
+        assert tmp, f"no temporary file seen: {err.decode()}"
+        left = {x.name for x in find_leftovers(path) if x.pid == p.pid}
+        if left:
+            return p.pid, left
+    raise AssertionError(f"no leftover after 3 kills: {sorted(os.listdir(path))}")
+
+
+@pytest.mark.slow
+def test_the_temporary_files_of_a_killed_index_writer_are_known_as_leftovers(tmp_path):
+    from neardup import Index
+
+    path = tmp_path / "ix"
+    Index.create(path, distance=3, blocks=5).close()
+    pid, left = _kill_writer(path, tmp_path)
+    assert all(n.startswith("s000") and n.endswith(".npy") for n in left), left
+    r = invoke("neardup", "clean", "--dry-run", str(path), text=True)
+    assert r.returncode == 0 and f"left by process {pid}" in r.stdout, r.stdout
+    # the next writer removes them (and neardup clean would)
+    with Index.open(path, mode="w") as ix:
+        n = len(ix)
+        names, named = _index_files(path)
+        assert set(names) == named, sorted(set(names) - named)
+    with Index.open(path) as r:
+        assert len(r) == n and n % 300_000 == 0
+        r.verify()
