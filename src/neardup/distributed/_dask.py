@@ -45,11 +45,12 @@ def cluster_client(client: Any = None, workers: int | None = None) -> Iterator[A
     """Yield ``client``, or a client of a new LocalCluster (closed on exit).
 
     ``workers`` sets the LocalCluster's worker processes (one thread each); default: the usable
-    CPU count. The cluster's scratch space is a temporary directory of its own, removed on exit
-    (named as :mod:`neardup.io.leftovers` says, so that one a run killed outright left is removed
-    by the next cluster, or ``neardup clean``). Dask's own log messages below CRITICAL (a lost
-    worker restarted, a slow shutdown) are not shown: a job that fails raises its error, and
-    one whose lost work was done again is complete.
+    CPU count. The cluster's scratch space (where workers spill) is a temporary directory of its
+    own in Dask's ``temporary-directory``, else ``TMPDIR``, removed on exit (named as
+    :mod:`neardup.io.leftovers` says, so that one a run killed outright left is removed by the
+    next cluster, or ``neardup clean``). Dask's own log messages below CRITICAL (a lost worker
+    restarted, a slow shutdown) are not shown: a job that fails raises its error, and one whose
+    lost work was done again is complete.
     """
     if client is not None:
         yield client
@@ -58,8 +59,10 @@ def cluster_client(client: Any = None, workers: int | None = None) -> Iterator[A
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1 (got {workers})")
     n = workers or max(1, len(os.sched_getaffinity(0)))
+    # in Dask's temporary directory, where its workers spill, when one is configured
+    where = dask.config.get("temporary-directory", None) or tempfile.gettempdir()
     with (
-        _scratch() as scratch,
+        _scratch(where) as scratch,
         dask.config.set({"temporary-directory": scratch}),  # the scheduler's scratch space
         distributed.LocalCluster(
             n_workers=n,
@@ -78,10 +81,9 @@ def cluster_client(client: Any = None, workers: int | None = None) -> Iterator[A
 
 
 @contextlib.contextmanager
-def _scratch() -> Iterator[str]:
-    """A new temporary directory for a LocalCluster's scratch space (``local_directory``),
-    removed on exit; first, those of clusters killed outright."""
-    where = tempfile.gettempdir()
+def _scratch(where: str) -> Iterator[str]:
+    """A new temporary directory in ``where`` for a LocalCluster's scratch space
+    (``local_directory``), removed on exit; first, those of clusters killed outright."""
     remove_leftovers(where)
     path = tempfile.mkdtemp(prefix=temp_prefix("neardup-dask"), suffix=TEMP_SUFFIX, dir=where)
     try:
