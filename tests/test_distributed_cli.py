@@ -4,6 +4,11 @@ Dask cluster (``--workers``), over decimal and Parquet inputs split across files
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import naive
@@ -110,3 +115,41 @@ def test_dedup_on_local_dask_cluster_matches_single_machine(tmp_path):
         "tcp://127.0.0.1:1",
     )
     assert r.returncode == 2 and "either --scheduler or --workers" in r.stderr
+
+
+_MAIN = [sys.executable, "-c", "from neardup.cli.main import main; main()"]
+
+
+def test_a_worker_killed_during_dedup_is_quiet_and_leaves_nothing_in_tmpdir(tmp_path):
+    """A SIGKILLed worker printed Dask's warnings (a worker restarted, a slow shutdown) on
+    stderr, and `--workers` left `dask-scratch-space/` in TMPDIR."""
+    psutil = pytest.importorskip("psutil")
+    rng = np.random.default_rng(8)
+    words = [f"w{i}" for i in range(3000)]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": " ".join(rng.choice(words, 60))}) + "\n"
+                           for i in range(2000)))  # fmt: skip
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmpdir),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}  # fmt: skip
+    args = ["dedup", str(src), "--shard-docs", "250", "-q", "-o"]
+    one = subprocess.run([*_MAIN, *args, str(tmp_path / "one.jsonl")], env=env)
+    assert one.returncode == 0
+    p = subprocess.Popen([*_MAIN, *args, str(tmp_path / "dask.jsonl"), "--workers", "2"],
+                         env=env, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    killed, deadline = None, time.monotonic() + 300
+    while killed is None and p.poll() is None and time.monotonic() < deadline:
+        # once the scan has begun, a worker (not Python's resource tracker, also a child)
+        if any((tmpdir / n / "scan").is_dir() for n in os.listdir(tmpdir)):
+            kids = psutil.Process(p.pid).children()
+            workers = [k for k in kids if "spawn_main" in " ".join(k.cmdline())]
+            if workers:
+                killed = workers[0].pid
+                os.kill(killed, signal.SIGKILL)
+        time.sleep(0.02)
+    _, err = p.communicate(timeout=600)
+    assert killed is not None, f"the run ended before a worker could be killed: {err}"
+    assert p.returncode == 0 and err == "", err
+    assert (tmp_path / "dask.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
+    assert os.listdir(tmpdir) == []

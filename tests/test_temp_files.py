@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -144,3 +145,183 @@ def test_neardup_clean_lists_and_removes_leftovers(tmp_path):
     assert os.listdir(out_dir) == ["notes.txt"] and os.listdir(spool_dir) == []
     r = invoke("neardup", "clean", str(out_dir), text=True)
     assert r.returncode == 0 and "nothing to remove" in r.stdout
+
+
+def _pid_like_names() -> list[str]:
+    """Names of the leftover pattern (this machine's) whose pid no process can have: over
+    2**31 (``os.kill`` overflows), over 2**32, just over Linux's largest pid (2**22)."""
+    host = temp_prefix("x").split("neardup-")[1].split("-")[0]
+    return [f".k.neardup-{host}-{pid}-a.tmp" for pid in (2147483648, 9999999999, 4194305)]
+
+
+def test_a_name_with_an_impossible_pid_is_left_alone_and_crashes_nothing(tmp_path):
+    """It was `OverflowError: signed integer is greater than maximum`, exit 1, from every dedup
+    writing there and from `neardup clean`."""
+    src = _corpus(tmp_path / "c.jsonl", 50)
+    out_dir, spool_dir = tmp_path / "out", tmp_path / "spool"
+    out_dir.mkdir()
+    spool_dir.mkdir()
+    names = _pid_like_names()
+    for d in (out_dir, spool_dir):
+        for name in names:
+            (d / name).write_text("mine")
+    assert find_leftovers(out_dir) == []
+    r = invoke("neardup", "dedup", src, "-o", str(out_dir / "kept.jsonl"), "-q",
+               "--temp-dir", str(spool_dir), text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = invoke("neardup", "clean", str(out_dir), str(spool_dir), text=True)
+    assert r.returncode == 0, r.stderr
+    assert "nothing to remove" in r.stdout
+    assert sorted(os.listdir(out_dir)) == sorted([*names, "kept.jsonl"])
+    assert sorted(os.listdir(spool_dir)) == sorted(names)
+
+
+# -- the work directory of a staged run --------------------------------------------------------
+
+_SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+_DEDUP = [sys.executable, "-c", "from neardup.cli.main import main; main()", "dedup"]
+
+
+def _env(tmpdir) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": _SRC, "TMPDIR": str(tmpdir)}
+
+
+def _kill_staged_run(src: str, out: str, tmpdir) -> tuple[int, list[str]]:
+    """A staged dedup (no --work-dir) SIGKILLed once its work directory in ``tmpdir`` holds a
+    stage: its pid and the work directories it left."""
+    p = subprocess.Popen([*_DEDUP, src, "-o", out, "--shard-docs", "200", "--threads", "1", "-q"],
+                         env=_env(tmpdir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    work: list[str] = []
+    deadline = time.monotonic() + 300
+    while not work and p.poll() is None and time.monotonic() < deadline:
+        work = [n for n in os.listdir(tmpdir) if "neardup-work" in n
+                and os.path.isdir(os.path.join(tmpdir, n, "scan"))]  # fmt: skip
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL)
+    _, err = p.communicate()
+    assert work, f"the run ended before its work directory was made: {err.decode()}"
+    assert not os.path.exists(out)
+    return p.pid, work
+
+
+@pytest.mark.slow
+def test_the_work_directory_of_a_killed_staged_run_is_removed_later(tmp_path):
+    """It stayed as `$TMPDIR/neardup-work-XXXX` (3.6 GB in one trial): no later run and no
+    `neardup clean` knew it."""
+    src = _corpus(tmp_path / "c.jsonl", 1000)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    # a user's look-alikes: the old name, another machine's, a process that runs (this one)
+    mine = ["neardup-work-abc", ".neardup-work.neardup-000000-1-abc.tmp",
+            temp_prefix("neardup-work") + "abc.tmp"]  # fmt: skip
+    for name in mine:
+        (tmpdir / name).mkdir()
+        (tmpdir / name / "f").write_text("mine")
+    pid, work = _kill_staged_run(src, str(tmp_path / "a.jsonl"), tmpdir)
+    assert [(x.pid, x.name, x.is_dir) for x in find_leftovers(tmpdir)] == [
+        (pid, "neardup-work", True)
+    ]
+    # the next staged run removes it, and only it
+    r = subprocess.run([*_DEDUP, src, "-o", str(tmp_path / "b.jsonl"), "--shard-docs", "200",
+                        "-q"], env=_env(tmpdir), capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(tmpdir)) == sorted(mine)
+    # so does `neardup clean` (by default in TMPDIR)
+    pid, work = _kill_staged_run(src, str(tmp_path / "c.jsonl.out"), tmpdir)
+    clean = [sys.executable, "-c", "from neardup.cli.main import main; main()", "clean"]
+    r = subprocess.run(clean, env=_env(tmpdir), cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert f"removed {tmpdir / work[0]} (directory" in r.stdout
+    assert f"left by process {pid}: neardup-work" in r.stdout
+    assert sorted(os.listdir(tmpdir)) == sorted(mine)
+    assert all((tmpdir / name / "f").read_text() == "mine" for name in mine)
+
+
+# -- the index's temporary files ---------------------------------------------------------------
+
+
+def _index_files(path) -> tuple[list[str], set[str]]:
+    """The files in the index directory ``path``, and those its manifest names (with MANIFEST
+    and LOCK)."""
+    from neardup.index.storage import read_manifest, referenced_files
+
+    return sorted(os.listdir(path)), referenced_files(read_manifest(str(path))) | {
+        "MANIFEST",
+        "LOCK",
+    }
+
+
+def test_a_background_merge_on_a_full_disk_leaves_no_file(tmp_path):
+    """It left its `.npy.tmp` file (and the merged run's files written before) in the index."""
+    from neardup import Index
+
+    rng = np.random.default_rng(5)
+    with small_tmpfs(tmp_path / "disk", "2m") as disk:
+        ix = Index.create(disk / "ix", distance=3, blocks=5)
+        ix.merge_factor = 100  # no merge yet: three runs
+        runs = [rng.integers(0, 2**64, 4000, dtype=np.uint64) for _ in range(3)]
+        for fps in runs:
+            ix.add(fps)
+        free = os.statvfs(disk)
+        (disk / "filler").write_bytes(b"\0" * (free.f_bavail * free.f_frsize - (640 << 10)))
+        ix.merge_factor, ix.background_merges = 2, True
+        ix.add(rng.integers(0, 2**64, 4000, dtype=np.uint64))  # a run fits; their merge not
+        with pytest.raises(OSError, match="a background merge failed.*No space left"):
+            ix.wait_merges()
+        names, named = _index_files(disk / "ix")
+        assert set(names) == named, sorted(set(names) - named)
+        ix.close()
+        with Index.open(disk / "ix") as r:
+            assert len(r) == 16000
+            r.verify()
+
+
+_ADDING = """
+import sys, numpy as np
+from neardup import Index
+ix = Index.open(sys.argv[1], mode="w")
+rng = np.random.default_rng(3)
+print("open", flush=True)
+while True:
+    ix.add(rng.integers(0, 2**64, 300_000, dtype=np.uint64))
+"""
+
+
+def _kill_writer(path, tmpdir) -> tuple[int, set[str]]:
+    """A process adding to the index at ``path`` SIGKILLed while it writes a temporary file
+    there: its pid and the leftovers it left (tried again, up to 3 times, when the file was
+    renamed just before the kill)."""
+    for _ in range(3):
+        p = subprocess.Popen([sys.executable, "-c", _ADDING, str(path)], env=_env(tmpdir),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        assert p.stdout.readline() == b"open\n", p.stderr.read().decode()
+        deadline, tmp = time.monotonic() + 120, []
+        while not tmp and p.poll() is None and time.monotonic() < deadline:
+            tmp = [n for n in os.listdir(path) if n.endswith(".tmp")]
+        p.send_signal(signal.SIGKILL)
+        _, err = p.communicate()
+        assert tmp, f"no temporary file seen: {err.decode()}"
+        left = {x.name for x in find_leftovers(path) if x.pid == p.pid}
+        if left:
+            return p.pid, left
+    raise AssertionError(f"no leftover after 3 kills: {sorted(os.listdir(path))}")
+
+
+@pytest.mark.slow
+def test_the_temporary_files_of_a_killed_index_writer_are_known_as_leftovers(tmp_path):
+    from neardup import Index
+
+    path = tmp_path / "ix"
+    Index.create(path, distance=3, blocks=5).close()
+    pid, left = _kill_writer(path, tmp_path)
+    assert all(n.startswith("s000") and n.endswith(".npy") for n in left), left
+    r = invoke("neardup", "clean", "--dry-run", str(path), text=True)
+    assert r.returncode == 0 and f"left by process {pid}" in r.stdout, r.stdout
+    # the next writer removes them (and neardup clean would)
+    with Index.open(path, mode="w") as ix:
+        n = len(ix)
+        names, named = _index_files(path)
+        assert set(names) == named, sorted(set(names) - named)
+    with Index.open(path) as r:
+        assert len(r) == n and n % 300_000 == 0
+        r.verify()

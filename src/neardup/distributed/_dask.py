@@ -7,7 +7,10 @@ the single-machine routines of :mod:`neardup.search` on one shard.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +21,7 @@ from neardup._optional import require
 from neardup.core.bits import as_fingerprints
 from neardup.core.search import sort_pairs
 from neardup.distributed import plan as _plan
+from neardup.io.leftovers import TEMP_SUFFIX, remove_leftovers, temp_prefix
 
 #: Fingerprints per partition when a NumPy array (or sequence) is sent to the cluster.
 DEFAULT_PARTITION_SIZE = 1 << 20
@@ -41,22 +45,51 @@ def cluster_client(client: Any = None, workers: int | None = None) -> Iterator[A
     """Yield ``client``, or a client of a new LocalCluster (closed on exit).
 
     ``workers`` sets the LocalCluster's worker processes (one thread each); default: the usable
-    CPU count.
+    CPU count. The cluster's scratch space (where workers spill) is a temporary directory of its
+    own in Dask's ``temporary-directory``, else ``TMPDIR``, removed on exit (named as
+    :mod:`neardup.io.leftovers` says, so that one a run killed outright left is removed by the
+    next cluster, or ``neardup clean``). Dask's own log messages below CRITICAL (a lost worker
+    restarted, a slow shutdown) are not shown: a job that fails raises its error, and one whose
+    lost work was done again is complete.
     """
     if client is not None:
         yield client
         return
-    _, distributed = _require()
+    dask, distributed = _require()
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1 (got {workers})")
     n = workers or max(1, len(os.sched_getaffinity(0)))
+    # in Dask's temporary directory, where its workers spill, when one is configured
+    where = dask.config.get("temporary-directory", None) or tempfile.gettempdir()
     with (
+        _scratch(where) as scratch,
+        dask.config.set({"temporary-directory": scratch}),  # the scheduler's scratch space
         distributed.LocalCluster(
-            n_workers=n, threads_per_worker=1, dashboard_address=None, processes=True
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            local_directory=scratch,
+            silence_logs=logging.CRITICAL,
+            dashboard_address=None,
+            # the scheduler's HTTP server (health, metrics) on a free port: its default, 8787,
+            # taken by another cluster, is a warning on stderr
+            scheduler_kwargs={"dashboard_address": ":0"},
         ) as cluster,
         distributed.Client(cluster) as c,
     ):
         yield c
+
+
+@contextlib.contextmanager
+def _scratch(where: str) -> Iterator[str]:
+    """A new temporary directory in ``where`` for a LocalCluster's scratch space
+    (``local_directory``), removed on exit; first, those of clusters killed outright."""
+    remove_leftovers(where)
+    path = tempfile.mkdtemp(prefix=temp_prefix("neardup-dask"), suffix=TEMP_SUFFIX, dir=where)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager

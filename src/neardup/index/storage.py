@@ -21,6 +21,7 @@ manifest references (left by a crash, or replaced by a compaction) are deleted b
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import errno
 import fcntl
@@ -29,6 +30,7 @@ import json
 import os
 import queue
 import re
+import secrets
 import shutil
 import sys
 import tempfile
@@ -40,6 +42,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+
+from neardup.io.leftovers import TEMP_SUFFIX, temp_prefix
 
 MAGIC = "neardup-index"
 FORMAT_VERSION = 1
@@ -59,8 +63,14 @@ LOCK = "LOCK"
 _CHUNK = 16 << 20
 #: Kinds of segment file the index writes (``s00000007.<kind>.npy``); only files named so, their
 #: temporary files and ``.MANIFEST.tmp`` are ever deleted, and only when no manifest names them.
+#: A temporary file is named as :mod:`neardup.io.leftovers` says
+#: (``.s00000007.fp.npy.neardup-HOST-PID-RANDOM.tmp``; ``.s00000007.fp.npy.tmp`` before), so that
+#: ``neardup clean`` also knows one that a writer killed outright left.
 FILE_KINDS = r"(?:fp|key|kord|sblob|soff|sketch|ssize|t\d+|del\d+)"
-_OWNED = re.compile(rf"^\.?s\d{{8}}\.{FILE_KINDS}\.npy(?:\.tmp)?$|^\.{MANIFEST}\.tmp$")
+_OWNED = re.compile(
+    rf"^\.?s\d{{8}}\.{FILE_KINDS}\.npy(?:\.tmp|\.neardup-[0-9a-f]{{6}}-\d+-[A-Za-z0-9_]+\.tmp)?$"
+    rf"|^\.{MANIFEST}\.tmp$"
+)
 _MAX_MANIFEST_BYTES = 256 << 20
 
 
@@ -105,14 +115,19 @@ def write_array(directory: str, name: str, arr: np.ndarray, *, sync: bool = True
     deleted.
     """
     arr = np.ascontiguousarray(arr)
-    tmp = os.path.join(directory, f".{name}.tmp")
-    with open(tmp, "wb") as raw:
-        w = _CrcWriter(raw)
-        _write_npy(w, arr)
-        raw.flush()
-        if sync:
-            os.fsync(raw.fileno())
-    os.replace(tmp, os.path.join(directory, name))
+    tmp = os.path.join(directory, temp_prefix(name) + secrets.token_hex(4) + TEMP_SUFFIX)
+    try:
+        with open(tmp, "xb") as raw:
+            w = _CrcWriter(raw)
+            _write_npy(w, arr)
+            raw.flush()
+            if sync:
+                os.fsync(raw.fileno())
+        os.replace(tmp, os.path.join(directory, name))
+    except BaseException:  # a full disk, Ctrl-C: no temporary file stays
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return {
         "name": name,
         "bytes": w.size,
@@ -291,9 +306,16 @@ def write_manifest(directory: str, body: dict[str, Any], unsynced: Sequence[str]
 
     jobs = [write_tmp, functools.partial(_fsync, directory)]
     jobs += [functools.partial(_fsync, os.path.join(directory, n)) for n in unsynced]
-    for _ in io_pool().map(lambda job: job(), jobs):
-        pass
-    os.replace(tmp, os.path.join(directory, MANIFEST))
+    futures = [io_pool().submit(job) for job in jobs]
+    try:
+        for f in futures:
+            f.result()
+        os.replace(tmp, os.path.join(directory, MANIFEST))
+    except BaseException:  # a full disk, Ctrl-C: no temporary file stays
+        concurrent.futures.wait(futures)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     _fsync(directory)
 
 
@@ -393,6 +415,18 @@ def remove_unreferenced(directory: str, body: dict[str, Any], busy: Sequence[str
         if _OWNED.match(name) and name not in keep and not name.startswith(prefixes):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(directory, name))
+                gone += 1
+    return gone
+
+
+def remove_segment_files(directory: str, name: str) -> int:
+    """Delete the files of segment ``name`` (finished or temporary), one that a write gave up
+    on before any manifest named it; return how many."""
+    gone = 0
+    for f in os.listdir(directory):
+        if _OWNED.match(f) and f.startswith((f"{name}.", f".{name}.")):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(directory, f))
                 gone += 1
     return gone
 

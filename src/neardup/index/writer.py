@@ -8,7 +8,7 @@ last committed state.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,7 +20,7 @@ from neardup.core.sketch import Sketches, as_sketches
 from neardup.index import _kernels, _sort_kernels
 from neardup.index.codec import write_table
 from neardup.index.segments import Segment, concat_strings
-from neardup.index.storage import io_pool, write_array
+from neardup.index.storage import io_pool, remove_segment_files, write_array
 
 __all__ = [
     "MAX_SEGMENTS",
@@ -147,7 +147,8 @@ def write_segment(
     sorted and written in parallel threads. ``runs``: the rows begin with every row of these
     segments (:func:`mergeable`), whose sorted tables are merged rather than sorted again.
     The files are not fsynced: the commit that names them does
-    (:func:`neardup.index.storage.write_manifest`)."""
+    (:func:`neardup.index.storage.write_manifest`). A write that fails (a full disk) removes
+    every file of the segment it wrote before raising."""
     runs = runs or []
     own = sum(s.n for s in runs)
 
@@ -170,26 +171,21 @@ def write_segment(
     # rows)
     small = len(rows.fps) < PARALLEL_ROWS
     ex = io_pool() if small else ThreadPoolExecutor(default_threads())
+    pending: list[Future] = []
     try:
-        tables = [ex.submit(table, t) for t in todo]
+        pending += [ex.submit(table, t) for t in todo]
         fps, order = argsort_values(rows.fps)
-        columns: list[tuple[str, Any]] = [
-            ("fp", fps),
-            ("key", rows.keys[order]),
-            ("kord", key_order(rows.keys, order)),
-        ]
-        if rows.sketches is not None:
-            sk = rows.sketches
-            columns += [("sketch", sk.words[order]), ("ssize", sk.sizes[order])]
-        if rows.blob is not None:
-            blob, off = _kernels._gather_strings(rows.blob, rows.off, order)
-            columns += [("sblob", blob), ("soff", off)]
+        columns = _columns(rows, fps, order)
         if small:
-            written = [ex.submit(column, c) for c in columns]
-            files = dict(f.result() for f in tables + written)
+            pending += [ex.submit(column, c) for c in columns]
+            files = dict(f.result() for f in pending)
         else:  # this thread writes the rows' columns while the tables sort
             files = dict(map(column, columns))
-            files.update(f.result() for f in tables)
+            files.update(f.result() for f in pending)
+    except BaseException:  # a full disk, Ctrl-C: none of the segment's files stays
+        wait(pending)
+        remove_segment_files(directory, name)
+        raise
     finally:
         if not small:
             ex.shutdown()
@@ -197,6 +193,19 @@ def write_segment(
     if codec is not None:
         entry["codec"] = codec
     return entry
+
+
+def _columns(rows: Rows, fps: np.ndarray, order: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """The files of a segment other than its tables, by kind: its rows in fingerprint order
+    (``fps``, the fingerprints sorted by ``order``)."""
+    columns = [("fp", fps), ("key", rows.keys[order]), ("kord", key_order(rows.keys, order))]
+    if rows.sketches is not None:
+        sk = rows.sketches
+        columns += [("sketch", sk.words[order]), ("ssize", sk.sizes[order])]
+    if rows.blob is not None:
+        blob, off = _kernels._gather_strings(rows.blob, rows.off, order)
+        columns += [("sblob", blob), ("soff", off)]
+    return columns
 
 
 def gather(segs: list[Segment], id_type: str | None, sketch_words: int | None) -> Rows:

@@ -11,7 +11,9 @@ machines' runs, whose process ids mean nothing here); ``<pid>``: the process tha
 *leftover* is an entry of exactly this pattern, owned by this user, made on this machine by a
 process that no longer runs. :func:`remove_leftovers` removes only those: a later run does so in
 the directories it writes to, and ``neardup clean`` on demand. Nothing a user named is ever
-touched: a user's file would have to carry this exact pattern.
+touched: a user's file would have to carry this exact pattern. A ``<pid>`` that no process can
+have (above :data:`PID_LIMIT`), or that the system cannot be asked about, is not provably dead:
+its entry is left alone.
 """
 
 from __future__ import annotations
@@ -25,9 +27,18 @@ import socket
 import stat
 from dataclasses import dataclass
 
-__all__ = ["TEMP_SUFFIX", "Leftover", "find_leftovers", "remove_leftovers", "temp_prefix"]
+__all__ = [
+    "PID_LIMIT",
+    "TEMP_SUFFIX",
+    "Leftover",
+    "find_leftovers",
+    "remove_leftovers",
+    "temp_prefix",
+]
 
 TEMP_SUFFIX = ".tmp"
+#: The largest process id any system gives (Linux's ``PID_MAX_LIMIT``, 2**22; macOS: 99,999).
+PID_LIMIT = 1 << 22
 _PATTERN = re.compile(
     r"^\.(?P<name>.*)\.neardup-(?P<host>[0-9a-f]{6})-(?P<pid>[1-9][0-9]{0,9})-[A-Za-z0-9_]+\.tmp$"
 )
@@ -44,16 +55,18 @@ def temp_prefix(name: str) -> str:
     return f".{name}.neardup-{_host()}-{os.getpid()}-"
 
 
-def _running(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
+def _dead(pid: int) -> bool:
+    """True only when no process ``pid`` runs on this machine (a number that cannot be a process
+    id, or one the system cannot be asked about, is not provably dead)."""
+    if pid == os.getpid() or not 0 < pid <= PID_LIMIT:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return False
-    except OSError:  # another user's process (EPERM), or no way to tell: keep its files
         return True
-    return True
+    except (OSError, OverflowError, ValueError):  # another user's (EPERM), or no way to tell
+        return False
+    return False
 
 
 @dataclass(frozen=True)
@@ -96,7 +109,7 @@ def find_leftovers(directory: str | os.PathLike) -> list[Leftover]:
             is_dir = stat.S_ISDIR(st.st_mode)
             if st.st_uid != uid or not (is_dir or stat.S_ISREG(st.st_mode)):
                 continue
-            if _running(int(m["pid"])):
+            if not _dead(int(m["pid"])):
                 continue
             found.append(Leftover(e.path, int(m["pid"]), m["name"], _size(e.path, is_dir), is_dir))
         except OSError:

@@ -35,6 +35,7 @@ from neardup.io.files import (
     open_output_stream,
     reading_copies,
 )
+from neardup.io.leftovers import TEMP_SUFFIX, remove_leftovers, temp_prefix
 from neardup.io.writers import OutputSet
 from neardup.pipeline import stage_against as A
 from neardup.pipeline import stage_components as C
@@ -99,9 +100,13 @@ class StagedRun:
 @contextlib.contextmanager
 def open_work_dir(plan: DedupPlan) -> Iterator[str]:
     """The run's work directory: ``plan.work_dir`` (made, or resumed when its manifest is this
-    plan's; refused in one line otherwise), else a temporary one removed at the end."""
+    plan's; refused in one line otherwise), else a temporary one removed at the end (named as
+    :mod:`neardup.io.leftovers` says, so that one left by a run killed outright is removed by
+    the next run, or ``neardup clean``)."""
     if plan.work_dir is None:
-        work = tempfile.mkdtemp(prefix="neardup-work-")
+        where = tempfile.gettempdir()
+        remove_leftovers(where)  # the work directories of runs killed outright
+        work = tempfile.mkdtemp(prefix=temp_prefix("neardup-work"), suffix=TEMP_SUFFIX, dir=where)
         try:
             yield work
         finally:
