@@ -137,13 +137,16 @@ def _not_ours(work: str) -> InputError:
 
 def _check_manifest(work: str, found: dict[str, Any], manifest: dict[str, Any]) -> None:
     """Refuse the work directory ``work`` whose manifest ``found`` is not ``manifest``: of
-    another version or plan, or of inputs changed since."""
-    if found.get("version") != _VERSION or found.get("plan") != manifest["plan"]:
-        raise InputError(work, None, "holds the work of a different dedup command: give "
-                         "another --work-dir, or remove this one to start over")  # fmt: skip
+    another format version, of inputs changed since, or of another plan."""
+    other = InputError(work, None, "holds the work of a different dedup command: give another "
+                       "--work-dir, or remove this one to start over")  # fmt: skip
+    if found.get("version") != _VERSION:  # an older neardup's, its stamps of another form
+        raise other
     if found.get("inputs") != manifest["inputs"]:
         raise InputError(work, None, "holds work on inputs that changed since: give "
                          "another --work-dir, or remove this one to start over")  # fmt: skip
+    if found.get("plan") != manifest["plan"]:
+        raise other
 
 
 def _remove_half_written(work: str) -> None:
