@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
-from neardup.errors import InputError, reading_back
+from neardup.errors import InputError
+from neardup.pipeline.workdir import DONE, check_task, read_done, record_files
 
 __all__ = ["DaskExecutor", "LocalExecutor", "Progress", "TaskInputError", "run_task"]
 
@@ -26,27 +27,31 @@ __all__ = ["DaskExecutor", "LocalExecutor", "Progress", "TaskInputError", "run_t
 Progress = Callable[[str, int, int], None]
 
 
-def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: Any,
+             sums: bool = False) -> Any:  # fmt: skip
     """``fn(out, *args)`` with ``out`` a fresh directory that becomes ``work/stage/name`` when
-    ``fn`` returns, with its (JSON) result beside its files; a task already finished there (a
-    run resumed) is not run again, its result read back."""
+    ``fn`` returns, with its completion record beside its files: its (JSON) result and the
+    size of each file it wrote, with ``sums`` (a work directory kept for a later run) their
+    CRC-32 too (:mod:`neardup.pipeline.workdir`). A task already finished there (a run
+    resumed) is not run again: its files are checked against its record
+    (:func:`~neardup.pipeline.workdir.check_task`), its result read back."""
     final = os.path.join(work, stage, name)
-    done = os.path.join(final, "done.json")
-    if os.path.exists(done):
-        with reading_back(done), open(done) as f:
-            return json.load(f)
+    if os.path.exists(os.path.join(final, DONE)):
+        record = read_done(final)
+        check_task(final, record)
+        return record["result"]
     tmp = f"{final}.tmp-{uuid.uuid4().hex[:12]}"
     os.makedirs(tmp)
     try:
         result = fn(tmp, *args)
-        with open(os.path.join(tmp, "done.json"), "w") as f:
-            json.dump(result, f)
+        with open(os.path.join(tmp, DONE), "w") as f:
+            json.dump({"result": result, "files": record_files(tmp, sums)}, f)
             f.flush()
             os.fsync(f.fileno())
         try:
             os.rename(tmp, final)
         except OSError:  # the same task finished elsewhere meanwhile (a retried Dask task)
-            if not os.path.exists(done):
+            if not os.path.exists(os.path.join(final, DONE)):
                 raise
             shutil.rmtree(tmp, ignore_errors=True)
     except InputError as e:  # sent back from a worker process: it must pickle

@@ -155,17 +155,6 @@ class DedupPlan:
         }  # fmt: skip
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]
 
-    def input_stamps(self) -> list[list[Any]]:
-        """``[path, size, mtime_ns]`` of every local input (a changed input voids a work dir)."""
-        out = []
-        for f in self.files:
-            if is_url(f.path):
-                out.append([f.path, None, None])
-                continue
-            st = os.stat(read_path(f.path))  # (a pipe's: its copy's)
-            out.append([f.path, st.st_size, st.st_mtime_ns])
-        return out
-
 
 def _check_rule(
     verify: bool, threshold: float, distance: int | None, keep: str, blocks: int | None

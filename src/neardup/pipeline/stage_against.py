@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from neardup.core.sketch import Sketches, set_sketches
-from neardup.errors import reading_back
 from neardup.io.blocks import hash_ids
 from neardup.pipeline.against import (
     IndexCheck,
@@ -42,6 +41,7 @@ from neardup.pipeline.stages import (
     read_records,
     slices,
 )
+from neardup.pipeline.workdir import read_json
 
 __all__ = [
     "against_task",
@@ -108,9 +108,7 @@ def against_task(out: str, work: str, plan: DedupPlan, s: int, aside: list[Any])
 
 def found_entries(work: str, s: int) -> list[Any]:
     """The entry each found document of shard ``s`` was dropped for, in shard order."""
-    path = os.path.join(work, "against", str(s), "entries.json")
-    with reading_back(path), open(path) as f:
-        return json.load(f)
+    return read_json(os.path.join(work, "against", str(s), "entries.json"), list)
 
 
 def index_split_task(out: str, work: str, s: int, offset: int, parts: int) -> dict[str, int]:

@@ -19,7 +19,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,7 @@ from neardup.pipeline.executors import LocalExecutor, Progress, run_task
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.scan import check_key_kinds, check_parquet_schemas
 from neardup.pipeline.shard_write import write_task
+from neardup.pipeline.workdir import LOCK, locked, read_json, replace_files, write_object
 from neardup.pipeline.write import register_outputs, write_summary
 
 __all__ = ["StagedRun", "open_work_dir", "run_staged"]
@@ -54,8 +55,10 @@ __all__ = ["StagedRun", "open_work_dir", "run_staged"]
 ONE_TASK_SEARCH = 1 << 22
 SEARCH_PER_SHARD_DOC = 16
 _MANIFEST = "manifest.json"
-_VERSION = 4  # 2: the scan spills hold their id hashes sorted; 3: bad records in files;
-# 4: the near tasks keep each pair's keep key (ekey)
+#: 2: the scan spills hold their id hashes sorted; 3: bad records in files; 4: each task records
+#: its files' sizes and CRC-32, the inputs' stamps hold device, inode and status-change time, the
+#: near tasks keep each pair's keep key (ekey)
+_VERSION = 4
 
 
 @dataclass
@@ -98,11 +101,13 @@ class StagedRun:
 
 
 @contextlib.contextmanager
-def open_work_dir(plan: DedupPlan) -> Iterator[str]:
+def open_work_dir(plan: DedupPlan, stamps: Mapping[str, tuple] | None = None) -> Iterator[str]:
     """The run's work directory: ``plan.work_dir`` (made, or resumed when its manifest is this
-    plan's; refused in one line otherwise), else a temporary one removed at the end (named as
-    :mod:`neardup.io.leftovers` says, so that one left by a run killed outright is removed by
-    the next run, or ``neardup clean``)."""
+    plan's and its inputs' ``stamps`` (:func:`~neardup.io.files.file_stamp`, taken here when
+    not given) are those it recorded; refused in one line otherwise), locked for the run
+    (:func:`~neardup.pipeline.workdir.locked`: a second run is refused), else a temporary one
+    removed at the end (named as :mod:`neardup.io.leftovers` says, so that one left by a run
+    killed outright is removed by the next run, or ``neardup clean``)."""
     if plan.work_dir is None:
         where = tempfile.gettempdir()
         remove_leftovers(where)  # the work directories of runs killed outright
@@ -113,35 +118,58 @@ def open_work_dir(plan: DedupPlan) -> Iterator[str]:
             shutil.rmtree(work, ignore_errors=True)
         return
     work = plan.work_dir
-    manifest = {"version": _VERSION, "plan": plan.key(), "inputs": plan.input_stamps()}
+    if stamps is None:
+        stamps = {f.path: file_stamp(f.path) for f in plan.files}
+    inputs = json.loads(json.dumps([[p, stamp] for p, stamp in stamps.items()]))
+    manifest = {"version": _VERSION, "plan": plan.key(), "inputs": inputs}
     path = os.path.join(work, _MANIFEST)
-    if os.path.isdir(work) and os.listdir(work):
-        try:
-            with open(path) as f:
-                found = json.load(f)
-        except (OSError, ValueError):
-            raise InputError(work, None, "is not empty and holds no neardup work: give a new "
-                             "or empty --work-dir") from None  # fmt: skip
-        if found.get("inputs") != manifest["inputs"]:
-            raise InputError(work, None, "holds work on inputs that changed since: give "
-                             "another --work-dir, or remove this one to start over")  # fmt: skip
-        if found.get("plan") != manifest["plan"] or found.get("version") != _VERSION:
-            raise InputError(work, None, "holds the work of a different dedup command: give "
-                             "another --work-dir, or remove this one to start over")  # fmt: skip
-        for name in os.listdir(work):  # what a stopped run left half written
-            for stage in (
-                [os.path.join(work, name)] if os.path.isdir(os.path.join(work, name)) else []
-            ):
-                for t in os.listdir(stage):
-                    if ".tmp-" in t:
-                        shutil.rmtree(os.path.join(stage, t), ignore_errors=True)
-    else:
-        os.makedirs(work, exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(manifest, f)
-        os.replace(tmp, path)
-    yield work
+    if os.path.isdir(work) and not _ours(work):
+        raise _not_ours(work)
+    os.makedirs(work, exist_ok=True)
+    with locked(work):
+        if os.path.exists(path):
+            _check_manifest(work, read_json(path), manifest)
+            _remove_half_written(work)
+        elif set(os.listdir(work)) - {LOCK, f"{_MANIFEST}.tmp"}:
+            raise _not_ours(work)
+        else:
+            write_object(path, manifest)
+        yield work
+
+
+def _ours(work: str) -> bool:
+    """Whether the directory ``work`` is empty or holds a work directory's manifest or lock."""
+    names = set(os.listdir(work))
+    return not names or _MANIFEST in names or LOCK in names
+
+
+def _not_ours(work: str) -> InputError:
+    return InputError(work, None, "is not empty and holds no neardup work: give a new or "
+                      "empty --work-dir")  # fmt: skip
+
+
+def _check_manifest(work: str, found: dict[str, Any], manifest: dict[str, Any]) -> None:
+    """Refuse the work directory ``work`` whose manifest ``found`` is not ``manifest``: of
+    another format version, of inputs changed since, or of another plan."""
+    other = InputError(work, None, "holds the work of a different dedup command: give another "
+                       "--work-dir, or remove this one to start over")  # fmt: skip
+    if found.get("version") != _VERSION:  # an older neardup's, its stamps of another form
+        raise other
+    if found.get("inputs") != manifest["inputs"]:
+        raise InputError(work, None, "holds work on inputs that changed since: give "
+                         "another --work-dir, or remove this one to start over")  # fmt: skip
+    if found.get("plan") != manifest["plan"]:
+        raise other
+
+
+def _remove_half_written(work: str) -> None:
+    """The task directories a stopped run left half written (``<task>.tmp-<token>``)."""
+    for name in os.listdir(work):
+        stage = os.path.join(work, name)
+        if os.path.isdir(stage):
+            for t in os.listdir(stage):
+                if ".tmp-" in t:
+                    shutil.rmtree(os.path.join(stage, t), ignore_errors=True)
 
 
 class _Runner:
@@ -150,16 +178,19 @@ class _Runner:
     which a task reads in place of the pipe, in whatever process it runs."""
 
     def __init__(self, work: str, executor: Any, progress: Progress | None,
-                 copies: tuple[tuple[str, str], ...] = ()) -> None:  # fmt: skip
+                 copies: tuple[tuple[str, str], ...] = (), sums: bool = False) -> None:  # fmt: skip
         self.work, self.executor, self.progress = work, executor, progress
+        #: each piped input and its copy, which tasks read in its place
         self.copies = copies
+        #: tasks record their files' CRC-32 (a work directory a later run may resume)
+        self.sums = sums
         self.seconds: dict[str, float] = {}
         self.tasks: dict[str, int] = {}
         self.peak_rss: dict[str, int] = {}  #: this process's peak RSS (bytes) after each stage
 
     def map(self, stage: str, fn: Callable[..., Any], tasks: Sequence[tuple[str, tuple]]) -> list:
         t0 = time.perf_counter()
-        args = [(self.copies, self.work, stage, name, fn, *a) for name, a in tasks]
+        args = [(self.copies, self.sums, self.work, stage, name, fn, *a) for name, a in tasks]
         out = self.executor.map(_run_task, args, stage, self.progress)
         self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
         self.tasks[stage] = self.tasks.get(stage, 0) + len(tasks)
@@ -167,10 +198,11 @@ class _Runner:
         return out
 
 
-def _run_task(copies: tuple[tuple[str, str], ...], *args: Any) -> Any:
-    """:func:`run_task` reading each piped input of ``copies`` from its copy."""
+def _run_task(copies: tuple[tuple[str, str], ...], sums: bool, *args: Any) -> Any:
+    """:func:`run_task` reading each piped input of ``copies`` from its copy; ``sums``: its
+    files' CRC-32 recorded too."""
     with reading_copies(copies):
-        return run_task(*args)
+        return run_task(*args, sums=sums)
 
 
 def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | None) -> StagedRun:
@@ -221,11 +253,9 @@ def _drop_repeats(r: _Runner, plan: DedupPlan, run: StagedRun, shards: list[int]
     infos = r.map("dedup-ids", S.drop_docs, tasks)
     for s, info in zip(shards, infos, strict=True):
         # the later stages read the spill without the repeats, in place of the scan's
-        scan_dir = os.path.join(r.work, "scan", str(s))
-        fixed = os.path.join(r.work, "dedup-ids", str(s))
-        for name in os.listdir(fixed):
-            if name != "done.json":
-                os.replace(os.path.join(fixed, name), os.path.join(scan_dir, name))
+        replace_files(
+            os.path.join(r.work, "dedup-ids", str(s)), os.path.join(r.work, "scan", str(s))
+        )
         run.sizes[s] = info["n"]
 
 
@@ -475,7 +505,7 @@ def run_staged(
     # an input rewritten while the stages read it is refused, as in the one-process run
     stamps = {f.path: file_stamp(f.path) for f in plan.files}
     with contextlib.ExitStack() as stack:
-        work = stack.enter_context(open_work_dir(plan))
+        work = stack.enter_context(open_work_dir(plan, stamps))
         outputs = stack.enter_context(OutputSet(plan.inputs))
         index = _open_index(stack, plan, outputs)
         outputs.add_inputs(f.path for f in plan.files)
@@ -483,7 +513,8 @@ def run_staged(
                          plan.json_summary, plan.removed)  # fmt: skip
         for extra in extra_outputs:
             extra.register(outputs)
-        r = _Runner(work, executor, progress, input_copies(f.path for f in plan.files))
+        r = _Runner(work, executor, progress, input_copies(f.path for f in plan.files),
+                    sums=plan.work_dir is not None)
         with _changed_first(stamps):
             run = _stages(r, plan, on_bad, progress)
         if index is not None:

@@ -1,0 +1,215 @@
+"""What a rerun trusts in a dedup run's work directory (:mod:`neardup.pipeline.staged`).
+
+Each finished task leaves ``done.json``, its completion record, written last::
+
+    {"result": <the task's JSON result>,
+     "files": {"<name>": [<bytes>, <CRC-32 or null>], ...}}
+
+with the size and the CRC-32 (:func:`zlib.crc32`, streamed) of every file the task wrote (names
+relative to the task's directory; the CRC only in a kept work directory, which a later run may
+resume). Before a rerun trusts a finished task, :func:`check_task` compares each of its files
+with that record, so a file missing, cut short, emptied or with changed bytes is an error naming
+it (:func:`neardup.errors.damaged`), never taken as the task's output. Every JSON file of the
+work directory (the manifest, the completion records, the index check's entries) is read by
+:func:`read_json`, which refuses anything of another shape in one line. :func:`locked` keeps a second run out of a work
+directory while one uses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import zlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from neardup.errors import InputError, damaged, reading_back
+
+__all__ = [
+    "DONE",
+    "LOCK",
+    "check_task",
+    "locked",
+    "read_done",
+    "read_json",
+    "record_files",
+    "replace_files",
+    "write_object",
+]
+
+DONE = "done.json"  #: a task's completion record, in its directory
+LOCK = "neardup.lock"  #: the work directory's lock file (holds the pid of the run)
+_CHUNK = 1 << 22
+
+
+def read_json(path: str, kind: type = dict, fields: Mapping[str, type] | None = None) -> Any:
+    """The JSON value in ``path``, a file of a work directory: a ``kind`` (an object, or a
+    list), with each of ``fields`` present in the object and of its type; anything else
+    (unreadable, not JSON, of another kind, a field missing) is
+    :func:`~neardup.errors.damaged`, one line naming the file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     path = os.path.join(d, "done.json")
+    ...     with open(path, "w") as f:
+    ...         _ = f.write("[]")
+    ...     read_json(path)
+    Traceback (most recent call last):
+    ...
+    neardup.errors.InputError: ...: cannot be read back (a list, not a JSON object): ...
+    """
+    with reading_back(path), open(path, encoding="utf-8") as f:
+        found = json.load(f)
+    if not isinstance(found, kind):
+        what = "JSON object" if kind is dict else f"JSON {_json_type(kind())}"
+        raise damaged(path, f"a {_json_type(found)}, not a {what}")
+    for name, kind in (fields or {}).items():
+        if not isinstance(found.get(name), kind):
+            raise damaged(path, f"no {name!r} of type {kind.__name__}")
+    return found
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "list", str: "string", bool: "boolean", int: "number",
+             float: "number"}  # fmt: skip
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def write_object(path: str, value: Mapping[str, Any]) -> None:
+    """``value`` as JSON in ``path``, whole or not at all (a temporary file, synced, renamed)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _crc(path: str) -> int:
+    """CRC-32 of the file at ``path``, read in chunks of 4 MiB."""
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def record_files(directory: str, sums: bool) -> dict[str, list[int | None]]:
+    """``{name: [bytes, CRC-32]}`` of every file under ``directory`` (names relative to it,
+    its completion record excepted); the CRC None unless ``sums``."""
+    out: dict[str, list[int | None]] = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, directory)
+            if rel != DONE:
+                out[rel] = [os.path.getsize(path), _crc(path) if sums else None]
+    return out
+
+
+def read_done(directory: str) -> dict[str, Any]:
+    """The completion record of the task in ``directory``, checked to be one
+    (:func:`read_json`; every file entry ``[bytes, CRC-32 or null]``)."""
+    path = os.path.join(directory, DONE)
+    record = read_json(path, dict, {"files": dict})
+    if "result" not in record:
+        raise damaged(path, "no 'result'")
+    for key in ("files", "was", "moved"):
+        for name, entry in record.get(key, {}).items():
+            if entry is not None or key != "was":
+                _check_entry(path, name, entry)
+    return record
+
+
+def _check_entry(path: str, name: str, entry: Any) -> None:
+    def count(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    ok = isinstance(entry, list) and len(entry) == 2
+    if not (ok and count(entry[0]) and (entry[1] is None or count(entry[1]))):
+        raise damaged(path, f"the entry of {name!r} is not [bytes, CRC-32]")
+
+
+def check_task(directory: str, record: Mapping[str, Any]) -> None:
+    """Every file the task in ``directory`` recorded (``record``, from :func:`read_done`) as
+    it was written: present, of its size and (where recorded) its CRC-32; else
+    :func:`~neardup.errors.damaged` naming the first that is not. A file that a later task is
+    putting in its place (:func:`replace_files`) may be either version."""
+    was = record.get("was", {})
+    for name, entry in record["files"].items():
+        path = os.path.join(directory, name)
+        if name in was and (was[name] is None and not os.path.exists(path)):
+            continue
+        why = _differs(path, entry)
+        if why is not None and not (name in was and _differs(path, was[name]) is None):
+            raise damaged(path, why)
+
+
+def _differs(path: str, entry: list[int | None] | None) -> str | None:
+    """How the file at ``path`` differs from ``[bytes, CRC-32]`` (None: it does not)."""
+    if entry is None:
+        return "a file where none was"
+    with reading_back(path):
+        size = os.path.getsize(path)
+        if size != entry[0]:
+            return f"{size} bytes where its task wrote {entry[0]}"
+        if entry[1] is not None and _crc(path) != entry[1]:
+            return f"bytes changed since its task wrote them (CRC-32 not {entry[1]:08x})"
+    return None
+
+
+def replace_files(src: str, dest: str) -> None:
+    """The files of the finished task in ``src`` moved over those of the same names of the
+    finished task in ``dest`` (the dedup-ids stage's spill without repeated ids, in place of
+    the scan's), the completion records following them, so that a run stopped at any point
+    finds both tasks whole and completes the move when run again: ``dest`` accepts either
+    version while the files move, ``src`` records what it handed over."""
+    new = read_done(src)
+    if new["files"]:
+        old = read_done(dest)
+        was = dict(old.get("was", {}))
+        for name in new["files"]:
+            was.setdefault(name, old["files"].get(name))
+        write_object(os.path.join(dest, DONE),
+                     {**old, "files": {**old["files"], **new["files"]}, "was": was})  # fmt: skip
+        write_object(os.path.join(src, DONE), {**new, "files": {}, "moved": new["files"]})
+    for name, entry in new.get("moved", new["files"]).items():
+        path = os.path.join(src, name)
+        if os.path.exists(path):  # not moved yet: as its task wrote it
+            why = _differs(path, entry)
+            if why is not None:
+                raise damaged(path, why)
+            os.replace(path, os.path.join(dest, name))
+    old = read_done(dest)
+    if "was" in old:
+        write_object(os.path.join(dest, DONE), {k: v for k, v in old.items() if k != "was"})
+
+
+@contextlib.contextmanager
+def locked(work: str) -> Iterator[None]:
+    """An exclusive, non-blocking ``flock`` on the work directory ``work``'s lock file for the
+    block (the file holds this process's id); held by another run: an :class:`InputError`
+    naming that run's pid."""
+    import fcntl
+
+    path = os.path.join(work, LOCK)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise InputError(work, None, f"the work directory is in use by another neardup run "
+                         f"(pid {pid}): let it finish, or give another --work-dir") from None  # fmt: skip
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
