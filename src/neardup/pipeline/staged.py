@@ -513,8 +513,13 @@ def run_staged(
                          plan.json_summary, plan.removed)  # fmt: skip
         for extra in extra_outputs:
             extra.register(outputs)
-        r = _Runner(work, executor, progress, input_copies(f.path for f in plan.files),
-                    sums=plan.work_dir is not None)
+        r = _Runner(
+            work,
+            executor,
+            progress,
+            input_copies(f.path for f in plan.files),
+            sums=plan.work_dir is not None,
+        )
         with _changed_first(stamps):
             run = _stages(r, plan, on_bad, progress)
         if index is not None:
