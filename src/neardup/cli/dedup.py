@@ -324,9 +324,6 @@ def dedup(
     in_format, text_field = resolve_input(in_format, lines, field, column)
     search_distance = _check_options(output, json_summary, against, update, blocks,
                                       no_verify, threshold, distance)  # fmt: skip
-    if clean_work_dir and work_dir is None:
-        raise click.UsageError("--clean-work-dir needs --work-dir DIR (without it the work "
-                               "directory is temporary, always removed)")  # fmt: skip
     # a pipe is read once, into a temporary file, first: its content tells its format
     with spooled(inputs, temp_dir):
         dataset, files = _source(inputs, in_format, output)

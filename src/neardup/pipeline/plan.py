@@ -127,6 +127,12 @@ class DedupPlan:
     #: the write tasks write their clusters' lines without ``clusters`` too (the report's)
     cluster_parts: bool = False
 
+    def __post_init__(self) -> None:
+        if self.clean_work_dir and self.work_dir is None:
+            raise ValueError("clean_work_dir=True needs work_dir= (--clean-work-dir needs "
+                             "--work-dir DIR; without it the work directory is temporary, "
+                             "always removed)")  # fmt: skip
+
     @property
     def kind(self) -> str:
         """The inputs' reader kind (``"jsonl"`` for in-memory input)."""
@@ -260,10 +266,6 @@ def build_plan(
     d = _check_rule(verify, threshold, distance, keep, blocks)
     if shard_docs is not None and shard_docs < 1:
         raise ValueError(f"shard_docs must be >= 1 (got {shard_docs})")
-    if clean_work_dir and work_dir is None:
-        raise ValueError("clean_work_dir=True needs work_dir= (--clean-work-dir needs "
-                         "--work-dir DIR; without it the work directory is temporary, "
-                         "always removed)")  # fmt: skip
     inputs, files = _expand(data, fmt, output)
     budget = memory_budget(memory)
     staged = is_staged(files, shard_docs=shard_docs, work_dir=work_dir, budget=budget,
