@@ -89,8 +89,6 @@ class StagedRun:
     reused: dict[str, int] = field(default_factory=dict)  #: tasks found finished, by stage
     executor: str = "local"  #: the executor's name
     workers: int = 1  #: its Dask workers (local: its threads)
-    work_bytes: int = 0  #: bytes in the work directory after the run
-    work_kept: bool = False  #: whether the work directory is there after the run
     work_left: list[str] = field(default_factory=list)  #: names neardup did not write there
 
     @property
@@ -504,12 +502,8 @@ def run_staged(
         run, result = _run_staged(plan, executor, progress, on_bad, log, collect, extra_outputs)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(interrupted_note(plan)) from None
-    if plan.work_dir is not None:
-        run.work_bytes = sum(run.temp_bytes.values())
-        run.work_kept = True
-        if plan.clean_work_dir:
-            run.work_left = clean_work_dir(plan.work_dir, run.tasks)
-            run.work_kept = os.path.isdir(plan.work_dir)
+    if plan.work_dir is not None and plan.clean_work_dir:  # once the outputs are committed
+        run.work_left = clean_work_dir(plan.work_dir, run.tasks)
     return run, result
 
 
