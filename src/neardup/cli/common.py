@@ -95,8 +95,10 @@ def run(command: click.Command, prog: str, argv: list[str] | None = None) -> Non
         sys.exit(EXIT_USAGE)
     except click.UsageError as e:
         fail(prog, e.format_message().replace("\n", " "))
-    except click.Abort:
-        fail(prog, "aborted", EXIT_INTERRUPTED)
+    except click.Abort as e:  # click's own for Ctrl-C: a staged dedup's says what it kept
+        stop = e.__cause__
+        note = str(stop) if isinstance(stop, KeyboardInterrupt) else ""
+        fail(prog, f"interrupted; {note}" if note else "aborted", EXIT_INTERRUPTED)
     except Terminated:
         fail(prog, "terminated", EXIT_TERMINATED)
     except InputError as e:

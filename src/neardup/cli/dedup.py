@@ -77,17 +77,51 @@ def _summary_lines(
             f"bytes            {size(s['bytes_in'])} in, {size(s['bytes_out'])} out, "
             f"{saved(s['bytes_in'], s['bytes_out'])}"
         )
+    lines += _staged_lines(s)
     stages = ", ".join(f"{k} {v:.2f} s" for k, v in sec.items() if k != "total")
     total, rate = sec["total"], s["documents_per_second"]
     if dask is not None:  # the cluster's start-up is part of what the run took
         stages = f"{dask[0]} start-up {dask[1]:.2f} s, {stages}"
         total += dask[1]
-        rate = round(docs / total) if total > 0 else None
+        rate = round(docs / total) if total > 0 and rate is not None else None
     lines.append(
         f"time             {total:.2f} s ({stages})" + (f", {rate:,} documents/s" if rate else "")
     )
     if written:
         lines.append(f"written          {', '.join(written)}")
+    return lines
+
+
+def _staged_lines(s: dict[str, Any]) -> list[str]:
+    """A staged run's lines of the summary: its shards and where they ran, the tasks it
+    reused (a run resumed: its rate is not shown) and its work directory, when given."""
+    if "shards" not in s:
+        return []
+    where = (plural(s["workers"], "Dask worker") if s.get("executor") == "dask"
+             else plural(s.get("threads", 1), "thread"))  # fmt: skip
+    lines = [f"shards           {s['shards']:,} of about {s['shard_docs']:,} documents, on {where}"]
+    stages = s.get("stages", {})
+    reused = sum(v["reused"] for v in stages.values())
+    if s.get("resumed"):
+        tasks = sum(v["tasks"] for v in stages.values())
+        full = [k for k, v in stages.items() if v["reused"] == v["tasks"]]
+        part = [f"{k} {v['reused']}/{v['tasks']}" for k, v in stages.items()
+                if 0 < v["reused"] < v["tasks"]]  # fmt: skip
+        which = "; ".join(([f"all of {', '.join(full)}"] if full else []) + part)
+        lines.append(f"resumed          reused all {plural(tasks, 'task')}" if reused == tasks
+                     else f"resumed          reused {reused:,} of {plural(tasks, 'task')} "
+                     f"({which}); ran the other {tasks - reused:,}")  # fmt: skip
+    work = s.get("work_dir")
+    if work is None:
+        return lines
+    if work["removed"]:
+        lines.append(f"work dir         {work['path']} removed (--clean-work-dir)")
+    elif work.get("left"):
+        lines.append(f"work dir         {work['path']}: neardup's files removed, the directory "
+                     f"kept for what else it holds ({', '.join(work['left'][:3])})")  # fmt: skip
+    else:
+        lines.append(f"work dir         {work['path']} kept ({size(work['bytes'])}): the same "
+                     "command reuses it; remove it when done, or add --clean-work-dir")  # fmt: skip
     return lines
 
 
@@ -219,8 +253,14 @@ def _summary_lines(
     default=None,
     metavar="DIR",
     help="Staged run: keep each finished task's results in DIR (must be new, empty or this "
-    "command's); running the same command again after a crash or kill resumes it. Default: a "
-    "temporary directory, removed at the end.",
+    "command's); running the same command again after a crash, kill or Ctrl-C resumes it. "
+    "Default: a temporary directory, removed at the end.",
+)
+@click.option(
+    "--clean-work-dir",
+    is_flag=True,
+    help="With --work-dir: remove DIR once the outputs are written (the files this command "
+    "wrote there; DIR itself unless it holds anything else). Kept when the run fails.",
 )
 @click.option(
     "--memory",
@@ -261,6 +301,7 @@ def dedup(
     temp_dir: str | None,
     shard_docs: int | None,
     work_dir: str | None,
+    clean_work_dir: bool,
     memory: str | None,
     scheduler: str | None,
     workers: int | None,
@@ -315,8 +356,8 @@ def dedup(
             output=output if dataset is None else None, clusters=clusters_path,
             drop_list=drop_list, json_summary=json_summary, skip_bad=skip_bad, threads=threads,
             against=against, update=update, extra_outputs=extras, device=device,
-            temp_dir=temp_dir, shard_docs=shard_docs, work_dir=work_dir, memory=memory,
-            collect=False, removed=removed,
+            temp_dir=temp_dir, shard_docs=shard_docs, work_dir=work_dir,
+            clean_work_dir=clean_work_dir, memory=memory, collect=False, removed=removed,
         )  # fmt: skip
         _require_extras(files, against, device, scheduler is not None or workers is not None)
         source = [InputPath(p) for p in inputs] if dataset is None else dataset

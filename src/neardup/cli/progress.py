@@ -165,8 +165,10 @@ def tick(items: Iterable[T], callback: Callable[[int], None], every: int = 256) 
 
 class TaskProgress:
     """Progress of a staged run (``neardup dedup --shard-docs``): for each stage, tasks done of
-    its tasks, documents per second (``documents`` known after the scan) and an ETA; a tqdm bar
-    (``bar``) or a plain line every few seconds and at each stage's end (``log``).
+    its tasks, documents per second (``documents`` known after the scan) and an ETA, both from
+    the tasks this run ran (``reused``: the tasks of each stage found finished in the work
+    directory, a run resumed); a tqdm bar (``bar``) or a plain line every few seconds and at
+    each stage's end (``log``).
 
     Call it as ``progress(stage, done, total)``.
     """
@@ -175,6 +177,7 @@ class TaskProgress:
         self.prog = prog
         self.mode = resolve_mode(mode, quiet)
         self.documents = 0
+        self.reused: dict[str, int] = {}
         self._bar: Any = None
         self._stage = ""
         self._t0 = self._last = 0.0
@@ -199,12 +202,17 @@ class TaskProgress:
             click.echo(f"{self.prog}: {self.line(done, total, now - self._t0)}", err=True)
 
     def line(self, done: int, total: int, elapsed: float) -> str:
-        """``stage done/total tasks[, documents/s][, ETA]``."""
+        """``stage done/total tasks[ (k reused)][, documents/s][, ETA]``: the rate and ETA of
+        the tasks run, not of those reused."""
+        reused = min(self.reused.get(self._stage, 0), done)
+        ran = done - reused
         parts = [f"{self._stage} {done:,}/{plural(total, 'task')}"]
-        if self.documents and elapsed > 0 and done:
-            parts.append(f"{self.documents * done / total / elapsed:,.0f} documents/s")
-        if 0 < done < total and elapsed > 0:
-            parts.append(f"ETA {_eta(elapsed * (total - done) / done)}")
+        if reused:
+            parts[0] += f" ({reused:,} reused)"
+        if self.documents and elapsed > 0 and ran:
+            parts.append(f"{self.documents * ran / total / elapsed:,.0f} documents/s")
+        if 0 < done < total and elapsed > 0 and ran:
+            parts.append(f"ETA {_eta(elapsed * (total - done) / ran)}")
         return ", ".join(parts)
 
     def close(self) -> None:

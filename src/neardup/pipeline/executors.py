@@ -84,13 +84,15 @@ class LocalExecutor:
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], stage: str,
             progress: Progress | None = None) -> list[Any]:  # fmt: skip
         """``fn(*args)`` of every task, in task order; the first failure in task order is
-        raised (the tasks not started are cancelled)."""
+        raised. On a failure or an interrupt (Ctrl-C) the tasks not started are cancelled: only
+        those running are waited for."""
         total = len(tasks)
         if progress is not None:
             progress(stage, 0, total)
         if total == 0:
             return []
-        with ThreadPoolExecutor(min(self.threads, total)) as pool:
+        pool = ThreadPoolExecutor(min(self.threads, total))
+        try:
             futures = [pool.submit(fn, *args) for args in tasks]
             pending = set(futures)
             while pending:
@@ -102,6 +104,8 @@ class LocalExecutor:
                 if progress is not None:
                     progress(stage, total - len(pending), total)
             return [f.result() for f in futures]
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 class DaskExecutor:

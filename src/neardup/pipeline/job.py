@@ -213,6 +213,7 @@ def dedup(
     temp_dir: str | os.PathLike | None = None,
     shard_docs: int | None = None,
     work_dir: str | os.PathLike | None = None,
+    clean_work_dir: bool = False,
     stage_progress: Callable[[str, int, int], None] | None = None,
     memory: int | str | None = None,
     collect: bool = True,
@@ -329,14 +330,19 @@ def dedup(
         shard size, thread count and executor. A file input also runs staged with
         ``work_dir`` or ``client``, and, when uncompressed local JSONL or lines, when its
         documents would need more than ``memory`` in one process (about 350 bytes each);
-        then the shard size comes from ``memory`` (:func:`neardup.pipeline.plan.sizes_for`).
+        then the shard size comes from ``memory`` (:func:`neardup.pipeline.plan.sizes_for`),
+        and, on a ``client``, from its workers too: about two shards per worker thread
+        (:func:`neardup.pipeline.plan.spread`), so that each has work.
         Not with ``already_seen``, an open index or Parquet files as
         ``against`` (those run in one process). ``extra_outputs`` (the report) are written
         from a result of the whole run, which holds arrays of every document.
     work_dir : path, optional
         Staged run: keep each finished task's results in this directory, so that running the
-        same call again after a crash resumes it (a different run is refused). Default: a
-        temporary directory, removed at the end.
+        same call again after a crash or Ctrl-C resumes it (a different run is refused).
+        Default: a temporary directory, removed at the end.
+    clean_work_dir : bool, default False
+        With ``work_dir``: remove it once the outputs are committed (the files the run wrote
+        there; the directory itself unless it holds anything else). Kept after a failure.
     stage_progress : callable, optional
         Staged run: ``stage_progress(stage, tasks done, tasks)``.
     memory : int or str, optional
@@ -381,8 +387,9 @@ def dedup(
             blocks=blocks, fingerprinter=fingerprinter, preset=preset, text_field=text_field,
             id_field=id_field, fmt=fmt, skip_bad=skip_bad, output=output, clusters=clusters,
             drop_list=drop_list, json_summary=json_summary, against=against, update=update,
-            shard_docs=shard_docs, work_dir=work_dir, memory=memory, removed=removed,
-            parallel=_parallel(threads, client), client=client is not None, device=device,
+            shard_docs=shard_docs, work_dir=work_dir, clean_work_dir=clean_work_dir,
+            memory=memory, removed=removed, parallel=_parallel(threads, client),
+            slots=_slots(client), client=client is not None, device=device,
             one_process=["already_seen="] if already_seen is not None else [],
         )  # fmt: skip
         if plan.staged:
@@ -469,6 +476,11 @@ def _parallel(threads: int | None, client: Any) -> int:
     from neardup.fingerprints.batch import threads_for
 
     return threads_for(threads)
+
+
+def _slots(client: Any) -> int:
+    """Tasks run at once in all: the threads of a Dask cluster's workers (1 without one)."""
+    return sum(client.nthreads().values()) if client is not None else 1
 
 
 def _one_process(plan: DedupPlan, data: Any, opts: _Options, piped: Any) -> DedupResult:

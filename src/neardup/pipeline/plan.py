@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,12 @@ DEFAULT_SHARD_DOCS = 250_000
 #: Fewest documents per shard that a memory budget makes (smaller shards cost more in tasks
 #: than they save in memory).
 MIN_SHARD_DOCS = 10_000
+#: Shards per task slot (a thread of a Dask worker) that a cluster's run is cut into when the
+#: shard size is not given: every worker gets work, and one slow task holds up a stage less.
+SHARDS_PER_SLOT = 2
+#: Fewest documents per shard that cutting an input for a cluster's workers makes (smaller
+#: shards cost more in tasks and files than they gain in parallel work).
+MIN_SPREAD_DOCS = 1_000
 #: Peak memory of one task per document of its shard (scan, verify and write tasks: the
 #: shard's ids, records, fingerprints and shingle keys; measured 360-460 MB for 250,000
 #: documents of 60 words in a Dask worker, its Python included).
@@ -111,6 +118,8 @@ class DedupPlan:
     update: bool = False
     shard_docs: int = DEFAULT_SHARD_DOCS
     work_dir: str | None = None
+    #: remove the work directory (what the run wrote there) once the outputs are committed
+    clean_work_dir: bool = False
     inputs: tuple[str, ...] = field(default=())
     staged: bool = False  #: the run goes as stages over ``shards`` (else in one process)
     search_docs: int = DEFAULT_SEARCH_DOCS  #: fingerprints one search task searches at once
@@ -119,6 +128,12 @@ class DedupPlan:
     near_misses: bool = False
     #: the write tasks write their clusters' lines without ``clusters`` too (the report's)
     cluster_parts: bool = False
+
+    def __post_init__(self) -> None:
+        if self.clean_work_dir and self.work_dir is None:
+            raise ValueError("clean_work_dir=True needs work_dir= (--clean-work-dir needs "
+                             "--work-dir DIR; without it the work directory is temporary, "
+                             "always removed)")  # fmt: skip
 
     @property
     def key_field(self) -> str | None:
@@ -225,8 +240,10 @@ def build_plan(
     shard_docs: int | None = None,
     removed: str | os.PathLike | None = None,
     work_dir: str | os.PathLike | None = None,
+    clean_work_dir: bool = False,
     memory: int | str | None = None,
     parallel: int = 1,
+    slots: int = 1,
     client: bool = False,
     device: str = "cpu",
     one_process: Sequence[str] = (),
@@ -239,7 +256,10 @@ def build_plan(
     available memory) is the run's budget: a file input too large for it in one process runs
     staged, and, unless ``shard_docs`` is given, it sets the shard size (``parallel`` tasks at
     a time, :data:`TASK_BYTES_PER_DOC` each per document) and the fingerprints of one search
-    task (:data:`SEARCH_BYTES_PER_DOC` each). ``client``: a Dask client runs the work;
+    task (:data:`SEARCH_BYTES_PER_DOC` each); ``slots`` tasks at a time in all (a Dask
+    cluster's threads) then cut the input into at least :data:`SHARDS_PER_SLOT` shards each
+    (:func:`spread`). ``clean_work_dir``: remove ``work_dir`` once the outputs are committed
+    (what the run wrote there). ``client``: a Dask client runs the work;
     ``one_process``: what the caller asks that only the one-process run does (a report, ...).
     ``device``: where the search stage searches, as in :func:`neardup.dedup`.
 
@@ -271,6 +291,8 @@ def build_plan(
                        id_field=id_field, one_process=one_process,
                        output=output, removed=removed)  # fmt: skip
     per, search = sizes_for(budget, parallel, shard_docs)
+    if staged and shard_docs is None and slots > 1:
+        per = spread(per, _cut_docs(files, text_field, id_field), slots)
     shards = cut_shards(files, per, text_field, id_field) if staged else []
     fper = fingerprinter if fingerprinter is not None else Fingerprinter(preset)
     return DedupPlan(
@@ -281,7 +303,8 @@ def build_plan(
         output=_path(output), clusters=_path(clusters), drop_list=_path(drop_list),
         json_summary=_path(json_summary), removed=_path(removed), against=against,
         update=update, shard_docs=per,
-        work_dir=_path(work_dir) if staged else None, inputs=tuple(inputs), staged=staged,
+        work_dir=_path(work_dir) if staged else None, clean_work_dir=clean_work_dir,
+        inputs=tuple(inputs), staged=staged,
         search_docs=search, device=device,
     )  # fmt: skip
 
@@ -305,6 +328,32 @@ def sizes_for(budget: int, parallel: int, shard_docs: int | None = None) -> tupl
         per = int(shard_docs)
     search = min(DEFAULT_SEARCH_DOCS, max(MIN_SHARD_DOCS, each // SEARCH_BYTES_PER_DOC))
     return per, search
+
+
+def spread(per: int, docs: float, slots: int) -> int:
+    """Documents per shard for ``docs`` documents on ``slots`` tasks at a time: about
+    :data:`SHARDS_PER_SLOT` shards per slot, at most ``per`` (the memory budget's size) and
+    at least :data:`MIN_SPREAD_DOCS`.
+
+    Examples
+    --------
+    >>> spread(250_000, 100_000, 2)
+    25000
+    >>> spread(250_000, 3_000, 2), spread(250_000, 100_000_000, 8)
+    (1000, 250000)
+    """
+    want = math.ceil(docs / (SHARDS_PER_SLOT * max(1, slots)))
+    return max(1, min(per, max(MIN_SPREAD_DOCS, want)))
+
+
+def _cut_docs(files: Sequence[InputFile], text_field: str, id_field: str | None) -> float:
+    """About how many documents :func:`cut_shards` cuts by ``shard_docs``: the text files,
+    or the documents of the JSONL and line files it cuts into byte ranges (estimated from
+    their bytes); the other files are a shard each whatever the size."""
+    if files and files[0].kind == "text":
+        return float(len(files))
+    cut = [f for f in files if _splittable(f, text_field, id_field)]
+    return sum(input_size(f.path) for f in cut) / _bytes_per_doc(files) if cut else 0.0
 
 
 def is_staged(

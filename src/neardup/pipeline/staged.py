@@ -5,7 +5,10 @@ counts); documents, fingerprints, keys and decisions stay in the work directory,
 tasks. With a work directory given, each finished task's results are kept there with a manifest
 (the plan's hash, the inputs' sizes and times), so a run stopped at any point (``kill -9``
 included) resumes where it was when run again; a different run against the same directory is
-refused. Without one, a temporary directory is used and removed.
+refused. Without one, a temporary directory is used and removed. A run stopped by Ctrl-C
+cancels the tasks not started and says what it kept; a resumed run says which tasks it reused;
+with ``plan.clean_work_dir`` the work directory goes once the outputs are committed (only
+what the run wrote there).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import numpy as np
 
 from neardup.distributed.plan import make_plan
 from neardup.errors import InputError, damaged, reading_back
-from neardup.io.display import plural
+from neardup.io.display import plural, size
 from neardup.io.files import (
     check_unchanged,
     file_stamp,
@@ -90,6 +93,10 @@ class StagedRun:
     removed_bytes: list[int] = field(default_factory=list)  #: bytes of each removed part
     removed_rows: list[int] = field(default_factory=list)  #: documents each shard removed
     index_parts: int = 0  #: tasks of the index's rows (``--against``)
+    reused: dict[str, int] = field(default_factory=dict)  #: tasks found finished, by stage
+    executor: str = "local"  #: the executor's name
+    workers: int = 1  #: its Dask workers (local: its threads)
+    work_left: list[str] = field(default_factory=list)  #: names neardup did not write there
 
     @property
     def offsets(self) -> list[int]:
@@ -187,15 +194,25 @@ class _Runner:
         self.seconds: dict[str, float] = {}
         self.tasks: dict[str, int] = {}
         self.peak_rss: dict[str, int] = {}  #: this process's peak RSS (bytes) after each stage
+        self.reused: dict[str, int] = {}  #: tasks found finished (a run resumed), by stage
 
     def map(self, stage: str, fn: Callable[..., Any], tasks: Sequence[tuple[str, tuple]]) -> list:
         t0 = time.perf_counter()
+        done = sum(_finished(self.work, stage, name) for name, _ in tasks)
+        self.reused[stage] = self.reused.get(stage, 0) + done
+        if hasattr(self.progress, "reused"):  # no rate from tasks reused
+            self.progress.reused[stage] = done
         args = [(self.copies, self.sums, self.work, stage, name, fn, *a) for name, a in tasks]
         out = self.executor.map(_run_task, args, stage, self.progress)
         self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
         self.tasks[stage] = self.tasks.get(stage, 0) + len(tasks)
         self.peak_rss[stage] = _peak_rss()
         return out
+
+
+def _finished(work: str, stage: str, name: str) -> bool:
+    """Whether task ``name`` of ``stage`` finished in ``work`` (by an earlier run: reused)."""
+    return os.path.exists(os.path.join(work, stage, name, "done.json"))
 
 
 def _run_task(copies: tuple[tuple[str, str], ...], sums: bool, *args: Any) -> Any:
@@ -493,10 +510,98 @@ def run_staged(
     extra_outputs: Sequence[Any] = (),
 ) -> tuple[StagedRun, Any]:
     """Run ``plan`` as stages over its shards on ``executor`` (default: threads of this
-    process) and commit its outputs together; returns the run's figures and, with ``collect``,
-    a :class:`~neardup.pipeline.result.DedupResult` (which holds arrays of every document).
-    ``extra_outputs`` (:mod:`neardup.pipeline.extra`, the HTML report) are written from that
-    result, after the others, and committed with them."""
+    process) and commit its outputs together.
+
+    Parameters
+    ----------
+    plan : DedupPlan
+        A staged plan (:func:`~neardup.pipeline.plan.build_plan`).
+    executor : LocalExecutor or DaskExecutor, optional
+        What runs the tasks (default: threads of this process).
+    progress : callable, optional
+        ``progress(stage, tasks done, tasks)``; an object with a ``reused`` dict is told the
+        tasks of each stage found finished in the work directory (a run resumed).
+    on_bad, log : callable, optional
+        Told each bad record skipped, and the run's messages (one line each).
+    collect : bool
+        Also return a :class:`~neardup.pipeline.result.DedupResult` (arrays of every document).
+    extra_outputs : sequence
+        :mod:`neardup.pipeline.extra` outputs (the HTML report), written from that result after
+        the others and committed with them.
+
+    Returns
+    -------
+    tuple
+        The run's figures (:class:`StagedRun`) and the result (None without ``collect``).
+
+    Raises
+    ------
+    KeyboardInterrupt
+        Ctrl-C: the tasks not started are cancelled, nothing is committed, and the message
+        says what the work directory kept (:func:`interrupted_note`).
+    """
+    try:
+        run, result = _run_staged(plan, executor, progress, on_bad, log, collect, extra_outputs)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(interrupted_note(plan)) from None
+    if plan.work_dir is not None and plan.clean_work_dir:  # once the outputs are committed
+        run.work_left = clean_work_dir(plan.work_dir, run.tasks)
+    return run, result
+
+
+def interrupted_note(plan: DedupPlan) -> str:
+    """One line: what a run of ``plan`` stopped by Ctrl-C kept, and how to resume it."""
+    work = plan.work_dir
+    if work is None:
+        return ("nothing is kept (its work directory was temporary); with --work-dir DIR a "
+                "run stopped can resume")  # fmt: skip
+    if not os.path.exists(os.path.join(work, _MANIFEST)):
+        return f"nothing is kept in {work} yet"
+    return (f"the finished tasks are kept in {work} ({size(_dir_bytes(work))}): run the same "
+            "command again, with the same --work-dir, to resume")  # fmt: skip
+
+
+def clean_work_dir(work: str, stages: Iterable[str]) -> list[str]:
+    """Remove what a run wrote in its work directory ``work``: its manifest, lock file and the
+    directories of its ``stages``; then ``work`` itself, unless something else is left there
+    (not neardup's: kept). Returns the names left, sorted."""
+    for name in sorted(os.listdir(work)):
+        path = os.path.join(work, name)
+        if name in stages and os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif name in (_MANIFEST, _MANIFEST + ".tmp", LOCK) and os.path.isfile(path):
+            os.remove(path)
+    left = sorted(os.listdir(work))
+    if not left:
+        os.rmdir(work)
+    return left
+
+
+def _kept_tasks(work: str) -> int:
+    """The tasks finished in ``work`` (a work directory: each stage a directory of tasks)."""
+    return sum(
+        _finished(work, stage, task)
+        for stage in os.listdir(work)
+        if os.path.isdir(os.path.join(work, stage))
+        for task in os.listdir(os.path.join(work, stage))
+        if ".tmp-" not in task
+    )
+
+
+def _dir_bytes(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def _run_staged(
+    plan: DedupPlan,
+    executor: Any,
+    progress: Progress | None,
+    on_bad: Callable[[InputError], None] | None,
+    log: Callable[[str], None] | None,
+    collect: bool,
+    extra_outputs: Sequence[Any],
+) -> tuple[StagedRun, Any]:
+    """:func:`run_staged`, up to its outputs committed."""
     executor = executor if executor is not None else LocalExecutor()
     if not plan.staged or not plan.shards:
         raise ValueError("a staged dedup needs file input cut into shards (build_plan)")
@@ -506,6 +611,8 @@ def run_staged(
     stamps = {f.path: file_stamp(f.path) for f in plan.files}
     with contextlib.ExitStack() as stack:
         work = stack.enter_context(open_work_dir(plan, stamps))
+        if plan.work_dir is not None and log is not None and (kept := _kept_tasks(work)):
+            log(f"resuming from {work}: {plural(kept, 'finished task')} kept there")
         outputs = stack.enter_context(OutputSet(plan.inputs))
         index = _open_index(stack, plan, outputs)
         outputs.add_inputs(f.path for f in plan.files)
@@ -522,6 +629,8 @@ def run_staged(
         )
         with _changed_first(stamps):
             run = _stages(r, plan, on_bad, progress)
+        run.reused, run.executor = r.reused, executor.name
+        run.workers = executor.workers if executor.name == "dask" else executor.threads
         if index is not None:
             run.against["path"] = str(index.path)  # type: ignore[index]
         t0 = time.perf_counter()
@@ -952,7 +1061,11 @@ def _near_arrays(run: StagedRun) -> tuple[np.ndarray, np.ndarray]:
 
 def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:
     """The run's summary, the keys of :meth:`DedupResult.summary` and ``stages`` (seconds,
-    tasks and temporary bytes per stage)."""
+    tasks, tasks reused from the work directory and temporary bytes per stage), ``shards``
+    and ``shard_docs`` (documents per shard, on average), ``executor`` and its ``workers``
+    (Dask) or ``threads``, ``resumed`` (tasks were reused: ``documents_per_second`` is then
+    None, the earlier runs' time unknown) and, with a work directory given, ``work_dir``:
+    its ``path``, the ``bytes`` the run left there and whether it was ``removed``."""
     sec = {k: round(v, 3) for k, v in run.seconds.items()}
     total = run.seconds.get("total", 0.0)
     out: dict[str, Any] = {
@@ -974,13 +1087,23 @@ def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:
         out.update(bytes_in=run.bytes_in, bytes_out=run.bytes_out,
                    bytes_saved=run.bytes_in - run.bytes_out)  # fmt: skip
     out["seconds"] = sec
-    out["documents_per_second"] = round(run.n / total) if total > 0 else None
+    resumed = any(run.reused.values())
+    out["documents_per_second"] = round(run.n / total) if total > 0 and not resumed else None
     out["shards"] = len(plan.shards)
+    out["shard_docs"] = round(run.n / max(1, len(plan.shards)))
+    out["executor"] = run.executor
+    out["workers" if run.executor == "dask" else "threads"] = run.workers
+    out["resumed"] = resumed
     out["stages"] = {
-        k: {"tasks": run.tasks.get(k, 0), "temp_bytes": run.temp_bytes.get(k, 0),
-            "caller_peak_rss": run.peak_rss.get(k, 0)}
+        k: {"tasks": run.tasks.get(k, 0), "reused": run.reused.get(k, 0),
+            "temp_bytes": run.temp_bytes.get(k, 0), "caller_peak_rss": run.peak_rss.get(k, 0)}
         for k in run.tasks
     }  # fmt: skip
+    if plan.work_dir is not None:
+        out["work_dir"] = {"path": plan.work_dir, "bytes": sum(run.temp_bytes.values()),
+                           "removed": plan.clean_work_dir and not run.work_left}  # fmt: skip
+        if run.work_left:
+            out["work_dir"]["left"] = run.work_left
     out["shuffle_bytes"] = run.moved_bytes
     return out
 
