@@ -101,10 +101,13 @@ def test_ctrl_c_without_a_work_dir_says_nothing_is_kept(tmp_path):
     temp.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(temp)}
     args = [src, *_SLOW, "-o", str(tmp_path / "out.jsonl")]
-    code, err, seconds, _ = _interrupt(args, str(temp / "neardup-work-*"), env)
+    code, err, seconds, _ = _interrupt(args, str(temp / ".neardup-work.neardup-*"), env)
     assert code == 130 and seconds < 3.0
     assert "interrupted; nothing is kept (its work directory was temporary)" in _one_line(err)
-    assert not glob.glob(str(temp / "neardup-work-*")) and not (tmp_path / "out.jsonl").exists()
+    assert (
+        not glob.glob(str(temp / ".neardup-work.neardup-*"))
+        and not (tmp_path / "out.jsonl").exists()
+    )
 
 
 def test_clean_work_dir_removes_only_what_the_run_wrote_and_only_after_a_success(tmp_path):
