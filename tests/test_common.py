@@ -58,8 +58,13 @@ def test_counts_and_common_keys_exact_in_any_range_cut(small_chunks, keys, limit
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(st.lists(st.sets(st.integers(0, 30), max_size=8), max_size=12), st.sets(st.integers(0, 30)))
-def test_sets_without_keys_as_naive(small_chunks, sets, drop):
+@given(st.data())
+def test_sets_without_keys_as_naive(small_chunks, data):
+    """Keys small (all in one slot of the membership table) or anywhere in 32 bits."""
+    key = data.draw(st.sampled_from([st.integers(0, 30), st.integers(0, 2**32 - 1)]))
+    sets = data.draw(st.lists(st.sets(key, max_size=8), max_size=12))
+    every = sorted(set().union(*sets)) if sets else []
+    drop = data.draw(st.sets(st.sampled_from(every) if every else key) | st.sets(key))
     got = C.without_keys(ShingleSets(*naive.sets_to_csr(sets)), np.array(sorted(drop), np.uint32))
     assert naive.csr_to_sets(got.offsets, got.keys) == [s - drop for s in sets]
 
