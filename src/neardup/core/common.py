@@ -135,17 +135,22 @@ def key_ranges(total: int, per: int | None = None) -> list[tuple[int, int]]:
 
 
 def _range_counts(keys: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct keys of ``keys`` in ``[lo, hi)`` and their counts (read in chunks)."""
+    """The distinct keys of ``keys`` in ``[lo, hi)`` and their counts (read in chunks into one
+    buffer, sorted in place, counted by run length)."""
     whole = lo == 0 and hi == _SPACE
     picked = []
     for a in range(0, len(keys), CHUNK_KEYS):
         chunk = np.asarray(keys[a : a + CHUNK_KEYS])
-        picked.append(chunk.copy() if whole else chunk[(chunk >= lo) & (chunk < hi)])
+        picked.append(chunk if whole else chunk[(chunk >= lo) & (chunk < hi)])
         page_out(keys)
     if not picked:
         return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.int64)
-    u, c = np.unique(np.concatenate(picked), return_counts=True)
-    return u.astype(np.uint32, copy=False), c.astype(np.int64, copy=False)
+    run = np.concatenate(picked).astype(np.uint32, copy=False)  # a copy: sorted in place
+    del picked
+    run.sort()
+    starts = np.flatnonzero(np.r_[True, run[1:] != run[:-1]]) if len(run) else np.zeros(0, int)
+    counts = np.diff(np.r_[starts, len(run)]).astype(np.int64)
+    return run[starts], counts
 
 
 def key_counts(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
