@@ -88,6 +88,18 @@ def sets_to_csr(sets) -> tuple[np.ndarray, np.ndarray]:
     return offsets, np.array(keys, dtype=np.uint32)
 
 
+def without_common(sets: list[set], common) -> list[set]:
+    """The sets without the keys held by more than ``common`` of them: a count (int), or a share
+    (float) of ``len(sets)`` taken as written (0.07 of 100 sets is 7)."""
+    from collections import Counter
+    from decimal import Decimal
+
+    n = len(sets)
+    limit = common if isinstance(common, int) else int(Decimal(repr(common)) * n)
+    held = Counter(k for s in sets for k in s)
+    return [{k for k in s if held[k] <= limit} for s in sets]
+
+
 def popcount(x: int) -> int:
     return bin(x).count("1")
 

@@ -50,8 +50,11 @@ def _read(outs: dict) -> list[bytes]:
     return [Path(p).read_bytes() for p in outs.values()]
 
 
-def _naive_kept(docs: list[str], threshold: float, keep: str, verify: bool) -> list[bool]:
-    """The decisions by the brute-force rules of tests/naive.py."""
+def _naive_kept(
+    docs: list[str], threshold: float, keep: str, verify: bool, common: float | None = None
+) -> list[bool]:
+    """The decisions by the brute-force rules of tests/naive.py (``common``: on the sets
+    without the common shingles)."""
     if not verify:
         fps = Fingerprinter().fingerprint_many(docs)
         labels = naive.find_clusters(fps, 6)
@@ -62,6 +65,8 @@ def _naive_kept(docs: list[str], threshold: float, keep: str, verify: bool) -> l
         return [best[int(labels[i])] == i for i in range(len(docs))]
     f = Fingerprinter().features_many(docs)
     sets = naive.csr_to_sets(f.offsets, f.keys)
+    if common is not None:
+        sets = naive.without_common(sets, common)
     fps = [naive.set_minhash(x) for x in sets]
     order = priority_order(len(docs), keep, [len(d) for d in docs])
     d = distance_for_threshold(threshold)
@@ -84,17 +89,22 @@ def word_docs(words: list[str], max_words: int) -> st.SearchStrategy[list[str]]:
     st.sampled_from(["first", "longest"]),
     st.booleans(),
     st.sampled_from([None, 2, 5]),
+    st.sampled_from([None, 0.3, 3]),
 )
 @pytest.mark.slow
-def test_staged_matches_job_and_naive(docs, shard_docs, threads, threshold, keep, verify, bucket):
+def test_staged_matches_job_and_naive(
+    docs, shard_docs, threads, threshold, keep, verify, bucket, common
+):
     """``bucket``: fingerprints per search bucket (None: one search task; else the search is
-    split into buckets of each table group, as for a large corpus)."""
+    split into buckets of each table group, as for a large corpus); ``common``: the
+    ``common_shingles`` of a verified run."""
     docs = docs + docs[:3]  # exact copies too
     with tempfile.TemporaryDirectory() as tmp, _buckets(bucket):
         where = Path(tmp)
         _write(where / "in.jsonl", docs)
         src = [InputPath(where / "in.jsonl")]
-        kw = dict(threshold=threshold, keep=keep, verify=verify)
+        common = common if verify else None
+        kw = dict(threshold=threshold, keep=keep, verify=verify, common_shingles=common)
         one, outs = _outputs(where, "one"), _outputs(where, "staged")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
@@ -102,9 +112,10 @@ def test_staged_matches_job_and_naive(docs, shard_docs, threads, threshold, keep
             got = dedup(src, **kw, **outs, shard_docs=shard_docs, threads=threads)
         assert _read(outs) == _read(one)
         assert got.kept.tolist() == ref.kept.tolist()
-        assert got.kept.tolist() == _naive_kept(docs, threshold, keep, verify)
+        assert got.kept.tolist() == _naive_kept(docs, threshold, keep, verify, common)
         assert got.labels.tolist() == ref.labels.tolist()
-        assert got.summary()["dropped"] == ref.summary()["dropped"]
+        for k in ("dropped", "no_shingles", "common_shingles", "template_hint"):
+            assert got.summary().get(k) == ref.summary().get(k)
 
 
 @contextlib.contextmanager

@@ -57,13 +57,17 @@ def _same_near_misses(got, ref) -> None:
     st.integers(1, 2),
     st.sampled_from([0.5, 0.8]),
     st.sampled_from(["first", "longest"]),
+    st.sampled_from([None, 0.4]),
 )
-def test_staged_near_misses_equal_the_one_process_run(docs, shard_docs, threads, threshold, keep):
+def test_staged_near_misses_equal_the_one_process_run(
+    docs, shard_docs, threads, threshold, keep, common
+):
+    """``common``: the ``common_shingles`` of both runs (near misses on what is left)."""
     docs = docs + docs[:2]  # exact copies too
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
         _write(where / "in.jsonl", docs)
-        kw = dict(threshold=threshold, keep=keep)
+        kw = dict(threshold=threshold, keep=keep, common_shingles=common)
         ref = _run(where, "one", **kw)
         got = _run(where, "staged", **kw, shard_docs=shard_docs, threads=threads)
         _same_near_misses(got, ref)

@@ -19,6 +19,7 @@ from neardup.cli.fingerprint import (
 from neardup.cli.progress import Progress, TaskProgress, progress_option
 from neardup.cli.report import report_option
 from neardup.cli.style import announce_compile, plural, saved, size
+from neardup.core.common import check_common
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, keep_field
 from neardup.core.verify import distance_for_threshold
 from neardup.io.files import input_size, metered, spooled
@@ -55,6 +56,7 @@ def _summary_lines(
             f"{plural(s['no_shingles'], 'document')} without shingles kept; "
             f"{size(s['temp_bytes'])} temporary disk"
         )
+    lines += _common_lines(s)
     if against:
         if against["verified"] == "sketch":
             how = (
@@ -125,6 +127,46 @@ def _staged_lines(s: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _common_lines(s: dict[str, Any]) -> list[str]:
+    """The summary's lines about common shingles: what ``--common-shingles`` left out, or the
+    hint that the largest clusters look like pages sharing a template."""
+    common, hint = s.get("common_shingles"), s.get("template_hint")
+    if common is not None:
+        return [
+            f"common shingles  {plural(common['keys'], 'shingle')} in more than "
+            f"{common['limit']:,} documents left out; "
+            f"{plural(common['all_common'], 'document')} with only common shingles kept"
+        ]
+    if hint is None:
+        return []
+    return [
+        f"hint             {plural(hint['clusters'], 'large cluster')} (the largest "
+        f"{hint['largest']:,} documents) look like pages sharing a template: "
+        f"{100 * hint['share']:.0f}% of the other documents hold their shared shingles; "
+        f"--common-shingles {hint['suggest']:g} leaves such shingles out "
+        "(docs/guides/threshold.md#templates-and-boilerplate)"
+    ]
+
+
+class CommonShingles(click.ParamType):
+    """``--common-shingles``: a share in (0, 1) or a count >= 2."""
+
+    name = "F"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float | int:
+        text = str(value).strip()
+        try:
+            number = int(text) if text.isdigit() else float(text)
+            return check_common(number)
+        except ValueError:
+            self.fail(
+                f"{value!r} is neither a share in (0, 1) (0.05: shingles in more than 5% of "
+                "the documents) nor a count >= 2 (1000: in more than 1,000 documents)",
+                param,
+                ctx,
+            )
+
+
 @click.command("dedup", short_help="Remove near-duplicate documents.")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option(
@@ -184,6 +226,15 @@ def _staged_lines(s: dict[str, Any]) -> list[str]:
     f"[default: the rule for --threshold, 0.8 -> {distance_for_threshold(0.8)}; "
     f"with --no-verify or against an --against index without sketches: "
     f"{DEFAULT_DEDUP_DISTANCE}].",
+)
+@click.option(
+    "--common-shingles",
+    type=CommonShingles(),
+    default=None,
+    help="Leave out of the candidates and the verification the shingles in more than F of "
+    "the documents (F in (0, 1): a share; F >= 2: a count), such as a site's template or "
+    "boilerplate, so that pages that share it are compared by their own words; a page whose "
+    "shingles are all common is kept. Verified runs only. Default: every shingle counts.",
 )
 @click.option(
     "--blocks",
@@ -282,6 +333,7 @@ def dedup(
     threshold: float,
     no_verify: bool,
     distance: int | None,
+    common_shingles: float | int | None,
     blocks: int | None,
     preset: str,
     window: int | None,
@@ -317,7 +369,8 @@ def dedup(
     Verified (default): documents in --keep order; one is dropped only when the exact Jaccard
     of its shingle set with an already kept document's is >= --threshold, never through a
     chain of drops. Candidates are documents whose set fingerprints differ in at most
-    --distance bits. Shingle keys are spooled to a temporary file in --temp-dir or TMPDIR (4
+    --distance bits; with --common-shingles, the shingles of more than that share of the
+    documents take no part (templates, boilerplate). Shingle keys are spooled to a temporary file in --temp-dir or TMPDIR (4
     bytes per distinct shingle), removed at the end. Documents without shingles are always kept.
     Against an index with sketches (`neardup index create --threshold`), a document is dropped
     when its Jaccard estimated from the sketches with an entry is >= --threshold, and takes no
@@ -334,6 +387,11 @@ def dedup(
     in_format, text_field = resolve_input(in_format, lines, field, column)
     search_distance = _check_options(output, json_summary, against, update, blocks,
                                       no_verify, threshold, distance)  # fmt: skip
+    if no_verify and common_shingles is not None:
+        raise click.UsageError(
+            "--common-shingles leaves shingles out of the verified comparison; it does "
+            "nothing with --no-verify: drop one of them"
+        )
     # a pipe is read once, into a temporary file, first: its content tells its format
     with spooled(inputs, temp_dir):
         dataset, files = _source(inputs, in_format, output)
@@ -345,6 +403,8 @@ def dedup(
                     "preset": preset, "window": fingerprinter.window}  # fmt: skip
         if not no_verify:
             settings["threshold"] = threshold
+        if common_shingles is not None:
+            settings["common_shingles"] = common_shingles
         extras = _extra_outputs(inputs, output, dataset, report_path, settings, text_field,
                                 id_field)  # fmt: skip
         _check_outputs(inputs, files, output, clusters_path, drop_list, json_summary, against,
@@ -358,6 +418,7 @@ def dedup(
             against=against, update=update, extra_outputs=extras, device=device,
             temp_dir=temp_dir, shard_docs=shard_docs, work_dir=work_dir,
             clean_work_dir=clean_work_dir, memory=memory, collect=False, removed=removed,
+            common_shingles=common_shingles,
         )  # fmt: skip
         _require_extras(files, against, device, scheduler is not None or workers is not None)
         source = [InputPath(p) for p in inputs] if dataset is None else dataset

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from neardup.core.bits import as_fingerprints
+from neardup.core.common import template_hint
 from neardup.core.decide import (
     DEFAULT_DEDUP_DISTANCE,
     DEFAULT_DEDUP_THRESHOLD,
@@ -37,6 +38,7 @@ from neardup.io.files import spooled
 from neardup.io.sources import is_paths, texts_and_ids
 from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import announce, dedup_groups, wait_ahead
+from neardup.pipeline.common_shingles import filter_common, templates
 from neardup.pipeline.executors import DaskExecutor, LocalExecutor
 from neardup.pipeline.extra import ExtraOutput
 from neardup.pipeline.plan import DedupPlan, build_plan
@@ -218,6 +220,7 @@ def dedup(
     memory: int | str | None = None,
     collect: bool = True,
     removed: str | os.PathLike | None = None,
+    common_shingles: float | int | None = None,
 ) -> Any:
     """Find near-duplicate documents and choose one survivor per cluster.
 
@@ -353,6 +356,15 @@ def dedup(
     collect : bool, default True
         False: a staged run returns only an object with its ``summary()``, not a
         :class:`DedupResult` (which holds arrays of every document).
+    common_shingles : float or int, optional
+        Verified dedup: shingles in more than this share of the documents (a float in (0, 1))
+        or this many documents (an int >= 2) take no part in the candidates or the
+        verification: templates and boilerplate (headers, footers, licences) no longer make
+        distinct pages near-duplicates. The Jaccard is then that of what is left of each set,
+        exactly; a document whose shingles are all common is kept (``result.common``).
+        Default: every shingle counts. Without it, a run whose largest clusters look like
+        pages sharing a template says so (``result.template``, the summary's
+        ``template_hint``).
 
     Returns
     -------
@@ -391,6 +403,7 @@ def dedup(
             memory=memory, removed=removed, parallel=_parallel(threads, client),
             slots=_slots(client), client=client is not None, device=device,
             one_process=["already_seen="] if already_seen is not None else [],
+            common_shingles=common_shingles,
         )  # fmt: skip
         if plan.staged:
             return _staged(plan, opts, collect)
@@ -596,26 +609,21 @@ def _decide(run: _Run, plan: DedupPlan, opts: _Options) -> DedupResult:
                 client=opts.client, device=opts.device,
             )  # fmt: skip
         else:
-            sets = run.sets if run.sets is not None else run.spool.sets()
-            verified = decide_verified_sets(
-                sets, values, plan.threshold, keep=plan.keep, distance=plan.distance_given,
-                blocks=plan.blocks, threads=opts.threads, client=opts.client,
-                exclude=run.exclude, device=opts.device,
-                near_misses=_near(opts.extra_outputs),
-            )  # fmt: skip
+            verified, common, template, temp_bytes = _verified(run, plan, opts, values)
             decisions = from_kept_for(verified.kept_for, run.fps, run.already_seen)
-            temp_bytes = run.spool.nbytes
             # the keys' pages count as resident while mapped: unmap and remove them before
             # the outputs are written, so the peak is the larger of the two phases, not both
-            sets = run.sets = None
+            run.sets = None
             run.spool.close()
-    run.seconds["search+verify" if verified is not None else "search"] = time.perf_counter() - t0
+    took = time.perf_counter() - t0 - run.seconds.get("common shingles", 0.0)
+    run.seconds["search+verify" if verified is not None else "search"] = took
     result = DedupResult(run.ids, run.fps, run.lens, decisions, run.skipped, run.seconds,
                          run.scan, positions=run.pos)  # fmt: skip
     result.against = run.checked
     if verified is not None:
         result.verified, result.threshold = verified, plan.threshold
         result.temp_bytes = temp_bytes
+        result.common, result.template = common, template
         _report_no_shingles(verified, opts.log)
     if opts.log is not None:
         n, c = len(result), result.n_clusters
@@ -623,6 +631,35 @@ def _decide(run: _Run, plan: DedupPlan, opts: _Options) -> DedupResult:
     if run.scan is not None:
         result.bytes_in = run.scan.bytes_in
     return result
+
+
+def _verified(
+    run: _Run, plan: DedupPlan, opts: _Options, values: Any
+) -> tuple[VerifiedDecisions, dict | None, dict | None, int]:
+    """The verified decisions on the spooled sets (with ``common_shingles``: on the sets
+    without the common shingles, spooled again), in the keep order of ``values``, what was
+    left out or the template hint, and the bytes spooled."""
+    assert run.spool is not None
+    sets = run.sets if run.sets is not None else run.spool.sets()
+    common = template = None
+    with contextlib.ExitStack() as stack:
+        used, temp_bytes = sets, run.spool.nbytes
+        if plan.common_shingles is not None:
+            t0 = time.perf_counter()
+            spool = stack.enter_context(ShingleSpool(opts.temp_dir))
+            used, common = filter_common(sets, plan.common_shingles, spool)
+            temp_bytes += spool.nbytes
+            run.seconds["common shingles"] = time.perf_counter() - t0
+        verified = decide_verified_sets(
+            used, values, plan.threshold, keep=plan.keep, distance=plan.distance_given,
+            blocks=plan.blocks, threads=opts.threads, client=opts.client,
+            exclude=run.exclude, device=opts.device, near_misses=_near(opts.extra_outputs),
+        )  # fmt: skip
+        if common is not None:  # documents without shingles as read; all common: beside them
+            verified = replace(verified, no_shingles=sets.sizes == 0)
+        else:
+            template = template_hint(templates(sets, verified.kept_for))
+    return verified, common, template, temp_bytes
 
 
 def _near(extra_outputs: Sequence[ExtraOutput]) -> bool:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from neardup.core.common import check_common
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, keep_field
 from neardup.core.similarity import check_threshold, distance_for_threshold
 from neardup.errors import InputError
@@ -128,6 +129,9 @@ class DedupPlan:
     near_misses: bool = False
     #: the write tasks write their clusters' lines without ``clusters`` too (the report's)
     cluster_parts: bool = False
+    #: shingles in more than this share (float) or number (int) of the documents take no part
+    #: in the candidates or the verification (None: all do)
+    common_shingles: float | int | None = None
 
     def __post_init__(self) -> None:
         if self.clean_work_dir and self.work_dir is None:
@@ -168,6 +172,8 @@ class DedupPlan:
             "near": [self.near_misses, self.cluster_parts],
             "against": [_against_key(self.against), self.update],
         }  # fmt: skip
+        if self.common_shingles is not None:
+            spec["common"] = self.common_shingles
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -202,6 +208,19 @@ def _check_key_input(keep: str, files: Sequence[InputFile]) -> None:
             f"--keep {keep} needs JSONL or Parquet input "
             f"(records with a field {name!r}); {files[0].kind} input has no fields",
         )
+
+
+def _check_common(common: Any, verify: bool) -> float | int | None:
+    """``common_shingles`` checked (:func:`neardup.core.common.check_common`); it changes the
+    shingle sets, so it needs a verified run."""
+    if common is None:
+        return None
+    if not verify:
+        raise ValueError(
+            "common_shingles= (--common-shingles) leaves shingles out of the verified "
+            "comparison; it does nothing with verify=False (--no-verify): drop one of them"
+        )
+    return check_common(common)
 
 
 def _expand(data: Any, fmt: str, output: Any) -> tuple[list[str], list[InputFile]]:
@@ -247,6 +266,7 @@ def build_plan(
     client: bool = False,
     device: str = "cpu",
     one_process: Sequence[str] = (),
+    common_shingles: float | int | None = None,
 ) -> DedupPlan:
     """The :class:`DedupPlan` of a dedup run: options checked, defaults applied, file inputs
     expanded (``data`` a path or list of paths; anything else is in-memory input and gets no
@@ -262,13 +282,15 @@ def build_plan(
     (what the run wrote there). ``client``: a Dask client runs the work;
     ``one_process``: what the caller asks that only the one-process run does (a report, ...).
     ``device``: where the search stage searches, as in :func:`neardup.dedup`.
+    ``common_shingles``: as in :func:`neardup.dedup` (verified runs only).
 
     Raises
     ------
     ValueError
         For options that do not fit together (``update`` without ``against``, ``blocks`` not
         above the distance, an unknown keep policy, a bad threshold or shard size, a staged
-        run asked for with something only the one-process run does).
+        run asked for with something only the one-process run does, ``common_shingles``
+        not a share in (0, 1) or a count >= 2, or without verification).
     InputError
         For inputs that cannot be read (missing, mixed formats, stdin).
     """
@@ -278,6 +300,7 @@ def build_plan(
     if update and against is None:
         raise ValueError("update=True needs against= (the index to add the kept documents to)")
     d = _check_rule(verify, threshold, distance, keep, blocks)
+    common = _check_common(common_shingles, verify)
     if shard_docs is not None and shard_docs < 1:
         raise ValueError(f"shard_docs must be >= 1 (got {shard_docs})")
     inputs, files = _expand(data, fmt, output)
@@ -305,7 +328,7 @@ def build_plan(
         update=update, shard_docs=per,
         work_dir=_path(work_dir) if staged else None, clean_work_dir=clean_work_dir,
         inputs=tuple(inputs), staged=staged,
-        search_docs=search, device=device,
+        search_docs=search, device=device, common_shingles=common,
     )  # fmt: skip
 
 

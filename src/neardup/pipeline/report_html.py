@@ -375,8 +375,26 @@ def _summary_rows(s: Mapping[str, Any], settings: Mapping[str, Any]) -> list[tup
             ("dropped as seen in the index", f"{int(against.get('dropped', 0)):,}{where}: "
              + _e(_how(against, s)))
         )  # fmt: skip
+    rows += _common_rows(s)
     rows += [(str(k), _e(v)) for k, v in settings.items()]
     return rows
+
+
+def _common_rows(s: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What ``--common-shingles`` left out, or the hint that the largest clusters look like
+    pages sharing a template (the summary's ``common_shingles`` / ``template_hint``)."""
+    common, hint = s.get("common_shingles"), s.get("template_hint")
+    if isinstance(common, Mapping):
+        return [("common shingles left out",
+                 f"{int(common['keys']):,} (in more than {int(common['limit']):,} documents); "
+                 f"{int(common['all_common']):,} documents with only common shingles kept")]  # fmt: skip
+    if isinstance(hint, Mapping):
+        return [("hint", _e(
+            f"{int(hint['clusters'])} of the largest clusters (the largest "
+            f"{int(hint['largest']):,} documents) look like pages sharing a template: "
+            f"{100 * float(hint['share']):.0f}% of the other documents hold their shared "
+            f"shingles; try --common-shingles {float(hint['suggest']):g}"))]  # fmt: skip
+    return []
 
 
 def _how(against: Mapping[str, Any], s: Mapping[str, Any]) -> str:

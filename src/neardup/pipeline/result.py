@@ -14,7 +14,20 @@ from neardup.core.verify import VerifiedDecisions
 from neardup.pipeline.against import IndexCheck
 from neardup.pipeline.scan import Scan
 
-__all__ = ["DedupResult"]
+__all__ = ["DedupResult", "common_figures"]
+
+
+def common_figures(common: dict[str, Any] | None, template: dict[str, Any] | None) -> dict:
+    """The summary's keys about common shingles: ``common_shingles`` (with the option: the
+    most documents a shingle may be in, the shingles left out, the documents with shingles
+    of which none was left) and ``template_hint`` (without it: the clusters that look like a
+    template, :func:`neardup.core.common.template_hint`); each only when there is one."""
+    out: dict[str, Any] = {}
+    if common is not None:
+        out["common_shingles"] = dict(common)
+    if template is not None:
+        out["template_hint"] = dict(template)
+    return out
 
 
 @dataclass
@@ -54,6 +67,15 @@ class DedupResult:
         With ``against=``: for each document, the index entry it was dropped for (``id``, None
         when not found), the distance, the estimated Jaccard and ``how`` the index decided:
         ``"sketch"`` (estimated Jaccard >= threshold) or ``"fingerprint"`` (distance only).
+    common : dict or None
+        With ``common_shingles``: ``limit`` (the most documents a shingle may be in and still
+        count), ``keys`` (the shingles left out) and ``all_common`` (documents with shingles,
+        all of them common: kept, like documents without shingles).
+    template : dict or None
+        Without ``common_shingles``, when some of the largest clusters look like pages that
+        share a template (:func:`neardup.core.common.template_hint`): how many, the largest,
+        the share of the corpus that holds their shared shingles and the ``common_shingles``
+        to try.
     near : dict or None
         A staged run with a report: the report's near misses as its tasks found them (see
         :func:`neardup.pipeline.report.near_misses`), so that the report needs no array of
@@ -75,6 +97,8 @@ class DedupResult:
     temp_bytes: int = 0
     against: IndexCheck | None = None
     near: dict[str, Any] | None = None
+    common: dict[str, Any] | None = None
+    template: dict[str, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -293,6 +317,7 @@ class DedupResult:
                 no_shingles=self.verified.n_no_shingles,
                 temp_bytes=self.temp_bytes,
             )
+            out.update(common_figures(self.common, self.template))
         if self.against is not None:
             a = self.against
             out["against"] = {

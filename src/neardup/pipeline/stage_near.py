@@ -31,12 +31,12 @@ _COLUMNS = ("d", "e", "jac", "ekey")
 
 
 def near_kept_task(out: str, work: str, offsets: list[int], n_decide: int, s: int,
-                   aside: bool) -> dict[str, int]:  # fmt: skip
+                   aside: bool, keys: str = "scan") -> dict[str, int]:  # fmt: skip
     """Shard ``s``'s documents that take part in the near misses (``part``, one bool each):
-    not dropped by a decide task, with shingles and, with ``aside``, not found in the index
-    (with sketches: no part in the input's decisions)."""
+    not dropped by a decide task, with shingles (in the spills of stage ``keys``) and, with
+    ``aside``, not found in the index (with sketches: no part in the input's decisions)."""
     lo, hi = offsets[s], offsets[s + 1]
-    part = np.diff(np.asarray(load(work, "scan", s, "koff"))) > 0
+    part = np.diff(np.asarray(load(work, keys, s, "koff"))) > 0
     for k in range(n_decide):
         drop = load(work, "decide", k, "drop")  # ascending: the shard's are one slice
         a, b = np.searchsorted(drop, [lo, hi])

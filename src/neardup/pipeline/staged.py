@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from neardup.core.common import common_limit, key_ranges, template_hint
 from neardup.distributed.plan import make_plan
 from neardup.errors import InputError, damaged, reading_back
 from neardup.io.display import plural, size
@@ -40,12 +41,14 @@ from neardup.io.files import (
 )
 from neardup.io.leftovers import TEMP_SUFFIX, remove_leftovers, temp_prefix
 from neardup.io.writers import OutputSet
+from neardup.pipeline import common_shingles as T
 from neardup.pipeline import stage_against as A
 from neardup.pipeline import stage_components as C
 from neardup.pipeline import stage_near as N
 from neardup.pipeline import stages as S
 from neardup.pipeline.executors import LocalExecutor, Progress, run_task
 from neardup.pipeline.plan import DedupPlan
+from neardup.pipeline.result import common_figures
 from neardup.pipeline.scan import check_key_kinds, check_parquet_schemas
 from neardup.pipeline.shard_write import write_task
 from neardup.pipeline.workdir import LOCK, locked, read_json, replace_files, write_object
@@ -97,6 +100,8 @@ class StagedRun:
     executor: str = "local"  #: the executor's name
     workers: int = 1  #: its Dask workers (local: its threads)
     work_left: list[str] = field(default_factory=list)  #: names neardup did not write there
+    common: dict[str, Any] | None = None  #: the common shingles left out (``common_shingles``)
+    template: dict[str, Any] | None = None  #: clusters that look like a template (the hint)
 
     @property
     def offsets(self) -> list[int]:
@@ -316,7 +321,26 @@ def _decide(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str], pairs
     routes, k = _components(r, plan, run, names, pairs)
     run.n_decide = k
     off = run.offsets  # one list that every task shares (sent to a cluster once)
-    r.map("decide", S.decide_task, [(str(t), (r.work, plan, off, routes, t)) for t in range(k)])
+    infos = r.map("decide", S.decide_task,
+                  [(str(t), (r.work, plan, off, routes, t)) for t in range(k)])  # fmt: skip
+    run.template = template_hint([row for i in infos for row in i.get("templates", [])])
+
+
+def _common(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
+    """The shingle sets without the common shingles, for the later stages
+    (:mod:`neardup.pipeline.common_shingles`): each shard's keys counted, the counts merged by
+    ranges of the key space, each shard's sets filtered."""
+    shards = range(len(run.sizes))
+    counts = r.map("common-count", T.count_task, [(str(s), (r.work, s)) for s in shards])
+    limit = common_limit(plan.common_shingles, run.n)  # type: ignore[arg-type]
+    ranges = key_ranges(sum(c["distinct"] for c in counts))
+    merged = r.map("common-merge", T.merge_task,
+                   [(str(i), (r.work, len(run.sizes), lo, hi, limit))
+                    for i, (lo, hi) in enumerate(ranges)])  # fmt: skip
+    infos = r.map("common", T.filter_task,
+                  [(str(s), (r.work, plan, s, len(ranges))) for s in shards])  # fmt: skip
+    run.common = {"limit": limit, "keys": sum(m["common"] for m in merged),
+                  "all_common": sum(i["all_common"] for i in infos)}  # fmt: skip
 
 
 #: Most rounds of the components stages: they end in O(log^2 n) rounds, a few in practice.
@@ -383,7 +407,8 @@ def _near(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
     off, shards = run.offsets, range(len(run.sizes))
     aside = _sketch_aside(run)
     r.map("near-kept", N.near_kept_task,
-          [(str(s), (r.work, off, run.n_decide, s, aside)) for s in shards])  # fmt: skip
+          [(str(s), (r.work, off, run.n_decide, s, aside, S.key_stage(plan)))
+           for s in shards])  # fmt: skip
     tasks = run.verify_tasks
     r.map("near", N.near_task, [(t, (r.work, plan, off, t)) for t in tasks])
     picks = r.map("near-pick", N.near_pick_task,
@@ -726,6 +751,8 @@ def _stages(r: _Runner, plan: DedupPlan, on_bad: Any, progress: Any) -> StagedRu
         progress.documents = run.n
     if plan.against is not None:
         _against(r, plan, run)
+    if plan.common_shingles is not None:
+        _common(r, plan, run)
     names, pairs = _search(r, plan, run)
     if plan.verify:
         run.verify_tasks = names
@@ -1030,6 +1057,7 @@ def build_result(plan: DedupPlan, run: StagedRun, near_arrays: bool = True) -> A
                          scan, bytes_in=run.bytes_in, bytes_out=run.bytes_out)  # fmt: skip
     result.against = against
     result.near = run.near
+    result.common, result.template = run.common, run.template
     if plan.verify:
         shards = [s for s in range(len(run.sizes)) if run.sizes[s]]
         sizes = np.concatenate(
@@ -1079,6 +1107,7 @@ def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:
     if plan.verify:
         out.update(threshold=plan.threshold, no_shingles=run.no_shingles,
                    temp_bytes=sum(run.temp_bytes.values()))  # fmt: skip
+        out.update(common_figures(run.common, run.template))
     if run.against is not None:
         a = run.against
         out["against"] = {"index": a["path"], "dropped": a["found"], "already_in_index": a["own"],

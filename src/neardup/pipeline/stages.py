@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from neardup.core.common import cluster_templates
 from neardup.core.decide import cluster_survivors, keep_key
 from neardup.core.search import find_all, find_clusters
 from neardup.core.similarity import ShingleSets, pair_jaccard, set_fingerprints
@@ -59,6 +60,8 @@ __all__ = [
     "check_search_device",
     "inbox",
     "count_lines",
+    "key_stage",
+    "shard_sets",
     "decide_task",
     "id_buckets",
     "load",
@@ -380,15 +383,27 @@ def drop_docs(out: str, work: str, plan: DedupPlan, s: int, buckets: int) -> dic
 
 
 # ------------------------------------------------------------------------------ candidates
-def _sets(work: str, s: int) -> ShingleSets:
-    """Shard ``s``'s shingle sets, the keys memory-mapped."""
-    koff = load(work, "scan", s, "koff")
+def key_stage(plan: DedupPlan) -> str:
+    """The stage whose spills hold the shingle sets that the candidates and the verification
+    use: ``"common"`` (the sets without the common shingles) with ``plan.common_shingles``,
+    else ``"scan"``."""
+    return "scan" if plan.common_shingles is None else "common"
+
+
+def shard_sets(work: str, s: int, stage: str = "scan") -> ShingleSets:
+    """Shard ``s``'s shingle sets as ``stage`` spilled them, the keys memory-mapped."""
+    koff = load(work, stage, s, "koff")
     n = int(koff[-1])
     if n == 0:  # an empty file cannot be mapped
         return ShingleSets(koff, np.zeros(0, dtype=np.uint32))
-    path = os.path.join(work, "scan", str(s), "keys.u32")
+    path = os.path.join(work, stage, str(s), "keys.u32")
     with reading_back(path):
         return ShingleSets(koff, np.memmap(path, dtype=np.uint32, mode="r", shape=(n,)))
+
+
+def _sets(work: str, s: int) -> ShingleSets:
+    """Shard ``s``'s shingle sets as the scan spilled them (:func:`shard_sets`)."""
+    return shard_sets(work, s)
 
 
 def _subset(sets: ShingleSets, idx: np.ndarray) -> ShingleSets:
@@ -405,10 +420,12 @@ def _subset(sets: ShingleSets, idx: np.ndarray) -> ShingleSets:
     return ShingleSets(offsets, np.ascontiguousarray(window[at]))
 
 
-def _gather_sets(work: str, offsets: np.ndarray, pos: np.ndarray) -> ShingleSets:
+def _gather_sets(work: str, offsets: np.ndarray, pos: np.ndarray,
+                 stage: str = "scan") -> ShingleSets:  # fmt: skip
     """The shingle sets of the documents at global positions ``pos`` (ascending), from their
-    shards' spills."""
-    parts = [_subset(_sets(work, s), p - offsets[s]) for s, p in _by_shard(offsets, pos)]
+    shards' spills (of ``stage``, :func:`key_stage`)."""
+    parts = [_subset(shard_sets(work, s, stage), p - offsets[s])
+             for s, p in _by_shard(offsets, pos)]  # fmt: skip
     sizes = concat([np.diff(p.offsets) for p in parts], np.int64)
     out = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=out[1:])
@@ -449,8 +466,8 @@ def _search_fps(work: str, plan: DedupPlan, s: int, offset: int) -> tuple[np.nda
     """Shard ``s``'s search fingerprints and their global positions (verified: the set
     fingerprints of the documents with shingles; else every document's fingerprint)."""
     if plan.verify:
-        pos = np.flatnonzero(np.diff(load(work, "scan", s, "koff")) > 0)
-        fp = np.asarray(load(work, "scan", s, "sfp"))[pos]
+        pos = np.flatnonzero(np.diff(load(work, key_stage(plan), s, "koff")) > 0)
+        fp = np.asarray(load(work, key_stage(plan), s, "sfp"))[pos]
     else:
         fp = np.asarray(load(work, "scan", s, "fp"))
         pos = np.arange(len(fp))
@@ -515,7 +532,7 @@ def verify_task(
         none = {"mpairs": pairs, "mjac": np.zeros(0)} if plan.near_misses else {}
         return {"pairs": 0, "bytes": _save(out, pairs=pairs, jac=np.zeros(0), **none)}
     pos, local = distinct_nodes(pairs)
-    sets = _gather_sets(work, np.asarray(offsets, dtype=np.int64), pos)
+    sets = _gather_sets(work, np.asarray(offsets, dtype=np.int64), pos, key_stage(plan))
     jac = pair_jaccard(sets, local, threads=1)
     ok = jac >= plan.threshold - _SLACK
     missed = {}
@@ -541,15 +558,19 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
                                              jac=np.zeros(0), drop=nodes)}  # fmt: skip
     values = keep_values(work, plan, off, nodes)
     pos = np.arange(n, dtype=np.int64)
+    templates = []
     if plan.verify:
-        sets = _gather_sets(work, off, nodes)
-        sfp = _gather(work, off, nodes, "sfp", np.uint64)
+        sets = _gather_sets(work, off, nodes, key_stage(plan))
+        sfp = _gather(work, off, nodes, "sfp", np.uint64, key_stage(plan))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             d = decide_verified(sets, sfp, plan.threshold, pairs=local, keep=plan.keep,
                                 lengths=values, threads=1)  # fmt: skip
         surv = np.where(d.kept_for < 0, pos, d.kept_for)
         jac = np.where(d.kept_for < 0, 1.0, d.jaccard)
+        if plan.common_shingles is None:  # the run's hint: clusters that look like a template
+            templates = cluster_templates(sets, surv, nodes, int(off[-1]),
+                                          lambda p: _gather_sets(work, off, p))  # fmt: skip
     else:
         _, roots = components(local)  # every node is in an edge: roots[i] is node i's root
         surv = cluster_survivors(roots, keep_key(plan.keep, values, n))
@@ -563,7 +584,8 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
     rows = rows[np.lexsort((rows, label[rows]))]
     nbytes = _save(out, label=nodes[label[rows]], pos=nodes[rows], surv=nodes[surv[rows]],
                    jac=jac[rows], drop=nodes[surv != pos])  # fmt: skip
-    return {"dropped": int(np.count_nonzero(surv != pos)), "bytes": nbytes}
+    return {"dropped": int(np.count_nonzero(surv != pos)), "bytes": nbytes,
+            "templates": templates}  # fmt: skip
 
 
 def keep_values(work: str, plan: DedupPlan, offsets: np.ndarray, pos: np.ndarray) -> Any:

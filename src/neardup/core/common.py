@@ -1,0 +1,383 @@
+"""Common shingles: the keys in more than a given number of documents, and the shingle sets
+without them (``--common-shingles``, ``common_shingles=``).
+
+A template or boilerplate (a site's header and footer, a licence, a cookie notice) puts the same
+shingles in a large share of a corpus. They say nothing about what a document is about, yet they
+decide the Jaccard of two pages whose own words are few: distinct articles that share a template
+of 260 words reach J >= 0.8 when their bodies are short. Leaving out the keys held by more than
+``limit`` documents compares what is left of each set.
+
+Layout. Shingle sets are CSR (:mod:`neardup.core.similarity`): int64 ``offsets[n + 1]`` and
+sorted unique uint32 ``keys`` per document, so a key's count over all keys is its document
+frequency. Counts are exact: the keys are read in chunks of :data:`CHUNK_KEYS`, those of one
+range of the 32-bit key space at a time are sorted and run-length counted (:func:`np.unique`),
+ranges of about :data:`RANGE_KEYS` keys each (the keys are hash bits, spread evenly), so the
+memory of a count is bounded whatever the corpus size. Counts of parts (the shards of a staged
+run) are merged by summing the counts of equal keys (:func:`merge_counts`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from neardup.core.similarity import ShingleSets, page_out
+
+__all__ = [
+    "CHUNK_KEYS",
+    "RANGE_KEYS",
+    "TEMPLATE_MIN_SIZE",
+    "check_common",
+    "cluster_templates",
+    "common_keys",
+    "common_limit",
+    "iter_without_keys",
+    "key_counts",
+    "key_ranges",
+    "largest_clusters",
+    "merge_counts",
+    "outside_sample",
+    "template_hint",
+    "template_share",
+    "without_keys",
+]
+
+#: Keys read from the (memory-mapped) key array at once.
+CHUNK_KEYS = 1 << 22
+#: Keys sorted at once by a count: the key space is cut into ranges of about this many keys.
+RANGE_KEYS = 1 << 25
+#: Clusters of at least this many documents are checked for a template (the run's hint).
+TEMPLATE_MIN_SIZE = 50
+#: The largest clusters checked for a template, at most (largest first, ties to the earlier
+#: kept document).
+TEMPLATE_CLUSTERS = 20
+#: Members of a cluster whose shared keys make its core (evenly spaced, the kept one first).
+TEMPLATE_MEMBERS = 64
+#: Documents outside a cluster checked for its core (evenly spaced over the corpus).
+TEMPLATE_OUTSIDE = 1000
+#: A cluster looks like a template when its core is at least this share of its kept document's
+#: keys ...
+TEMPLATE_CORE_SHARE = 0.5
+#: ... and more than this share of the documents outside it hold half of the core.
+TEMPLATE_SPREAD = 0.01
+
+_SPACE = 1 << 32
+
+
+def check_common(common: Any) -> float | int:
+    """``common`` checked: a float in (0, 1) (a share of the documents) or an integer >= 2 (a
+    number of documents); else a ValueError saying what is allowed.
+
+    Examples
+    --------
+    >>> check_common(0.05), check_common(100)
+    (0.05, 100)
+    """
+    if isinstance(common, bool):
+        raise ValueError(
+            f"common_shingles must be a share in (0, 1) or a count >= 2 (got {common!r})"
+        )
+    if isinstance(common, (int, np.integer)):
+        if common < 2:
+            raise ValueError(
+                f"common_shingles must be a share in (0, 1) or a count >= 2 (got {common}); a "
+                "count of 1 would leave out every shingle two documents share"
+            )
+        return int(common)
+    try:
+        f = float(common)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"common_shingles must be a share in (0, 1) or a count >= 2 (got {common!r})"
+        ) from None
+    if f.is_integer() and f >= 2:
+        return int(f)
+    if not 0.0 < f < 1.0:
+        raise ValueError(
+            f"common_shingles must be a share in (0, 1) or a count >= 2 (got {common!r}); "
+            "e.g. 0.05 leaves out the shingles of more than 5% of the documents"
+        )
+    return f
+
+
+def common_limit(common: float | int, n: int) -> int:
+    """The most documents a key may be in and still count: ``common`` itself for a count, else
+    ``floor(common * n)`` with ``common`` taken as written (0.07 of 100 documents is 7, not
+    7.000000000000001); keys in more documents than this are common.
+
+    Examples
+    --------
+    >>> common_limit(0.05, 1000), common_limit(0.29, 100), common_limit(10, 5)
+    (50, 29, 10)
+    """
+    c = check_common(common)
+    if isinstance(c, int):
+        return c
+    return math.floor(Fraction(repr(c)) * int(n))
+
+
+def key_ranges(total: int, per: int | None = None) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges that cut the 32-bit key space into ``ceil(total / per)`` equal parts
+    (``per`` default :data:`RANGE_KEYS`), in ascending order.
+
+    Examples
+    --------
+    >>> key_ranges(10), key_ranges(3, 2)
+    ([(0, 4294967296)], [(0, 2147483648), (2147483648, 4294967296)])
+    """
+    parts = max(1, -(-int(total) // int(per or RANGE_KEYS)))
+    cuts = [(_SPACE * k) // parts for k in range(parts + 1)]
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
+
+
+def _range_counts(keys: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys of ``keys`` in ``[lo, hi)`` and their counts (read in chunks into one
+    buffer, sorted in place, counted by run length)."""
+    whole = lo == 0 and hi == _SPACE
+    picked = []
+    for a in range(0, len(keys), CHUNK_KEYS):
+        chunk = np.asarray(keys[a : a + CHUNK_KEYS])
+        picked.append(chunk if whole else chunk[(chunk >= lo) & (chunk < hi)])
+        page_out(keys)
+    if not picked:
+        return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.int64)
+    run = np.concatenate(picked).astype(np.uint32, copy=False)  # a copy: sorted in place
+    del picked
+    run.sort()
+    starts = np.flatnonzero(np.r_[True, run[1:] != run[:-1]]) if len(run) else np.zeros(0, int)
+    counts = np.diff(np.r_[starts, len(run)]).astype(np.int64)
+    return run[starts], counts
+
+
+def key_counts(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each distinct key of ``keys`` (uint32, sorted) and how often it occurs (int64); over the
+    keys of CSR shingle sets, its document frequency.
+
+    Examples
+    --------
+    >>> u, c = key_counts(np.array([5, 1, 5, 9, 5], dtype=np.uint32))
+    >>> u.tolist(), c.tolist()
+    ([1, 5, 9], [1, 3, 1])
+    """
+    parts = [_range_counts(keys, lo, hi) for lo, hi in key_ranges(len(keys))]
+    return merge_counts(parts)
+
+
+def merge_counts(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Counts of several parts (each: distinct keys and their counts) as one: every distinct
+    key, sorted, with the sum of its counts.
+
+    Examples
+    --------
+    >>> u, c = merge_counts([(np.array([1, 5]), np.array([2, 1])), (np.array([5]), np.array([4]))])
+    >>> u.tolist(), c.tolist()
+    ([1, 5], [2, 5])
+    """
+    keys = np.concatenate(
+        [np.asarray(u, dtype=np.uint32) for u, _ in parts] or [np.zeros(0, np.uint32)]
+    )
+    counts = np.concatenate(
+        [np.asarray(c, dtype=np.int64) for _, c in parts] or [np.zeros(0, np.int64)]
+    )
+    if len(parts) <= 1:
+        return keys, counts
+    u, inverse = np.unique(keys, return_inverse=True)
+    return u.astype(np.uint32, copy=False), np.bincount(inverse, counts, len(u)).astype(np.int64)
+
+
+def common_keys(keys: np.ndarray, limit: int) -> np.ndarray:
+    """The keys (sorted uint32) that occur more than ``limit`` times in ``keys`` (over the keys
+    of shingle sets: those in more than ``limit`` documents), counted exactly one range of the
+    key space at a time (:data:`RANGE_KEYS` keys each), so only the common keys are held.
+
+    Examples
+    --------
+    >>> common_keys(np.array([5, 1, 5, 9, 5, 1], dtype=np.uint32), 1).tolist()
+    [1, 5]
+    """
+    out = []
+    for lo, hi in key_ranges(len(keys)):
+        u, c = _range_counts(keys, lo, hi)
+        out.append(u[c > limit])
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.uint32)
+
+
+def _in_sorted(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    """Where ``keys`` are in ``sorted_keys`` (ascending), bool."""
+    if len(sorted_keys) == 0:
+        return np.zeros(len(keys), dtype=bool)
+    at = np.searchsorted(sorted_keys, keys)
+    at[at == len(sorted_keys)] = 0
+    return sorted_keys[at] == keys
+
+
+class _Members:
+    """Exact membership in a sorted set of keys, for many keys at once: a table of about 16
+    slots per key of the set (2**8 to 2**22), by the keys' top bits, holds the place of the one
+    key of the set in each slot (-1: none, -2: several, then a binary search decides). Keys are
+    hash bits, so a lookup is one gather from a table that stays in cache and one compare (a
+    binary search per key costs several times as much)."""
+
+    def __init__(self, sorted_keys: np.ndarray) -> None:
+        self.keys = np.ascontiguousarray(sorted_keys, dtype=np.uint32)
+        bits = min(22, max(8, int(len(self.keys)).bit_length() + 4))
+        self.shift = np.uint32(32 - bits)
+        slot = self.keys >> self.shift
+        self.table = np.full(1 << bits, -1, dtype=np.int32)
+        self.table[slot] = np.arange(len(slot), dtype=np.int32)
+        self.table[slot[1:][slot[1:] == slot[:-1]]] = -2
+
+    def __call__(self, keys: np.ndarray) -> np.ndarray:
+        if len(self.keys) == 0:
+            return np.zeros(len(keys), dtype=bool)
+        at = self.table[keys >> self.shift]
+        hit = self.keys[np.maximum(at, 0)] == keys
+        hit &= at >= 0
+        several = np.flatnonzero(at == -2)
+        if len(several):
+            hit[several] = _in_sorted(keys[several], self.keys)
+        return hit
+
+
+def iter_without_keys(
+    sets: ShingleSets, drop: np.ndarray, chunk_keys: int | None = None
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The sets without the keys ``drop`` (sorted uint32), a chunk of documents at a time (about
+    ``chunk_keys`` keys each, default :data:`CHUNK_KEYS`): ``(offsets, keys)`` of each chunk,
+    offsets from 0, in document order; ``sets`` may be memory-mapped."""
+    off = np.asarray(sets.offsets, dtype=np.int64)
+    n = len(off) - 1
+    member = _Members(drop)
+    per = int(chunk_keys or CHUNK_KEYS)
+    at = 0
+    while at < n:
+        stop = int(np.searchsorted(off, off[at] + per, side="right")) - 1
+        stop = min(n, max(stop, at + 1))
+        base = int(off[at])
+        keys = np.asarray(sets.keys[base : int(off[stop])])
+        keep = ~member(keys)
+        before = np.zeros(len(keys) + 1, dtype=np.int64)
+        np.cumsum(keep, out=before[1:])
+        new_off = before[off[at : stop + 1] - base]
+        yield new_off, np.ascontiguousarray(keys[keep])
+        page_out(sets.keys)
+        at = stop
+    if n == 0:
+        yield np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.uint32)
+
+
+def without_keys(sets: ShingleSets, drop: np.ndarray) -> ShingleSets:
+    """``sets`` without the keys ``drop`` (sorted uint32), in memory.
+
+    Examples
+    --------
+    >>> s = without_keys(ShingleSets(np.array([0, 3, 4]), np.array([1, 2, 3, 2], np.uint32)),
+    ...                  np.array([2], np.uint32))
+    >>> s.offsets.tolist(), s.keys.tolist()
+    ([0, 2, 2], [1, 3])
+    """
+    offs, keys, total = [np.zeros(1, dtype=np.int64)], [], 0
+    for o, k in iter_without_keys(sets, drop):
+        offs.append(o[1:] + total)
+        keys.append(k)
+        total += int(o[-1])
+    return ShingleSets(np.concatenate(offs), np.concatenate(keys).astype(np.uint32, copy=False))
+
+
+def _keys_of(sets: ShingleSets, d: int) -> np.ndarray:
+    return np.asarray(sets.keys[int(sets.offsets[d]) : int(sets.offsets[d + 1])])
+
+
+def template_share(
+    sets: ShingleSets,
+    members: np.ndarray,
+    kept: int,
+    outside: ShingleSets,
+    skip: np.ndarray | None = None,
+) -> float:
+    """How much a cluster looks like pages that share a template: the share of the ``outside``
+    documents (a sample of the corpus, :func:`outside_sample`; those where ``skip`` is True,
+    the cluster's own, left out) that hold at least half of the cluster's core, the keys that
+    the kept document and up to :data:`TEMPLATE_MEMBERS` evenly spaced ``members`` (positions
+    in ``sets``, ascending) all hold; 0.0 when the core is under :data:`TEMPLATE_CORE_SHARE` of
+    the kept document's keys (members that share little are no template). Copies of one text
+    have a core that nothing outside their cluster holds; a template's core is also in the
+    corpus around it."""
+    base = _keys_of(sets, kept)
+    step = max(1, -(-len(members) // TEMPLATE_MEMBERS))
+    core = base
+    for d in np.asarray(members)[::step].tolist():
+        core = core[_in_sorted(core, _keys_of(sets, d))]
+    if len(base) == 0 or len(core) < TEMPLATE_CORE_SHARE * len(base):
+        return 0.0
+    off = np.asarray(outside.offsets, dtype=np.int64)
+    hits = np.r_[_in_sorted(np.asarray(outside.keys), core), False]
+    held = np.add.reduceat(hits.astype(np.int64), off[:-1]) if len(off) > 1 else hits[:0]
+    held[np.diff(off) == 0] = 0
+    ok = held >= len(core) / 2
+    if skip is not None:
+        ok, held = ok[~skip], held[~skip]
+    return float(np.count_nonzero(ok) / len(held)) if len(held) else 0.0
+
+
+def outside_sample(n: int) -> np.ndarray:
+    """:data:`TEMPLATE_OUTSIDE` evenly spaced positions in ``[0, n)`` (int64, ascending; all
+    of them when fewer): the corpus around a cluster, its own members skipped."""
+    return np.arange(0, n, max(1, n // TEMPLATE_OUTSIDE), dtype=np.int64)
+
+
+def largest_clusters(survivor: np.ndarray) -> list[tuple[int, int]]:
+    """``(size, kept)`` of the :data:`TEMPLATE_CLUSTERS` largest clusters of at least
+    :data:`TEMPLATE_MIN_SIZE` documents (``survivor``: each document's kept one, itself when
+    kept), largest first, ties to the earlier kept document."""
+    s = np.asarray(survivor, dtype=np.int64)
+    sizes = np.bincount(s, minlength=len(s)) if len(s) else np.zeros(0, np.int64)
+    big = np.flatnonzero(sizes >= TEMPLATE_MIN_SIZE)
+    big = big[np.lexsort((big, -sizes[big]))][:TEMPLATE_CLUSTERS]
+    return [(int(sizes[k]), int(k)) for k in big]
+
+
+def template_hint(checked: Sequence[tuple[int, int, float]]) -> dict[str, Any] | None:
+    """The run's hint from its largest clusters' ``(size, kept, share)`` (:func:`template_share`;
+    the :data:`TEMPLATE_CLUSTERS` largest of ``checked`` count, ties to the earlier kept): None when none looks like a template, else how many do, the
+    largest of them, the highest share and the ``common_shingles`` to suggest (the largest of
+    0.2 and 0.05 at most half that share, else 0.01)."""
+    top = sorted(checked, key=lambda c: (-c[0], c[1]))[:TEMPLATE_CLUSTERS]
+    found = [c for c in top if c[2] > TEMPLATE_SPREAD]
+    if not found:
+        return None
+    share = max(c[2] for c in found)
+    suggest = next((f for f in (0.2, 0.05) if f <= share / 2), 0.01)
+    return {"clusters": len(found), "largest": found[0][0], "share": round(share, 4),
+            "suggest": suggest}  # fmt: skip
+
+
+def cluster_templates(
+    sets: ShingleSets,
+    survivor: np.ndarray,
+    positions: np.ndarray,
+    n: int,
+    outside: Callable[[np.ndarray], ShingleSets],
+) -> list[list[Any]]:
+    """``[size, kept, share]`` of the largest clusters (:func:`largest_clusters`) among the
+    documents of ``sets`` (``survivor``: each one's kept document, as a place in ``sets``;
+    ``positions``: their places in the corpus of ``n`` documents, ascending), ``kept`` as a
+    place in the corpus and ``share`` by :func:`template_share` against ``outside(pos)``, the
+    sets of the corpus sample (:func:`outside_sample`)."""
+    big = largest_clusters(survivor)
+    if not big:
+        return []
+    sample = outside_sample(n)
+    around = outside(sample)
+    surv = np.asarray(survivor, dtype=np.int64)
+    rows = []
+    for size, k in big:
+        members = np.flatnonzero(surv == k)
+        skip = np.isin(sample, positions[members])
+        share = template_share(sets, members, k, around, skip)
+        rows.append([size, int(positions[k]), share])
+    return rows

@@ -1,0 +1,116 @@
+"""Common shingles in a dedup run (``--common-shingles``, :mod:`neardup.core.common`).
+
+One process: the spooled keys are counted (:func:`neardup.core.common.common_keys`), the sets
+without the common keys spooled again (:func:`filter_common`). Stages over shards
+(:mod:`neardup.pipeline.staged`): common-count (per shard: each distinct key and its documents)
+-> common-merge (per range of the 32-bit key space: the counts of every shard summed, the
+common keys kept) -> common (per shard: its sets without the common keys, their offsets and
+set fingerprints, which the later stages read in place of the scan's). Both give the same
+common keys, so the same sets and the same decisions.
+
+Without the option, :func:`templates` checks the largest clusters for a template (the run's
+hint, :func:`neardup.core.common.template_hint`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from neardup.core.common import (
+    cluster_templates,
+    common_keys,
+    common_limit,
+    iter_without_keys,
+    key_counts,
+    merge_counts,
+)
+from neardup.core.similarity import ShingleSets, set_fingerprints
+from neardup.pipeline.plan import DedupPlan
+from neardup.pipeline.spool import ShingleSpool, subset_sets
+from neardup.pipeline.stages import load, shard_sets
+
+__all__ = ["count_task", "filter_common", "filter_task", "merge_task", "templates"]
+
+
+def filter_common(
+    sets: ShingleSets, common: float | int, spool: ShingleSpool
+) -> tuple[ShingleSets, dict[str, Any]]:
+    """``sets`` without the keys in more than ``common`` (a share or a number) of them, spooled
+    to ``spool`` and read back; and what was left out: ``limit`` (the most documents a key may
+    be in), ``keys`` (how many keys were left out) and ``all_common`` (documents with shingles
+    of which none is left)."""
+    limit = common_limit(common, len(sets))
+    drop = common_keys(sets.keys, limit)
+    for offsets, keys in iter_without_keys(sets, drop):
+        spool.append(offsets, keys)
+    out = spool.sets()
+    all_common = int(np.count_nonzero((sets.sizes > 0) & (out.sizes == 0)))
+    return out, {"limit": limit, "keys": len(drop), "all_common": all_common}
+
+
+def templates(sets: ShingleSets, kept_for: np.ndarray) -> list[list[Any]]:
+    """``[size, kept, share]`` of the largest clusters of a one-process verified run
+    (:func:`neardup.core.common.cluster_templates`; ``kept_for`` -1 for a kept document)."""
+    n = len(kept_for)
+    pos = np.arange(n, dtype=np.int64)
+    survivor = np.where(kept_for < 0, pos, kept_for)
+
+    def outside(sample: np.ndarray) -> ShingleSets:
+        wanted = np.zeros(n, dtype=bool)
+        wanted[sample] = True
+        return subset_sets(sets, wanted)
+
+    return cluster_templates(sets, survivor, pos, n, outside)
+
+
+def _save(out: str, **arrays: np.ndarray) -> int:
+    n = 0
+    for name, a in arrays.items():
+        path = os.path.join(out, f"{name}.npy")
+        np.save(path, a)
+        n += os.path.getsize(path)
+    return n
+
+
+def count_task(out: str, work: str, s: int) -> dict[str, int]:
+    """Shard ``s``'s distinct keys (``u``, ascending) and the documents holding each (``n``)."""
+    u, c = key_counts(shard_sets(work, s).keys)
+    return {"distinct": len(u), "bytes": _save(out, u=u, n=c.astype(np.uint32))}
+
+
+def merge_task(out: str, work: str, n_shards: int, lo: int, hi: int, limit: int) -> dict[str, int]:
+    """The keys in ``[lo, hi)`` held by more than ``limit`` documents in all, from every
+    shard's counts (``common``, ascending)."""
+    parts = []
+    for s in range(n_shards):
+        u = load(work, "common-count", s, "u")
+        a, b = np.searchsorted(u, [lo, hi])  # hi may be 2**32: compared as integers
+        parts.append((np.asarray(u[a:b]), np.asarray(load(work, "common-count", s, "n")[a:b])))
+    u, c = merge_counts(parts)
+    common = u[c > limit]
+    return {"common": len(common), "bytes": _save(out, common=common)}
+
+
+def filter_task(out: str, work: str, plan: DedupPlan, s: int, merges: int) -> dict[str, int]:
+    """Shard ``s``'s sets without the common keys (of the ``merges`` common-merge tasks): its
+    ``keys.u32``, ``koff`` and set fingerprints ``sfp``, as the scan spills them."""
+    drop = np.concatenate(
+        [np.asarray(load(work, "common-merge", r, "common")) for r in range(merges)]
+        or [np.zeros(0, np.uint32)]
+    ).astype(np.uint32)
+    sets = shard_sets(work, s)
+    sizes, sfp = [], []
+    with open(os.path.join(out, "keys.u32"), "wb") as f:
+        for offsets, keys in iter_without_keys(sets, drop):
+            keys.tofile(f)
+            sizes.append(np.diff(offsets))
+            sfp.append(set_fingerprints(ShingleSets(offsets, keys), threads=1))
+    size = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
+    koff = np.zeros(len(size) + 1, dtype=np.int64)
+    np.cumsum(size, out=koff[1:])
+    nbytes = _save(out, koff=koff, sfp=np.concatenate(sfp).astype(np.uint64))
+    all_common = int(np.count_nonzero((sets.sizes > 0) & (size == 0)))
+    return {"all_common": all_common, "bytes": nbytes + 4 * int(koff[-1])}
