@@ -115,16 +115,6 @@ def _value_pairs(
     return vp[near & (vp[:, 0] != vp[:, 1])]
 
 
-def _earlier_candidates(n: int, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """CSR over ranks ``0..n-1``: for each rank, the smaller ranks it is paired with in
-    ``(a, b)``, ascending."""
-    lo, hi = np.minimum(a, b), np.maximum(a, b)
-    order = np.lexsort((lo, hi))
-    adj_off = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(hi, minlength=n), out=adj_off[1:])
-    return adj_off, np.ascontiguousarray(lo[order], dtype=np.int64)
-
-
 def keep_order(
     fingerprints: np.ndarray,
     order: np.ndarray,
@@ -175,7 +165,9 @@ def keep_order(
     rank[order] = np.arange(n, dtype=np.int64)
     u, value, first = _class_leaders(fp, rank)
     vp = _value_pairs(u, value, pairs, distance, blocks, threads)
-    adj_off, adj = _earlier_candidates(n, first[vp[:, 0]], first[vp[:, 1]])
+    a = np.ascontiguousarray(first[vp[:, 0]])
+    b = np.ascontiguousarray(first[vp[:, 1]])
+    adj_off, adj = DK._earlier_adjacency(a, b, n)
     lead = np.ascontiguousarray(first[value[order]])
     by_rank = np.empty(n, dtype=np.int64)
     DK._keep_order(lead, adj_off, adj, by_rank)

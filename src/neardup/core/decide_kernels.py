@@ -1,4 +1,5 @@
-"""numba kernels for fingerprint-only decisions: the keep-order pass over candidate pairs.
+"""numba kernels for fingerprint-only decisions: candidate pairs as CSR adjacency by keep
+order, and the keep-order pass over it.
 
 Every function is ``_``-prefixed, takes contiguous int64 arrays and validates nothing. Documents
 are named by their rank in keep order (0 is kept first); see :func:`neardup.core.decide.decide`.
@@ -6,7 +7,31 @@ are named by their rank in keep order (0 is kept first); see :func:`neardup.core
 
 from __future__ import annotations
 
+import numpy as np
+
 from neardup.compiled import njit
+
+
+@njit(cache=True, nogil=True)
+def _earlier_adjacency(a, b, n):
+    """CSR over ranks ``0..n-1`` of the pairs ``(a[k], b[k])``: for each rank, the smaller
+    ranks it is paired with, ascending (a counting sort by the larger rank, then each row
+    sorted). Returns ``(adj_off, adj)``."""
+    p = a.shape[0]
+    adj_off = np.zeros(n + 1, dtype=np.int64)
+    for k in range(p):
+        adj_off[max(a[k], b[k]) + 1] += 1
+    for q in range(n):
+        adj_off[q + 1] += adj_off[q]
+    fill = adj_off[:n].copy()
+    adj = np.empty(p, dtype=np.int64)
+    for k in range(p):
+        hi = max(a[k], b[k])
+        adj[fill[hi]] = min(a[k], b[k])
+        fill[hi] += 1
+    for q in range(n):
+        adj[adj_off[q] : adj_off[q + 1]].sort()
+    return adj_off, adj
 
 
 @njit(cache=True, nogil=True)
