@@ -14,8 +14,8 @@ documents:
   ``neardup dedup``: exact Jaccard >= J of the shingle sets behind every drop; J = 0.8 and 0.9):
   reading JSONL, fingerprinting, search, verification and writing the kept records. Also reports
   the temporary disk the shingle keys took.
-* ``neardup``: the same with ``verify=False`` (``--no-verify``: fingerprints within ``--distance``
-  bits, connected components).
+* ``neardup``: the same with ``verify=False`` (``--no-verify``: each document dropped for the
+  first kept one whose fingerprint is within ``--distance`` bits, never through a chain).
 * ``minhash``: datasketch ``MinHash(num_perm=128)`` of lower-cased word 3-shingles and
   ``MinHashLSH`` at each of ``--thresholds``, streaming: query, drop on any match, else insert
   (texts already in memory: the time covers hashing and the index only).

@@ -44,6 +44,26 @@ def find_clusters(fp, distance: int) -> np.ndarray:
     return np.array([first[c] for c in comp], dtype=np.int64)
 
 
+def decide_fingerprints(fps, distance: int, order) -> list[int]:
+    """The ``--no-verify`` rule, literally: kept_for per document (-1 when kept).
+
+    Documents in ``order``; each is dropped for the first already kept document (in
+    ``order``) within ``distance`` bits, else kept. No classes, no search: every kept
+    document is compared with every later one.
+    """
+    fps = [int(x) for x in fps]
+    kept_for = [-1] * len(fps)
+    kept: list[int] = []
+    for d in order:
+        for e in kept:
+            if popcount(fps[d] ^ fps[e]) <= distance:
+                kept_for[d] = e
+                break
+        else:
+            kept.append(d)
+    return kept_for
+
+
 def query(corpus, queries, distance: int):
     """(query_index, corpus_index, distance) sorted by query, distance, corpus index."""
     corpus = np.asarray(corpus, dtype=np.uint64)
@@ -543,6 +563,15 @@ def text_families(
         if wordless and rng.random() < wordless:
             out.append("... !!")
     return out[:n]
+
+
+def text_chain(n: int, seed: int, words: int = 300) -> list[str]:
+    """``n`` texts in a chain: text ``k`` is one base of ``words`` words with its first ``k``
+    words replaced, so neighbours are a few fingerprint bits apart and the ends many (at
+    ``n=60``, one connected component at distance 6 whose ends are about 11 bits apart)."""
+    rng = np.random.default_rng(seed)
+    base = [f"w{k}" for k in rng.integers(0, 2000, words)]
+    return [" ".join([f"x{p}" for p in range(k)] + base[k:]) for k in range(n)]
 
 
 def families(n: int, seed: int, identical: float = 0.5, hot: int = 12, flips: int = 3):

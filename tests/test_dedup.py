@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from strategies import fingerprints
 
 from neardup import decide, dedup
+from neardup.core.decide import keep_order
 from neardup.core.similarity import ShingleSets
 from neardup.core.verify import (
     distance_for_threshold,
@@ -45,38 +46,86 @@ DOCS = [
 ]
 
 
-def brute_decisions(fp: np.ndarray, lengths: np.ndarray, keep: str, distance: int):
-    labels = naive.find_clusters(fp, distance)
+def check_against_naive(d, fp, lengths, keep: str, distance: int) -> None:
+    """``d`` (Decisions) is the naive keep-order rule, and what the rule promises holds."""
     n = len(fp)
-    survivor = np.empty(n, dtype=np.int64)
-    for lab in set(labels.tolist()):
-        members = [i for i in range(n) if labels[i] == lab]
-        if keep == "first":
-            best = members[0]
-        else:
-            best = max(members, key=lambda i: (lengths[i], -i))
-        survivor[members] = best
-    dist = np.array([bin(int(fp[i]) ^ int(fp[survivor[i]])).count("1") for i in range(n)])
-    return labels, survivor, dist.astype(np.int64)
+    pos = np.arange(n)
+    kept_for = naive.decide_fingerprints(fp, distance, priority_order(n, keep, lengths).tolist())
+    want = np.where(np.array(kept_for, dtype=np.int64) < 0, pos, kept_for).astype(np.int64)
+    np.testing.assert_array_equal(d.survivor, want)
+    np.testing.assert_array_equal(d.kept, want == pos)
+    np.testing.assert_array_equal(d.distance, naive.distances(fp, fp)[pos, want].reshape(n))
+    assert (d.distance <= distance).all()  # within d of the one it was dropped for
+    assert d.kept[d.survivor].all()  # and that one is kept
+    for i in range(n):  # label: the smallest position of the kept one and those dropped for it
+        assert d.labels[i] == min(j for j in range(n) if want[j] == want[i])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     fingerprints(max_size=80),
     st.integers(0, 7),
     st.sampled_from(["first", "longest"]),
     st.integers(0, 2**32 - 1),
 )
-def test_decide_matches_brute_force(fp, distance, keep, seed):
+def test_decide_matches_naive_keep_order(fp, distance, keep, seed):
     lengths = np.random.default_rng(seed).integers(0, 4, size=len(fp))  # many ties
     d = decide(fp, lengths, keep=keep, distance=distance)
-    labels, survivor, dist = brute_decisions(fp, lengths, keep, distance)
-    np.testing.assert_array_equal(d.labels, labels)
-    np.testing.assert_array_equal(d.survivor, survivor)
-    np.testing.assert_array_equal(d.distance, dist)
-    np.testing.assert_array_equal(d.kept, survivor == np.arange(len(fp)))
-    sizes = np.bincount(labels, minlength=len(fp)) if len(fp) else np.zeros(0, int)
+    check_against_naive(d, fp, lengths, keep, distance)
+    sizes = np.bincount(d.labels, minlength=len(fp)) if len(fp) else np.zeros(0, int)
     assert d.n_clusters == int((sizes >= 2).sum())
+
+
+@pytest.mark.parametrize("keep", ["first", "longest"])
+@pytest.mark.parametrize("distance", [0, 1, 3, 6])
+@pytest.mark.parametrize(
+    "values",
+    [
+        [],
+        [7],
+        [0] * 5 + [2**64 - 1] * 4 + [1, 2**64 - 2, 3, 2**64 - 4],  # families of one value
+        [0, 1, 3, 7, 15, 31, 63, 127, 255] * 2,  # a long chain, each link one bit, repeated
+        [2**64 - 1, 0, 2**63, 2**63 - 1, 1, 2**64 - 2],
+    ],
+)
+def test_decide_adversarial_inputs(values, distance, keep):
+    fp = np.array(values, dtype=np.uint64)
+    lengths = np.arange(len(fp)) % 3  # ties in every keep="longest" group
+    d = decide(fp, lengths, keep=keep, distance=distance)
+    check_against_naive(d, fp, lengths, keep, distance)
+
+
+def test_no_verify_never_drops_through_a_chain():
+    # A~B and B~C at distance 1, A and C two bits apart: B goes for A, C stays (it was dropped
+    # for B, a dropped document, under connected components)
+    a, b, c = 0b00, 0b01, 0b11
+    d = decide([a, b, c], distance=1)
+    assert d.kept.tolist() == [True, False, True]
+    assert d.survivor.tolist() == [0, 0, 2]
+    assert d.distance.tolist() == [0, 1, 0]
+    assert d.labels.tolist() == [0, 0, 2]
+    # a chain of 20 one-bit steps: every other link is kept, never one 2 bits from a kept one
+    chain = [(1 << k) - 1 for k in range(20)]
+    d = decide(chain, distance=1)
+    assert d.kept.tolist() == [k % 2 == 0 for k in range(20)]
+    assert (d.distance <= 1).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(fingerprints(max_size=60), st.integers(0, 6), st.sampled_from(["first", "longest"]))
+def test_keep_order_from_given_pairs(fp, distance, keep):
+    """Pairs found elsewhere (one document per distinct value, as the Dask and GPU paths send,
+    or every pair of documents) give the searched decisions; pairs further apart count for
+    nothing."""
+    lengths = np.arange(len(fp)) % 2
+    order = priority_order(len(fp), keep, lengths)
+    searched = keep_order(fp, order, distance)
+    u, first = np.unique(fp, return_index=True)
+    by_value = first[naive.find_all(u, distance)].reshape(-1, 2)
+    every = naive.find_all(fp, distance)
+    far = naive.find_all(fp, 64)
+    for pairs in (by_value, every, np.concatenate([every, far])):
+        np.testing.assert_array_equal(keep_order(fp, order, distance, pairs=pairs), searched)
 
 
 def test_decide_fixed_and_already_seen():
@@ -88,15 +137,19 @@ def test_decide_fixed_and_already_seen():
     assert d.kept.tolist() == [False, True, False, True, False, True]
     seen = np.array([False, False, False, False, False, True])
     d = decide(fp, keep="first", distance=1, already_seen=seen)
-    assert d.kept.tolist() == [True, False, False, True, False, False]
-    # chained cluster: 0b1111 and 0b0011 are 2 apart, linked through 0b0111 at distance 1
-    assert decide(fp[:3], distance=1).distance.tolist() == [0, 1, 2]
+    # 0b0011 is 2 bits from the kept 0b1111 and near only the dropped 0b0111: kept
+    assert d.kept.tolist() == [True, False, True, True, False, False]
+    assert decide(fp[:3], distance=1).distance.tolist() == [0, 1, 0]
     with pytest.raises(
         ValueError, match=r"keep must be first, longest, max:FIELD or min:FIELD \(got "
     ):
         decide(fp, keep="last")
     with pytest.raises(ValueError, match="needs the document lengths"):
         decide(fp, keep="longest")
+    with pytest.raises(ValueError, match="got 6 fingerprints but 2 lengths"):
+        decide(fp, [1, 2])
+    with pytest.raises(ValueError, match="pairs name positions outside"):
+        keep_order(fp, np.arange(6), 1, pairs=np.array([[0, 6]]))
     assert decide(np.zeros(0, np.uint64)).kept.tolist() == []
 
 

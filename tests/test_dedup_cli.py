@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import naive
 import pytest
 from cli import Result, invoke
 
@@ -149,3 +150,22 @@ def test_verified_clusters_threshold_and_no_verify(tmp_path):
     r = run("--help")
     assert "not Jaccard-verified" in " ".join(r.stdout.split())
     assert "--no-verify" in r.stdout and "--threshold" in r.stdout
+
+
+def test_no_verify_keeps_what_only_a_chain_links_to_a_kept_document(tmp_path):
+    """60 near-copies in a chain (each a word more replaced than the one before): the first
+    and the last are about 14 bits apart, linked only through the others. ``--no-verify``
+    drops a document only for a kept one within ``--distance`` bits, so some of the chain is
+    kept, and every cluster's members are within 6 bits of its kept document."""
+    docs = naive.text_chain(60, seed=2)
+    src = tmp_path / "chain.jsonl"
+    write_jsonl(src, [{"id": f"c{k}", "text": t} for k, t in enumerate(docs)])
+    out, cl = tmp_path / "kept.jsonl", tmp_path / "clusters.jsonl"
+    r = run(str(src), "-o", str(out), "--no-verify", "--clusters", str(cl), "--json-summary", "-")
+    assert r.returncode == 0, r.stderr
+    clusters = [json.loads(x) for x in cl.read_text().splitlines()]
+    kept = [json.loads(x)["id"] for x in out.read_text().splitlines()]
+    assert kept[0] == "c0" and kept[-1] != "c0" and len(kept) == json.loads(r.stdout)["kept"]
+    assert sorted(c["kept"] for c in clusters) == sorted(kept)
+    assert all(max(c["distances"]) <= 6 for c in clusters)
+    assert sum(c["size"] for c in clusters) == 60

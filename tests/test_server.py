@@ -189,6 +189,24 @@ def test_batch_limit_and_token(local):
         assert anon.post("/query", json={"fingerprints": [1]}).status_code == 200
 
 
+def test_dedup_of_fingerprints_follows_the_keep_order_rule(local):
+    """A chain in one batch (each item one bit from the one before): /dedup keeps what
+    :func:`neardup.decide` keeps, every fourth item at distance 3, never dropping one
+    through a chain."""
+    from neardup import decide
+
+    base = 0x3C3C3C3C00000000
+    fps = np.array([base ^ ((1 << k) - 1) for k in range(12)], dtype=np.uint64)
+    assert len(naive.query(CORPUS, fps, 6)[0]) == 0  # nothing indexed near the chain
+    with client(local) as c:
+        body = {"fingerprints": [int(v) for v in fps], "ids": [10**10 + k for k in range(12)]}
+        r = c.post("/dedup", json=body, timeout=300).json()  # the first write compiles
+    new = [x["new"] for x in r["results"]]
+    assert new == decide(fps, distance=3).kept.tolist() == [k % 4 == 0 for k in range(12)]
+    for x in r["results"]:
+        assert x["new"] or all(m["distance"] <= 3 and m["id"] % 4 == 0 for m in x["matches"])
+
+
 def test_writes_dedup_and_retries(local):
     base = 10**9
     with client(local) as c:

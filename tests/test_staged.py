@@ -57,12 +57,8 @@ def _naive_kept(
     without the common shingles)."""
     if not verify:
         fps = Fingerprinter().fingerprint_many(docs)
-        labels = naive.find_clusters(fps, 6)
-        lens = np.array([len(d) for d in docs])
-        best = {}
-        for i in priority_order(len(docs), keep, lens).tolist():
-            best.setdefault(int(labels[i]), i)
-        return [best[int(labels[i])] == i for i in range(len(docs))]
+        order = priority_order(len(docs), keep, [len(d) for d in docs])
+        return [k < 0 for k in naive.decide_fingerprints(fps, 6, order.tolist())]
     f = Fingerprinter().features_many(docs)
     sets = naive.csr_to_sets(f.offsets, f.keys)
     if common is not None:
@@ -128,6 +124,32 @@ def _buckets(size: int | None):
         yield
     finally:
         staged.ONE_TASK_SEARCH, staged.SEARCH_PER_SHARD_DOC = saved
+
+
+@pytest.mark.parametrize("keep", ["first", "longest"])
+@pytest.mark.parametrize("bucket", [None, 16])
+def test_no_verify_chain_same_bytes_and_no_chaining(tmp_path, keep, bucket):
+    """A chain of near-copies (one connected component whose ends are far apart) among
+    families: the staged run writes the one-process run's bytes, both keep the naive rule's
+    documents, and no document is dropped for one more than ``--distance`` bits away."""
+    docs = naive.text_chain(60, seed=2) + naive.text_families(60, seed=4, vocab=60, words=(8, 20))
+    docs = [docs[i] for i in np.random.default_rng(0).permutation(len(docs))]
+    _write(tmp_path / "in.jsonl", docs)
+    src = [InputPath(tmp_path / "in.jsonl")]
+    one, outs = _outputs(tmp_path, "one"), _outputs(tmp_path, "staged")
+    with _buckets(bucket):
+        ref = dedup(src, verify=False, keep=keep, **one)
+        got = dedup(src, verify=False, keep=keep, shard_docs=9, threads=2, **outs)
+    assert _read(outs) == _read(one)
+    want = _naive_kept(docs, 0.8, keep, verify=False)
+    assert got.kept.tolist() == ref.kept.tolist() == want
+    assert got.labels.tolist() == ref.labels.tolist()
+    for r in (ref, got):
+        d = r.decisions
+        assert (d.distance <= 6).all() and d.kept[d.survivor].all()
+    fps = Fingerprinter().fingerprint_many(docs)
+    components = len(set(naive.find_clusters(fps, 6).tolist()))
+    assert sum(want) > components  # the chain's far end is kept, not dropped through it
 
 
 def test_shards_cut_a_file_after_line_ends(tmp_path):

@@ -214,8 +214,9 @@ class CommonShingles(click.ParamType):
 @click.option(
     "--no-verify",
     is_flag=True,
-    help="Fingerprint-only decisions: faster, no temporary disk, but clusters are connected "
-    "components at --distance (default 6) and nothing is checked against the texts.",
+    help="Fingerprint-only decisions: faster, no temporary disk; a document is dropped for a "
+    "kept one within --distance bits (default 6), never through a chain, and nothing is "
+    "checked against the texts.",
 )
 @click.option(
     "-d",
@@ -377,8 +378,9 @@ def dedup(
     part in the decisions within the input; against any other index, documents within
     --distance bits of an entry are dropped, not Jaccard-verified.
 
-    --no-verify: clusters are connected components of 64-bit simhash fingerprints within
-    --distance bits (two members may differ in more), one kept per cluster.
+    --no-verify: the same keep order by 64-bit simhash fingerprints alone: a document is
+    dropped for the first kept document within --distance bits of it, else kept; never
+    through a chain, so every dropped document is within --distance bits of the one kept.
 
     The input is streamed twice (fingerprints, then copying); outputs appear only when
     complete. A large input (more than --memory holds in one process), --shard-docs,

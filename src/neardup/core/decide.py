@@ -1,4 +1,11 @@
-"""Dedup decisions from fingerprints alone: clusters, one survivor each, distances to it.
+"""Dedup decisions from fingerprints alone (``--no-verify``): who is kept, and for whom each
+other document is dropped.
+
+The rule is the keep-order rule of verified dedup (:func:`neardup.core.verify.decide_verified`)
+with fingerprint distance in place of Jaccard: documents in keep order, each dropped for the
+first already kept document within the distance, else kept (:func:`keep_order`, its pass a
+numba kernel in :mod:`neardup.core.decide_kernels`). Never through a chain: a document near
+only a dropped document is kept.
 
 Arrays in, arrays out: fingerprints are uint64 (bit 63 most significant), positions int64.
 """
@@ -12,19 +19,22 @@ from typing import Any
 import numpy as np
 
 from neardup.config import DEFAULT_DEDUP_DISTANCE
+from neardup.core import decide_kernels as DK
 from neardup.core.bits import as_fingerprints, popcount
-from neardup.core.search import find_clusters
+from neardup.core.layout import Layout
+from neardup.core.search import find_all
 
 __all__ = [
     "DEFAULT_DEDUP_DISTANCE",
     "DEFAULT_DEDUP_THRESHOLD",
     "KEEP_POLICIES",
     "Decisions",
-    "cluster_survivors",
     "decide",
     "from_kept_for",
     "keep_field",
     "keep_key",
+    "keep_order",
+    "priority_order",
 ]
 
 #: Default Jaccard threshold of verified dedup (documents dropped at exact Jaccard >= 0.8).
@@ -79,12 +89,13 @@ class Decisions:
     Attributes
     ----------
     labels : ndarray of int64
-        Cluster of each document: the smallest position in its cluster (its own for a singleton).
+        Cluster of each document. A cluster is a kept document and the documents dropped for
+        it, labelled by the smallest position among them (a singleton: its own position).
     survivor : ndarray of int64
-        Position of the member its cluster keeps.
+        Position of the kept document a document was dropped for (its own when kept).
     distance : ndarray of int64
-        ``popcount(fp ^ fp[survivor])`` in bits. Clusters are connected components, so this may
-        exceed the search distance (A~B~C with A and C further apart).
+        ``popcount(fp ^ fp[survivor])`` in bits. Decided by fingerprints (:func:`decide`) it is
+        at most the search distance, since a drop is never chained through another document.
     kept : ndarray of bool
         True for documents to keep: survivors not marked ``already_seen``.
     """
@@ -115,22 +126,114 @@ class Decisions:
         return int(np.count_nonzero(np.bincount(self.labels) >= 2))
 
 
-def cluster_survivors(labels: np.ndarray, key: np.ndarray | None) -> np.ndarray:
-    """The member each cluster keeps, for each of ``n`` documents (int64[n]): the smallest
-    ``key`` (:func:`keep_key`; None: the first), ties to the earliest. ``labels`` (int64[n])
-    name each document's cluster by a position in ``0..n-1`` (its root or first member)."""
-    n = len(labels)
-    if key is None or n == 0:
-        return labels.copy()
-    # order by cluster, then key, then position; take each group's head
+def priority_order(
+    n: int, keep: str = "first", lengths: Sequence[int] | np.ndarray | None = None
+) -> np.ndarray:
+    """Document positions in keep-priority order (int64[n]).
+
+    ``"first"``: input order. ``"longest"``: most characters first (``lengths``: the
+    characters). ``"max:FIELD"`` / ``"min:FIELD"``: the highest / lowest value of the field
+    first (``lengths``: the values, :func:`neardup.core.decide.keep_key`). Ties go to the
+    earlier document.
+    """
+    key = keep_key(keep, lengths, n)
     pos = np.arange(n, dtype=np.int64)
-    order = np.lexsort((pos, key, labels))
-    lab = labels[order]
-    head = np.ones(n, dtype=bool)
-    head[1:] = lab[1:] != lab[:-1]
-    best = np.empty(n, dtype=np.int64)
-    best[lab[head]] = order[head]
-    return best[labels]
+    if key is None:
+        return pos
+    return np.lexsort((pos, key)).astype(np.int64)
+
+
+def _class_leaders(fp: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct fingerprints ``u``, each document's value (index into ``u``) and each
+    value's first rank in keep order (its class leader)."""
+    u, value = np.unique(fp, return_inverse=True)
+    value = value.astype(np.int64).reshape(-1)
+    first = np.full(len(u), len(fp), dtype=np.int64)
+    np.minimum.at(first, value, rank)
+    return u, value, first
+
+
+def _value_pairs(
+    u: np.ndarray,
+    value: np.ndarray,
+    pairs: np.ndarray | None,
+    distance: int,
+    blocks: int | None,
+    threads: int | None,
+) -> np.ndarray:
+    """Pairs of distinct values (indices into ``u``) within ``distance``: searched among ``u``,
+    or taken from document ``pairs`` (those further apart, or of one value, left out)."""
+    if pairs is None:
+        return find_all(u, distance, blocks, threads=threads)
+    Layout(distance + 1, distance)  # validates distance with a clear message
+    p = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    if len(p) and (p.min() < 0 or p.max() >= len(value)):
+        raise ValueError(f"pairs name positions outside 0..{len(value) - 1}")
+    vp = value[p]
+    near = popcount(u[vp[:, 0]] ^ u[vp[:, 1]]) <= distance
+    return vp[near & (vp[:, 0] != vp[:, 1])]
+
+
+def keep_order(
+    fingerprints: np.ndarray,
+    order: np.ndarray,
+    distance: int,
+    *,
+    pairs: np.ndarray | None = None,
+    blocks: int | None = None,
+    threads: int | None = None,
+) -> np.ndarray:
+    """The keep-order rule over fingerprints: for each document, the kept document it is
+    dropped for, or -1 when it is kept (int64[n]).
+
+    Documents are visited in ``order`` (positions, keep order first). One is dropped when an
+    already kept document lies within ``distance`` bits of it, and then for the first such
+    kept document in ``order``; otherwise it is kept. So every dropped document is within
+    ``distance`` bits of a kept one, never dropped through a chain of dropped ones.
+
+    Parameters
+    ----------
+    fingerprints : ndarray of uint64
+        One per document (bit 63 most significant).
+    order : ndarray of int64
+        Every position once, keep order (see :func:`priority_order`).
+    distance : int
+        Largest Hamming distance (bits, inclusive) at which a kept document drops another.
+    pairs : ndarray of int64, shape (p, 2), optional
+        Candidate pairs found elsewhere (on Dask, a GPU, a staged run's search). They must
+        link every two distinct values within ``distance`` through one pair of documents
+        holding them; pairs of one value or further apart are ignored. The result then equals
+        the searched one.
+    blocks, threads : int, optional
+        Layout and worker threads of the search (without ``pairs``).
+
+    Returns
+    -------
+    ndarray of int64
+
+    Examples
+    --------
+    >>> fp = np.array([0b000, 0b001, 0b011], dtype=np.uint64)  # 0~1~2, 0 and 2 two bits apart
+    >>> keep_order(fp, np.arange(3), 1).tolist()
+    [-1, 0, -1]
+    """
+    fp = as_fingerprints(fingerprints)
+    n = len(fp)
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n, dtype=np.int64)
+    u, value, first = _class_leaders(fp, rank)
+    vp = _value_pairs(u, value, pairs, distance, blocks, threads)
+    a = np.ascontiguousarray(first[vp[:, 0]])
+    b = np.ascontiguousarray(first[vp[:, 1]])
+    adj_off, adj = DK._earlier_adjacency(a, b, n)
+    lead = np.ascontiguousarray(first[value[order]])
+    by_rank = np.empty(n, dtype=np.int64)
+    DK._keep_order(lead, adj_off, adj, by_rank)
+    kept_for = np.full(n, -1, dtype=np.int64)
+    dropped = by_rank >= 0
+    kept_for[order[dropped]] = order[by_rank[dropped]]
+    return kept_for
 
 
 def decide(
@@ -142,9 +245,14 @@ def decide(
     blocks: int | None = None,
     threads: int | None = None,
     already_seen: np.ndarray | None = None,
-    labels: np.ndarray | None = None,
+    pairs: np.ndarray | None = None,
 ) -> Decisions:
-    """Clusters, survivors and distances for ``n`` fingerprints.
+    """Keep or drop each of ``n`` documents by its fingerprint alone (``--no-verify``).
+
+    The rule (:func:`keep_order`): documents in keep order; one is dropped when an already
+    kept document is within ``distance`` bits of it, and then for the first such kept
+    document in keep order; otherwise it is kept. A drop is never chained through a dropped
+    document, so every dropped document is within ``distance`` bits of its survivor.
 
     Parameters
     ----------
@@ -158,46 +266,38 @@ def decide(
         Survivor of a cluster: its first member in input order, its longest member, or the
         member with the highest (lowest) value of a field (ties go to the first).
     distance : int, default 6
-        Largest Hamming distance (bits, inclusive) that links two documents.
+        Largest Hamming distance (bits, inclusive) at which a kept document drops another.
     blocks : int, optional
         Block count of the search layout (default: chosen for ``n``).
     threads : int, optional
         Worker threads for the search.
     already_seen : ndarray of bool, optional
-        Documents to drop whatever their cluster (e.g. found in an existing index).
-    labels : ndarray of int64, optional
-        Clusters already computed (e.g. by :func:`neardup.distributed.find_clusters`): the
-        smallest position of each document's cluster. Skips the search.
+        Documents to drop whatever the rule says (e.g. found in an existing index); they
+        still take part in the rule.
+    pairs : ndarray of int64, shape (p, 2), optional
+        Candidate pairs found elsewhere (e.g. on Dask); see :func:`keep_order`. Skips the
+        search.
 
     Returns
     -------
     Decisions
+        ``survivor`` the kept document a dropped one was dropped for, ``labels`` the
+        smallest position among a kept document and those dropped for it.
 
     Examples
     --------
-    >>> d = decide([0b1111, 0b0111, 1 << 40], distance=1)
+    >>> d = decide([0b1111, 0b0111, 0b0011, 1 << 40], distance=1)
     >>> d.labels.tolist(), d.kept.tolist(), d.distance.tolist()
-    ([0, 0, 2], [True, False, True], [0, 1, 0])
+    ([0, 0, 2, 3], [True, False, True, True], [0, 1, 0, 0])
     """
     keep_field(keep)
     fp = as_fingerprints(fingerprints)
     n = len(fp)
-    key = keep_key(keep, lengths, n)
-    if labels is None:
-        labels = find_clusters(fp, distance, blocks, threads=threads)
-    else:
-        labels = np.ascontiguousarray(labels, dtype=np.int64)
-        if labels.shape != (n,):
-            raise ValueError(f"got {n} fingerprints but labels of shape {labels.shape}")
-    survivor = cluster_survivors(labels, key)
-    dist = popcount(fp ^ fp[survivor]).astype(np.int64) if n else np.zeros(0, np.int64)
-    kept = survivor == np.arange(n, dtype=np.int64)
-    if already_seen is not None:
-        seen = np.asarray(already_seen, dtype=bool).ravel()
-        if len(seen) != n:
-            raise ValueError(f"already_seen has {len(seen)} entries for {n} documents")
-        kept &= ~seen
-    return Decisions(labels, survivor, dist, kept)
+    if lengths is not None and len(np.ravel(lengths)) != n:
+        raise ValueError(f"got {n} fingerprints but {len(np.ravel(lengths))} lengths")
+    order = priority_order(n, keep, lengths)
+    kept_for = keep_order(fp, order, distance, pairs=pairs, blocks=blocks, threads=threads)
+    return from_kept_for(kept_for, fp, already_seen)
 
 
 def from_kept_for(

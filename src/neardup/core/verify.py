@@ -40,7 +40,7 @@ import numpy as np
 
 from neardup.core import verify_kernels as VK
 from neardup.core.bits import as_fingerprints, popcount
-from neardup.core.decide import KEEP_POLICIES, keep_key
+from neardup.core.decide import KEEP_POLICIES, priority_order
 from neardup.core.layout import Layout
 from neardup.core.search import PermutedTables, find_all, resolve_layout
 from neardup.core.similarity import (
@@ -145,23 +145,6 @@ class VerifiedDecisions:
     def n_no_shingles(self) -> int:
         """Number of documents without shingles."""
         return int(np.count_nonzero(self.no_shingles))
-
-
-def priority_order(
-    n: int, keep: str = "first", lengths: Sequence[int] | np.ndarray | None = None
-) -> np.ndarray:
-    """Document positions in keep-priority order (int64[n]).
-
-    ``"first"``: input order. ``"longest"``: most characters first (``lengths``: the
-    characters). ``"max:FIELD"`` / ``"min:FIELD"``: the highest / lowest value of the field
-    first (``lengths``: the values, :func:`neardup.core.decide.keep_key`). Ties go to the
-    earlier document.
-    """
-    key = keep_key(keep, lengths, n)
-    pos = np.arange(n, dtype=np.int64)
-    if key is None:
-        return pos
-    return np.lexsort((pos, key)).astype(np.int64)
 
 
 def _earlier_adjacency(m: int, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -22,7 +22,7 @@ from neardup.core.decide import (
     from_kept_for,
 )
 from neardup.core.decide import decide as decide_on_arrays
-from neardup.core.search import find_all, find_clusters
+from neardup.core.search import find_all
 from neardup.core.sketch import set_sketches
 from neardup.core.verify import (
     NO_SHINGLES_WARN_FRACTION,
@@ -103,27 +103,32 @@ def decide(
     client: Any = None,
     device: str = "cpu",
 ) -> Decisions:
-    """Clusters, survivors and distances for ``n`` fingerprints.
+    """Keep or drop each of ``n`` documents by its fingerprint alone.
 
-    As :func:`neardup.core.decide.decide`, and with ``client`` (a ``distributed.Client``) the
-    search runs on that Dask cluster (:func:`neardup.distributed.find_clusters`, the same
-    clusters); that needs ``pip install "neardup[dask]"``. ``device`` runs the search on a GPU
-    as in :func:`neardup.find_clusters` (the same clusters).
+    As :func:`neardup.core.decide.decide` (documents in keep order, each dropped for the first
+    already kept document within ``distance`` bits, never through a chain), and with
+    ``client`` (a ``distributed.Client``) the candidate pairs are found on that Dask cluster
+    (:func:`neardup.distributed.find_all` over the distinct fingerprints, the same decisions);
+    that needs ``pip install "neardup[dask]"``. ``device`` finds them on a GPU as in
+    :func:`neardup.find_all` (the same decisions).
 
     Examples
     --------
-    >>> d = decide([0b1111, 0b0111, 1 << 40], distance=1)
+    >>> d = decide([0b1111, 0b0111, 0b0011, 1 << 40], distance=1)
     >>> d.labels.tolist(), d.kept.tolist(), d.distance.tolist()
-    ([0, 0, 2], [True, False, True], [0, 1, 0])
+    ([0, 0, 2, 3], [True, False, True, True], [0, 1, 0, 0])
     """
-    labels = None
-    if _on_gpu(device, client):
-        labels = find_clusters(as_fingerprints(fingerprints), distance, blocks, device="cuda")
-    elif client is not None:
-        from neardup.distributed import find_clusters as find_clusters_on_dask
-
+    pairs = None
+    if _on_gpu(device, client) or client is not None:
         fp = as_fingerprints(fingerprints)
-        labels = find_clusters_on_dask(fp, distance, blocks, client, device=device)
+        values, first = np.unique(fp, return_index=True)
+        if client is None:
+            found = find_all(values, distance, blocks, device="cuda")
+        else:
+            from neardup.distributed import find_all as find_all_on_dask
+
+            found = find_all_on_dask(values, distance, blocks, client, device=device)
+        pairs = first[found].reshape(-1, 2)
     return decide_on_arrays(
         fingerprints,
         lengths,
@@ -132,7 +137,7 @@ def decide(
         blocks=blocks,
         threads=threads,
         already_seen=already_seen,
-        labels=labels,
+        pairs=pairs,
     )
 
 
@@ -244,9 +249,10 @@ def dedup(
         documents without shingles are always kept. Shingle keys are spooled to a temporary
         file (4 bytes per distinct shingle, in ``temp_dir``), removed when the job ends.
     verify : bool, default True
-        False: fingerprint-only decisions, faster and without temporary disk: clusters are
-        connected components of fingerprints within ``distance`` bits (default 6), so two
-        members may be far apart, and nothing is checked against the texts.
+        False: fingerprint-only decisions, faster and without temporary disk: documents in
+        keep order, each dropped for the first already kept document whose fingerprint is
+        within ``distance`` bits (default 6), never through a chain; nothing is checked
+        against the texts.
     distance : int, optional
         Largest Hamming distance (bits, inclusive) between fingerprints that makes candidates
         (verified) or links documents (``verify=False``, default 6).
@@ -319,11 +325,10 @@ def dedup(
         committed with them. One with a true ``near_misses`` attribute (the report) has a
         verified run find each kept document's nearest miss (``result.verified.near_for``).
     device : {"cpu", "cuda", "auto"}
-        Where the candidate search (verified) or the clustering search (``verify=False``) runs,
-        as in :func:`neardup.find_all`: the same pairs, so the same decisions. With ``client``
-        (or a staged run) each search task resolves it where it runs: ``"cuda"`` needs a usable
-        GPU on every worker (checked before any work), ``"auto"`` uses a worker's GPU when it
-        has one.
+        Where the candidate search runs (verified or not), as in :func:`neardup.find_all`:
+        the same pairs, so the same decisions. With ``client`` (or a staged run) each search
+        task resolves it where it runs: ``"cuda"`` needs a usable GPU on every worker (checked
+        before any work), ``"auto"`` uses a worker's GPU when it has one.
     temp_dir : path, optional
         Where the verified dedup spools its shingle keys (default: the system temporary
         directory, ``TMPDIR``). A directory that fills up is named in the error.

@@ -14,8 +14,8 @@ bucket's candidate pairs, :func:`neardup.distributed.plan.shard_pairs`) -> verif
 of a bucket's pairs; only pairs that reach the threshold are kept) -> components (connected
 components of the verified pairs, in tasks over partitions of the positions; in
 :mod:`neardup.pipeline.stage_components`) -> decide (the keep-order rule of
-:func:`neardup.core.verify.decide_verified`, or one survivor per component for fingerprint-only
-dedup) -> near (for a report, each kept document's nearest miss; in
+:func:`neardup.core.verify.decide_verified`, or :func:`neardup.core.decide.keep_order` for
+fingerprint-only dedup) -> near (for a report, each kept document's nearest miss; in
 :mod:`neardup.pipeline.stage_near`) -> write (each shard its kept lines, its drop list and the
 clusters it leads; in :mod:`neardup.pipeline.shard_write`).
 """
@@ -36,13 +36,12 @@ from typing import Any
 import numpy as np
 
 from neardup.core.common import cluster_templates
-from neardup.core.decide import cluster_survivors, keep_key
-from neardup.core.search import find_all, find_clusters
+from neardup.core.decide import keep_order
+from neardup.core.search import find_all
 from neardup.core.similarity import ShingleSets, pair_jaccard, set_fingerprints
-from neardup.core.verify import decide_verified
+from neardup.core.verify import decide_verified, priority_order
 from neardup.distributed.plan import (
     ShardPlan,
-    components,
     distinct_nodes,
     shard_edges,
     shard_ids,
@@ -497,12 +496,21 @@ def search_task(out: str, work: str, plan: DedupPlan, offsets: list[int], thread
     fp, pos = concat([p[0] for p in parts], np.uint64), concat([p[1] for p in parts], np.int64)
     if plan.verify:
         found = find_all(fp, plan.distance, plan.blocks, threads=threads, device=plan.device)
-        pairs = pos[found].reshape(-1, 2)
     else:
-        labels = find_clusters(fp, plan.distance, plan.blocks, threads=threads, device=plan.device)
-        linked = np.flatnonzero(labels != np.arange(len(fp)))
-        pairs = np.stack([pos[labels[linked]], pos[linked]], axis=1).reshape(-1, 2)
+        found = _value_edges(fp, plan, threads)
+    pairs = pos[found].reshape(-1, 2)
     return {"pairs": len(pairs), "bytes": _save(out, pairs=pairs), "moved": 0}
+
+
+def _value_edges(fp: np.ndarray, plan: DedupPlan, threads: int) -> np.ndarray:
+    """Fingerprint-only candidate edges (positions into ``fp``), as
+    :func:`neardup.distributed.plan.shard_edges` makes them: each distinct value searched once,
+    by its first document, and every other copy of a value linked to that first one."""
+    values, first, value = np.unique(fp, return_index=True, return_inverse=True)
+    copies = np.flatnonzero(first[value] != np.arange(len(fp)))
+    found = find_all(values, plan.distance, plan.blocks, threads=threads, device=plan.device)
+    return np.concatenate([np.stack([first[value[copies]], copies], axis=1),
+                           np.sort(first[found].reshape(-1, 2), axis=1)])  # fmt: skip
 
 
 def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, sp: ShardPlan, g: int,
@@ -571,9 +579,11 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
         if plan.common_shingles is None:  # the run's hint: clusters that look like a template
             templates = cluster_templates(sets, surv, nodes, int(off[-1]),
                                           lambda p: _gather_sets(work, off, p))  # fmt: skip
-    else:
-        _, roots = components(local)  # every node is in an edge: roots[i] is node i's root
-        surv = cluster_survivors(roots, keep_key(plan.keep, values, n))
+    else:  # the rule of the one-process run, over the group's whole components
+        fp = _gather(work, off, nodes, "fp", np.uint64)
+        order = priority_order(n, plan.keep, values)
+        kept_for = keep_order(fp, order, plan.distance, pairs=local)
+        surv = np.where(kept_for < 0, pos, kept_for)
         jac = np.full(n, np.nan)
     label = pos.copy()
     np.minimum.at(label, surv, pos)
