@@ -323,42 +323,15 @@ class CommonShingles(click.ParamType):
     "whose size (unless --shard-docs) and search tasks it sets (docs/guides/memory.md).",
 )
 @dask_options
-def dedup(
-    inputs: tuple[str, ...],
-    output: str,
-    clusters_path: str | None,
-    drop_list: str | None,
-    removed: str | None,
-    report_path: str | None,
-    keep: str,
-    threshold: float,
-    no_verify: bool,
-    distance: int | None,
-    common_shingles: float | int | None,
-    blocks: int | None,
-    preset: str,
-    window: int | None,
-    in_format: str,
-    lines: bool,
-    field: str | None,
-    column: str | None,
-    id_field: str,
-    skip_bad: bool,
-    threads: int | None,
-    quiet: bool,
-    progress_mode: str,
-    json_summary: str | None,
-    against: str | None,
-    update: bool,
-    device: str,
-    temp_dir: str | None,
-    shard_docs: int | None,
-    work_dir: str | None,
-    clean_work_dir: bool,
-    memory: str | None,
-    scheduler: str | None,
-    workers: int | None,
-) -> None:
+def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_list: str | None,
+          removed: str | None, report_path: str | None, keep: str, threshold: float,
+          no_verify: bool, distance: int | None, common_shingles: float | int | None,
+          blocks: int | None, preset: str, window: int | None, in_format: str, lines: bool,
+          field: str | None, column: str | None, id_field: str, skip_bad: bool,
+          threads: int | None, quiet: bool, progress_mode: str, json_summary: str | None,
+          against: str | None, update: bool, device: str, temp_dir: str | None,
+          shard_docs: int | None, work_dir: str | None, clean_work_dir: bool, memory: str | None,
+          scheduler: str | None, workers: int | None) -> None:  # fmt: skip
     """Remove near-duplicate documents.
 
     Reads JSONL (--text-field, --id-field), Parquet (columns of those names), text files (a
@@ -371,8 +344,9 @@ def dedup(
     of its shingle set with an already kept document's is >= --threshold, never through a
     chain of drops. Candidates are documents whose set fingerprints differ in at most
     --distance bits; with --common-shingles, the shingles of more than that share of the
-    documents take no part (templates, boilerplate). Shingle keys are spooled to a temporary file in --temp-dir or TMPDIR (4
-    bytes per distinct shingle), removed at the end. Documents without shingles are always kept.
+    documents take no part (templates, boilerplate). Shingle keys are spooled to a temporary
+    file in --temp-dir or TMPDIR (4 bytes per distinct shingle), removed at the end. Documents
+    without shingles are always kept.
     Against an index with sketches (`neardup index create --threshold`), a document is dropped
     when its Jaccard estimated from the sketches with an entry is >= --threshold, and takes no
     part in the decisions within the input; against any other index, documents within

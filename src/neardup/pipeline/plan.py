@@ -236,38 +236,19 @@ def _expand(data: Any, fmt: str, output: Any) -> tuple[list[str], list[InputFile
     return [os.fspath(p) for p in paths], expand_inputs(paths, fmt)
 
 
-def build_plan(
-    data: Any,
-    *,
-    threshold: float = DEFAULT_DEDUP_THRESHOLD,
-    verify: bool = True,
-    distance: int | None = None,
-    keep: str = "first",
-    blocks: int | None = None,
-    fingerprinter: Any = None,
-    preset: str = "default",
-    text_field: str = "text",
-    id_field: str | None = "id",
-    fmt: str = "auto",
-    skip_bad: bool = False,
-    output: str | os.PathLike | None = None,
-    clusters: str | os.PathLike | None = None,
-    drop_list: str | os.PathLike | None = None,
-    json_summary: str | os.PathLike | None = None,
-    against: Any = None,
-    update: bool = False,
-    shard_docs: int | None = None,
-    removed: str | os.PathLike | None = None,
-    work_dir: str | os.PathLike | None = None,
-    clean_work_dir: bool = False,
-    memory: int | str | None = None,
-    parallel: int = 1,
-    slots: int = 1,
-    client: bool = False,
-    device: str = "cpu",
-    one_process: Sequence[str] = (),
-    common_shingles: float | int | None = None,
-) -> DedupPlan:
+def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify: bool = True,
+               distance: int | None = None, keep: str = "first", blocks: int | None = None,
+               fingerprinter: Any = None, preset: str = "default", text_field: str = "text",
+               id_field: str | None = "id", fmt: str = "auto", skip_bad: bool = False,
+               output: str | os.PathLike | None = None, clusters: str | os.PathLike | None = None,
+               drop_list: str | os.PathLike | None = None,
+               json_summary: str | os.PathLike | None = None, against: Any = None,
+               update: bool = False, shard_docs: int | None = None,
+               removed: str | os.PathLike | None = None,
+               work_dir: str | os.PathLike | None = None, clean_work_dir: bool = False,
+               memory: int | str | None = None, parallel: int = 1, slots: int = 1,
+               client: bool = False, device: str = "cpu", one_process: Sequence[str] = (),
+               common_shingles: float | int | None = None) -> DedupPlan:  # fmt: skip
     """The :class:`DedupPlan` of a dedup run: options checked, defaults applied, file inputs
     expanded (``data`` a path or list of paths; anything else is in-memory input and gets no
     shards) and, for a staged run (:func:`is_staged`), cut into shards.

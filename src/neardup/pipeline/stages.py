@@ -209,17 +209,9 @@ def scan_shard(
         for batch in batches:
             keep = seen.add(batch, bad)
             if verify:  # keys go to disk block by block: the task holds one block's
-                offsets, keys = batch.key_offsets, batch.keys
-                sizes = np.diff(offsets)
-                if not keep.all():
-                    keys = keys[np.repeat(keep, sizes)]
-                    sizes = sizes[keep]
-                offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-                np.cumsum(sizes, out=offsets[1:])
-                keys = np.ascontiguousarray(keys, dtype=np.uint32)
-                keys.tofile(keys_file)
+                sizes, sfp = _spill_keys(batch, keep, keys_file)
                 sizes_parts.append(sizes)
-                sfp_parts.append(set_fingerprints(ShingleSets(offsets, keys), threads=1))
+                sfp_parts.append(sfp)
             if bad_records and not plan.skip_bad:
                 break  # what follows is later in the input than the error raised
     fps = concat(seen.fp_parts, np.uint64)
@@ -250,6 +242,21 @@ def scan_shard(
     nbytes += _save_records(out, "bad", bad_records)
     return {"n": len(fps), "bad": len(bad_records), "first_bad": (bad_records or [None])[0],
             "bytes": nbytes, "no_shingles": no_shingles}  # fmt: skip
+
+
+def _spill_keys(batch: Any, keep: np.ndarray, keys_file: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Append the shingle keys of ``batch``'s documents marked in ``keep`` to ``keys_file``;
+    their set sizes (int64) and set fingerprints (uint64)."""
+    offsets, keys = batch.key_offsets, batch.keys
+    sizes = np.diff(offsets)
+    if not keep.all():
+        keys = keys[np.repeat(keep, sizes)]
+        sizes = sizes[keep]
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    keys = np.ascontiguousarray(keys, dtype=np.uint32)
+    keys.tofile(keys_file)
+    return sizes, set_fingerprints(ShingleSets(offsets, keys), threads=1)
 
 
 def _save_records(out: str, name: str, records: list[list[Any]]) -> int:
