@@ -434,3 +434,19 @@ def test_dask_parquet_and_text_same_bytes(client, tmp_path, kind):
     dedup(src, output=tmp_path / f"one-{out}")
     dedup(src, output=tmp_path / out, shard_docs=7, client=client, collect=False)
     assert _tree(tmp_path / out) == _tree(tmp_path / f"one-{out}")
+
+
+def test_staged_says_how_many_documents_have_no_shingles(tmp_path):
+    """The staged run prints the one-process run's line about documents without shingles,
+    counted without the records skipped for repeated ids."""
+    docs = [" ".join(WORDS[i % 5 : i % 5 + 3]) + f" w{i}" if i % 3 else "!!" for i in range(120)]
+    ids = [f"d{i}" for i in range(120)]
+    _write(tmp_path / "in.jsonl", [*docs, "", "?"], [*ids, "d0", "d3"])  # two repeated ids
+    line = "warning: 40 of 120 documents (33.3%) have no shingles (empty or no words)"
+    for extra in ([], ["--shard-docs", "7"]):
+        r = _cli(str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out.jsonl"), "--skip-bad",
+                 "--json-summary", str(tmp_path / "s.json"), *extra)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.count(line) == 1, (extra, r.stderr)
+        summary = json.loads((tmp_path / "s.json").read_text())
+        assert summary["no_shingles"] == 40 and summary["skipped"] == 2

@@ -35,6 +35,7 @@ from neardup.pipeline import stage_near as N
 from neardup.pipeline import stages as S
 from neardup.pipeline.executors import LocalExecutor, Progress, run_task
 from neardup.pipeline.plan import DedupPlan
+from neardup.pipeline.result import report_no_shingles
 from neardup.pipeline.scan import check_parquet_schemas
 from neardup.pipeline.shard_write import write_task
 from neardup.pipeline.write import register_outputs, write_summary
@@ -166,7 +167,8 @@ def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | No
         if firsts:
             raise InputError(*min(firsts, key=order)[1:])
     repeats = sorted({s for f in found for s in f["shards"]})
-    _drop_repeats(r, plan, run, repeats, k)
+    shingleless = [i["no_shingles"] for i in infos]
+    _drop_repeats(r, plan, run, repeats, k, shingleless)
     for s in range(len(run.sizes)):  # one shard's bad records at a time, in input order
         bad = S.read_records(r.work, "scan", s, "bad") if infos[s]["bad"] else []
         bad += S.shard_repeats(r.work, k, s)[1] if s in repeats else []
@@ -174,7 +176,7 @@ def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | No
             run.skipped += 1
             if on_bad is not None:
                 on_bad(InputError(source, line, message))
-    run.no_shingles = sum(i["no_shingles"] for i in infos)
+    run.no_shingles = sum(shingleless)
     return run
 
 
@@ -186,8 +188,9 @@ def _input_order(plan: DedupPlan) -> Callable[[tuple], tuple]:
 
 
 def _drop_repeats(r: _Runner, plan: DedupPlan, run: StagedRun, shards: list[int],
-                  buckets: int) -> None:  # fmt: skip
-    """The documents of repeated ids taken out of the spills of ``shards``."""
+                  buckets: int, shingleless: list[int]) -> None:  # fmt: skip
+    """The documents of repeated ids taken out of the spills of ``shards`` (and out of their
+    counts of documents without shingles, ``shingleless``)."""
     if not shards:
         return
     tasks = [(str(s), (r.work, plan, s, buckets)) for s in shards]
@@ -200,6 +203,7 @@ def _drop_repeats(r: _Runner, plan: DedupPlan, run: StagedRun, shards: list[int]
             if name != "done.json":
                 os.replace(os.path.join(fixed, name), os.path.join(scan_dir, name))
         run.sizes[s] = info["n"]
+        shingleless[s] = info["no_shingles"]
 
 
 def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str], int]:
@@ -457,6 +461,8 @@ def run_staged(
         r = _Runner(work, executor, progress)
         with _changed_first(stamps):
             run = _stages(r, plan, on_bad, progress)
+        if plan.verify:
+            report_no_shingles(run.n, run.no_shingles, log)
         if index is not None:
             run.against["path"] = str(index.path)  # type: ignore[index]
         t0 = time.perf_counter()
