@@ -47,7 +47,8 @@ __all__ = ["StagedRun", "open_work_dir", "run_staged"]
 ONE_TASK_SEARCH = 1 << 22
 SEARCH_PER_SHARD_DOC = 16
 _MANIFEST = "manifest.json"
-_VERSION = 3  # 2: the scan spills hold their id hashes sorted; 3: bad records in files
+_VERSION = 4  # 2: the scan spills hold their id hashes sorted; 3: bad records in files; 4: set
+# digests (the exact stage)
 
 
 @dataclass
@@ -77,6 +78,8 @@ class StagedRun:
     part_rows: list[int] = field(default_factory=list)  #: documents each shard kept
     part_clusters: list[int] = field(default_factory=list)  #: clusters each shard leads
     index_parts: int = 0  #: tasks of the index's rows (``--against``)
+    copies: int = 0  #: tasks of the exact stage (verified), each of ``copy_pairs`` links
+    copy_pairs: int = 0  #: documents linked to an earlier copy of their shingle set
 
     @property
     def offsets(self) -> list[int]:
@@ -206,18 +209,34 @@ def _drop_repeats(r: _Runner, plan: DedupPlan, run: StagedRun, shards: list[int]
         shingleless[s] = info["no_shingles"]
 
 
+def _copies(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
+    """Verified: the documents whose shingle set is a copy of an earlier one's in keep order,
+    in tasks by digest range (:func:`neardup.pipeline.stages.exact_copies`), so that the search
+    sees each set once (the one-process rule's classes of identical sets: n copies cost O(n),
+    not n^2 / 2 pairs)."""
+    if not plan.verify:
+        return
+    k = S.id_buckets(len(run.sizes))
+    off, aside = run.offsets, _sketch_aside(run)
+    infos = r.map("exact", S.exact_copies,
+                  [(str(b), (r.work, plan, off, b, k, aside)) for b in range(k)])  # fmt: skip
+    run.copies, run.copy_pairs = k, sum(i["pairs"] for i in infos)
+
+
 def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str], int]:
     """Split, pairs and (verified) verify; returns the tasks holding the edges to decide on,
     and the number of edges."""
     n = run.n
     per_task = min(plan.search_docs, max(SEARCH_PER_SHARD_DOC * plan.shard_docs, ONE_TASK_SEARCH))
     sp = make_plan(max(n, 1), plan.distance, plan.blocks, shard_size=per_task, device=plan.device)
-    off = run.offsets
+    off, copies = run.offsets, run.copies
     if sp.n_shards == 1:  # one task searches all, with the cost model's scheme
-        found = r.map("pairs", S.search_task, [("all", (r.work, plan, off, r.executor.threads))])
+        found = r.map("pairs", S.search_task,
+                      [("all", (r.work, plan, off, r.executor.threads, copies))])  # fmt: skip
         return _verify(r, plan, off, ["all"], found)
     r.map("split", S.split_task,
-          [(str(s), (r.work, plan, s, off[s], sp)) for s in range(len(run.sizes))])  # fmt: skip
+          [(str(s), (r.work, plan, s, off[s], sp, copies))
+           for s in range(len(run.sizes))])  # fmt: skip
     buckets = [(g, b) for g in range(len(sp.groups)) for b in range(sp.n_shards)]
     names = [f"{g}-{b}" for g, b in buckets]
     found = r.map("pairs", S.pairs_task,
@@ -256,17 +275,22 @@ MAX_ROUNDS = 200
 def _components(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str],
                 pairs: int) -> tuple[list[str], int]:  # fmt: skip
     """The connected components of the ``pairs`` edges held by tasks ``names`` (of the verify
-    stage, or of the pairs stage without verification), in tasks of about ``shard_docs`` edges
-    (:mod:`neardup.pipeline.stage_components`); returns the cc-route tasks and the number of
-    decide groups, of about ``shard_docs`` documents each (whole components)."""
+    stage, or of the pairs stage without verification) and of the exact stage's links, in
+    tasks of about ``shard_docs`` edges (:mod:`neardup.pipeline.stage_components`); returns the
+    cc-route tasks and the number of decide groups, of about ``shard_docs`` documents each
+    (whole components)."""
+    pairs += run.copy_pairs
     if pairs == 0:
         return [], 0
     stage = "verify" if plan.verify else "pairs"
     aside = _sketch_aside(run)
     off = run.offsets
     parts = min(-(-pairs // plan.shard_docs), len(run.sizes))
+    sources = [(t, stage, t) for t in names]
+    sources += [(f"exact-{b}", "exact", str(b)) for b in range(run.copies)]
+    names = [name for name, _, _ in sources]
     r.map(C.EDGES, C.edges_task,
-          [(t, (r.work, stage, t, off, aside, parts)) for t in names])  # fmt: skip
+          [(name, (r.work, st, t, off, aside, parts)) for name, st, t in sources])  # fmt: skip
     if parts == 1:
         labels = "cc-labels"
         infos = r.map(labels, C.labels_task, [("0", (r.work, names))])
@@ -558,6 +582,7 @@ def _stages(r: _Runner, plan: DedupPlan, on_bad: Any, progress: Any) -> StagedRu
         progress.documents = run.n
     if plan.against is not None:
         _against(r, plan, run)
+    _copies(r, plan, run)
     names, pairs = _search(r, plan, run)
     if plan.verify:
         run.verify_tasks = names
