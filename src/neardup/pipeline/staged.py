@@ -46,6 +46,9 @@ __all__ = ["StagedRun", "open_work_dir", "run_staged"]
 #: at least 16 shards' worth): above, the search is split into buckets per table group.
 ONE_TASK_SEARCH = 1 << 22
 SEARCH_PER_SHARD_DOC = 16
+#: Shards whose set digests one exact task reads (24 bytes a document with shingles, a small
+#: share of what a scan task holds): fewer tasks, each reading fewer shards' digests.
+EXACT_SHARDS = 4
 _MANIFEST = "manifest.json"
 _VERSION = 4  # 2: the scan spills hold their id hashes sorted; 3: bad records in files; 4: set
 # digests (the exact stage)
@@ -216,7 +219,7 @@ def _copies(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
     not n^2 / 2 pairs)."""
     if not plan.verify:
         return
-    k = S.id_buckets(len(run.sizes))
+    k = S.id_buckets(-(-len(run.sizes) // EXACT_SHARDS))
     off, aside = run.offsets, _sketch_aside(run)
     infos = r.map("exact", S.exact_copies,
                   [(str(b), (r.work, plan, off, b, k, aside)) for b in range(k)])  # fmt: skip

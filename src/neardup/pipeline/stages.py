@@ -479,8 +479,10 @@ def _shared_digests(work: str, off: np.ndarray, b: int,
     documents share, and those documents' global positions (ascending)."""
     parts: list[tuple[np.ndarray, np.ndarray]] = []
     for s in range(len(off) - 1):
-        hi = load(work, "scan", s, "dig_hi")
+        hi = load(work, "scan", s, "dig_hi")  # binary searches touch a few pages
         a, z = _hash_range(hi, b, buckets)
+        if z == a:  # the other arrays opened only where the range holds documents
+            continue
         lo = load(work, "scan", s, "dig_lo")[a:z]
         place = np.asarray(load(work, "scan", s, "dig_place")[a:z]) + off[s]
         parts.append((np.stack([hi[a:z], lo], axis=1).astype(np.uint64), place))
