@@ -205,9 +205,7 @@ def scan_shard(
             bad_records.append([err.source, err.line, err.message])
 
     seen = _Seen(list(plan.files), check_ids=False)  # the ids stage finds every repeat
-    sizes_parts: list[np.ndarray] = []
-    sfp_parts: list[np.ndarray] = []
-    digest_parts: list[np.ndarray] = []
+    set_parts: list[tuple[np.ndarray, ...]] = []  # of each block: sizes, sfp, digests
     items = _shard_items(plan, s, first_line)
     work = lambda item: _work(item, fper=plan.fingerprinter, keys=verify)  # noqa: E731
     with contextlib.ExitStack() as stack:
@@ -217,18 +215,7 @@ def scan_shard(
         for batch in batches:
             keep = seen.add(batch, bad)
             if verify:  # keys go to disk block by block: the task holds one block's
-                offsets, keys = batch.key_offsets, batch.keys
-                sizes = np.diff(offsets)
-                if not keep.all():
-                    keys = keys[np.repeat(keep, sizes)]
-                    sizes = sizes[keep]
-                offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-                np.cumsum(sizes, out=offsets[1:])
-                keys = np.ascontiguousarray(keys, dtype=np.uint32)
-                keys.tofile(keys_file)
-                sizes_parts.append(sizes)
-                sfp_parts.append(set_fingerprints(ShingleSets(offsets, keys), threads=1))
-                digest_parts.append(set_digests(ShingleSets(offsets, keys)))
+                set_parts.append(_spill_sets(batch, keep, keys_file))
             if bad_records and not plan.skip_bad:
                 break  # what follows is later in the input than the error raised
     fps = concat(seen.fp_parts, np.uint64)
@@ -240,12 +227,12 @@ def scan_shard(
     }
     no_shingles = 0
     if verify:
-        sizes = concat(sizes_parts, np.int64)
+        sizes = concat([p[0] for p in set_parts], np.int64)
         koff = np.zeros(len(sizes) + 1, dtype=np.int64)
         np.cumsum(sizes, out=koff[1:])
-        arrays.update(koff=koff, sfp=concat(sfp_parts, np.uint64))
-        digests = np.concatenate(digest_parts) if digest_parts else np.zeros((0, 2), np.uint64)
-        arrays.update(_by_digest(digests, sizes))
+        arrays.update(koff=koff, sfp=concat([p[1] for p in set_parts], np.uint64))
+        digests = [p[2] for p in set_parts] or [np.zeros((0, 2), dtype=np.uint64)]
+        arrays.update(_by_digest(np.concatenate(digests), sizes))
         no_shingles = int(np.count_nonzero(sizes == 0))
     arrays["idh"] = hash_ids(seen.ids)  # for ids repeated across shards
     by_hash = np.argsort(arrays["idh"], kind="stable")  # the ids stage reads hash ranges
@@ -258,6 +245,22 @@ def scan_shard(
     nbytes += _save_records(out, "bad", bad_records)
     return {"n": len(fps), "bad": len(bad_records), "first_bad": (bad_records or [None])[0],
             "bytes": nbytes, "no_shingles": no_shingles}  # fmt: skip
+
+
+def _spill_sets(batch: Any, keep: np.ndarray, keys_file: Any) -> tuple[np.ndarray, ...]:
+    """The shingle keys of a block's ``keep`` documents appended to ``keys_file``; returns
+    their set sizes, set fingerprints and set digests."""
+    offsets, keys = batch.key_offsets, batch.keys
+    sizes = np.diff(offsets)
+    if not keep.all():
+        keys = keys[np.repeat(keep, sizes)]
+        sizes = sizes[keep]
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    keys = np.ascontiguousarray(keys, dtype=np.uint32)
+    keys.tofile(keys_file)
+    sets = ShingleSets(offsets, keys)
+    return sizes, set_fingerprints(sets, threads=1), set_digests(sets)
 
 
 #: The scan spill's set digests of the documents with shingles, sorted by digest then place:
