@@ -86,15 +86,18 @@ def word_docs(words: list[str], max_words: int) -> st.SearchStrategy[list[str]]:
     st.booleans(),
     st.sampled_from([None, 2, 5]),
     st.sampled_from([None, 0.3, 3]),
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 80), st.integers(0, 2)), max_size=16),
 )
+@example(["apple berry cherry", "fig grape", "date elder fig"], 2, 1, 0.8, "longest", True, None,
+         None, [(0, 80, 1), (0, 0, 2), (1, 3, 2), (0, 2, 0), (1, 0, 0), (0, 5, 1)])  # fmt: skip
 @pytest.mark.slow
-def test_staged_matches_job_and_naive(
-    docs, shard_docs, threads, threshold, keep, verify, bucket, common
-):
+def test_staged_matches_job_and_naive(docs, shard_docs, threads, threshold, keep, verify, bucket,
+                                      common, copies):  # fmt: skip
     """``bucket``: fingerprints per search bucket (None: one search task; else the search is
     split into buckets of each table group, as for a large corpus); ``common``: the
-    ``common_shingles`` of a verified run."""
-    docs = docs + docs[:3]  # exact copies too
+    ``common_shingles`` of a verified run. ``copies``: families of documents with one shingle
+    set, spread over the shards (``_copied``)."""
+    docs = _copied(docs, copies) + docs[:3]  # exact copies too
     with tempfile.TemporaryDirectory() as tmp, _buckets(bucket):
         where = Path(tmp)
         _write(where / "in.jsonl", docs)
@@ -112,6 +115,19 @@ def test_staged_matches_job_and_naive(
         assert got.labels.tolist() == ref.labels.tolist()
         for k in ("dropped", "no_shingles", "common_shingles", "template_hint"):
             assert got.summary().get(k) == ref.summary().get(k)
+
+
+def _copied(docs: list[str], copies: list[tuple[int, int, int]]) -> list[str]:
+    """``docs`` with each ``(source, place, style)`` of ``copies`` inserted: a copy of document
+    ``source`` (modulo their number) at ``place`` (modulo), before or after it, its shingle set
+    the same and its length the same (style 0), or longer (1: in capitals with a space after;
+    2: with spaces before and punctuation after), for ``keep="longest"``."""
+    out = list(docs)
+    for source, place, style in copies:
+        text = docs[source % len(docs)]
+        text = [text, text.upper() + " ", "  " + text + "!!"][style]
+        out.insert(place % (len(out) + 1), text)
+    return out
 
 
 @contextlib.contextmanager
@@ -467,3 +483,48 @@ def test_dask_parquet_and_text_same_bytes(client, tmp_path, kind):
     dedup(src, output=tmp_path / f"one-{out}")
     dedup(src, output=tmp_path / out, shard_docs=7, client=client, collect=False)
     assert _tree(tmp_path / out) == _tree(tmp_path / f"one-{out}")
+
+
+def test_staged_says_how_many_documents_have_no_shingles(tmp_path):
+    """The staged run prints the one-process run's line about documents without shingles,
+    counted without the records skipped for repeated ids."""
+    docs = [" ".join(WORDS[i % 5 : i % 5 + 3]) + f" w{i}" if i % 3 else "!!" for i in range(120)]
+    ids = [f"d{i}" for i in range(120)]
+    _write(tmp_path / "in.jsonl", [*docs, "", "?"], [*ids, "d0", "d3"])  # two repeated ids
+    line = "warning: 40 of 120 documents (33.3%) have no shingles (empty or no words)"
+    for extra in ([], ["--shard-docs", "7"]):
+        r = _cli(str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out.jsonl"), "--skip-bad",
+                 "--json-summary", str(tmp_path / "s.json"), *extra)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.count(line) == 1, (extra, r.stderr)
+        summary = json.loads((tmp_path / "s.json").read_text())
+        assert summary["no_shingles"] == 40 and summary["skipped"] == 2
+
+
+def _rows(work: Path, stage: str) -> int:
+    """Pairs (rows of ``pairs.npy``) that the tasks of ``stage`` wrote in ``work``."""
+    return sum(len(np.load(p, mmap_mode="r")) for p in (work / stage).glob("*/pairs.npy"))
+
+
+@pytest.mark.parametrize("keep", ["first", "longest"])
+def test_identical_documents_write_pairs_linear_in_their_number(tmp_path, keep):
+    """Copies of one shingle set over many shards are searched once: the pairs and verify
+    stages write no pair between copies, the exact stage one link per copy after the first (in
+    keep order), and the outputs are the one-process run's, byte for byte."""
+    n, text = 3000, "the quick brown fox jumps over the lazy dog near the river bank"
+    other = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do"
+    variants = [other, other.upper() + " ", "  " + other + "!!"]  # one set, three lengths
+    docs = [text if i % 3 else variants[i % 9 // 3] for i in range(n)]
+    docs[::500] = [f"w{i} w{i + 1} w{i + 2} w{i + 3}" for i in range(0, n, 500)]  # singletons
+    _write(tmp_path / "in.jsonl", docs)
+    src = [InputPath(tmp_path / "in.jsonl")]
+    one, outs = _outputs(tmp_path, "one"), _outputs(tmp_path, "staged")
+    work = tmp_path / "work"
+    ref = dedup(src, keep=keep, **one)
+    got = dedup(src, keep=keep, **outs, shard_docs=250, work_dir=work, threads=2)
+    assert _read(outs) == _read(one)
+    assert got.kept.tolist() == ref.kept.tolist() and int(ref.kept.sum()) == 8
+    assert _rows(work, "exact") == n - 8  # every copy but each family's first
+    assert _rows(work, "pairs") <= 8 and _rows(work, "verify") <= 8
+    # the second family keeps its first (place 3), or its first longest (place 6)
+    assert np.flatnonzero(got.kept)[:3].tolist() == [0, 1, 6 if keep == "longest" else 3]

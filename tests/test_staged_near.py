@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_staged import word_docs
+from test_staged import _copied, word_docs
 
 from neardup import dedup
 from neardup.io.sources import InputPath
@@ -58,12 +58,13 @@ def _same_near_misses(got, ref) -> None:
     st.sampled_from([0.5, 0.8]),
     st.sampled_from(["first", "longest"]),
     st.sampled_from([None, 0.4]),
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 80), st.integers(0, 2)), max_size=12),
 )
-def test_staged_near_misses_equal_the_one_process_run(
-    docs, shard_docs, threads, threshold, keep, common
-):
-    """``common``: the ``common_shingles`` of both runs (near misses on what is left)."""
-    docs = docs + docs[:2]  # exact copies too
+def test_staged_near_misses_equal_the_one_process_run(docs, shard_docs, threads, threshold, keep,
+                                                      common, copies):  # fmt: skip
+    """``common``: the ``common_shingles`` of both runs (near misses on what is left);
+    ``copies``: families of documents with one shingle set (``_copied``)."""
+    docs = _copied(docs, copies) + docs[:2]  # exact copies too, some longer
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
         _write(where / "in.jsonl", docs)

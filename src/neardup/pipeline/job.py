@@ -25,7 +25,6 @@ from neardup.core.decide import decide as decide_on_arrays
 from neardup.core.search import find_all
 from neardup.core.sketch import set_sketches
 from neardup.core.verify import (
-    NO_SHINGLES_WARN_FRACTION,
     ShingleSets,
     VerifiedDecisions,
     decide_verified,
@@ -42,7 +41,7 @@ from neardup.pipeline.common_shingles import filter_common, templates
 from neardup.pipeline.executors import DaskExecutor, LocalExecutor
 from neardup.pipeline.extra import ExtraOutput
 from neardup.pipeline.plan import DedupPlan, build_plan
-from neardup.pipeline.result import DedupResult
+from neardup.pipeline.result import DedupResult, report_no_shingles
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
 from neardup.pipeline.spool import ShingleSpool, subset_sets
 from neardup.pipeline.staged import run_staged
@@ -629,7 +628,7 @@ def _decide(run: _Run, plan: DedupPlan, opts: _Options) -> DedupResult:
         result.verified, result.threshold = verified, plan.threshold
         result.temp_bytes = temp_bytes
         result.common, result.template = common, template
-        _report_no_shingles(verified, opts.log)
+        report_no_shingles(len(verified.kept), verified.n_no_shingles, opts.log)
     if opts.log is not None:
         n, c = len(result), result.n_clusters
         opts.log(f"{plural(n, 'document')} fingerprinted, {plural(c, 'cluster')} found")
@@ -734,17 +733,3 @@ def _write_outputs(
         write_drop_list(result, drop_list, outputs=outputs)
     for extra in extra_outputs:
         extra.write(result, outputs)
-
-
-def _report_no_shingles(verified: VerifiedDecisions, log: Callable[[str], None] | None) -> None:
-    n, m = len(verified.kept), verified.n_no_shingles
-    if not n or m <= NO_SHINGLES_WARN_FRACTION * n:
-        return
-    message = (
-        f"{m:,} of {plural(n, 'document')} ({100 * m / n:.1f}%) have no shingles (empty or no "
-        "words); they are all kept, never dropped as near-duplicates"
-    )
-    if log is not None:
-        log(f"warning: {message}")
-    else:
-        warnings.warn(message, UserWarning, stacklevel=3)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,11 +11,11 @@ import numpy as np
 
 from neardup._optional import require
 from neardup.core.decide import Decisions
-from neardup.core.verify import VerifiedDecisions
+from neardup.core.verify import NO_SHINGLES_WARN_FRACTION, VerifiedDecisions
 from neardup.pipeline.against import IndexCheck
 from neardup.pipeline.scan import Scan
 
-__all__ = ["DedupResult", "common_figures"]
+__all__ = ["DedupResult", "common_figures", "report_no_shingles"]
 
 
 def common_figures(common: dict[str, Any] | None, template: dict[str, Any] | None) -> dict:
@@ -337,3 +338,42 @@ class DedupResult:
         out["seconds"]["total"] = round(total, 3)
         out["documents_per_second"] = round(len(self) / total) if total > 0 else None
         return out
+
+
+def report_no_shingles(n: int, no_shingles: int, log: Callable[[str], None] | None) -> None:
+    """Say that many documents have no shingles, when more than
+    :data:`~neardup.core.verify.NO_SHINGLES_WARN_FRACTION` of them have none (the one-process
+    and the staged run say it alike).
+
+    Parameters
+    ----------
+    n : int
+        Documents decided (bad records excluded).
+    no_shingles : int
+        Documents among them without shingles (empty, or no words): all kept.
+    log : callable or None
+        Where the line goes (``"warning: ..."``, the command line's messages); None: a
+        :class:`UserWarning`.
+
+    Warns
+    -----
+    UserWarning
+        Without ``log``, when the line is due.
+
+    Examples
+    --------
+    >>> lines = []
+    >>> report_no_shingles(120, 40, lines.append)
+    >>> lines[0].split(" (empty")[0]
+    'warning: 40 of 120 documents (33.3%) have no shingles'
+    """
+    if not n or no_shingles <= NO_SHINGLES_WARN_FRACTION * n:
+        return
+    message = (
+        f"{no_shingles} of {n} documents ({100 * no_shingles / n:.1f}%) have no shingles (empty "
+        "or no words); they are all kept, never dropped as near-duplicates"
+    )
+    if log is not None:
+        log(f"warning: {message}")
+    else:
+        warnings.warn(message, UserWarning, stacklevel=3)

@@ -48,7 +48,7 @@ from neardup.pipeline import stage_near as N
 from neardup.pipeline import stages as S
 from neardup.pipeline.executors import LocalExecutor, Progress, run_task
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.result import common_figures
+from neardup.pipeline.result import common_figures, report_no_shingles
 from neardup.pipeline.scan import check_key_kinds, check_parquet_schemas
 from neardup.pipeline.shard_write import write_task
 from neardup.pipeline.workdir import LOCK, locked, read_json, replace_files, write_object
@@ -60,10 +60,13 @@ __all__ = ["StagedRun", "open_work_dir", "run_staged"]
 #: at least 16 shards' worth): above, the search is split into buckets per table group.
 ONE_TASK_SEARCH = 1 << 22
 SEARCH_PER_SHARD_DOC = 16
+#: Shards whose set digests one exact task reads (24 bytes a document with shingles, a small
+#: share of what a scan task holds): fewer tasks, each reading fewer shards' digests.
+EXACT_SHARDS = 4
 _MANIFEST = "manifest.json"
 #: 2: the scan spills hold their id hashes sorted; 3: bad records in files; 4: each task records
 #: its files' sizes and CRC-32, the inputs' stamps hold device, inode and status-change time, the
-#: near tasks keep each pair's keep key (ekey)
+#: near tasks keep each pair's keep key (ekey), the scan its sets' digests (the exact stage)
 _VERSION = 4
 
 
@@ -102,6 +105,8 @@ class StagedRun:
     work_left: list[str] = field(default_factory=list)  #: names neardup did not write there
     common: dict[str, Any] | None = None  #: the common shingles left out (``common_shingles``)
     template: dict[str, Any] | None = None  #: clusters that look like a template (the hint)
+    copies: int = 0  #: tasks of the exact stage (verified), each of ``copy_pairs`` links
+    copy_pairs: int = 0  #: documents linked to an earlier copy of their shingle set
 
     @property
     def offsets(self) -> list[int]:
@@ -245,7 +250,8 @@ def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | No
         if firsts:
             raise InputError(*min(firsts, key=order)[1:])
     repeats = sorted({s for f in found for s in f["shards"]})
-    _drop_repeats(r, plan, run, repeats, k)
+    shingleless = [i["no_shingles"] for i in infos]
+    _drop_repeats(r, plan, run, repeats, k, shingleless)
     for s in range(len(run.sizes)):  # one shard's bad records at a time, in input order
         bad = S.read_records(r.work, "scan", s, "bad") if infos[s]["bad"] else []
         bad += S.shard_repeats(r.work, k, s)[1] if s in repeats else []
@@ -253,7 +259,7 @@ def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | No
             run.skipped += 1
             if on_bad is not None:
                 on_bad(InputError(source, line, message))
-    run.no_shingles = sum(i["no_shingles"] for i in infos)
+    run.no_shingles = sum(shingleless)
     if plan.key_field is not None:  # a keep field of numbers or of dates, not both
         check_key_kinds([S.key_kinds(r.work, plan, s) for s in shards], plan.key_field)
     return run
@@ -267,8 +273,9 @@ def _input_order(plan: DedupPlan) -> Callable[[tuple], tuple]:
 
 
 def _drop_repeats(r: _Runner, plan: DedupPlan, run: StagedRun, shards: list[int],
-                  buckets: int) -> None:  # fmt: skip
-    """The documents of repeated ids taken out of the spills of ``shards``."""
+                  buckets: int, shingleless: list[int]) -> None:  # fmt: skip
+    """The documents of repeated ids taken out of the spills of ``shards`` (and out of their
+    counts of documents without shingles, ``shingleless``)."""
     if not shards:
         return
     tasks = [(str(s), (r.work, plan, s, buckets)) for s in shards]
@@ -279,6 +286,21 @@ def _drop_repeats(r: _Runner, plan: DedupPlan, run: StagedRun, shards: list[int]
             os.path.join(r.work, "dedup-ids", str(s)), os.path.join(r.work, "scan", str(s))
         )
         run.sizes[s] = info["n"]
+        shingleless[s] = info["no_shingles"]
+
+
+def _copies(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
+    """Verified: the documents whose shingle set is a copy of an earlier one's in keep order,
+    in tasks by digest range (:func:`neardup.pipeline.stages.exact_copies`), so that the search
+    sees each set once (the one-process rule's classes of identical sets: n copies cost O(n),
+    not n^2 / 2 pairs)."""
+    if not plan.verify:
+        return
+    k = S.id_buckets(-(-len(run.sizes) // EXACT_SHARDS))
+    off, aside = run.offsets, _sketch_aside(run)
+    infos = r.map("exact", S.exact_copies,
+                  [(str(b), (r.work, plan, off, b, k, aside)) for b in range(k)])  # fmt: skip
+    run.copies, run.copy_pairs = k, sum(i["pairs"] for i in infos)
 
 
 def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str], int]:
@@ -287,12 +309,14 @@ def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str], int
     n = run.n
     per_task = min(plan.search_docs, max(SEARCH_PER_SHARD_DOC * plan.shard_docs, ONE_TASK_SEARCH))
     sp = make_plan(max(n, 1), plan.distance, plan.blocks, shard_size=per_task, device=plan.device)
-    off = run.offsets
+    off, copies = run.offsets, run.copies
     if sp.n_shards == 1:  # one task searches all, with the cost model's scheme
-        found = r.map("pairs", S.search_task, [("all", (r.work, plan, off, r.executor.threads))])
+        found = r.map("pairs", S.search_task,
+                      [("all", (r.work, plan, off, r.executor.threads, copies))])  # fmt: skip
         return _verify(r, plan, off, ["all"], found)
     r.map("split", S.split_task,
-          [(str(s), (r.work, plan, s, off[s], sp)) for s in range(len(run.sizes))])  # fmt: skip
+          [(str(s), (r.work, plan, s, off[s], sp, copies))
+           for s in range(len(run.sizes))])  # fmt: skip
     buckets = [(g, b) for g in range(len(sp.groups)) for b in range(sp.n_shards)]
     names = [f"{g}-{b}" for g, b in buckets]
     found = r.map("pairs", S.pairs_task,
@@ -350,17 +374,22 @@ MAX_ROUNDS = 200
 def _components(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str],
                 pairs: int) -> tuple[list[str], int]:  # fmt: skip
     """The connected components of the ``pairs`` edges held by tasks ``names`` (of the verify
-    stage, or of the pairs stage without verification), in tasks of about ``shard_docs`` edges
-    (:mod:`neardup.pipeline.stage_components`); returns the cc-route tasks and the number of
-    decide groups, of about ``shard_docs`` documents each (whole components)."""
+    stage, or of the pairs stage without verification) and of the exact stage's links, in
+    tasks of about ``shard_docs`` edges (:mod:`neardup.pipeline.stage_components`); returns the
+    cc-route tasks and the number of decide groups, of about ``shard_docs`` documents each
+    (whole components)."""
+    pairs += run.copy_pairs
     if pairs == 0:
         return [], 0
     stage = "verify" if plan.verify else "pairs"
     aside = _sketch_aside(run)
     off = run.offsets
     parts = min(-(-pairs // plan.shard_docs), len(run.sizes))
+    sources = [(t, stage, t) for t in names]
+    sources += [(f"exact-{b}", "exact", str(b)) for b in range(run.copies)]
+    names = [name for name, _, _ in sources]
     r.map(C.EDGES, C.edges_task,
-          [(t, (r.work, stage, t, off, aside, parts)) for t in names])  # fmt: skip
+          [(name, (r.work, st, t, off, aside, parts)) for name, st, t in sources])  # fmt: skip
     if parts == 1:
         labels = "cc-labels"
         infos = r.map(labels, C.labels_task, [("0", (r.work, names))])
@@ -656,6 +685,8 @@ def _run_staged(
             run = _stages(r, plan, on_bad, progress)
         run.reused, run.executor = r.reused, executor.name
         run.workers = executor.workers if executor.name == "dask" else executor.threads
+        if plan.verify:
+            report_no_shingles(run.n, run.no_shingles, log)
         if index is not None:
             run.against["path"] = str(index.path)  # type: ignore[index]
         t0 = time.perf_counter()
@@ -753,6 +784,8 @@ def _stages(r: _Runner, plan: DedupPlan, on_bad: Any, progress: Any) -> StagedRu
         _against(r, plan, run)
     if plan.common_shingles is not None:
         _common(r, plan, run)
+    else:  # copies of one set searched once (with common shingles left out: not yet)
+        _copies(r, plan, run)
     names, pairs = _search(r, plan, run)
     if plan.verify:
         run.verify_tasks = names

@@ -8,11 +8,14 @@ between the caller and a task is a few integers (see :mod:`neardup.pipeline.stag
 are global: a document's shard offset plus its place in the shard.
 
 scan (read, parse and fingerprint one shard; spill its ids, record numbers, lengths,
-fingerprints and, verified, its shingle keys and set fingerprints) -> ids (ids repeated across
-shards) -> split (each shard's search fingerprints bucketed per table group) -> pairs (one
-bucket's candidate pairs, :func:`neardup.distributed.plan.shard_pairs`) -> verify (exact Jaccard
-of a bucket's pairs; only pairs that reach the threshold are kept) -> components (connected
-components of the verified pairs, in tasks over partitions of the positions; in
+fingerprints and, verified, its shingle keys, set fingerprints and set digests) -> ids (ids
+repeated across shards) -> exact (verified: the documents whose shingle set is a copy of an
+earlier one's in keep order, by digest range; each is linked to the first copy, Jaccard 1, and
+left out of the search) -> split (each shard's search fingerprints bucketed per table group) ->
+pairs (one bucket's candidate pairs, :func:`neardup.distributed.plan.shard_pairs`) -> verify
+(exact Jaccard of a bucket's pairs; only pairs that reach the threshold are kept) -> components
+(connected components of the verified pairs and the exact stage's links, in tasks over
+partitions of the positions; in
 :mod:`neardup.pipeline.stage_components`) -> decide (the keep-order rule of
 :func:`neardup.core.verify.decide_verified`, or :func:`neardup.core.decide.keep_order` for
 fingerprint-only dedup) -> near (for a report, each kept document's nearest miss; in
@@ -23,6 +26,7 @@ clusters it leads; in :mod:`neardup.pipeline.shard_write`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import itertools
 import json
@@ -62,6 +66,7 @@ __all__ = [
     "key_stage",
     "shard_sets",
     "decide_task",
+    "exact_copies",
     "id_buckets",
     "load",
     "pairs_task",
@@ -69,6 +74,7 @@ __all__ = [
     "scan_shard",
     "slices",
     "search_task",
+    "set_digests",
     "split_task",
     "verify_task",
 ]
@@ -198,8 +204,7 @@ def scan_shard(
             bad_records.append([err.source, err.line, err.message])
 
     seen = _Seen(list(plan.files), check_ids=False)  # the ids stage finds every repeat
-    sizes_parts: list[np.ndarray] = []
-    sfp_parts: list[np.ndarray] = []
+    set_parts: list[tuple[np.ndarray, ...]] = []  # of each block: sizes, sfp, digests
     items = _shard_items(plan, s, first_line)
     work = lambda item: _work(item, fper=plan.fingerprinter, keys=verify)  # noqa: E731
     with contextlib.ExitStack() as stack:
@@ -209,9 +214,7 @@ def scan_shard(
         for batch in batches:
             keep = seen.add(batch, bad)
             if verify:  # keys go to disk block by block: the task holds one block's
-                sizes, sfp = _spill_keys(batch, keep, keys_file)
-                sizes_parts.append(sizes)
-                sfp_parts.append(sfp)
+                set_parts.append(_spill_sets(batch, keep, keys_file))
             if bad_records and not plan.skip_bad:
                 break  # what follows is later in the input than the error raised
     fps = concat(seen.fp_parts, np.uint64)
@@ -226,10 +229,12 @@ def scan_shard(
                       pkind=concat(seen.kind_parts, np.int8))  # fmt: skip
     no_shingles = 0
     if verify:
-        sizes = concat(sizes_parts, np.int64)
+        sizes = concat([p[0] for p in set_parts], np.int64)
         koff = np.zeros(len(sizes) + 1, dtype=np.int64)
         np.cumsum(sizes, out=koff[1:])
-        arrays.update(koff=koff, sfp=concat(sfp_parts, np.uint64))
+        arrays.update(koff=koff, sfp=concat([p[1] for p in set_parts], np.uint64))
+        digests = [p[2] for p in set_parts] or [np.zeros((0, 2), dtype=np.uint64)]
+        arrays.update(_by_digest(np.concatenate(digests), sizes))
         no_shingles = int(np.count_nonzero(sizes == 0))
     arrays["idh"] = hash_ids(seen.ids)  # for ids repeated across shards
     by_hash = np.argsort(arrays["idh"], kind="stable")  # the ids stage reads hash ranges
@@ -244,9 +249,9 @@ def scan_shard(
             "bytes": nbytes, "no_shingles": no_shingles}  # fmt: skip
 
 
-def _spill_keys(batch: Any, keep: np.ndarray, keys_file: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Append the shingle keys of ``batch``'s documents marked in ``keep`` to ``keys_file``;
-    their set sizes (int64) and set fingerprints (uint64)."""
+def _spill_sets(batch: Any, keep: np.ndarray, keys_file: Any) -> tuple[np.ndarray, ...]:
+    """The shingle keys of a block's ``keep`` documents appended to ``keys_file``; returns
+    their set sizes, set fingerprints and set digests."""
     offsets, keys = batch.key_offsets, batch.keys
     sizes = np.diff(offsets)
     if not keep.all():
@@ -256,7 +261,51 @@ def _spill_keys(batch: Any, keep: np.ndarray, keys_file: Any) -> tuple[np.ndarra
     np.cumsum(sizes, out=offsets[1:])
     keys = np.ascontiguousarray(keys, dtype=np.uint32)
     keys.tofile(keys_file)
-    return sizes, set_fingerprints(ShingleSets(offsets, keys), threads=1)
+    sets = ShingleSets(offsets, keys)
+    return sizes, set_fingerprints(sets, threads=1), set_digests(sets)
+
+
+#: The scan spill's set digests of the documents with shingles, sorted by digest then place:
+#: the digest's first and second 8 bytes and the document's place in the shard.
+_DIGESTS = ("dig_hi", "dig_lo", "dig_place")
+
+
+def set_digests(sets: ShingleSets) -> np.ndarray:
+    """The 128-bit BLAKE2b digest of each shingle set's keys (as little-endian uint32), as
+    uint64 (n, 2): equal sets have equal digests, and different sets (about 2**-128 for a pair)
+    never do in practice.
+
+    Parameters
+    ----------
+    sets : ShingleSets
+        CSR shingle sets (sorted unique uint32 keys per document).
+
+    Returns
+    -------
+    ndarray of uint64, shape (n, 2)
+        The digest's first and second 8 bytes, read little-endian.
+
+    Examples
+    --------
+    >>> d = set_digests(ShingleSets(np.array([0, 2, 4, 5]), np.array([1, 2, 1, 2, 3], np.uint32)))
+    >>> (d[0] == d[1]).all(), (d[0] == d[2]).all()
+    (np.True_, np.False_)
+    """
+    keys = np.ascontiguousarray(sets.keys, dtype="<u4")
+    data = memoryview(keys).cast("B") if len(keys) else memoryview(b"")
+    at = (np.asarray(sets.offsets, dtype=np.int64) * 4).tolist()
+    blake = hashlib.blake2b
+    joined = b"".join([blake(data[a:z], digest_size=16).digest() for a, z in zip(at, at[1:])])
+    return np.frombuffer(joined, dtype="<u8").astype(np.uint64).reshape(-1, 2)
+
+
+def _by_digest(digests: np.ndarray, sizes: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays :data:`_DIGESTS` of the documents with shingles (``sizes > 0``), sorted by
+    digest, then place: the exact stage reads a range of digests of each shard."""
+    place = np.flatnonzero(sizes > 0).astype(np.int64)
+    hi, lo = digests[place, 0], digests[place, 1]
+    order = np.lexsort((place, lo, hi))
+    return dict(zip(_DIGESTS, (hi[order], lo[order], place[order]), strict=True))
 
 
 def _save_records(out: str, name: str, records: list[list[Any]]) -> int:
@@ -299,14 +348,10 @@ def repeated_ids(out: str, work: str, plan: DedupPlan, sizes: list[int], b: int,
     hash, so the ranges' answers together are the whole answer; a task reads its range of each
     shard's sorted hashes."""
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    bits = buckets.bit_length() - 1
-    lo_h = b << (64 - bits) if bits else 0
-    hi_h = (b + 1) << (64 - bits) if bits else 1 << 64
     hashes, places = [], []
     for s in range(len(sizes)):
         h = load(work, "scan", s, "idh_sorted")  # binary searches touch a few pages
-        lo = int(np.searchsorted(h, np.uint64(lo_h)))
-        hi = len(h) if hi_h >= 1 << 64 else int(np.searchsorted(h, np.uint64(hi_h)))
+        lo, hi = _hash_range(h, b, buckets)
         hashes.append(np.asarray(h[lo:hi]))
         places.append(np.asarray(load(work, "scan", s, "idh_place")[lo:hi]) + offsets[s])
     h, pos = concat(hashes, np.uint64), concat(places, np.int64)
@@ -321,6 +366,17 @@ def repeated_ids(out: str, work: str, plan: DedupPlan, sizes: list[int], b: int,
     nbytes += _save_records(out, "rep", [f[2:] for f in found])
     return {"n": len(found), "first": found[0] if found else None,
             "shards": sorted(set(shard.tolist())), "bytes": nbytes}  # fmt: skip
+
+
+def _hash_range(h: np.ndarray, b: int, buckets: int) -> tuple[int, int]:
+    """The slice of the sorted hashes ``h`` (uint64) in range ``b`` of ``buckets`` (a power of
+    two; by their top bits)."""
+    bits = buckets.bit_length() - 1
+    lo_h = b << (64 - bits) if bits else 0
+    hi_h = (b + 1) << (64 - bits) if bits else 1 << 64
+    lo = int(np.searchsorted(h, np.uint64(lo_h)))
+    hi = len(h) if hi_h >= 1 << 64 else int(np.searchsorted(h, np.uint64(hi_h)))
+    return lo, hi
 
 
 def shard_repeats(work: str, buckets: int, s: int) -> tuple[np.ndarray, list[list[Any]]]:
@@ -381,11 +437,77 @@ def drop_docs(out: str, work: str, plan: DedupPlan, s: int, buckets: int) -> dic
         arrays.update(koff=sub.offsets, sfp=np.asarray(load(work, "scan", s, "sfp"))[keep])
         sub.keys.tofile(os.path.join(out, "keys.u32"))
         no_shingles = int(np.count_nonzero(sub.sizes == 0))
+        place = np.asarray(load(work, "scan", s, "dig_place"))
+        live = keep[place]  # the order by digest stays: new places keep the old ones' order
+        arrays.update({k: np.asarray(load(work, "scan", s, k))[live] for k in _DIGESTS[:2]},
+                      dig_place=(np.cumsum(keep) - 1)[place[live]])  # fmt: skip
     nbytes = _save(out, **arrays)
     ids = list(itertools.compress(load_ids(work, s), keep.tolist()))
     with open(os.path.join(out, "ids.pkl"), "wb") as f:
         pickle.dump(ids, f, protocol=pickle.HIGHEST_PROTOCOL)
     return {"n": int(keep.sum()), "bytes": nbytes, "no_shingles": no_shingles}
+
+
+# ---------------------------------------------------------------------------- exact copies
+def exact_copies(out: str, work: str, plan: DedupPlan, offsets: list[int], b: int,
+                 buckets: int, aside: bool) -> dict[str, int]:  # fmt: skip
+    """The copies among the documents whose set digest falls in range ``b`` of ``buckets``:
+    documents with equal shingle sets are one class, led by its first member in keep order
+    (:func:`neardup.core.verify.priority_order`; with ``aside``, documents found in the index
+    take no part), as :func:`neardup.core.verify.decide_verified` forms them. Saves each other
+    member's link ``(first, member)`` (``pairs``, Jaccard 1 in ``jac``) sorted by member, with
+    the cuts ``c`` between the members' shards: the search leaves the members out, and the
+    links bring them to their class's decision. Every copy of a set has the same digest, so the
+    ranges' answers together are the whole answer; a task reads its range of each shard's
+    sorted digests, and holds the documents in it."""
+    off = np.asarray(offsets, dtype=np.int64)
+    d, p = _shared_digests(work, off, b, buckets)
+    if aside and len(p):
+        live = ~_gather(work, off, p, "found", bool, stage="against").astype(bool)
+        d, p = d[live], p[live]
+    longest = plan.keep == "longest" and len(p) > 0
+    lens = _gather(work, off, p, "len", np.int64) if longest else np.zeros(len(p), np.int64)
+    order = np.lexsort((p, -lens, d[:, 1], d[:, 0]))  # each class in keep order: its first leads
+    d, p = d[order], p[order]
+    lead = np.r_[True, np.any(d[1:] != d[:-1], axis=1)] if len(p) else np.zeros(0, bool)
+    first = p[lead][np.cumsum(lead) - 1]
+    links = np.stack([first[~lead], p[~lead]], axis=1).reshape(-1, 2)
+    links = links[np.argsort(links[:, 1], kind="stable")]
+    cuts = np.searchsorted(links[:, 1], off).astype(np.int64)
+    nbytes = _save(out, pairs=links, jac=np.ones(len(links)), c=cuts)
+    return {"pairs": len(links), "bytes": nbytes}
+
+
+def _shared_digests(work: str, off: np.ndarray, b: int,
+                    buckets: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The set digests (uint64 (k, 2)) in range ``b`` of ``buckets`` that two or more
+    documents share, and those documents' global positions (ascending)."""
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    for s in range(len(off) - 1):
+        hi = load(work, "scan", s, "dig_hi")  # binary searches touch a few pages
+        a, z = _hash_range(hi, b, buckets)
+        if z == a:  # the other arrays opened only where the range holds documents
+            continue
+        lo = load(work, "scan", s, "dig_lo")[a:z]
+        place = np.asarray(load(work, "scan", s, "dig_place")[a:z]) + off[s]
+        parts.append((np.stack([hi[a:z], lo], axis=1).astype(np.uint64), place))
+    d = np.concatenate([x for x, _ in parts]) if parts else np.zeros((0, 2), np.uint64)
+    p = concat([x for _, x in parts], np.int64)
+    if len(p) < 2:
+        return d[:0], p[:0]
+    order = np.lexsort((d[:, 1], d[:, 0]))
+    same = np.all(d[order][1:] == d[order][:-1], axis=1)
+    shared = order[np.r_[same, False] | np.r_[False, same]]  # in a class of two or more
+    shared = shared[np.argsort(p[shared], kind="stable")]  # read shard by shard, in order
+    return d[shared], p[shared]
+
+
+def copies_in(work: str, tasks: int, s: int) -> np.ndarray:
+    """The global positions of shard ``s``'s documents that the exact stage's ``tasks`` tasks
+    linked to an earlier copy of their shingle set (ascending within each task's slice)."""
+    parts = [np.asarray(load(work, "exact", t, "pairs")[lo:hi, 1])
+             for t, lo, hi in slices(work, "exact", range(tasks), s)]  # fmt: skip
+    return concat(parts, np.int64)
 
 
 # ------------------------------------------------------------------------------ candidates
@@ -455,10 +577,12 @@ def _by_shard(offsets: np.ndarray, pos: np.ndarray) -> list[tuple[int, np.ndarra
             if cuts[s + 1] > cuts[s]]  # fmt: skip
 
 
-def split_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, sp: ShardPlan) -> int:
+def split_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, sp: ShardPlan,
+               copies: int = 0) -> int:  # fmt: skip
     """Shard ``s``'s search fingerprints (verified: set fingerprints of documents with
-    shingles) bucketed for each table group of ``sp``; returns the bytes written."""
-    fp, pos = _search_fps(work, plan, s, offset)
+    shingles, but for the copies the exact stage's ``copies`` tasks found) bucketed for each
+    table group of ``sp``; returns the bytes written."""
+    fp, pos = _search_fps(work, plan, s, offset, copies)
     nbytes = 0
     for g in range(len(sp.groups)):
         sid = shard_ids(fp, sp, g)
@@ -468,11 +592,16 @@ def split_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, sp: Sh
     return nbytes
 
 
-def _search_fps(work: str, plan: DedupPlan, s: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+def _search_fps(work: str, plan: DedupPlan, s: int, offset: int,
+                copies: int = 0) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Shard ``s``'s search fingerprints and their global positions (verified: the set
-    fingerprints of the documents with shingles; else every document's fingerprint)."""
+    fingerprints of the documents with shingles, but for the copies of an earlier set that the
+    exact stage's ``copies`` tasks found; else every document's fingerprint)."""
     if plan.verify:
-        pos = np.flatnonzero(np.diff(load(work, key_stage(plan), s, "koff")) > 0)
+        take = np.diff(load(work, key_stage(plan), s, "koff")) > 0
+        if copies:
+            take[copies_in(work, copies, s) - offset] = False
+        pos = np.flatnonzero(take)
         fp = np.asarray(load(work, key_stage(plan), s, "sfp"))[pos]
     else:
         fp = np.asarray(load(work, "scan", s, "fp"))
@@ -495,11 +624,13 @@ def check_search_device(device: str, client: Any = None) -> None:
         use_gpu(device)
 
 
-def search_task(out: str, work: str, plan: DedupPlan, offsets: list[int], threads: int) -> dict:
+def search_task(out: str, work: str, plan: DedupPlan, offsets: list[int], threads: int,
+                copies: int = 0) -> dict:  # fmt: skip
     """Every candidate pair (fingerprint-only: cluster edges) in one task, by the search the
     one-process job uses (:func:`neardup.core.search.find_all`, its cost model's scheme): for
-    corpora whose search fingerprints fit one task."""
-    parts = [_search_fps(work, plan, s, offsets[s]) for s in range(len(offsets) - 1)]
+    corpora whose search fingerprints fit one task. The copies that the exact stage's
+    ``copies`` tasks found are left out."""
+    parts = [_search_fps(work, plan, s, offsets[s], copies) for s in range(len(offsets) - 1)]
     fp, pos = concat([p[0] for p in parts], np.uint64), concat([p[1] for p in parts], np.int64)
     if plan.verify:
         found = find_all(fp, plan.distance, plan.blocks, threads=threads, device=plan.device)
