@@ -694,18 +694,15 @@ def keep_order(keep: str, texts, values=None) -> list[int]:
 def dedup_kept(texts, threshold: float, keep: str, verify: bool, values=None) -> list[bool]:
     """Which documents a dedup keeps, by the brute-force rules here: verified, the decision
     rule of :func:`decide_verified` over the default fingerprinter's shingle sets in
-    :func:`keep_order`; fingerprint-only, one survivor per :func:`find_clusters` cluster at
-    distance 6 (the first in keep order)."""
+    :func:`keep_order`; fingerprint-only, :func:`decide_fingerprints` at distance 6 in the same
+    order."""
     from neardup.core.similarity import distance_for_threshold
     from neardup.fingerprints import Fingerprinter
 
     order = keep_order(keep, texts, values)
     if not verify:
-        labels = find_clusters(Fingerprinter().fingerprint_many(list(texts)), 6)
-        best: dict[int, int] = {}
-        for i in order:
-            best.setdefault(int(labels[i]), i)
-        return [best[int(labels[i])] == i for i in range(len(texts))]
+        fps = Fingerprinter().fingerprint_many(list(texts))
+        return [k < 0 for k in decide_fingerprints(fps, 6, order)]
     f = Fingerprinter().features_many(list(texts))
     sets = csr_to_sets(f.offsets, f.keys)
     fps = [set_minhash(x) for x in sets]

@@ -101,7 +101,9 @@ def _staged_lines(s: dict[str, Any]) -> list[str]:
         return []
     where = (plural(s["workers"], "Dask worker") if s.get("executor") == "dask"
              else plural(s.get("threads", 1), "thread"))  # fmt: skip
-    lines = [f"shards           {s['shards']:,} of about {s['shard_docs']:,} documents, on {where}"]
+    lines = [
+        f"shards           {s['shards']:,} of about {plural(s['shard_docs'], 'document')}, on {where}"
+    ]
     stages = s.get("stages", {})
     reused = sum(v["reused"] for v in stages.values())
     if s.get("resumed"):

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from neardup.core.common import cluster_templates
-from neardup.core.decide import keep_order
+from neardup.core.decide import keep_key, keep_order
 from neardup.core.search import find_all
 from neardup.core.similarity import ShingleSets, pair_jaccard, set_fingerprints
 from neardup.core.verify import decide_verified, priority_order
@@ -465,9 +465,10 @@ def exact_copies(out: str, work: str, plan: DedupPlan, offsets: list[int], b: in
     if aside and len(p):
         live = ~_gather(work, off, p, "found", bool, stage="against").astype(bool)
         d, p = d[live], p[live]
-    longest = plan.keep == "longest" and len(p) > 0
-    lens = _gather(work, off, p, "len", np.int64) if longest else np.zeros(len(p), np.int64)
-    order = np.lexsort((p, -lens, d[:, 1], d[:, 0]))  # each class in keep order: its first leads
+    key = keep_key(plan.keep, keep_values(work, plan, off, p), len(p)) if len(p) else None
+    if key is None:  # "first": input order
+        key = np.zeros(len(p), np.int64)
+    order = np.lexsort((p, key, d[:, 1], d[:, 0]))  # each class in keep order: its first leads
     d, p = d[order], p[order]
     lead = np.r_[True, np.any(d[1:] != d[:-1], axis=1)] if len(p) else np.zeros(0, bool)
     first = p[lead][np.cumsum(lead) - 1]
