@@ -30,7 +30,7 @@ from neardup.core.common import (
 from neardup.core.similarity import ShingleSets, set_fingerprints
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.spool import ShingleSpool, subset_sets
-from neardup.pipeline.stages import load, shard_sets
+from neardup.pipeline.stages import load, save, shard_sets
 
 __all__ = ["count_task", "filter_common", "filter_task", "merge_task", "templates"]
 
@@ -66,19 +66,10 @@ def templates(sets: ShingleSets, kept_for: np.ndarray) -> list[list[Any]]:
     return cluster_templates(sets, survivor, pos, n, outside)
 
 
-def _save(out: str, **arrays: np.ndarray) -> int:
-    n = 0
-    for name, a in arrays.items():
-        path = os.path.join(out, f"{name}.npy")
-        np.save(path, a)
-        n += os.path.getsize(path)
-    return n
-
-
 def count_task(out: str, work: str, s: int) -> dict[str, int]:
     """Shard ``s``'s distinct keys (``u``, ascending) and the documents holding each (``n``)."""
     u, c = key_counts(shard_sets(work, s).keys)
-    return {"distinct": len(u), "bytes": _save(out, u=u, n=c.astype(np.uint32))}
+    return {"distinct": len(u), "bytes": save(out, u=u, n=c.astype(np.uint32))}
 
 
 def merge_task(out: str, work: str, n_shards: int, lo: int, hi: int, limit: int) -> dict[str, int]:
@@ -91,7 +82,7 @@ def merge_task(out: str, work: str, n_shards: int, lo: int, hi: int, limit: int)
         parts.append((np.asarray(u[a:b]), np.asarray(load(work, "common-count", s, "n")[a:b])))
     u, c = merge_counts(parts)
     common = u[c > limit]
-    return {"common": len(common), "bytes": _save(out, common=common)}
+    return {"common": len(common), "bytes": save(out, common=common)}
 
 
 def filter_task(out: str, work: str, plan: DedupPlan, s: int, merges: int) -> dict[str, int]:
@@ -111,6 +102,6 @@ def filter_task(out: str, work: str, plan: DedupPlan, s: int, merges: int) -> di
     size = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
     koff = np.zeros(len(size) + 1, dtype=np.int64)
     np.cumsum(size, out=koff[1:])
-    nbytes = _save(out, koff=koff, sfp=np.concatenate(sfp).astype(np.uint64))
+    nbytes = save(out, koff=koff, sfp=np.concatenate(sfp).astype(np.uint64))
     all_common = int(np.count_nonzero((sets.sizes > 0) & (size == 0)))
     return {"all_common": all_common, "bytes": nbytes + 4 * int(koff[-1])}

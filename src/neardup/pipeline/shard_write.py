@@ -16,7 +16,7 @@ from neardup.core.bits import popcount
 from neardup.io.blocks import iter_blocks, kept_lines
 from neardup.io.files import open_input
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.stages import _gather, _Range, _save, load, load_ids
+from neardup.pipeline.stages import _gather, _Range, load, load_ids, save
 from neardup.pipeline.stream import concat
 from neardup.pipeline.write import _json_id, copy_file, parquet_schema, write_parquet_rows
 
@@ -100,7 +100,7 @@ def write_task(out: str, work: str, plan: DedupPlan, offsets: list[int], n_decid
         dropped |= np.asarray(load(work, "against", s, "found"))
         if plan.update:  # the survivors the index does not hold as themselves yet
             own = np.asarray(load(work, "own", s, "own"))
-            _save(out, new=np.flatnonzero(~dropped & ~own))
+            save(out, new=np.flatnonzero(~dropped & ~own))
     ids = load_ids(work, s)
     result = {"dropped": int(dropped.sum()), "clusters": 0, "kept_bytes": 0,
               "kept": int(hi - lo - dropped.sum())}  # fmt: skip

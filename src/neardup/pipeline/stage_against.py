@@ -33,12 +33,12 @@ from neardup.pipeline.against import (
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stage_components import partition
 from neardup.pipeline.stages import (
-    _save,
     _save_records,
     _sets,
     load,
     load_ids,
     read_records,
+    save,
     slices,
 )
 from neardup.pipeline.workdir import read_json
@@ -77,7 +77,7 @@ def own_task(out: str, work: str, plan: DedupPlan, s: int) -> dict[str, Any]:
         entries = entry_ids(index, ids, own).tolist() if own.any() else []
     finally:
         index.close()
-    _save(out, own=own)
+    save(out, own=own)
     return {"own": int(own.sum()), "entries": entries}
 
 
@@ -101,7 +101,7 @@ def against_task(out: str, work: str, plan: DedupPlan, s: int, aside: list[Any])
     at = np.flatnonzero(found)
     with open(os.path.join(out, "entries.json"), "w") as f:
         json.dump([checked.id[i] for i in at.tolist()], f)
-    _save(out, found=found, dist=checked.distance, jac=checked.jaccard)
+    save(out, found=found, dist=checked.distance, jac=checked.jaccard)
     return {"found": int(found.sum()), "how": checked.how, "path": str(checked.path),
             "distance": d}  # fmt: skip
 
@@ -127,7 +127,7 @@ def index_split_task(out: str, work: str, s: int, offset: int, parts: int) -> di
     cut = np.searchsorted(part[order], np.arange(parts + 1)).astype(np.int64)
     records = [[entries[k], _json_id(ids[found[k]]), int(dist[found[k]]), float(jac[found[k]]),
                 offset + int(found[k])] for k in order.tolist()]  # fmt: skip
-    return {"bytes": _save(out, c=cut) + _save_records(out, "rec", records)}
+    return {"bytes": save(out, c=cut) + _save_records(out, "rec", records)}
 
 
 def index_clusters_task(out: str, work: str, splits: list[str], p: int, how: str) -> int:
@@ -157,7 +157,7 @@ def index_clusters_task(out: str, work: str, splits: list[str], p: int, how: str
             row["index"] = True
             row["verified"] = how
             f.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
-    _save(out, first=first)
+    save(out, first=first)
     return len(groups)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from neardup.distributed.plan import distinct_nodes, indexed_components
-from neardup.pipeline.stages import _gather, _save, inbox, load
+from neardup.pipeline.stages import _gather, inbox, load, save
 
 __all__ = [
     "EDGES",
@@ -59,7 +59,7 @@ def _keyed(out: str, key: np.ndarray, e: np.ndarray, parts: int, name: str = "e"
     p = partition(key, parts)
     order = np.argsort(p, kind="stable")
     cuts = np.searchsorted(p[order], np.arange(parts + 1)).astype(np.int64)
-    return _save(out, **{name: e.reshape(-1, 2)[order], cut: cuts}, **extra)
+    return save(out, **{name: e.reshape(-1, 2)[order], cut: cuts}, **extra)
 
 
 def _both_ways(out: str, a: np.ndarray, b: np.ndarray, parts: int,
@@ -130,7 +130,7 @@ def labels_task(out: str, work: str, tasks: list[str]) -> dict[str, Any]:
     """The component label (smallest position) of every node of the edges of ``tasks`` (of
     cc-edges, one partition), in one task: ``node`` ascending, ``label``."""
     nodes, roots, _ = indexed_components(inbox(work, EDGES, tasks, 0))
-    return {"nodes": len(nodes), "bytes": _save(out, node=nodes, label=roots)}
+    return {"nodes": len(nodes), "bytes": save(out, node=nodes, label=roots)}
 
 
 def route_task(out: str, work: str, tasks: list[str], labels: str, p: int,

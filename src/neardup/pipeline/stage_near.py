@@ -22,7 +22,7 @@ from neardup.distributed.plan import distinct_nodes
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.report import json_id, near_counts
 from neardup.pipeline.shard_write import _Lookup
-from neardup.pipeline.stages import _gather, _save, keep_values, load, slices
+from neardup.pipeline.stages import _gather, keep_values, load, save, slices
 from neardup.pipeline.stream import concat
 
 __all__ = ["near_kept_task", "near_pick_task", "near_task"]
@@ -43,7 +43,7 @@ def near_kept_task(out: str, work: str, offsets: list[int], n_decide: int, s: in
         part[np.asarray(drop[a:b]) - lo] = False
     if aside and hi > lo:
         part &= ~np.asarray(load(work, "against", s, "found"), dtype=bool)
-    return {"bytes": _save(out, part=part)}
+    return {"bytes": save(out, part=part)}
 
 
 def _best(d: np.ndarray, e: np.ndarray, jac: np.ndarray, ekey: np.ndarray) -> tuple[Any, ...]:
@@ -83,7 +83,7 @@ def near_task(out: str, work: str, plan: DedupPlan, offsets: list[int],
     d, e = np.where(a_first, b, a), np.where(a_first, a, b)
     d, e, jac, ekey = _best(d, e, jac, ekey)
     cuts = np.searchsorted(d, off).astype(np.int64)
-    return {"docs": len(d), "bytes": _save(out, d=d, e=e, jac=jac, ekey=ekey, cuts=cuts)}
+    return {"docs": len(d), "bytes": save(out, d=d, e=e, jac=jac, ekey=ekey, cuts=cuts)}
 
 
 def near_pick_task(out: str, work: str, plan: DedupPlan, offsets: list[int], tasks: list[str],
@@ -99,7 +99,7 @@ def near_pick_task(out: str, work: str, plan: DedupPlan, offsets: list[int], tas
     d, e, jac, ekey = (concat(cols[k], np.float64 if k in ("jac", "ekey") else np.int64)
                        for k in _COLUMNS)  # fmt: skip
     d, e, jac, _ = _best(d, e, jac, ekey)
-    nbytes = _save(out, d=d, e=e, jac=jac)
+    nbytes = save(out, d=d, e=e, jac=jac)
     rows = np.lexsort((d, -jac))[:top]
     look = _Lookup(work, np.asarray(offsets, dtype=np.int64))
     ids = [json_id(i) for i in look.ids(np.concatenate([d[rows], e[rows]]))]

@@ -70,6 +70,7 @@ __all__ = [
     "id_buckets",
     "load",
     "pairs_task",
+    "save",
     "repeated_ids",
     "scan_shard",
     "slices",
@@ -84,7 +85,8 @@ __all__ = [
 _SLACK = 1e-9
 
 
-def _save(out: str, **arrays: np.ndarray) -> int:
+def save(out: str, **arrays: np.ndarray) -> int:
+    """Write each array as ``out/NAME.npy``; the bytes written."""
     n = 0
     for name, a in arrays.items():
         path = os.path.join(out, f"{name}.npy")
@@ -239,7 +241,7 @@ def scan_shard(
     arrays["idh"] = hash_ids(seen.ids)  # for ids repeated across shards
     by_hash = np.argsort(arrays["idh"], kind="stable")  # the ids stage reads hash ranges
     arrays.update(idh_sorted=arrays["idh"][by_hash], idh_place=by_hash.astype(np.int64))
-    nbytes = _save(out, **arrays)
+    nbytes = save(out, **arrays)
     with open(os.path.join(out, "ids.pkl"), "wb") as f:
         pickle.dump(seen.ids, f, protocol=pickle.HIGHEST_PROTOCOL)
     nbytes += os.path.getsize(os.path.join(out, "ids.pkl"))
@@ -316,7 +318,7 @@ def _save_records(out: str, name: str, records: list[list[Any]]) -> int:
         for rec in records:
             f.write(json.dumps(rec, ensure_ascii=False).encode("utf-8") + b"\n")
             at.append(f.tell())
-    return os.path.getsize(os.path.join(out, f"{name}.jsonl")) + _save(
+    return os.path.getsize(os.path.join(out, f"{name}.jsonl")) + save(
         out, **{name: np.asarray(at, dtype=np.int64)}
     )
 
@@ -362,7 +364,7 @@ def repeated_ids(out: str, work: str, plan: DedupPlan, sizes: list[int], b: int,
     found = _confirm_repeats(work, plan, offsets, docs) if len(same) else []
     shard = np.asarray([f[0] for f in found], dtype=np.int64)
     cut = np.searchsorted(shard, np.arange(len(sizes) + 1)).astype(np.int64)
-    nbytes = _save(out, place=np.asarray([f[1] for f in found], dtype=np.int64), c=cut)
+    nbytes = save(out, place=np.asarray([f[1] for f in found], dtype=np.int64), c=cut)
     nbytes += _save_records(out, "rep", [f[2:] for f in found])
     return {"n": len(found), "first": found[0] if found else None,
             "shards": sorted(set(shard.tolist())), "bytes": nbytes}  # fmt: skip
@@ -441,7 +443,7 @@ def drop_docs(out: str, work: str, plan: DedupPlan, s: int, buckets: int) -> dic
         live = keep[place]  # the order by digest stays: new places keep the old ones' order
         arrays.update({k: np.asarray(load(work, "scan", s, k))[live] for k in _DIGESTS[:2]},
                       dig_place=(np.cumsum(keep) - 1)[place[live]])  # fmt: skip
-    nbytes = _save(out, **arrays)
+    nbytes = save(out, **arrays)
     ids = list(itertools.compress(load_ids(work, s), keep.tolist()))
     with open(os.path.join(out, "ids.pkl"), "wb") as f:
         pickle.dump(ids, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -475,7 +477,7 @@ def exact_copies(out: str, work: str, plan: DedupPlan, offsets: list[int], b: in
     links = np.stack([first[~lead], p[~lead]], axis=1).reshape(-1, 2)
     links = links[np.argsort(links[:, 1], kind="stable")]
     cuts = np.searchsorted(links[:, 1], off).astype(np.int64)
-    nbytes = _save(out, pairs=links, jac=np.ones(len(links)), c=cuts)
+    nbytes = save(out, pairs=links, jac=np.ones(len(links)), c=cuts)
     return {"pairs": len(links), "bytes": nbytes}
 
 
@@ -589,7 +591,7 @@ def split_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, sp: Sh
         sid = shard_ids(fp, sp, g)
         order = np.argsort(sid, kind="stable")
         cuts = np.searchsorted(sid[order], np.arange(sp.n_shards + 1)).astype(np.int64)
-        nbytes += _save(out, **{f"v{g}": fp[order], f"p{g}": pos[order], f"c{g}": cuts})
+        nbytes += save(out, **{f"v{g}": fp[order], f"p{g}": pos[order], f"c{g}": cuts})
     return nbytes
 
 
@@ -638,7 +640,7 @@ def search_task(out: str, work: str, plan: DedupPlan, offsets: list[int], thread
     else:
         found = _value_edges(fp, plan, threads)
     pairs = pos[found].reshape(-1, 2)
-    return {"pairs": len(pairs), "bytes": _save(out, pairs=pairs), "moved": 0}
+    return {"pairs": len(pairs), "bytes": save(out, pairs=pairs), "moved": 0}
 
 
 def _value_edges(fp: np.ndarray, plan: DedupPlan, threads: int) -> np.ndarray:
@@ -666,7 +668,7 @@ def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, sp: ShardPla
     moved = sum(len(v) for v, _ in pieces) * 16
     search = shard_pairs if plan.verify else shard_edges
     pairs = search(pieces, sp, g, plan.device)
-    return {"pairs": len(pairs), "bytes": _save(out, pairs=pairs), "moved": moved}
+    return {"pairs": len(pairs), "bytes": save(out, pairs=pairs), "moved": moved}
 
 
 def verify_task(
@@ -677,7 +679,7 @@ def verify_task(
     pairs = np.asarray(load(work, "pairs", task, "pairs")[lo:hi])
     if len(pairs) == 0:
         none = {"mpairs": pairs, "mjac": np.zeros(0)} if plan.near_misses else {}
-        return {"pairs": 0, "bytes": _save(out, pairs=pairs, jac=np.zeros(0), **none)}
+        return {"pairs": 0, "bytes": save(out, pairs=pairs, jac=np.zeros(0), **none)}
     pos, local = distinct_nodes(pairs)
     sets = _gather_sets(work, np.asarray(offsets, dtype=np.int64), pos, key_stage(plan))
     jac = pair_jaccard(sets, local, threads=1)
@@ -685,7 +687,7 @@ def verify_task(
     missed = {}
     if plan.near_misses:  # the report's near misses are chosen among these after the decisions
         missed = {"mpairs": pairs[~ok], "mjac": jac[~ok]}
-    nbytes = _save(out, pairs=pairs[ok], jac=jac[ok], **missed)
+    nbytes = save(out, pairs=pairs[ok], jac=jac[ok], **missed)
     return {"pairs": int(ok.sum()), "bytes": nbytes}
 
 
@@ -701,7 +703,7 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
     off = np.asarray(offsets, dtype=np.int64)
     n = len(nodes)
     if n == 0:  # a group whose range of labels holds no component
-        return {"dropped": 0, "bytes": _save(out, label=nodes, pos=nodes, surv=nodes,
+        return {"dropped": 0, "bytes": save(out, label=nodes, pos=nodes, surv=nodes,
                                              jac=np.zeros(0), drop=nodes)}  # fmt: skip
     values = keep_values(work, plan, off, nodes)
     pos = np.arange(n, dtype=np.int64)
@@ -731,7 +733,7 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
     member = size[label] >= 2
     rows = np.flatnonzero(member)
     rows = rows[np.lexsort((rows, label[rows]))]
-    nbytes = _save(out, label=nodes[label[rows]], pos=nodes[rows], surv=nodes[surv[rows]],
+    nbytes = save(out, label=nodes[label[rows]], pos=nodes[rows], surv=nodes[surv[rows]],
                    jac=jac[rows], drop=nodes[surv != pos])  # fmt: skip
     return {"dropped": int(np.count_nonzero(surv != pos)), "bytes": nbytes,
             "templates": templates}  # fmt: skip
