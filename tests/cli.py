@@ -5,6 +5,7 @@ environment's ``bin/`` is on PATH)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -53,3 +54,10 @@ def script(tool: str) -> str:
 def run_script(tool: str, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess:
     """Run the installed console script ``tool`` as a subprocess."""
     return subprocess.run([script(tool), *args], input=input, capture_output=True, timeout=300)
+
+
+def interruptible() -> None:
+    """``preexec_fn`` for a child that a test sends SIGINT: a shell without job control starts
+    background commands with SIGINT ignored, and a child inherits that (Python then never raises
+    KeyboardInterrupt), so a Ctrl-C test run from such a shell would test nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from cli import interruptible
 
 from neardup import compiled, config
 from neardup.pipeline import ahead
@@ -75,7 +76,7 @@ def test_child_finishes_its_compile_through_ctrl_c(tmp_path):
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
     child = subprocess.Popen(
         [sys.executable, "-m", "neardup.pipeline.ahead", "search"],
-        env=env, stderr=subprocess.PIPE, text=True,
+        env=env, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible,
     )  # fmt: skip
     time.sleep(1.0)
     child.send_signal(signal.SIGINT)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import naive
 import pytest
-from cli import invoke
+from cli import interruptible, invoke
 from test_staged import _MAIN, ROOT, _cli, _write
 
 from neardup.cli.progress import TaskProgress
@@ -41,7 +41,7 @@ def _interrupt(args: list[str], pattern: str, env: dict[str, str]) -> tuple[int,
     """``neardup dedup args`` sent SIGINT once 3 scan tasks finished in ``pattern``; its exit
     status, stderr, the seconds from the signal to its exit and the scan tasks finished."""
     proc = subprocess.Popen([*_MAIN, "dedup", *args], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)  # fmt: skip
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and proc.poll() is None and _scanned(pattern) < 3:
         time.sleep(0.02)
