@@ -23,7 +23,7 @@ import numpy as np
 from neardup.distributed.plan import indexed_components
 from neardup.pipeline import staged
 from neardup.pipeline.executors import LocalExecutor
-from neardup.pipeline.stages import _save
+from neardup.pipeline.stages import save
 
 
 def graph(n: int, chain: int, seed: int = 0) -> np.ndarray:
@@ -52,7 +52,7 @@ def rounds(work: str, pairs: np.ndarray, n: int, ranges: int, tasks: int) -> dic
     names = []
     for i, chunk in enumerate(np.array_split(pairs, tasks)):
         os.makedirs(os.path.join(work, "pairs", str(i)))
-        _save(os.path.join(work, "pairs", str(i)), pairs=chunk)
+        save(os.path.join(work, "pairs", str(i)), pairs=chunk)
         names.append(str(i))
     shards = max(ranges, 1)
     sizes = [len(c) for c in np.array_split(np.arange(n), shards)]

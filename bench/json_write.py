@@ -8,7 +8,7 @@
     and ``orjson.dumps`` of the whole pair array with ``OPT_SERIALIZE_NUMPY`` (one nested array,
     not the line format: orjson's best case), then made into lines by two byte replaces.
 ``results``
-    the service's ``/query`` body (``server/_kernels._results_json``): batches of queries with
+    the service's ``/query`` body (``server/_kernels.results_json``): batches of queries with
     a few matches each, against ``orjson.dumps`` and ``json.dumps`` of the same objects (the
     objects built from :class:`neardup.Matches` as the service's fallback path builds them, the
     building included in the library's time).
@@ -94,7 +94,7 @@ def results(m: Matches) -> dict[str, Callable[[], bytes]]:
         ]
 
     return {
-        "ours": lambda: server_kernels._results_json(m.offsets, m.ids, m.distances).tobytes(),
+        "ours": lambda: server_kernels.results_json(m.offsets, m.ids, m.distances).tobytes(),
         "orjson": lambda: orjson.dumps(objects()),
         "json": lambda: json.dumps(objects(), separators=(",", ":")).encode(),
     }

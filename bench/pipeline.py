@@ -224,7 +224,8 @@ def gil_child(argv: list[str]) -> None:
     try:
         import neardup.io._line_kernels as lines
 
-        lines._parse_block = timed(lines._parse_block)
+        name = "parse_lines" if hasattr(lines, "parse_lines") else "_parse_block"  # or older
+        setattr(lines, name, timed(getattr(lines, name)))
     except ImportError:  # a version without the block kernel
         pass
     c0 = time.process_time()

@@ -54,14 +54,14 @@ def test_child_compiles_what_the_job_then_loads(tmp_path, verify):
     assert r.returncode == 0, r.stderr
     saved, loaded = _cache_lines(r.stdout, "saved"), _cache_lines(r.stdout, "loaded")
     if len(os.sched_getaffinity(0)) < 2:  # pragma: no cover - no second CPU: no child
-        assert "tree_kernels._root" in saved
+        assert "tree_kernels.root_pairs" in saved
         return
     # this process compiled the fingerprint kernels only (with the shared primitives they call,
     # unless the child had compiled those first), and loaded what the child compiled
     fingerprinting = ("_kernels.", "_pipeline.", "primitives.")
     assert saved and all(name.startswith(fingerprinting) for name in saved)
-    assert "tree_kernels._root" in loaded
-    assert ("verify_kernels._greedy" in loaded) == verify
+    assert "tree_kernels.root_pairs" in loaded
+    assert ("verify_kernels.greedy_keep" in loaded) == verify
     cost = {g: c for g, (_, _, c) in compiled.GROUPS.items()}
     ahead = cost["search"] + (cost["verify"] if verify else 0)  # the longer side
     want = max(cost["fingerprint"], ahead)
@@ -81,7 +81,7 @@ def test_child_finishes_its_compile_through_ctrl_c(tmp_path):
     time.sleep(1.0)
     child.send_signal(signal.SIGINT)
     assert child.wait(600) == 0, child.stderr.read()
-    assert glob.glob(str(tmp_path / "**" / "tree_kernels._root-*.nbc"), recursive=True)
+    assert glob.glob(str(tmp_path / "**" / "tree_kernels.root_pairs-*.nbc"), recursive=True)
     assert not glob.glob(str(tmp_path / "**" / "*.tmp.*"), recursive=True)
 
 

@@ -55,7 +55,7 @@ def test_notice_only_while_a_group_is_not_compiled(monkeypatch, tmp_path):
     )
     where = compiled.cache_dir_for(compiled.GROUPS["search"][0])
     os.makedirs(where)
-    open(os.path.join(where, "tree_kernels._root-471.py311.nbi"), "wb").close()
+    open(os.path.join(where, "tree_kernels.root_pairs-471.py311.nbi"), "wb").close()
     assert compiled.compile_notice(["search"]) is None
     want = cost["query"] + cost["fingerprint"]
     assert f"~{want} s" in compiled.compile_notice(["search", "query", "fingerprint"])

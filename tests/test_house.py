@@ -153,6 +153,100 @@ def test_the_measure_of_a_function():
     assert _lines(f) == 5  # def, x = 1, two blank lines and return
 
 
+def _is_module(dotted: str) -> bool:
+    parts = dotted.split(".")[1:]
+    return (SRC / Path(*parts)).is_dir() or (SRC / Path(*parts)).with_suffix(".py").is_file()
+
+
+def _is_kernel_module(module: str) -> bool:
+    """Numba kernels' module: named ``kernels`` or ``*_kernels``, or ``_``-prefixed with numba
+    kernels in it (``fingerprints._pipeline``, ``fingerprints._normalize``)."""
+    base = module.rsplit(".", 1)[-1]
+    if base.endswith("kernels"):
+        return True
+    if not base.startswith("_") or base.startswith("__") or not _is_module(module):
+        return False
+    path = (SRC / Path(*module.split(".")[1:])).with_suffix(".py")
+    return any(_is_kernel(f) for f in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
+
+
+def _private_uses(name: str, tree: ast.AST) -> list[str]:
+    """Private names of other neardup modules that module ``name`` imports or reads:
+    ``from neardup.x import _y`` (a private submodule aside: the test above keeps those in their
+    package) and ``m._y`` where ``m`` is bound by ``import neardup...`` or ``from neardup...
+    import module``. Kernel modules may use each other's private kernels."""
+    bound: dict[str, str] = {}  # local name -> the neardup module it names
+    wrong = []
+
+    def private(module: str, attr: str) -> bool:
+        return (
+            attr.startswith("_")
+            and not attr.startswith("__")
+            and module != name
+            and not _is_module(f"{module}.{attr}")
+            and not (_is_kernel_module(name) and _is_kernel_module(module))
+        )
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] != "neardup":
+                continue
+            for a in node.names:
+                if _is_module(f"{node.module}.{a.name}"):
+                    bound[a.asname or a.name] = f"{node.module}.{a.name}"
+                elif private(node.module, a.name):
+                    wrong.append(f"{name}:{node.lineno} imports {a.name} from {node.module}")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "neardup":
+                    bound[a.asname or "neardup"] = a.name if a.asname else "neardup"
+
+    def module_of(expr: ast.expr) -> str | None:
+        if isinstance(expr, ast.Name):
+            return bound.get(expr.id)
+        if isinstance(expr, ast.Attribute) and (base := module_of(expr.value)):
+            return f"{base}.{expr.attr}" if _is_module(f"{base}.{expr.attr}") else None
+        return None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and (module := module_of(node.value)):
+            if private(module, node.attr):
+                wrong.append(f"{name}:{node.lineno} reads {module}.{node.attr}")
+    return wrong
+
+
+def test_no_module_uses_another_modules_private_names():
+    """A name another module uses is part of its module's interface, public and documented;
+    only kernel modules (``kernels``, ``*_kernels``, ``_pipeline``, ``_normalize``) may use
+    each other's private kernels (a numba kernel calling another)."""
+    wrong = []
+    for name, path in _modules():
+        wrong += _private_uses(name, ast.parse(path.read_text(encoding="utf-8")))
+    assert wrong == []
+
+
+def test_the_private_name_check_sees_imports_and_attribute_reads():
+    src = (
+        "import neardup.io.filesystem\n"
+        "from neardup.io.readers import _hidden, check_id\n"
+        "from neardup.io import readers as r, _kernels\n"
+        "from neardup.distributed import plan as _plan\n"
+        "r._helper(_plan.ShardPlan, r.__name__, _kernels._kernel)\n"
+        "neardup.io.filesystem._secret('.')\n"
+    )
+    assert [w.split(" ", 1)[1] for w in _private_uses("neardup.io.arrow", ast.parse(src))] == [
+        "imports _hidden from neardup.io.readers",
+        "reads neardup.io.readers._helper",
+        "reads neardup.io._kernels._kernel",
+        "reads neardup.io.filesystem._secret",
+    ]
+    kernels = ast.parse("from neardup.index._query_kernels import _u64_at\n")
+    assert _private_uses("neardup.index._sort_kernels", kernels) == []
+    assert _private_uses("neardup.index.writer", kernels) != []
+    assert not _is_kernel_module("neardup.distributed._dask")
+    assert _is_kernel_module("neardup.fingerprints._normalize")
+
+
 #: Index types and the methods that tell backends apart: outside the index package code asks a
 #: backend for its capabilities (IndexBackend.require), never for its type.
 _INDEX_TYPES = {"Index", "RedisIndex", "IndexBase", "LocalIndex"}

@@ -187,8 +187,8 @@ def test_valid_utf8_edges():
     docs = [b"ok", b"\xe6\x97\xa5", b"\xff", b"fine"]
     buf = np.frombuffer(b"".join(docs), np.uint8)
     off = np.cumsum([0] + [len(d) for d in docs]).astype(np.int64)
-    assert N._first_invalid_utf8(buf, off) == 2
-    assert N._first_invalid_utf8(buf, off[:3]) == -1
+    assert N.first_invalid_utf8(buf, off) == 2
+    assert N.first_invalid_utf8(buf, off[:3]) == -1
 
 
 def test_char_to_unit_offsets():

@@ -123,8 +123,8 @@ def test_scan_reads_as_one_record_at_a_time(
 
 def test_repeated_ids_found_when_every_hash_collides(tmp_path, monkeypatch):
     zeros = lambda buf, ends: np.zeros(len(ends), dtype=np.uint64)  # noqa: E731
-    monkeypatch.setattr(_id_kernels, "_hash_strings", zeros)
-    monkeypatch.setattr(_id_kernels, "_hash_ints", lambda v: np.zeros(len(v), dtype=np.uint64))
+    monkeypatch.setattr(_id_kernels, "hash_strings", zeros)
+    monkeypatch.setattr(_id_kernels, "hash_ints", lambda v: np.zeros(len(v), dtype=np.uint64))
     lines = [json.dumps({"text": "x", "id": i}).encode() for i in [0, "a", 1, "0", "a", 0, 1, "b"]]
     paths = _write(tmp_path, [lines], [False])
     bad: list[InputError] = []

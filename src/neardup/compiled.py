@@ -49,15 +49,15 @@ GROUPS = {
         "_fingerprint_chunk_*",
         4,
     ),
-    "search": (os.path.join(_ROOT, "core", "tree_kernels.py"), "_root", 3),
-    "verify": (os.path.join(_ROOT, "core", "verify_kernels.py"), "_greedy", 2),
+    "search": (os.path.join(_ROOT, "core", "tree_kernels.py"), "root_pairs", 3),
+    "verify": (os.path.join(_ROOT, "core", "verify_kernels.py"), "greedy_keep", 2),
     # an index's queries: the tree walk (not the all-pairs search's kernels)
     "query": (os.path.join(_ROOT, "core", "tree_kernels.py"), "_walk", 10),
     "index": (os.path.join(_ROOT, "index", "_kernels.py"), "", 1),
-    "formats": (os.path.join(_ROOT, "io", "_kernels.py"), "_parse_decimal_lines", 1),
+    "formats": (os.path.join(_ROOT, "io", "_kernels.py"), "parse_decimal_lines", 1),
     # the block reader of inputs of config.READ_KERNEL_FROM bytes or more, with its id and
     # kept-line kernels
-    "reader": (os.path.join(_ROOT, "io", "_line_kernels.py"), "_parse_block", 12),
+    "reader": (os.path.join(_ROOT, "io", "_line_kernels.py"), "parse_lines", 12),
 }
 
 #: groups a notice of this process named already (each is announced once)

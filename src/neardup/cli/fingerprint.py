@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -36,13 +35,6 @@ def _output_format(path: str, fmt: str) -> str:
     if low.endswith((".parquet", ".pq")):
         return "parquet"
     return "decimal"
-
-
-def _json_id(v: object) -> object:
-    """An id as a standard JSON value: other types and non-finite numbers become text."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return str(v)
-    return v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
 
 
 _HOLDING = (
@@ -220,9 +212,11 @@ def fingerprint(
             with outs.open(out, "wb") as f:
                 pq.write_table(table, f)
         elif out_fmt == "jsonl":
+            from neardup.pipeline.write import json_id
+
             with outs.open(out, "w") as f:
                 for rid, v in zip(ids, fps.tolist(), strict=True):
-                    row = {"id": _json_id(rid), "fingerprint": v}
+                    row = {"id": json_id(rid), "fingerprint": v}
                     f.write(json.dumps(row, allow_nan=False) + "\n")
         else:
             with outs.open(out, "w") as f:

@@ -226,10 +226,10 @@ def keep_order(
     vp = _value_pairs(u, value, pairs, distance, blocks, threads)
     a = np.ascontiguousarray(first[vp[:, 0]])
     b = np.ascontiguousarray(first[vp[:, 1]])
-    adj_off, adj = DK._earlier_adjacency(a, b, n)
+    adj_off, adj = DK.earlier_adjacency(a, b, n)
     lead = np.ascontiguousarray(first[value[order]])
     by_rank = np.empty(n, dtype=np.int64)
-    DK._keep_order(lead, adj_off, adj, by_rank)
+    DK.keep_order(lead, adj_off, adj, by_rank)
     kept_for = np.full(n, -1, dtype=np.int64)
     dropped = by_rank >= 0
     kept_for[order[dropped]] = order[by_rank[dropped]]

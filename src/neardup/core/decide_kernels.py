@@ -1,8 +1,9 @@
 """numba kernels for fingerprint-only decisions: candidate pairs as CSR adjacency by keep
 order, and the keep-order pass over it.
 
-Every function is ``_``-prefixed, takes contiguous int64 arrays and validates nothing. Documents
-are named by their rank in keep order (0 is kept first); see :func:`neardup.core.decide.decide`.
+Every function takes contiguous int64 arrays and validates nothing. Kernels other modules call are
+public (``__all__``), the rest ``_``-prefixed. Documents are named by their rank in keep order (0
+is kept first); see :func:`neardup.core.decide.decide`.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import numpy as np
 
 from neardup.compiled import njit
 
+__all__ = ["earlier_adjacency", "keep_order"]
+
 
 @njit(cache=True, nogil=True)
-def _earlier_adjacency(a, b, n):
+def earlier_adjacency(a, b, n):
     """CSR over ranks ``0..n-1`` of the pairs ``(a[k], b[k])``: for each rank, the smaller
     ranks it is paired with, ascending (a counting sort by the larger rank, then each row
     sorted). Returns ``(adj_off, adj)``."""
@@ -35,7 +38,7 @@ def _earlier_adjacency(a, b, n):
 
 
 @njit(cache=True, nogil=True)
-def _keep_order(lead, adj_off, adj, kept_for):
+def keep_order(lead, adj_off, adj, kept_for):
     """Keep or drop every rank ``q`` in order, into ``kept_for[q]`` (-1 kept, else the rank of
     the kept document it is dropped for).
 

@@ -231,7 +231,7 @@ class _Group:
 
         def hist(r: int) -> None:
             side, f, lo, hi = slices[r]
-            tk._hist1(f, lo, hi, shift, pd, padb, join, side, counts[r])
+            tk.first_level_histogram(f, lo, hi, shift, pd, padb, join, side, counts[r])
 
         _map(pool, hist, range(len(slices)))
         # slice r's running position for each key: all earlier keys, then earlier slices
@@ -247,7 +247,7 @@ class _Group:
 
         def scatter(r: int) -> None:
             side, f, lo, hi = slices[r]
-            tk._scatter1(f, lo, hi, side, shift, pd, padb, join, plan.fs, pos[r], DF, DI)
+            tk.first_level_scatter(f, lo, hi, side, shift, pd, padb, join, plan.fs, pos[r], DF, DI)
 
         _map(pool, scatter, range(len(slices)))
         ends = np.cumsum(total)
@@ -256,7 +256,9 @@ class _Group:
         cuts = _cuts(sizes, 1 if threads <= 1 else 8 * threads)
 
         def search(r: int) -> np.ndarray:
-            out, cnt = tk._buckets(plan, DF, DI, ends, cuts[r], cuts[r + 1], self.a, d1, padb, join)
+            out, cnt = tk.search_first_level(
+                plan, DF, DI, ends, cuts[r], cuts[r + 1], self.a, d1, padb, join
+            )
             return out[:cnt]
 
         found = _map(pool, search, range(len(cuts) - 1))
@@ -341,7 +343,7 @@ def _small(plan: TreePlan, sides: Sequence[np.ndarray], join: bool) -> np.ndarra
     else:
         rows = np.arange(len(F), dtype=idt)
         mid = 0
-    out, cnt = tk._root(plan, F, rows, 0, mid, len(F), join)
+    out, cnt = tk.root_pairs(plan, F, rows, 0, mid, len(F), join)
     return out[:cnt]
 
 

@@ -1,10 +1,11 @@
 """numba kernels and nothing else: key building, run scans, verification, parsing, formatting.
 
-Every function here is ``_``-prefixed, takes contiguous arrays and scalars, validates nothing and
-never allocates Python objects. Bit 63 is the most significant bit of a fingerprint. All uint64
-arithmetic is kept in uint64 explicitly (numba would otherwise promote uint64 op int64 to float).
-Table kernels take the layout's packed :class:`neardup.core.layout.TableSpec` (``spec``) and a
-table row ``t``; masks named ``*_fp`` are in fingerprint bits, ``*_key`` in key bits.
+Every function here takes contiguous arrays and scalars, validates nothing and never allocates
+Python objects. Kernels other modules call are public (``__all__``), the rest ``_``-prefixed. Bit
+63 is the most significant bit of a fingerprint. All uint64 arithmetic is kept in uint64 explicitly
+(numba would otherwise promote uint64 op int64 to float). Table kernels take the layout's packed
+:class:`neardup.core.layout.TableSpec` (``spec``) and a table row ``t``; masks named ``*_fp`` are
+in fingerprint bits, ``*_key`` in key bits.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import numpy as np
 
 from neardup.compiled import njit
 from neardup.primitives import popcount
+
+__all__ = ["permute", "query_table", "to_fp", "to_key"]
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
@@ -47,7 +50,7 @@ def _first_table(x, chk, t, nchk):
 
 
 @njit(cache=True, nogil=True)
-def _permute(x, spec, t, inverse):
+def permute(x, spec, t, inverse):
     """Fingerprints -> table ``t``'s keys, or keys -> fingerprints when ``inverse``."""
     out = np.empty(x.shape[0], dtype=np.uint64)
     if inverse:
@@ -78,7 +81,7 @@ def _emit_match(qi, pos, dist, cnt, q, j, d):
 
 
 @njit(cache=True, nogil=True)
-def _query_table(table, queries, q_order, spec, t, k):
+def query_table(table, queries, q_order, spec, t, k):
     """Probe table ``t``, sorted keys, with the queries' keys sorted ascending.
 
     ``table`` holds the corpus's keys in table ``t`` sorted ascending; a candidate shares the

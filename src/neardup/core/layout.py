@@ -151,11 +151,11 @@ class Layout:
 
     def apply(self, x: np.ndarray, t: int) -> np.ndarray:
         """Permute uint64 values into table ``t``'s key order (leading blocks in the top bits)."""
-        return kernels._permute(np.ascontiguousarray(x, dtype=np.uint64), self.spec, t, False)
+        return kernels.permute(np.ascontiguousarray(x, dtype=np.uint64), self.spec, t, False)
 
     def reverse(self, y: np.ndarray, t: int) -> np.ndarray:
         """Undo :meth:`apply`: ``reverse(apply(x, t), t) == x``."""
-        return kernels._permute(np.ascontiguousarray(y, dtype=np.uint64), self.spec, t, True)
+        return kernels.permute(np.ascontiguousarray(y, dtype=np.uint64), self.spec, t, True)
 
     def apply_mask(self, mask: int, t: int) -> int:
         """Where the bits of ``mask`` (fingerprint bits) land in table ``t``'s key (key bits)."""

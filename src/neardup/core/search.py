@@ -282,7 +282,7 @@ def sorted_query_keys(
     ``queries[order[i]]``.
     """
     q = np.ascontiguousarray(queries, dtype=np.uint64)
-    keys = q if spec.identity[t] else kernels._permute(q, spec, t, False)
+    keys = q if spec.identity[t] else kernels.permute(q, spec, t, False)
     if len(keys) == 1:
         return keys, np.zeros(1, dtype=np.int64)
     order = np.argsort(keys, kind="stable")
@@ -323,7 +323,7 @@ def probe_table(
     if len(table) == 0 or len(query_keys) == 0:
         e = np.empty(0, dtype=np.int64)
         return e, e.copy(), e.copy()
-    return kernels._query_table(table, query_keys, query_order, spec, int(t), int(distance))
+    return kernels.query_table(table, query_keys, query_order, spec, int(t), int(distance))
 
 
 class PermutedTables:

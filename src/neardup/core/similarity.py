@@ -104,7 +104,7 @@ def as_shingle_sets(offsets: Any, keys: Any) -> ShingleSets:
             f"offsets must be non-decreasing from 0 to len(keys)={k.shape[0]} "
             f"(got {int(off[0])} .. {int(off[-1])})"
         )
-    bad = VK._check_sorted_unique(off, k)
+    bad = VK.check_sorted_unique(off, k)
     if bad >= 0:
         d = int(np.searchsorted(off, bad, side="right")) - 1
         raise ValueError(
@@ -170,7 +170,7 @@ def gather_sets(sets: ShingleSets, wanted: np.ndarray, threads: int = 1) -> Shin
     keys = np.empty(int(offsets[-1]), dtype=np.uint32)
     w = np.ascontiguousarray(wanted, dtype=np.bool_)
     run_chunks(
-        lambda lo, hi: VK._gather(sets.offsets, sets.keys, w, offsets, keys, lo, hi),
+        lambda lo, hi: VK.gather_keys(sets.offsets, sets.keys, w, offsets, keys, lo, hi),
         len(sizes),
         threads,
         sets.keys,
@@ -201,7 +201,7 @@ def identical_classes(sets: ShingleSets, rank: np.ndarray, threads: int) -> np.n
     n = len(sets)
     hashes = np.empty(n, dtype=np.uint64)
     run_chunks(
-        lambda lo, hi: VK._set_hashes(sets.offsets, sets.keys, hashes, lo, hi),
+        lambda lo, hi: VK.set_hashes(sets.offsets, sets.keys, hashes, lo, hi),
         n,
         threads,
         sets.keys,
@@ -216,7 +216,7 @@ def identical_classes(sets: ShingleSets, rank: np.ndarray, threads: int) -> np.n
         shared[order[1:][same]] = True
         shared[order[:-1][same]] = True
     compared = gather_sets(sets, shared, threads)
-    VK._set_classes(compared.offsets, compared.keys, hashes, order, rep)
+    VK.set_classes(compared.offsets, compared.keys, hashes, order, rep)
     return rep
 
 
@@ -227,7 +227,7 @@ def pair_intersections(
     ``threshold=0`` gives every intersection (-1 where a set is empty)."""
     inter = np.empty(len(i), dtype=np.int64)
     run_chunks(
-        lambda lo, hi: VK._pair_intersections(
+        lambda lo, hi: VK.pair_intersections(
             sets.offsets, sets.keys, i, j, threshold, inter, lo, hi
         ),
         len(i),
@@ -313,7 +313,7 @@ def set_fingerprints(
     threads : int, optional
         Worker threads (default: all usable CPUs).
     """
-    kernels = {"minhash": VK._set_minhash, "simhash": VK._set_simhash}
+    kernels = {"minhash": VK.set_minhash, "simhash": VK.set_simhash}
     if method not in kernels:
         raise ValueError(f"method must be one of {sorted(kernels)} (got {method!r})")
     kernel = kernels[method]

@@ -157,7 +157,7 @@ def set_sketches(
     words : int, default 16
         64-bit words per sketch, 2 to 64. Word 0 equals :func:`set_fingerprints` (64 buckets);
         words 1..``words``-1 are one one-permutation 1-bit MinHash over ``64 * (words - 1)``
-        buckets of a second hash (:func:`neardup.core.sketch_kernels._sketch_words` gives the
+        buckets of a second hash (:func:`neardup.core.sketch_kernels.fill_sketch_words` gives the
         hashes). A document without keys gets all zeros and size 0.
     threads : int, optional
         Worker threads (default: all usable CPUs). The result does not depend on it.
@@ -181,7 +181,9 @@ def set_sketches(
     out = np.zeros((len(sets), k), dtype=np.uint64)
     out[:, 0] = set_fingerprints(sets, threads=nthreads)
     run_chunks(
-        lambda lo, hi: SK._sketch_words(sets.offsets, sets.keys, out, lo, hi), len(sets), nthreads
+        lambda lo, hi: SK.fill_sketch_words(sets.offsets, sets.keys, out, lo, hi),
+        len(sets),
+        nthreads,
     )
     return Sketches(out, np.minimum(sets.sizes, MAX_SIZE).astype(np.uint32))
 
@@ -251,7 +253,7 @@ def sketch_decide(
     qs = np.ascontiguousarray(queries.words, dtype=np.uint64)
     cs = np.ascontiguousarray(entries.words, dtype=np.uint64)
     run_chunks(
-        lambda lo, hi: SK._differing_bits(qs, cs, qi, ci, 1, diff, lo, hi),
+        lambda lo, hi: SK.differing_bits(qs, cs, qi, ci, 1, diff, lo, hi),
         len(qi),
         resolve_threads(threads),
     )

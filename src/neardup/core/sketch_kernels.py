@@ -1,9 +1,10 @@
 """numba kernels of the MinHash sketches that verify against an index: the extra words of a
 sketch and the number of differing bits of sketch pairs.
 
-Every function is ``_``-prefixed, takes contiguous arrays and scalars and validates nothing.
-Shingle sets are CSR (document ``d`` holds ``keys[offsets[d]:offsets[d + 1]]``, sorted unique
-uint32); sketches are uint64 arrays of shape (n, K), bit 0 the least significant of each word.
+Every function takes contiguous arrays and scalars and validates nothing. Kernels other modules
+call are public (``__all__``), the rest ``_``-prefixed. Shingle sets are CSR (document ``d`` holds
+``keys[offsets[d]:offsets[d + 1]]``, sorted unique uint32); sketches are uint64 arrays of shape (n,
+K), bit 0 the least significant of each word.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import numpy as np
 
 from neardup.compiled import njit
 from neardup.primitives import FNV_PRIME, GOLDEN, fmix64, popcount
+
+__all__ = ["differing_bits", "fill_sketch_words"]
 
 #: Mixes a key's first hash into the independent hash that places it among the extra buckets.
 _SEED = np.uint64(0x2545F4914F6CDD1D)
@@ -29,7 +32,7 @@ def _bucket(h, nb):
 
 
 @njit(cache=True, nogil=True)
-def _sketch_words(offsets, keys, out, lo, hi):
+def fill_sketch_words(offsets, keys, out, lo, hi):
     """Words 1..K-1 of the sketch of each document ``d`` in ``[lo, hi)`` (``out`` is uint64
     (n, K); word 0 is left alone): a one-permutation 1-bit MinHash over ``nb = 64 * (K - 1)``
     buckets, all zero for an empty set.
@@ -77,7 +80,7 @@ def _sketch_words(offsets, keys, out, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def _differing_bits(qs, cs, qi, ci, first, out, lo, hi):
+def differing_bits(qs, cs, qi, ci, first, out, lo, hi):
     """``out[k]`` = differing bits of ``qs[qi[k]]`` and ``cs[ci[k]]`` over words ``first..K-1``,
     for ``k`` in ``[lo, hi)``."""
     words = qs.shape[1]

@@ -1,8 +1,9 @@
 """numba kernels of the nested-partition pair search (see :mod:`neardup.core.engine`).
 
-Every function here is ``_``-prefixed, takes contiguous arrays, scalars and the engine's
+Every function here takes contiguous arrays, scalars and the engine's
 :class:`~neardup.core.engine.TreePlan` (``tp``), validates nothing and never allocates Python
-objects. Fingerprints are uint64, bit 63 the most significant; all masks are in fingerprint bits.
+objects. Kernels other modules call are public (``__all__``), the rest ``_``-prefixed. Fingerprints
+are uint64, bit 63 the most significant; all masks are in fingerprint bits.
 
 A *node* of the search tree is a contiguous range of a buffer of fingerprints (``F``) with their
 row numbers (``I``) whose members agree on the node's *path*: ``i`` completed blocks, plus the
@@ -18,6 +19,16 @@ import numpy as np
 
 from neardup.compiled import njit
 from neardup.primitives import popcount
+
+__all__ = [
+    "CSTRIDE",
+    "DIGIT",
+    "MIN_DIGIT",
+    "first_level_histogram",
+    "first_level_scatter",
+    "root_pairs",
+    "search_first_level",
+]
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
@@ -411,7 +422,7 @@ def _run(tp, SF, SI, st, need, sp, C, join, out, cnt):
 
 
 @njit(cache=True, nogil=True)
-def _hist1(F, lo, hi, shift, pd, padb, join, side, counts):
+def first_level_histogram(F, lo, hi, shift, pd, padb, join, side, counts):
     """Add the digit histogram of ``F[lo:hi]`` (all on ``side`` in a join) to ``counts``."""
     pmask = (_U1 << np.uint64(pd)) - _U1
     sh = np.uint64(shift)
@@ -422,7 +433,7 @@ def _hist1(F, lo, hi, shift, pd, padb, join, side, counts):
 
 
 @njit(cache=True, nogil=True)
-def _scatter1(F, lo, hi, side, shift, pd, padb, join, fs, pos, DF, DI):
+def first_level_scatter(F, lo, hi, side, shift, pd, padb, join, fs, pos, DF, DI):
     """Move ``F[lo:hi]`` with their rows (side bit ``fs`` set on side 1) to ``DF/DI`` at the
     running bucket positions ``pos`` (advanced)."""
     pmask = (_U1 << np.uint64(pd)) - _U1
@@ -439,7 +450,7 @@ def _scatter1(F, lo, hi, side, shift, pd, padb, join, fs, pos, DF, DI):
 
 
 @njit(cache=True, nogil=True)
-def _buckets(tp, DF, DI, ends, v_lo, v_hi, a, d1, padb1, join):
+def search_first_level(tp, DF, DI, ends, v_lo, v_hi, a, d1, padb1, join):
     """Search the first-level buckets ``v_lo..v_hi-1`` of block ``a``'s first digit (``d1``
     bits); ``ends[key]`` is the end of each key's range in ``DF/DI``. Returns ``(pairs, count)``.
 
@@ -480,7 +491,7 @@ def _buckets(tp, DF, DI, ends, v_lo, v_hi, a, d1, padb1, join):
 
 
 @njit(cache=True, nogil=True)
-def _root(tp, F, R, lo, mid, hi, join):
+def root_pairs(tp, F, R, lo, mid, hi, join):
     """Every pair by brute force over ``F[lo:hi]`` (a root too small to split)."""
     return _scan(F, R, lo, mid, hi, join, np.uint64(tp.k), _U0, tp.chk, tp.imask,
                  np.empty((64, 2), dtype=np.int64), np.int64(0))  # fmt: skip

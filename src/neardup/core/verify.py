@@ -182,7 +182,7 @@ class _Greedy:
         paired = np.zeros(len(self.fp), dtype=np.bool_)
         paired[docs[local.ravel()]] = True
         o = gather_sets(self.sets, paired, self.threads)
-        self.checks += VK._greedy(
+        self.checks += VK.greedy_keep(
             o.offsets, o.keys, docs, adj_off, adj, self.t,
             self.kept_for, self.inter, self.union, 0, len(docs), *self.near,
         )  # fmt: skip
@@ -229,7 +229,7 @@ class _Greedy:
             uq, starts = np.unique(qi, return_index=True)
             qdocs = np.ascontiguousarray(q[uq])
             cand_off = np.append(starts, len(qi)).astype(np.int64)
-            checks = VK._first_match(
+            checks = VK.first_match(
                 o.offsets, o.keys, qdocs, cand_off, cands, self.t,
                 self.kept_for, self.inter, self.union, 0, len(qdocs), *self.near,
             )  # fmt: skip

@@ -2,10 +2,11 @@
 shingle keys, the MinHash sketch and the simhash of a key set, and the keep/drop passes.
 
 Shingle sets are CSR: document ``d`` holds ``keys[offsets[d]:offsets[d + 1]]``, sorted ascending
-and unique (uint32). Every function is ``_``-prefixed, takes contiguous arrays and scalars and
-validates nothing. ``J >= t`` is decided on exact integer counts as ``inter / union >= t`` in
-float64 (the comparison Python makes), so every decision is exact and reproducible; the early
-exits (size bound, merge stopped once the intersection cannot reach ``t``) never change it.
+and unique (uint32). Every function takes contiguous arrays and scalars and validates nothing.
+Kernels other modules call are public (``__all__``), the rest ``_``-prefixed. ``J >= t`` is decided
+on exact integer counts as ``inter / union >= t`` in float64 (the comparison Python makes), so
+every decision is exact and reproducible; the early exits (size bound, merge stopped once the
+intersection cannot reach ``t``) never change it.
 """
 
 from __future__ import annotations
@@ -15,13 +16,25 @@ import numpy as np
 from neardup.compiled import njit
 from neardup.primitives import FNV_PRIME, GOLDEN, fmix64
 
+__all__ = [
+    "check_sorted_unique",
+    "first_match",
+    "gather_keys",
+    "greedy_keep",
+    "pair_intersections",
+    "set_classes",
+    "set_hashes",
+    "set_minhash",
+    "set_simhash",
+]
+
 _C1 = np.uint64(0xFF51AFD7ED558CCD)
 _S27 = np.uint64(27)
 _S37 = np.uint64(37)
 
 
 @njit(cache=True, nogil=True)
-def _set_hashes(offsets, keys, out, lo, hi):
+def set_hashes(offsets, keys, out, lo, hi):
     """``out[d]`` = a 64-bit hash of the key sequence of document ``d`` (equal sets, equal hash)."""
     for d in range(lo, hi):
         a = offsets[d]
@@ -34,7 +47,7 @@ def _set_hashes(offsets, keys, out, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def _check_sorted_unique(offsets, keys):
+def check_sorted_unique(offsets, keys):
     """First position ``p`` with ``keys[p] <= keys[p - 1]`` inside one document, or -1."""
     n = offsets.shape[0] - 1
     for d in range(n):
@@ -58,7 +71,7 @@ def _same_set(offsets, keys, x, y):
 
 
 @njit(cache=True, nogil=True)
-def _gather(offsets, keys, wanted, out_offsets, out_keys, lo, hi):
+def gather_keys(offsets, keys, wanted, out_offsets, out_keys, lo, hi):
     """Copy the keys of documents ``d`` in ``[lo, hi)`` with ``wanted[d]`` to
     ``out_keys[out_offsets[d]:out_offsets[d + 1]]``."""
     for d in range(lo, hi):
@@ -70,7 +83,7 @@ def _gather(offsets, keys, wanted, out_offsets, out_keys, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def _set_classes(offsets, keys, hashes, order, rep):
+def set_classes(offsets, keys, hashes, order, rep):
     """Class representative of every document in ``order`` (non-empty documents sorted by set
     hash, then by priority): the first document of its run of equal hashes whose set is equal.
 
@@ -138,7 +151,7 @@ def _intersect(keys, a, a_end, b, b_end, need):
 
 
 @njit(cache=True, nogil=True)
-def _pair_intersections(offsets, keys, pi, pj, t, inter, lo, hi):
+def pair_intersections(offsets, keys, pi, pj, t, inter, lo, hi):
     """``inter[k] = |S(pi[k]) & S(pj[k])|`` where the pair reaches Jaccard ``t``, else -1.
 
     ``t = 0`` computes every intersection exactly. Pairs with an empty set get -1 (their Jaccard
@@ -162,7 +175,7 @@ def _pair_intersections(offsets, keys, pi, pj, t, inter, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def _set_simhash(offsets, keys, out, lo, hi):
+def set_simhash(offsets, keys, out, lo, hi):
     """``out[d]``: simhash of document ``d``'s key set, every key weighing 1. Bit ``i`` (bit 63
     most significant) is set where more keys than not have bit ``i`` set in
     ``fmix64(key + 0x9E3779B97F4A7C15)``; an empty set gives 0."""
@@ -191,7 +204,7 @@ _TRIES = 4096
 
 
 @njit(cache=True, nogil=True)
-def _set_minhash(offsets, keys, out, lo, hi):
+def set_minhash(offsets, keys, out, lo, hi):
     """``out[d]``: one-permutation 1-bit MinHash of document ``d``'s key set (0 when empty).
 
     Each key is mixed to ``h = fmix64(key + 0x9E3779B97F4A7C15)``; its top 6 bits pick one of 64
@@ -274,7 +287,7 @@ def _reaches_near(offsets, keys, x, y, t, near_for, near_inter, near_union):
 
 
 @njit(cache=True, nogil=True)
-def _greedy(
+def greedy_keep(
     offsets, keys, docs, adj_off, adj, t, kept_for, inter, union, lo, hi,
     near_for, near_inter, near_union,
 ):  # fmt: skip
@@ -314,13 +327,13 @@ def _greedy(
 
 
 @njit(cache=True, nogil=True)
-def _first_match(
+def first_match(
     offsets, keys, queries, cand_off, cands, t, kept_for, inter, union, lo, hi,
     near_for, near_inter, near_union,
 ):  # fmt: skip
     """For each query ``queries[g]`` (``g`` in ``[lo, hi)``), its first candidate in
     ``cands[cand_off[g]:cand_off[g + 1]]`` (kept documents in priority order) with Jaccard
-    ``>= t``: the query is dropped for it. ``near_for``: as in :func:`_greedy`. Returns the
+    ``>= t``: the query is dropped for it. ``near_for``: as in :func:`greedy_keep`. Returns the
     number of set intersections computed."""
     record = near_for.shape[0] > 0
     checks = 0

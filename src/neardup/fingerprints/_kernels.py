@@ -1,9 +1,10 @@
 """Numba kernels for fingerprinting: feature hashes, tokenizing UTF-8 bytes, tallies.
 
-Only ``_``-prefixed ``@njit(cache=True, nogil=True)`` functions over arrays live here; the public
-modules validate and convert at the boundary. All 64-bit arithmetic is done on ``uint64`` values
-(constants are typed ``np.uint64`` so numba never falls back to float), and 32-bit arithmetic for
-lookup3 is done in ``uint64`` and masked to 32 bits after every step.
+Only ``@njit(cache=True, nogil=True)`` functions over arrays live here, public when another module
+calls them (``__all__``), else ``_``-prefixed; the public modules validate and convert at the
+boundary. All 64-bit arithmetic is done on ``uint64`` values (constants are typed ``np.uint64`` so
+numba never falls back to float), and 32-bit arithmetic for lookup3 is done in ``uint64`` and
+masked to 32 bits after every step.
 
 Bit order: bit 63 is the most significant bit of a fingerprint; with ``reverse`` set the tally of
 feature bit ``i`` sets fingerprint bit ``63 - i`` (the order of the C++ original).
@@ -15,6 +16,28 @@ import numpy as np
 
 from neardup.compiled import njit
 from neardup.primitives import FNV_OFFSET, FNV_PRIME
+
+__all__ = [
+    "CLS_CHAR",
+    "CLS_CHAR_MARK",
+    "CLS_SEP",
+    "CLS_WORD",
+    "HASH_FNV1A64",
+    "HASH_JENKINS",
+    "SHINGLE_CHAIN",
+    "SHINGLE_CYCLIC",
+    "TOK_ASCII_LETTERS",
+    "TOK_UNICODE",
+    "TOK_UNICODE_WORDS",
+    "WEIGHT_COUNT",
+    "WEIGHT_LOG",
+    "WEIGHT_UNIQUE",
+    "compute_csr",
+    "jenkins64_bytes",
+    "lookup3_2",
+    "tally_unit",
+    "tally_weighted",
+]
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
@@ -91,7 +114,7 @@ def _word_at(buf, i, n):
 
 
 @njit(cache=True, nogil=True)
-def _lookup3_2(buf, start, end, pc, pb):
+def lookup3_2(buf, start, end, pc, pb):
     """Bob Jenkins' lookup3 ``hashlittle2`` over ``buf[start:end]``; returns ``(c, b)``."""
     length = end - start
     a = (_DEADBEEF + np.uint64(length) + pc) & _M32
@@ -150,9 +173,9 @@ def _lookup3_2(buf, start, end, pc, pb):
 
 
 @njit(cache=True, nogil=True)
-def _jenkins64(buf, start, end, seed):
+def jenkins64_bytes(buf, start, end, seed):
     """64-bit lookup3 as the C++ library used it: ``(c << 32) | b`` with ``pc, pb`` from seed."""
-    c, b = _lookup3_2(buf, start, end, seed >> _S32, seed & _M32)
+    c, b = lookup3_2(buf, start, end, seed >> _S32, seed & _M32)
     return (c << _S32) | b
 
 
@@ -282,7 +305,7 @@ def _tokens_unicode(buf, start, end, table, split_chars, starts, ends):
 
 
 @njit(cache=True, nogil=True)
-def _tally_unit(feats, m, reverse):
+def tally_unit(feats, m, reverse):
     """Fingerprint of ``feats[:m]`` with unit weights: bit = 1 where more than half are 1.
 
     Counts the 64 bit positions in parallel with bit-sliced binary counters, so each feature
@@ -330,7 +353,7 @@ def _reverse64(x):
 
 
 @njit(cache=True, nogil=True)
-def _tally_weighted(feats, weights, m, reverse):
+def tally_weighted(feats, weights, m, reverse):
     """Fingerprint of ``feats[:m]`` weighted by ``weights[:m]``: bit = 1 where the tally > 0."""
     acc = np.zeros(64, dtype=np.float64)
     for t in range(m):
@@ -352,15 +375,15 @@ def _tally_weighted(feats, weights, m, reverse):
 
 
 @njit(cache=True, nogil=True)
-def _compute_csr(hashes, offsets, weights, use_weights, out):
+def compute_csr(hashes, offsets, weights, use_weights, out):
     """``out[i]`` = weighted simhash of ``hashes[offsets[i]:offsets[i+1]]`` (natural bit order)."""
     for i in range(offsets.shape[0] - 1):
         a = offsets[i]
         b = offsets[i + 1]
         if use_weights:
-            out[i] = _tally_weighted(hashes[a:b], weights[a:b], b - a, False)
+            out[i] = tally_weighted(hashes[a:b], weights[a:b], b - a, False)
         else:
-            out[i] = _tally_unit(hashes[a:b], b - a, False)
+            out[i] = tally_unit(hashes[a:b], b - a, False)
 
 
 @njit(cache=True, nogil=True)

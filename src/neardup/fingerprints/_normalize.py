@@ -1,7 +1,8 @@
 """Numba kernels: Unicode normalization (NFKC, case folding) of text, without the GIL.
 
-Only ``_``-prefixed ``@njit(cache=True, nogil=True)`` functions over arrays, and the constants
-they share with ``unicode_tables.py`` (which builds their tables from :mod:`unicodedata`).
+Only ``@njit(cache=True, nogil=True)`` functions over arrays (``_``-prefixed but for
+:func:`first_invalid_utf8`, which the UTF-8 readers call), and the constants they share with
+``unicode_tables.py`` (which builds their tables from :mod:`unicodedata`).
 
 Input text is UTF-8 (``uint8`` arrays; lone surrogates allowed, as ``surrogatepass`` encodes
 them) or UTF-16 little-endian code units (``uint16`` arrays, as ``str.encode("utf-16-le")``
@@ -20,6 +21,26 @@ import numpy as np
 
 from neardup.compiled import njit
 from neardup.primitives import put_utf8
+
+__all__ = [
+    "COMP_FIRST",
+    "COMP_LAST",
+    "FOLD_MASK",
+    "FOLD_MULTI",
+    "L_BASE",
+    "L_COUNT",
+    "NFKC_STABLE",
+    "NORM_CASEFOLD",
+    "NORM_NFKC",
+    "NORM_NFKC_CASEFOLD",
+    "NORM_NONE",
+    "S_BASE",
+    "T_BASE",
+    "T_COUNT",
+    "V_BASE",
+    "V_COUNT",
+    "first_invalid_utf8",
+]
 
 # props bits (see unicode_tables.py)
 FOLD_MASK = (1 << 21) - 1
@@ -430,7 +451,7 @@ def _valid_utf8(buf, start, end):
 
 
 @njit(cache=True, nogil=True)
-def _first_invalid_utf8(buf, offsets):
+def first_invalid_utf8(buf, offsets):
     """Index of the first document ``buf[offsets[d]:offsets[d+1]]`` that is not valid UTF-8,
     or -1."""
     for d in range(offsets.shape[0] - 1):

@@ -35,14 +35,14 @@ from neardup.fingerprints._kernels import (
     WEIGHT_COUNT,
     WEIGHT_UNIQUE,
     _fnv1a64_lower,
-    _jenkins64,
     _radix_sort,
     _rotl64,
-    _tally_unit,
-    _tally_weighted,
     _tokens_ascii,
     _tokens_unicode,
     _weigh_sorted,
+    jenkins64_bytes,
+    tally_unit,
+    tally_weighted,
 )
 from neardup.fingerprints._normalize import (
     NORM_CASEFOLD,
@@ -293,7 +293,7 @@ def _make_chunk_kernel(tokens, hash_code, collapse, normalize, keys, utf8, utf16
                     toks[t] = fnv1a64(src, starts[t], ends[t])
             else:
                 for t in range(ntok):
-                    toks[t] = _jenkins64(src, starts[t], ends[t], _U0)
+                    toks[t] = jenkins64_bytes(src, starts[t], ends[t], _U0)
             # shingles
             m = np.int64(0)
             if opt.shingle == SHINGLE_CYCLIC:
@@ -324,11 +324,11 @@ def _make_chunk_kernel(tokens, hash_code, collapse, normalize, keys, utf8, utf16
             if collapse_only or (weights_any and opt.weighting != WEIGHT_COUNT):
                 u = _weigh_sorted(feats, m, opt.weighting, weights, tmp, counts)
                 if opt.weighting == WEIGHT_UNIQUE:
-                    out[d] = _tally_unit(feats, u, reverse)
+                    out[d] = tally_unit(feats, u, reverse)
                 else:
-                    out[d] = _tally_weighted(feats, weights, u, reverse)
+                    out[d] = tally_weighted(feats, weights, u, reverse)
             else:
-                out[d] = _tally_unit(feats, m, reverse)
+                out[d] = tally_unit(feats, m, reverse)
         return found[:nk].copy()
 
     return _fingerprint_chunk

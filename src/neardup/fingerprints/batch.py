@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from neardup import config
-from neardup.fingerprints._normalize import _first_invalid_utf8
+from neardup.fingerprints._normalize import first_invalid_utf8
 from neardup.fingerprints._pipeline import KIND_ASCII, KIND_UTF8, KIND_UTF16, ChunkData
 
 __all__ = [
@@ -194,7 +194,7 @@ def encode_chunk(docs: Sequence[Any], first: int, validate: bool) -> ChunkData:
             return _chunk(data8, _lengths(docs), KIND_ASCII)
         chunk = _chunk(data8, _lengths(docs), KIND_UTF8)
         if validate:
-            bad = int(_first_invalid_utf8(chunk.buf8, chunk.off8))
+            bad = int(first_invalid_utf8(chunk.buf8, chunk.off8))
             if bad >= 0:
                 decode_document(docs[bad], first + bad)  # raises, naming the document
         return chunk

@@ -2,7 +2,7 @@
 
 Every function takes ``bytes`` (``str`` is encoded as UTF-8) and returns a Python ``int`` in
 ``[0, 2**64)`` (or ``[0, 2**32)`` for the 32-bit halves of lookup3). The hot paths call the same
-numba kernels (``_kernels._jenkins64``, ``neardup.primitives.fnv1a64``) on whole batches.
+numba kernels (``_kernels.jenkins64_bytes``, ``neardup.primitives.fnv1a64``) on whole batches.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def hashlittle2(data: bytes | str, pc: int = 0, pb: int = 0) -> tuple[int, int]:
     if not (0 <= pc < 2**32 and 0 <= pb < 2**32):
         raise ValueError(f"pc and pb must be 32-bit unsigned (got pc={pc}, pb={pb})")
     buf = _as_bytes(data)
-    c, b = K._lookup3_2(buf, 0, buf.shape[0], np.uint64(pc), np.uint64(pb))
+    c, b = K.lookup3_2(buf, 0, buf.shape[0], np.uint64(pc), np.uint64(pb))
     return int(c), int(b)
 
 
@@ -66,7 +66,7 @@ def jenkins64(data: bytes | str, seed: int = 0) -> int:
     if not 0 <= seed < 2**64:
         raise ValueError(f"seed must be a 64-bit unsigned integer (got {seed})")
     buf = _as_bytes(data)
-    return int(K._jenkins64(buf, 0, buf.shape[0], np.uint64(seed)))
+    return int(K.jenkins64_bytes(buf, 0, buf.shape[0], np.uint64(seed)))
 
 
 def fnv1a64(data: bytes | str) -> int:

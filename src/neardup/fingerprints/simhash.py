@@ -29,7 +29,7 @@ from neardup.fingerprints.batch import (
     threads_for,
 )
 from neardup.fingerprints.hashes import resolve_hash
-from neardup.fingerprints.tally import _MASK64, _to_hash, compute, compute_batch
+from neardup.fingerprints.tally import MASK64, compute, compute_batch, feature_hash
 from neardup.fingerprints.tokenize import (
     NORMALIZATIONS,
     TOKENIZERS,
@@ -109,16 +109,16 @@ def _preset_families() -> set[tuple[int, int, int]]:
 
 def _fmix64(h: int) -> int:
     h ^= h >> 33
-    h = (h * 0xFF51AFD7ED558CCD) & _MASK64
+    h = (h * 0xFF51AFD7ED558CCD) & MASK64
     h ^= h >> 33
-    h = (h * 0xC4CEB9FE1A85EC53) & _MASK64
+    h = (h * 0xC4CEB9FE1A85EC53) & MASK64
     h ^= h >> 33
     return h
 
 
 def _rotl64(x: int, k: int) -> int:
     k %= 64
-    return ((x << k) | (x >> (64 - k))) & _MASK64 if k else x
+    return ((x << k) | (x >> (64 - k))) & MASK64 if k else x
 
 
 def _bit_reverse(x: int) -> int:
@@ -288,7 +288,7 @@ class Fingerprinter:
         tokens = [
             t if isinstance(t, str) else bytes(t).decode("utf-8") for t in self._tokenize(text)
         ]
-        th = [_to_hash(t.encode("utf-8", "surrogatepass"), self._hash) for t in tokens]
+        th = [feature_hash(t.encode("utf-8", "surrogatepass"), self._hash) for t in tokens]
         feats: list[int] = []
         names: list[str] = []
         w = self.window
@@ -306,7 +306,7 @@ class Fingerprinter:
             for s in range(len(th) - width + 1):
                 h = th[s]
                 for k in range(1, width):
-                    h = (h * 0x9E3779B97F4A7C15 + th[s + k]) & _MASK64
+                    h = (h * 0x9E3779B97F4A7C15 + th[s + k]) & MASK64
                 feats.append(_fmix64(h))
                 names.append(" ".join(tokens[s : s + width]))
         return feats, names
@@ -330,9 +330,9 @@ class Fingerprinter:
                 weights = [float(self._weigh(first_name[h], c)) for h, c in counts.items()]
         arr = np.array(hashes, dtype=np.uint64)
         if weights is None:
-            fp = int(K._tally_unit(arr, arr.shape[0], False))
+            fp = int(K.tally_unit(arr, arr.shape[0], False))
         else:
-            fp = int(K._tally_weighted(arr, np.array(weights, dtype=np.float64), len(arr), False))
+            fp = int(K.tally_weighted(arr, np.array(weights, dtype=np.float64), len(arr), False))
         return _bit_reverse(fp) if self._reverse else fp
 
     # -- the kernel path ----------------------------------------------------------------------

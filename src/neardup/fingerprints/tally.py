@@ -15,17 +15,41 @@ import numpy as np
 from neardup.fingerprints import _kernels as K
 from neardup.fingerprints.hashes import resolve_hash
 
-__all__ = ["compute", "compute_batch"]
+__all__ = ["MASK64", "compute", "compute_batch", "feature_hash"]
 
-_MASK64 = (1 << 64) - 1
+#: The 64 low bits: a Python int ``& MASK64`` is that int modulo 2**64 (an unsigned 64-bit hash).
+MASK64 = (1 << 64) - 1
 
 
-def _to_hash(x: Any, hash_fn: Callable[[bytes], int]) -> int:
+def feature_hash(x: Any, hash_fn: Callable[[bytes], int]) -> int:
+    """The 64-bit hash of one feature: an integer as it is, text and bytes hashed.
+
+    Parameters
+    ----------
+    x : int, str or bytes-like
+        A feature hash (an integer in ``[0, 2**64)``, numpy integers too), or a feature as
+        ``str`` (hashed as UTF-8) or ``bytes``/``bytearray``/``memoryview``.
+    hash_fn : callable
+        ``bytes -> int``, the hash of text and bytes features (e.g.
+        :func:`neardup.fingerprints.hashes.fnv1a64`).
+
+    Returns
+    -------
+    int
+        The feature's hash, an unsigned 64-bit value.
+
+    Raises
+    ------
+    TypeError
+        For a bool or any other type.
+    ValueError
+        For an integer outside the unsigned 64-bit range.
+    """
     if isinstance(x, (bool, np.bool_)):
         raise TypeError("feature hashes must be integers, str or bytes (got bool)")
     if isinstance(x, (int, np.integer)):
         v = int(x)
-        if not 0 <= v <= _MASK64:
+        if not 0 <= v <= MASK64:
             raise ValueError(f"feature hash out of the unsigned 64-bit range: {v}")
         return v
     if isinstance(x, str):
@@ -92,16 +116,16 @@ def compute(
                     raise ValueError(f"expected (feature, weight) pairs, got {p!r}")
             items = [p[0] for p in pairs]
             weights = [float(p[1]) for p in pairs]
-        hashes = np.array([_to_hash(x, hash_fn) for x in items], dtype=np.uint64)
+        hashes = np.array([feature_hash(x, hash_fn) for x in items], dtype=np.uint64)
     m = hashes.shape[0]
     if weights is None:
-        return int(K._tally_unit(hashes, m, False))
+        return int(K.tally_unit(hashes, m, False))
     w = np.ascontiguousarray(weights, dtype=np.float64).ravel()
     if w.shape[0] != m:
         raise ValueError(f"got {m} features but {w.shape[0]} weights; pass one weight per feature")
     if not np.all(np.isfinite(w)):
         raise ValueError("weights must be finite numbers")
-    return int(K._tally_weighted(hashes, w, m, False))
+    return int(K.tally_weighted(hashes, w, m, False))
 
 
 def compute_batch(
@@ -137,5 +161,5 @@ def compute_batch(
         if w.shape[0] != h.shape[0]:
             raise ValueError(f"got {h.shape[0]} hashes but {w.shape[0]} weights")
     out = np.empty(off.shape[0] - 1, dtype=np.uint64)
-    K._compute_csr(h, off, w, weights is not None, out)
+    K.compute_csr(h, off, w, weights is not None, out)
     return out

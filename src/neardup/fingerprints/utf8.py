@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from neardup.fingerprints import _normalize as N
-from neardup.fingerprints._normalize import _first_invalid_utf8
+from neardup.fingerprints._normalize import first_invalid_utf8
 from neardup.fingerprints.batch import (
     decode_document,
     join_keys,
@@ -75,7 +75,7 @@ def features_utf8(
     if not data.flags.writeable:
         data = data.copy()  # the kernels are compiled for writable buffers
     if validate and fp._norm_code != N.NORM_NONE and n > 0:
-        bad = int(_first_invalid_utf8(data, offsets))
+        bad = int(first_invalid_utf8(data, offsets))
         if bad >= 0:
             decode_document(data[offsets[bad] : offsets[bad + 1]].tobytes(), bad)
     nthreads = threads_for(threads)

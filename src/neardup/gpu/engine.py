@@ -1,7 +1,7 @@
 """The GPU engine: the CPU engine's permuted tables, sorted and scanned on a GPU, in passes.
 
 For each table of the :class:`~neardup.core.layout.Layout` the fingerprints become the table's
-keys (:func:`neardup.gpu.kernels._permute`), are sorted (``xp.argsort``) and scanned run by run
+keys (:func:`neardup.gpu.kernels.permute`), are sorted (``xp.argsort``) and scanned run by run
 (:mod:`neardup.gpu.kernels`); a pair is kept by the first table whose leading blocks it agrees on
 (``TableSpec.chk_key``), so every pair within the distance is found once. Array work is written
 against one namespace, ``xp``: CuPy on a GPU, NumPy under numba's CUDA simulator.
@@ -87,7 +87,7 @@ def _scan(rt: Runtime, fp, pos, spec: TableSpec, t: int, k: int, nc: int, clock:
     keys = xp.empty(n, dtype=xp.uint64)
     nseg = int(spec.nseg[t])
     segs = [_row(rt, a, t) for a in (spec.seg_src, spec.seg_mask, spec.seg_dst)]
-    kernels._permute[grid](fp, *segs, nseg, keys)
+    kernels.permute[grid](fp, *segs, nseg, keys)
     clock.mark("keys")
     order = xp.argsort(keys)
     keys = keys[order]
@@ -97,7 +97,7 @@ def _scan(rt: Runtime, fp, pos, spec: TableSpec, t: int, k: int, nc: int, clock:
     sh = np.uint64(64 - int(spec.pbits[t]))
     chk, nchk = _row(rt, spec.chk_key, t), int(spec.nchk[t])
     counts = xp.empty(n, dtype=xp.int64)
-    kernels._count[grid](keys, pos, sh, k, chk, nchk, nc, counts)
+    kernels.count_pairs[grid](keys, pos, sh, k, chk, nchk, nc, counts)
     offsets = xp.cumsum(counts)
     total = int(offsets[-1])
     offsets -= counts
@@ -105,7 +105,7 @@ def _scan(rt: Runtime, fp, pos, spec: TableSpec, t: int, k: int, nc: int, clock:
     first = xp.empty(total, dtype=xp.int64)
     second = xp.empty(total, dtype=xp.int64)
     if total:
-        kernels._write[grid](keys, pos, sh, k, chk, nchk, nc, offsets, first, second)
+        kernels.write_pairs[grid](keys, pos, sh, k, chk, nchk, nc, offsets, first, second)
     clock.mark("scan")
     return first, second
 

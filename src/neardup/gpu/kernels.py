@@ -1,19 +1,21 @@
 """numba-cuda kernels of the GPU engine and nothing else: key building and the two scans.
 
 One thread per element. Keys are a table's keys sorted ascending; a run is a stretch of equal
-prefixes (the top ``64 - sh`` bits, the table's leading blocks). Thread ``i`` scans the rest of
-its run, ``j > i``, and keeps the pairs within ``k`` bits that this table is the first to own
-(no check block agrees, :mod:`neardup.core.layout`'s rule). :func:`_count` counts them, an
-exclusive prefix sum of the counts gives each thread its place, and :func:`_write` writes them,
-so the output needs no atomics and is the same on every run. With ``nc >= 0`` (a join) only
-pairs of a position below ``nc`` (the corpus) and one at or above it (a query) count.
-Under numba's CUDA simulator these run as Python on the CPU (small inputs only).
+prefixes (the top ``64 - sh`` bits, the table's leading blocks). Thread ``i`` scans the rest of its
+run, ``j > i``, and keeps the pairs within ``k`` bits that this table is the first to own (no check
+block agrees, :mod:`neardup.core.layout`'s rule). :func:`count_pairs` counts them, an exclusive
+prefix sum of the counts gives each thread its place, and :func:`write_pairs` writes them, so the
+output needs no atomics and is the same on every run. With ``nc >= 0`` (a join) only pairs of a
+position below ``nc`` (the corpus) and one at or above it (a query) count. Under numba's CUDA
+simulator these run as Python on the CPU (small inputs only).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import cuda
+
+__all__ = ["count_pairs", "permute", "write_pairs"]
 
 _U0 = np.uint64(0)
 
@@ -34,7 +36,7 @@ def _keep(x, k, chk, nchk, nc, a, b):
 
 
 @cuda.jit
-def _permute(fp, seg_src, seg_mask, seg_dst, nseg, keys):
+def permute(fp, seg_src, seg_mask, seg_dst, nseg, keys):
     """Table keys of ``fp`` (fingerprint bits -> key bits by the table's segments)."""
     i = cuda.grid(1)
     if i < fp.shape[0]:
@@ -46,7 +48,7 @@ def _permute(fp, seg_src, seg_mask, seg_dst, nseg, keys):
 
 
 @cuda.jit
-def _count(keys, pos, sh, k, chk, nchk, nc, counts):
+def count_pairs(keys, pos, sh, k, chk, nchk, nc, counts):
     """``counts[i]``: the pairs thread ``i`` owns (see the module docstring)."""
     i = cuda.grid(1)
     n = keys.shape[0]
@@ -63,7 +65,7 @@ def _count(keys, pos, sh, k, chk, nchk, nc, counts):
 
 
 @cuda.jit
-def _write(keys, pos, sh, k, chk, nchk, nc, offsets, first, second):
+def write_pairs(keys, pos, sh, k, chk, nchk, nc, offsets, first, second):
     """Thread ``i``'s pairs of positions (smaller first) from ``offsets[i]`` on."""
     i = cuda.grid(1)
     n = keys.shape[0]

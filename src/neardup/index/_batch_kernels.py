@@ -1,8 +1,9 @@
 """numba kernels of batch mode (see :mod:`neardup.index.batch`): a stream of stored fingerprints
 probes the permuted tables of a new batch through a directory of their top bits.
 
-Every function is ``_``-prefixed, takes contiguous arrays and scalars and validates nothing; all
-uint64 arithmetic is kept in uint64 explicitly.
+Every function takes contiguous arrays and scalars and validates nothing. All uint64 arithmetic is
+kept in uint64 explicitly. Kernels other modules call are public (``__all__``), the rest
+``_``-prefixed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import numpy as np
 from neardup.compiled import njit
 from neardup.primitives import popcount
 
+__all__ = ["GROUP", "build_directory", "permute_sorted", "probe_batch"]
+
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
 
@@ -20,7 +23,7 @@ S_SHIFT, S_LEAD, S_NCHK, S_NSEG, S_MOVES = 0, 1, 2, 3, 4
 
 
 @njit(cache=True, nogil=True)
-def _permute_sorted(fp, spec, vals, rows):
+def permute_sorted(fp, spec, vals, rows):
     """Fill ``vals`` with ``fp`` moved into the table's key order and ``rows`` with positions,
     both ordered by value (rows ascending among equal values)."""
     nseg = np.int64(spec[S_NSEG])
@@ -40,7 +43,7 @@ def _permute_sorted(fp, spec, vals, rows):
 
 
 @njit(cache=True, nogil=True)
-def _directory(vals, dbits, out):
+def build_directory(vals, dbits, out):
     """``out[b]`` = first position in sorted ``vals`` whose top ``dbits`` bits are >= ``b``."""
     sh = np.uint64(64 - dbits)
     nb = out.shape[0] - 1
@@ -59,7 +62,7 @@ GROUP = 32
 
 
 @njit(cache=True, nogil=True)
-def _probe(fps, vals, rows, dirs, specs, dbits, k, i_start, out_b, out_i, out_d):
+def probe_batch(fps, vals, rows, dirs, specs, dbits, k, i_start, out_b, out_i, out_d):
     """Probe every table of the batch with stored fingerprints ``fps[i_start:]``.
 
     For each stored fingerprint and each table: move it into the table's order, look up its

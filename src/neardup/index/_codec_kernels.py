@@ -7,8 +7,9 @@ part ``H = v >> l`` and sets bit ``H + i`` of the upper bitvector; every bucket 
 zero. ``sel0[j]`` is the bitvector position where bucket ``j << s0`` starts, ``sel1[j]`` the
 position of element ``j << s1``.
 
-Every function is ``_``-prefixed, takes contiguous arrays and scalars and validates nothing; all
-uint64 arithmetic is kept in uint64 explicitly.
+Every function takes contiguous arrays and scalars and validates nothing. All uint64 arithmetic is
+kept in uint64 explicitly. Kernels other modules call are public (``__all__``), the rest
+``_``-prefixed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,18 @@ import numpy as np
 
 from neardup.compiled import njit
 from neardup.primitives import popcount
+
+__all__ = [
+    "HEADER",
+    "MAGIC",
+    "check_table",
+    "decode_range",
+    "encode",
+    "equal_ranges",
+    "prefix_values",
+    "probe_rows",
+    "searchsorted_left",
+]
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
@@ -75,7 +88,7 @@ def _first_of(x, spec):
 
 
 @njit(cache=True, nogil=True)
-def _encode(values, lbits, hbits, s0, s1, out):
+def encode(values, lbits, hbits, s0, s1, out):
     """Write the Elias-Fano form of sorted ``values`` into ``out`` (header already filled, every
     other word zero)."""
     n = values.shape[0]
@@ -215,7 +228,7 @@ def _decode_into(words, start, out):
 
 
 @njit(cache=True, nogil=True)
-def _decode_range(words, start, stop):
+def decode_range(words, start, stop):
     """Elements ``start .. stop-1`` as a new uint64 array."""
     stop = min(stop, np.int64(words[H_N]))
     out = np.empty(max(stop - start, 0), dtype=np.uint64)
@@ -224,7 +237,7 @@ def _decode_range(words, start, stop):
 
 
 @njit(cache=True, nogil=True)
-def _ranges(words, values):
+def equal_ranges(words, values):
     """For each value, the index range ``[lo, hi)`` of the elements equal to it."""
     m = values.shape[0]
     lo = np.empty(m, dtype=np.int64)
@@ -248,7 +261,7 @@ def _ranges(words, values):
 
 
 @njit(cache=True, nogil=True)
-def _searchsorted_left(words, values):
+def searchsorted_left(words, values):
     """``np.searchsorted(table, values, "left")`` over the compressed table."""
     out = np.empty(values.shape[0], dtype=np.int64)
     for q in range(values.shape[0]):
@@ -257,7 +270,7 @@ def _searchsorted_left(words, values):
 
 
 @njit(cache=True, nogil=True)
-def _prefix_values(words, prefix, shift):
+def prefix_values(words, prefix, shift):
     """Every element whose top ``64 - shift`` bits equal ``prefix``, decoded, and the index of
     the first."""
     n = np.int64(words[H_N])
@@ -271,7 +284,7 @@ def _prefix_values(words, prefix, shift):
 
 
 @njit(cache=True, nogil=True)
-def _probe_rows(table, fps, spec, queries, q_order, k, q_start, qi, rows, dist):
+def probe_rows(table, fps, spec, queries, q_order, k, q_start, qi, rows, dist):
     """Probe one compressed permuted table with permuted queries sorted ascending.
 
     For each element sharing a query's top ``64 - shift`` bits that lies within ``k`` bits and
@@ -343,7 +356,7 @@ def _probe_rows(table, fps, spec, queries, q_order, k, q_start, qi, rows, dist):
 
 
 @njit(cache=True, nogil=True)
-def _check(words):
+def check_table(words):
     """Structural check of a decoded table: ones in the bitvector equal ``n``, elements ascend,
     samples point at what they describe. Returns the first problem's code (0 when sound)."""
     n = np.int64(words[H_N])

@@ -1,6 +1,7 @@
 """numba kernels of the persistent index: string id keys, sorted-id lookups, string comparison.
 
-Every function is ``_``-prefixed, takes contiguous arrays and scalars and validates nothing.
+Every function takes contiguous arrays and scalars and validates nothing. Kernels other modules
+call are public (``__all__``), the rest ``_``-prefixed.
 """
 
 from __future__ import annotations
@@ -10,9 +11,18 @@ import numpy as np
 from neardup.compiled import njit
 from neardup.primitives import string_key
 
+__all__ = [
+    "first_bad_offset",
+    "first_not_permutation",
+    "gather_strings",
+    "lookup_keys",
+    "string_keys",
+    "strings_equal",
+]
+
 
 @njit(cache=True, nogil=True)
-def _string_keys(blob, offsets):
+def string_keys(blob, offsets):
     """The stored key (:func:`neardup.primitives.string_key`) of each UTF-8 string id
     ``blob[offsets[i]:offsets[i+1]]``."""
     n = offsets.shape[0] - 1
@@ -23,7 +33,7 @@ def _string_keys(blob, offsets):
 
 
 @njit(cache=True, nogil=True)
-def _lookup(keys, order, queries):
+def lookup_keys(keys, order, queries):
     """For each query key, the range ``[lo, hi)`` of ``order`` whose rows hold that key.
 
     ``keys[order]`` is ascending. Binary search through the indirection, so ``keys`` and
@@ -52,7 +62,7 @@ def _lookup(keys, order, queries):
 
 
 @njit(cache=True, nogil=True)
-def _strings_equal(blob_a, off_a, idx_a, blob_b, off_b, idx_b):
+def strings_equal(blob_a, off_a, idx_a, blob_b, off_b, idx_b):
     """``out[i]`` is True when string ``idx_a[i]`` of ``a`` equals string ``idx_b[i]`` of ``b``."""
     m = idx_a.shape[0]
     out = np.zeros(m, dtype=np.bool_)
@@ -73,7 +83,7 @@ def _strings_equal(blob_a, off_a, idx_a, blob_b, off_b, idx_b):
 
 
 @njit(cache=True, nogil=True)
-def _gather_strings(blob, offsets, rows):
+def gather_strings(blob, offsets, rows):
     """Concatenate strings ``rows`` of ``(blob, offsets)`` into a new ``(blob, offsets)``."""
     m = rows.shape[0]
     off = np.empty(m + 1, dtype=np.int64)
@@ -89,7 +99,7 @@ def _gather_strings(blob, offsets, rows):
 
 
 @njit(cache=True, nogil=True)
-def _first_not_permutation(order):
+def first_not_permutation(order):
     """-1 when ``order`` holds each of ``0 .. len(order) - 1`` once, else the first position
     whose value is out of range or repeats an earlier one."""
     n = order.shape[0]
@@ -107,7 +117,7 @@ def _first_not_permutation(order):
 
 
 @njit(cache=True, nogil=True)
-def _first_bad_offset(offsets, size):
+def first_bad_offset(offsets, size):
     """-1 when ``offsets`` starts at 0, never decreases and ends at ``size``, else the first
     position that breaks this."""
     n = offsets.shape[0]

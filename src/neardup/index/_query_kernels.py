@@ -5,8 +5,9 @@ its tables, then its sorted fingerprints, id keys and tombstones), so one call r
 without numba unboxing a list of arrays on each query. The caller keeps the arrays alive for the
 call (:class:`neardup.index.probe.FewPlan` holds them).
 
-Every function is ``_``-prefixed, takes contiguous arrays and scalars and validates nothing; all
-uint64 arithmetic is kept in uint64 explicitly.
+Every function takes contiguous arrays and scalars and validates nothing. All uint64 arithmetic is
+kept in uint64 explicitly. Kernels other modules call are public (``__all__``), the rest
+``_``-prefixed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from numba.extending import intrinsic
 from neardup.compiled import njit
 from neardup.core.kernels import to_fp, to_key
 from neardup.primitives import popcount
+
+__all__ = ["SORT_IN_KERNEL", "probe_few"]
 
 _U0 = np.uint64(0)
 #: Matches sorted by the kernel (an insertion sort); more are sorted by the caller.
@@ -101,7 +104,7 @@ def _sort_found(buf, cnt):
 
 
 @njit(cache=True, nogil=True)
-def _probe_few(queries, k, spec, addr, lens, ntab):
+def probe_few(queries, k, spec, addr, lens, ntab):
     """Every live match within ``k`` bits of each of ``queries`` in every segment.
 
     ``addr``/``lens`` have a row per segment: columns ``0 .. ntab-1`` its tables (sorted keys,

@@ -6,9 +6,11 @@ import numpy as np
 
 from neardup.compiled import njit
 
+__all__ = ["counting_order"]
+
 
 @njit(cache=True, nogil=True)
-def _counting_order(values, n_values):
+def counting_order(values, n_values):
     """Stable order of ``values`` (each in ``[0, n_values)``) by a counting sort: O(n + n_values).
 
     Returns (order, starts): ``values[order]`` is ascending, and the items of value v are

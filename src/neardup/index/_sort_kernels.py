@@ -2,11 +2,12 @@
 without a payload of int64 positions, by two passes of counting sort on the top bits and an
 insertion sort of the few values each bucket is left with.
 
-Every function is ``_``-prefixed, takes contiguous arrays and scalars and validates nothing.
-Fingerprints and permuted keys are close to uniform in their top bits, so two passes leave
-buckets of one or two values; a bucket left large (skewed values) is split by further digits,
-at most 64 bits' worth, so no input costs more than about six passes. A merge of runs whose
-tables are already sorted merges them instead (:func:`_merge_distinct`).
+Every function takes contiguous arrays and scalars and validates nothing. Kernels other modules
+call are public (``__all__``), the rest ``_``-prefixed. Fingerprints and permuted keys are close to
+uniform in their top bits, so two passes leave buckets of one or two values; a bucket left large
+(skewed values) is split by further digits, at most 64 bits' worth, so no input costs more than
+about six passes. A merge of runs whose tables are already sorted merges them instead
+(:func:`merge_distinct`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from numba import carray
 
 from neardup.compiled import njit
 from neardup.index._query_kernels import _u64_at
+
+__all__ = ["merge_distinct", "radix_sort"]
 
 _BITS1 = 12  # most bits of the first pass
 _BITS2 = 11  # bits of the second pass: 2048 counters, a first-pass bucket stays in cache
@@ -40,7 +43,7 @@ def _insertion(vals, pay, a, b, has_pay):
 
 
 @njit(cache=True, nogil=True)
-def _radix_sort(vals, pay, tmpv, tmpp, has_pay):
+def radix_sort(vals, pay, tmpv, tmpp, has_pay):
     """Sort ``vals`` ascending in place; with ``has_pay``, move ``pay`` (int64) along, stably
     (equal values keep their order). ``tmpv``/``tmpp`` are scratch of the same sizes (``pay``
     and ``tmpp`` may be empty without ``has_pay``).
@@ -104,7 +107,7 @@ def _radix_sort(vals, pay, tmpv, tmpp, has_pay):
 
 
 @njit(cache=True, nogil=True)
-def _merge_distinct(addr, lens, out):
+def merge_distinct(addr, lens, out):
     """Merge sorted uint64 runs (``lens[r]`` values at address ``addr[r]``) into ``out``,
     ascending, each value once; return how many values ``out`` holds. The caller keeps the runs
     alive for the call."""

@@ -106,12 +106,12 @@ class BatchTables:
         self.vals = np.empty((T, self.n), dtype=np.uint64)
         self.rows = np.empty((T, self.n), dtype=np.int64)
         for t in range(T):
-            bk._permute_sorted(fp, self.specs[t], self.vals[t], self.rows[t])
+            bk.permute_sorted(fp, self.specs[t], self.vals[t], self.rows[t])
         prefix = min(t.prefix_bits for t in self.layout.tables)
         self.dbits = max(1, min(prefix, math.ceil(math.log2(max(self.n, 2)))))
         self.dirs = np.empty((T, (1 << self.dbits) + 1), dtype=np.int64)
         for t in range(T):
-            bk._directory(self.vals[t], self.dbits, self.dirs[t])
+            bk.build_directory(self.vals[t], self.dbits, self.dirs[t])
 
     @property
     def distance(self) -> int:
@@ -173,7 +173,7 @@ class BatchTables:
         cap = max(1024, len(fp) // 64)
         while True:
             buf = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64))
-            cnt, i_next, _ = bk._probe(
+            cnt, i_next, _ = bk.probe_batch(
                 fp, self.vals, self.rows, self.dirs, self.specs, self.dbits, k, i, *buf
             )
             parts.append((buf[0][:cnt].copy(), buf[1][:cnt] + offset, buf[2][:cnt].copy()))
@@ -249,7 +249,7 @@ def read_index_part(part: IndexPart) -> tuple[np.ndarray, np.ndarray, np.ndarray
         return fps, keys, keys
     blob = np.asarray(load_array(part.path, files["sblob"]))
     off = np.asarray(load_array(part.path, files["soff"]))
-    b, o = _kernels._gather_strings(blob, off, rows)
+    b, o = _kernels.gather_strings(blob, off, rows)
     raw = b.tobytes()
     ol = o.tolist()
     ids = np.empty(len(rows), dtype=object)

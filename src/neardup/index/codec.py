@@ -149,7 +149,7 @@ def encode(values: np.ndarray) -> np.ndarray:
     head[ek.H_FIRST] = int(v[0]) if n else 0
     head[ek.H_LAST] = int(v[-1]) if n else 0
     out[: ek.HEADER] = np.array(head, dtype=np.uint64)
-    ek._encode(v, lbits, lay["hbits"], SAMPLE_BUCKETS, SAMPLE_ELEMENTS, out)
+    ek.encode(v, lbits, lay["hbits"], SAMPLE_BUCKETS, SAMPLE_ELEMENTS, out)
     return out
 
 
@@ -224,7 +224,7 @@ class CompressedTable:
         """Values ``start .. stop-1`` as a new uint64 array."""
         stop = self.n if stop is None else min(int(stop), self.n)
         start = max(0, int(start))
-        return ek._decode_range(self.words, start, stop)
+        return ek.decode_range(self.words, start, stop)
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, slice):
@@ -246,19 +246,21 @@ class CompressedTable:
         """``np.searchsorted`` over the decoded table (``side`` ``"left"`` or ``"right"``)."""
         v = np.ascontiguousarray(values, dtype=np.uint64).reshape(-1)
         if side == "left":
-            return ek._searchsorted_left(self.words, v)
+            return ek.searchsorted_left(self.words, v)
         if side == "right":
-            return ek._ranges(self.words, v)[1]
+            return ek.equal_ranges(self.words, v)[1]
         raise ValueError(f"side must be 'left' or 'right' (got {side!r})")
 
     def equal_range(self, values: Any) -> tuple[np.ndarray, np.ndarray]:
         """For each value, the positions ``[lo, hi)`` holding it (``lo == hi`` when absent)."""
-        return ek._ranges(self.words, np.ascontiguousarray(values, dtype=np.uint64).reshape(-1))
+        return ek.equal_ranges(
+            self.words, np.ascontiguousarray(values, dtype=np.uint64).reshape(-1)
+        )
 
     def prefix_values(self, prefix: int, shift: int) -> tuple[np.ndarray, int]:
         """The values whose top ``64 - shift`` bits equal ``prefix``, decoded into a small
         buffer, and the position of the first (``0 <= shift <= 63``)."""
-        return ek._prefix_values(self.words, np.uint64(prefix), int(shift))
+        return ek.prefix_values(self.words, np.uint64(prefix), int(shift))
 
     def probe_rows(
         self,
@@ -302,7 +304,7 @@ class CompressedTable:
         cap = 64
         while True:
             buf = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64))
-            cnt, nq = ek._probe_rows(
+            cnt, nq = ek.probe_rows(
                 self.words, fps.words, self._packed, queries, q_order, k, q, *buf
             )
             parts.append(tuple(b[:cnt] for b in buf))
@@ -316,7 +318,7 @@ class CompressedTable:
     def check(self) -> None:
         """Decode the whole table and check its structure; raise :class:`CorruptIndexError`
         naming the file when it is unsound."""
-        code = ek._check(self.words)
+        code = ek.check_table(self.words)
         if code:
             raise CorruptIndexError(f"{self.name}: {_PROBLEMS[code]}; the file is corrupt")
 

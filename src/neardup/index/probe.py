@@ -83,7 +83,7 @@ def probe_few(plan: FewPlan, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndar
     """Every live match within ``k`` bits of each of the few queries ``q``: an int64 matrix of
     rows (query, distance, id key, segment, row), a column per match sorted by query, distance
     and key, and the query offsets (``len(q) + 1``)."""
-    found, offsets, done = _query_kernels._probe_few(
+    found, offsets, done = _query_kernels.probe_few(
         q, np.int64(k), plan.spec, plan.addr, plan.lens, np.int64(plan.ntab)
     )
     if not done:
@@ -169,14 +169,14 @@ def find_rows(segs: list[Segment], ids: Ids) -> Rows:
     """(id index, segment index, row) of every live row of ``segs`` holding one of ``ids``."""
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for si, seg in enumerate(segs if len(ids.keys) else []):
-        lo, hi = _kernels._lookup(seg.keys, seg.kord, ids.keys)
+        lo, hi = _kernels.lookup_keys(seg.keys, seg.kord, ids.keys)
         owner, pos = expand_ranges(lo, hi)
         if len(owner) == 0:
             continue
         rows = seg.kord[pos].astype(np.int64)
         keep = seg.alive(rows)
         if ids.kind == "str":
-            keep &= _kernels._strings_equal(seg.blob, seg.off, rows, ids.blob, ids.off, owner)
+            keep &= _kernels.strings_equal(seg.blob, seg.off, rows, ids.blob, ids.off, owner)
         parts.append((owner[keep], np.full(int(keep.sum()), si, np.int64), rows[keep]))
     if not parts:
         return _empty(3)
@@ -207,7 +207,7 @@ def ids_of(
     for s in np.unique(si).tolist():
         sel = np.flatnonzero(si == s)
         seg = segs[s]
-        blob, off = _kernels._gather_strings(seg.blob, seg.off, rows[sel])
+        blob, off = _kernels.gather_strings(seg.blob, seg.off, rows[sel])
         raw = blob.tobytes()
         ol = off.tolist()
         try:

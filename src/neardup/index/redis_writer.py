@@ -21,7 +21,7 @@ import numpy as np
 from neardup import config
 from neardup.core.bits import as_fingerprints
 from neardup.index import redis_store
-from neardup.index._redis_kernels import _counting_order
+from neardup.index._redis_kernels import counting_order
 from neardup.index.redis_store import RECORD, IndexUnavailableError, RedisStore
 from neardup.index.segments import Ids, convert_ids, show_id
 
@@ -241,7 +241,7 @@ class RedisWriter:
     def _by_shard(self, keys: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
         """(order, [(shard, start, end), ...]): ``keys[order[start:end]]`` fall in ``shard``."""
         shards = self.store.shards(keys).astype(np.int64)
-        order, starts = _counting_order(shards, self.store.entry_shards)
+        order, starts = counting_order(shards, self.store.entry_shards)
         used = np.flatnonzero(np.diff(starts)).tolist()
         return order, [(s, int(starts[s]), int(starts[s + 1])) for s in used]
 
@@ -336,7 +336,7 @@ class RedisWriter:
         for t in range(self.store.layout.n_tables):
             b = self.store.buckets(fp, t).astype(np.int64)
             if n_buckets <= 4 * n + 1024:
-                order = _counting_order(b, n_buckets)[0]
+                order = counting_order(b, n_buckets)[0]
             else:  # a few records in a huge key space: a comparison sort is cheaper
                 order = np.argsort(b, kind="stable")
             for s in range(0, n, step):

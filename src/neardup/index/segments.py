@@ -182,7 +182,7 @@ def _str_ids(values: list[Any], kind: str | None, unique: bool) -> Ids:
     off = np.zeros(len(enc) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, enc), dtype=np.int64, count=len(enc)), out=off[1:])
     blob = np.frombuffer(b"".join(enc), dtype=np.uint8).copy()
-    keys = _kernels._string_keys(blob, off).view(np.int64)
+    keys = _kernels.string_keys(blob, off).view(np.int64)
     return Ids("str", keys, blob, off, [str(v) for v in values])
 
 
@@ -226,7 +226,7 @@ class Segment:
         ]
         self.keys = np.asarray(load_array(directory, f["key"]))
         self.kord = np.asarray(load_array(directory, f["kord"]))
-        bad = _kernels._first_not_permutation(self.kord)
+        bad = _kernels.first_not_permutation(self.kord)
         if bad >= 0:
             raise _corrupt(
                 os.path.join(directory, f["kord"]["name"]),
@@ -239,7 +239,7 @@ class Segment:
         self.off = np.asarray(load_array(directory, f["soff"])) if "soff" in f else None
         if self.off is not None:
             assert self.blob is not None
-            bad = _kernels._first_bad_offset(self.off, len(self.blob))
+            bad = _kernels.first_bad_offset(self.off, len(self.blob))
             if bad >= 0:
                 raise _corrupt(
                     os.path.join(directory, f["soff"]["name"]),

@@ -85,7 +85,7 @@ def sort_values(vals: np.ndarray) -> np.ndarray:
     """``vals`` (uint64, contiguous, writable) sorted ascending in place; returned."""
     tmp = np.empty_like(vals)
     e = np.empty(0, dtype=np.int64)
-    _sort_kernels._radix_sort(vals, e, tmp, e, False)
+    _sort_kernels.radix_sort(vals, e, tmp, e, False)
     return vals
 
 
@@ -94,7 +94,7 @@ def argsort_values(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order (int64); ``vals`` is not changed."""
     v = np.array(vals, dtype=np.uint64, copy=True, order="C")
     order = np.arange(len(v), dtype=np.int64)
-    _sort_kernels._radix_sort(v, order, np.empty_like(v), np.empty_like(order), True)
+    _sort_kernels.radix_sort(v, order, np.empty_like(v), np.empty_like(order), True)
     return v, order
 
 
@@ -128,7 +128,7 @@ def merged_table(runs: list[np.ndarray]) -> np.ndarray:
     addr = np.array([r.ctypes.data for r in runs], dtype=np.int64)
     lens = np.array([len(r) for r in runs], dtype=np.int64)
     out = np.empty(int(lens.sum()), dtype=np.uint64)
-    n = _sort_kernels._merge_distinct(addr, lens, out)
+    n = _sort_kernels.merge_distinct(addr, lens, out)
     return out[:n]
 
 
@@ -203,7 +203,7 @@ def _columns(rows: Rows, fps: np.ndarray, order: np.ndarray) -> list[tuple[str, 
         sk = rows.sketches
         columns += [("sketch", sk.words[order]), ("ssize", sk.sizes[order])]
     if rows.blob is not None:
-        blob, off = _kernels._gather_strings(rows.blob, rows.off, order)
+        blob, off = _kernels.gather_strings(rows.blob, rows.off, order)
         columns += [("sblob", blob), ("soff", off)]
     return columns
 
@@ -220,7 +220,7 @@ def gather(segs: list[Segment], id_type: str | None, sketch_words: int | None) -
             words.append(s.sketch[rows])
             sizes.append(s.ssize[rows])
         if s.blob is not None:
-            b, o = _kernels._gather_strings(s.blob, s.off, rows)
+            b, o = _kernels.gather_strings(s.blob, s.off, rows)
             blobs.append(b)
             offs.append(o)
     blob = off = None

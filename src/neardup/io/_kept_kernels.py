@@ -1,15 +1,18 @@
 """numba kernel of dedup's second pass: the kept lines of a block copied out, GIL-free.
 
-Every function is ``_``-prefixed, takes contiguous arrays and validates nothing.
+Every function takes contiguous arrays and validates nothing. Kernels other modules call are public
+(``__all__``), the rest ``_``-prefixed.
 """
 
 from __future__ import annotations
 
 from neardup.compiled import njit
 
+__all__ = ["gather_lines"]
+
 
 @njit(cache=True, nogil=True)
-def _gather_lines(buf, ends, first, numbers, i, out):
+def gather_lines(buf, ends, first, numbers, i, out):
     """Copy the lines of ``buf`` whose numbers are in ``numbers[i:]`` to ``out``, each ending
     in a newline.
 

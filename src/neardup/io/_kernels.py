@@ -1,6 +1,7 @@
 """numba kernels of the text formats: decimal fingerprint lines in, JSON rows out.
 
-Every function is ``_``-prefixed, takes contiguous arrays and validates nothing.
+Every function takes contiguous arrays and validates nothing. Kernels other modules call are public
+(``__all__``), the rest ``_``-prefixed.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.compiled import njit
+
+__all__ = ["format_json_rows", "json_too_deep", "parse_decimal_lines"]
 
 _U0 = np.uint64(0)
 
@@ -18,7 +21,7 @@ def _is_space(c):
 
 
 @njit(cache=True, nogil=True)
-def _parse_decimal_lines(buf):
+def parse_decimal_lines(buf):
     """Parse newline-separated unsigned decimals; returns (values, status, line, start, end).
 
     status 0 = ok; 1 = a line that is not digits; 2 = a value >= 2**64. ``line`` is 1-based and
@@ -63,7 +66,7 @@ def _parse_decimal_lines(buf):
 
 
 @njit(cache=True, nogil=True)
-def _format_json_rows(values, row_ptr):
+def format_json_rows(values, row_ptr):
     """Write rows ``values[row_ptr[r]:row_ptr[r+1]]`` as ``[a, b]\\n`` lines into a byte array."""
     nrows = row_ptr.shape[0] - 1
     out = np.empty(values.shape[0] * 22 + nrows * 3 + 16, dtype=np.uint8)
@@ -96,7 +99,7 @@ def _format_json_rows(values, row_ptr):
 
 
 @njit(cache=True, nogil=True)
-def _json_too_deep(buf, limit):
+def json_too_deep(buf, limit):
     """True when the JSON text ``buf`` nests arrays/objects more than ``limit`` deep.
 
     Counts ``[`` and ``{`` outside strings (a backslash escapes the next byte inside a string).

@@ -1,11 +1,11 @@
 """numba kernels of the block readers: a whole block of JSONL or text lines at a time, GIL-free.
 
-Every function is ``_``-prefixed, takes contiguous arrays and validates nothing. The JSONL
-kernel accepts only what Python's ``json`` module accepts, with the same values; any line it is
-not sure of (invalid UTF-8, an escaped key, a repeated text or id key, a lone surrogate in the
-text or id, nesting deeper than its stack, a number it does not convert, any syntax error, ...)
-is marked ``LINE_SLOW`` for the Python reader to decide, so results and errors are the Python
-reader's.
+Every function takes contiguous arrays and validates nothing. Kernels other modules call are public
+(``__all__``), the rest ``_``-prefixed. The JSONL kernel accepts only what Python's ``json`` module
+accepts, with the same values; any line it is not sure of (invalid UTF-8, an escaped key, a
+repeated text or id key, a lone surrogate in the text or id, nesting deeper than its stack, a
+number it does not convert, any syntax error, ...) is marked ``LINE_SLOW`` for the Python reader to
+decide, so results and errors are the Python reader's.
 
 Numba's on-disk cache of these kernels is keyed by this file alone: after editing
 ``_json_kernels.py`` in a source checkout, delete the ``__pycache__`` numba files (``*.nbi``,
@@ -18,6 +18,17 @@ import numpy as np
 
 from neardup.compiled import njit
 from neardup.io._json_kernels import _copy_utf8, _number, _skip_value, _string, _ws
+
+__all__ = [
+    "ID_INT",
+    "ID_STR",
+    "LINE_BLANK",
+    "LINE_OK",
+    "LINE_SLOW",
+    "LINE_TOO_BIG",
+    "STACK",
+    "parse_lines",
+]
 
 LINE_OK = 0  # a document: its text (and id) written to the output buffers
 LINE_BLANK = 1  # only ASCII whitespace (bytes.strip): not a record (JSONL)
@@ -164,7 +175,7 @@ def _put_default_id(ids, q, prefix, number):
 
 
 @njit(cache=True, nogil=True)
-def _parse_block(buf, jsonl, field, id_name, id_mode, prefix, first, limit, depth):
+def parse_lines(buf, jsonl, field, id_name, id_mode, prefix, first, limit, depth):
     """Every line of ``buf`` (whole lines; the last may lack its newline).
 
     ``jsonl``: JSON objects whose ``field`` is the text and ``id_name`` the id (``id_mode`` 0:

@@ -13,7 +13,7 @@ import numpy as np
 from neardup._optional import require
 from neardup.errors import InputError
 from neardup.io.blocks import DocBlock, read_block
-from neardup.io.readers import _name, check_id, parquet_records, priority_value
+from neardup.io.readers import check_id, parquet_records, priority_value, source_name
 
 __all__ = ["ArrowTexts", "arrow_block", "arrow_utf8"]
 
@@ -79,7 +79,7 @@ def arrow_block(
     on every thread; any other batch is read row by row in Python, with the Python reader's
     errors.
     """
-    source = _name(path)
+    source = source_name(path)
     utf8 = arrow_utf8(texts, binary=True)
     id_values: list[Any] | None = None
     if utf8 is not None:

@@ -29,10 +29,10 @@ from neardup.io import _line_kernels as K
 from neardup.io.readers import (
     DEFAULT_ID_FIELD,
     Record,
-    _name,
-    _open_binary,
     jsonl_record,
     line_record,
+    open_binary,
+    source_name,
 )
 
 __all__ = [
@@ -86,7 +86,7 @@ def line_format(
     cannot read it (field names that are not UTF-8, or the same field for text and id: the
     Python readers serve those). With ``key_field`` (a keep field of JSONL) the kernel finds
     the lines and the Python reader reads each, its keep value too."""
-    source = _name(path)
+    source = source_name(path)
     field_b = _utf8(field)
     id_b = _utf8(id_field or "")
     if field_b is None or id_b is None or (jsonl and id_field == field):
@@ -166,7 +166,7 @@ def kept_lines(
         return b"", 0
     if kernel:
         out = np.empty(len(buf) + 1, dtype=np.uint8)
-        o, n = C._gather_lines(buf, ends, first, numbers, i, out)
+        o, n = C.gather_lines(buf, ends, first, numbers, i, out)
         return out[:o], n
     k = numbers[i:stop] - first
     starts = np.zeros(len(ends), dtype=np.int64)
@@ -177,7 +177,7 @@ def kept_lines(
 
 def read_blocks(path: str | os.PathLike, size: int) -> Iterator[tuple[int, Any]]:
     """:func:`iter_blocks` of the file ``path`` (decompressed, local or a URL; ``-`` stdin)."""
-    with _open_binary(path) as f:
+    with open_binary(path) as f:
         yield from iter_blocks(f, size)
 
 
@@ -226,7 +226,7 @@ def parse_block(fmt: LineFormat, number: int, data: bytes | None) -> DocBlock:
         return _empty([_python_record(source, number, None, fmt)])
     buf = np.frombuffer(data, dtype=np.uint8)
     depth = config.MAX_JSON_DEPTH if fmt.jsonl else 0
-    status, text_end, chars, id_kind, id_end, id_int, text, idbuf, line_end = K._parse_block(
+    status, text_end, chars, id_kind, id_end, id_int, text, idbuf, line_end = K.parse_lines(
         buf, fmt.jsonl, fmt.field_utf8, fmt.id_utf8, fmt.id_mode, fmt.prefix, number,
         config.MAX_RECORD_BYTES, depth,
     )  # fmt: skip
@@ -240,14 +240,14 @@ def parse_block(fmt: LineFormat, number: int, data: bytes | None) -> DocBlock:
     hashes = np.empty(len(lines), dtype=np.uint64)
     if len(str_lines) == len(lines):
         ids: list[Any] = strs
-        hashes[:] = H._hash_strings(idbuf, id_end[str_lines])
+        hashes[:] = H.hash_strings(idbuf, id_end[str_lines])
     else:
         ids_arr = np.empty(len(lines), dtype=object)
         ids_arr[is_str] = strs
-        hashes[is_str] = H._hash_strings(idbuf, id_end[str_lines])
+        hashes[is_str] = H.hash_strings(idbuf, id_end[str_lines])
         is_int = id_kind[lines] == K.ID_INT
         ids_arr[is_int] = id_int[lines[is_int]].tolist()
-        hashes[is_int] = H._hash_ints(id_int[lines[is_int]])
+        hashes[is_int] = H.hash_ints(id_int[lines[is_int]])
         rest = ~(is_str | is_int)  # file:line ids the kernel could not write
         if rest.any():
             made = [f"{source}:{number + k}" for k in lines[rest].tolist()]
@@ -440,9 +440,9 @@ def hash_ids(ids: list[Any]) -> np.ndarray:
     if strs:
         ends = np.cumsum([len(s) for s in strs], dtype=np.int64)
         buf = np.frombuffer(bytearray(b"".join(strs)), dtype=np.uint8)  # writable, as the kernel's
-        out[str_pos] = H._hash_strings(buf, ends)
+        out[str_pos] = H.hash_strings(buf, ends)
     if ints:
-        out[int_pos] = H._hash_ints(np.array(ints, dtype=np.int64))
+        out[int_pos] = H.hash_ints(np.array(ints, dtype=np.int64))
     return out
 
 
@@ -465,8 +465,8 @@ class IdTable:
                 size *= 2
             keys = np.zeros(size, dtype=np.uint64)
             rows = np.full(size, -1, dtype=np.int64)
-            H._rehash(self._keys, self._rows, keys, rows)
+            H.rehash(self._keys, self._rows, keys, rows)
             self._keys, self._rows = keys, rows
         found = np.empty(len(hashes), dtype=np.int64)
-        self._used = int(H._first_seen(self._keys, self._rows, self._used, hashes, base, found))
+        self._used = int(H.first_seen(self._keys, self._rows, self._used, hashes, base, found))
         return found

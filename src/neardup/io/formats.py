@@ -56,7 +56,7 @@ def parse_decimal_lines(data: bytes, source: str = "<input>") -> np.ndarray:
     from neardup.io import _kernels as kernels  # numba loads only for inputs that need it
 
     buf = np.frombuffer(data, dtype=np.uint8)
-    values, status, line, start, end = kernels._parse_decimal_lines(buf)
+    values, status, line, start, end = kernels.parse_decimal_lines(buf)
     if status == 0:
         return values
     text = data[start:end].decode("utf-8", errors="replace").strip()
@@ -104,4 +104,4 @@ def format_json_rows(values: np.ndarray, row_ptr: np.ndarray) -> bytes:
         ).encode()
     from neardup.io import _kernels as kernels
 
-    return kernels._format_json_rows(values, row_ptr).tobytes()
+    return kernels.format_json_rows(values, row_ptr).tobytes()

@@ -43,6 +43,7 @@ __all__ = [
     "iter_lines",
     "jsonl_record",
     "line_record",
+    "open_binary",
     "open_parquet",
     "parquet_batches",
     "parquet_records",
@@ -54,6 +55,7 @@ __all__ = [
     "read_parquet",
     "read_text_file",
     "sniff_format",
+    "source_name",
 ]
 
 STDIN = "-"
@@ -77,14 +79,37 @@ class Record(NamedTuple):
     key: tuple[float, int] | None = None
 
 
-def _name(path: str | os.PathLike) -> str:
+def source_name(path: str | os.PathLike) -> str:
+    """The name records and errors give an input.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        An input path or URL, or ``-`` for standard input.
+
+    Returns
+    -------
+    str
+        ``"<stdin>"`` for ``-``, else ``path`` as a string.
+    """
     return "<stdin>" if str(path) == STDIN else str(path)
 
 
 @contextlib.contextmanager
-def _open_binary(path: str | os.PathLike) -> Iterator[IO[bytes]]:
-    """The file opened for binary reading (decompressed, local or a URL: see
-    :func:`neardup.io.files.open_input`), or stdin (left open) for ``-``."""
+def open_binary(path: str | os.PathLike) -> Iterator[IO[bytes]]:
+    """An input opened for binary reading, as a context manager.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A local path or URL (decompressed by its suffix: see
+        :func:`neardup.io.files.open_input`), or ``-`` for standard input.
+
+    Yields
+    ------
+    binary file
+        The input's bytes; standard input's buffer is left open on exit.
+    """
     if str(path) == STDIN:
         yield sys.stdin.buffer
         return
@@ -181,9 +206,9 @@ def _rest_size(f: IO[bytes], done: int) -> int:
 
 def read_text_file(path: str | os.PathLike, on_bad: OnBad | None = None) -> Iterator[Record]:
     """The whole file as one document (id = the file name); a decoding error names its line."""
-    source = _name(path)
+    source = source_name(path)
     limit = config.MAX_RECORD_BYTES
-    with _open_binary(path) as f:
+    with open_binary(path) as f:
         data = f.read(limit + 1)
         packed = compression_of(path) is not None
         if len(data) <= limit:
@@ -218,8 +243,8 @@ def read_text_file(path: str | os.PathLike, on_bad: OnBad | None = None) -> Iter
 
 def read_lines(path: str | os.PathLike, on_bad: OnBad | None = None) -> Iterator[Record]:
     """One document per line (trailing ``\\n``/``\\r\\n`` removed; empty lines are documents)."""
-    source = _name(path)
-    with _open_binary(path) as f:
+    source = source_name(path)
+    with open_binary(path) as f:
         for number, raw in iter_lines(f):
             try:
                 rec = line_record(raw, source, number)
@@ -270,7 +295,7 @@ def parse_json_line(raw: bytes, source: str, number: int) -> Any:
 def _too_deep(raw: bytes, depth: int) -> bool:
     from neardup.io import _kernels  # numba loads only for a line with that many brackets
 
-    return bool(_kernels._json_too_deep(np.frombuffer(raw, dtype=np.uint8), depth))
+    return bool(_kernels.json_too_deep(np.frombuffer(raw, dtype=np.uint8), depth))
 
 
 def check_id(value: Any, source: str, number: int, what: str = "the id") -> Any:
@@ -354,8 +379,8 @@ def read_jsonl(
     The default id field ``"id"`` is used when a record has it (else ``"file:line"``); any other
     ``id_field`` must be in every record (a misspelled one is an error, not a silent fallback).
     """
-    source = _name(path)
-    with _open_binary(path) as f:
+    source = source_name(path)
+    with open_binary(path) as f:
         for number, raw in iter_lines(f):
             try:
                 rec = jsonl_record(raw, source, number, field, id_field, key_field)
@@ -433,7 +458,7 @@ def read_parquet(
     ``column``, the id the column ``id_column`` (the default ``"id"`` when the file has it, else
     ``"file:row"``; any other ``id_column`` must exist), with ``key_column`` the record's
     ``key`` that column's value (:func:`priority_value`)."""
-    source = _name(path)
+    source = source_name(path)
     for first, texts, ids, keys in parquet_batches(path, column, id_column, batch_size,
                                                    key_column):  # fmt: skip
         yield from parquet_records(source, first, texts, ids, column, on_bad, keys, key_column)
@@ -451,7 +476,7 @@ def parquet_batches(
     :func:`read_parquet` reads them (the columns checked first; unreadable data an InputError
     naming the row)."""
     pa = require("pyarrow", feature="Parquet")
-    source = _name(path)
+    source = source_name(path)
     pf = open_parquet(path)
     names = pf.schema_arrow.names
     if column not in names:

@@ -29,7 +29,7 @@ from typing import IO
 from neardup._optional import require
 from neardup.errors import InputError
 from neardup.io.files import compression_of, local_path
-from neardup.io.filesystem import _fsync_dir, _inside, _same_file, _stat, _umask
+from neardup.io.filesystem import current_umask, fsync_dir, is_inside, same_file, stat_or_none
 from neardup.io.formats import STDIO, display_name
 from neardup.io.leftovers import TEMP_SUFFIX, remove_leftovers, temp_prefix
 
@@ -139,7 +139,7 @@ class OutputSet:
             local = local_path(p) if p != STDIO else None
             if local is not None:
                 real = os.path.realpath(local)
-                self._inputs.append((p, real, _stat(real)))
+                self._inputs.append((p, real, stat_or_none(real)))
         self._recheck()
 
     def protect(self, directory: str | os.PathLike) -> None:
@@ -154,7 +154,7 @@ class OutputSet:
         outputs, self._outputs = self._outputs, []
         for o in outputs:
             if o.target is not None:
-                self._check_conflicts(o, _stat(o.target))
+                self._check_conflicts(o, stat_or_none(o.target))
             self._outputs.append(o)
 
     def file(self, path: str | os.PathLike, what: str = "the output") -> Output:
@@ -196,7 +196,7 @@ class OutputSet:
             raise InputError(p, None, f"cannot use it as {what}: {e.strerror}") from None
         out = Output(p, what, kind, real, False, 0, None, st is not None)
         self._check_conflicts(out, st)
-        out.mode = (0o777 if kind == "directory" else 0o666) & ~_umask()
+        out.mode = (0o777 if kind == "directory" else 0o666) & ~current_umask()
         if st is None:
             if not os.path.isdir(parent):
                 raise InputError(
@@ -230,16 +230,14 @@ class OutputSet:
         target = out.target
         assert target is not None
         for given, real, in_st in self._inputs:
-            same = target == real or (
-                st is not None and in_st is not None and _same_file(st, in_st)
-            )
-            if same or (out.kind == "directory" and _inside(real, target)):
+            same = target == real or (st is not None and in_st is not None and same_file(st, in_st))
+            if same or (out.kind == "directory" and is_inside(real, target)):
                 also = "" if given == out.path else f" ({given})"
                 raise InputError(
                     out.path, None, f"{out.what} would overwrite an input{also}; write it elsewhere"
                 )
         for given, real in self._protected:
-            if _inside(target, real) or _inside(real, target):
+            if is_inside(target, real) or is_inside(real, target):
                 raise InputError(
                     out.path, None, f"{out.what} is inside the index {given}; write it elsewhere"
                 )
@@ -253,13 +251,13 @@ class OutputSet:
         for o in self._outputs:
             if o.target is None:
                 continue
-            other = _stat(o.target) if st is not None else None
-            if o.target == target or (other is not None and _same_file(st, other)):  # type: ignore[arg-type]
+            other = stat_or_none(o.target) if st is not None else None
+            if o.target == target or (other is not None and same_file(st, other)):  # type: ignore[arg-type]
                 raise InputError(
                     out.path, None, f"{out.what} and {o.what} are the same file; name each its own"
                 )
-            if (o.kind == "directory" and _inside(target, o.target)) or (
-                out.kind == "directory" and _inside(o.target, target)
+            if (o.kind == "directory" and is_inside(target, o.target)) or (
+                out.kind == "directory" and is_inside(o.target, target)
             ):
                 raise InputError(
                     out.path,
@@ -441,7 +439,7 @@ class OutputSet:
             self.abort()
             raise
         for d in {os.path.dirname(o.target) for o, _ in done if o.target}:
-            _fsync_dir(d)
+            fsync_dir(d)
         if then is not None:
             self._then(then, done)
         for _, backup in done:

@@ -24,6 +24,23 @@ from neardup.index import open_index as open_backend
 from neardup.io.writers import OutputSet, RolledBack
 from neardup.pipeline.scan import Scan
 
+__all__ = [
+    "add_parts",
+    "add_survivors",
+    "check_distance",
+    "check_index",
+    "check_survivors",
+    "commit_with_update",
+    "entry_ids",
+    "hold_writes",
+    "IndexCheck",
+    "open_against",
+    "open_index",
+    "own_entries",
+    "ParquetCorpus",
+    "sketch_words",
+]
+
 
 class ParquetCorpus:
     """Stored fingerprints in Parquet files (columns ``fingerprint`` and ``id``), checked in
@@ -130,7 +147,22 @@ def sketch_words(index: Any) -> int | None:
     return index.sketch_words
 
 
-def _check_distance(index: Any, distance: int) -> None:
+def check_distance(index: Any, distance: int) -> None:
+    """Refuse a dedup distance greater than an index answers.
+
+    Parameters
+    ----------
+    index : IndexBackend or ParquetCorpus
+        The index deduplicated against (a Parquet corpus answers any distance).
+    distance : int
+        The dedup's distance in bits (the fingerprint distance: the sketches' for an index
+        with sketches).
+
+    Raises
+    ------
+    ValueError
+        When ``distance`` exceeds the distance in bits the index was created for.
+    """
     if not isinstance(index, ParquetCorpus) and distance > index.distance:
         raise ValueError(
             f"index {index.path} answers distances up to {index.distance} bits but dedup uses "
@@ -212,7 +244,7 @@ def check_index(
     checked in parts (a staged run's shards): no document is found for any of them.
     """
     n = len(fingerprints)
-    _check_distance(index, distance)
+    check_distance(index, distance)
     words = sketch_words(index)
     if isinstance(index, ParquetCorpus) and client is None:
         raise ValueError(

@@ -21,8 +21,8 @@ from neardup.io.files import check_unchanged, file_stamp, input_size, open_parqu
 from neardup.io.sources import InputFile, expand_inputs
 from neardup.pipeline.stream import Batch, concat, fingerprint_files
 
-__all__ = ["Scan", "check_key_kinds", "first_kinds", "fingerprint_texts", "scan_files",
-           "unique_ids"]  # fmt: skip
+__all__ = ["Scan", "SeenDocuments", "check_key_kinds", "first_kinds", "fingerprint_texts",
+           "scan_files", "unique_ids"]  # fmt: skip
 
 OnBad = Callable[[InputError], None]
 Progress = Callable[[int], None]
@@ -134,7 +134,7 @@ def scan_files(
         skipped += 1
         on_bad(err)
 
-    seen = _Seen(files)
+    seen = SeenDocuments(files)
     if progress is not None:
         progress(0)  # reading starts
     batches = fingerprint_files(
@@ -218,7 +218,7 @@ def _kept_keys(
     return offsets, keys
 
 
-class _Seen:
+class SeenDocuments:
     """The documents kept so far, and their ids, to refuse a repeated one: by id hash without
     the GIL when the block kernel read them (the few hash matches compared in Python), else
     with a dict of the ids, as Python compares them (no kernel to compile for small inputs)."""

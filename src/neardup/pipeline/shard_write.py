@@ -16,14 +16,14 @@ from neardup.core.bits import popcount
 from neardup.io.blocks import iter_blocks, kept_lines
 from neardup.io.files import open_input
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.stages import _gather, _Range, load, load_ids, save
+from neardup.pipeline.stages import ByteRange, gather_array, load, load_ids, save
 from neardup.pipeline.stream import concat
-from neardup.pipeline.write import _json_id, copy_file, parquet_schema, write_parquet_rows
+from neardup.pipeline.write import copy_file, json_id, parquet_schema, write_parquet_rows
 
-__all__ = ["write_task"]
+__all__ = ["PositionLookup", "write_task"]
 
 
-class _Lookup:
+class PositionLookup:
     """Ids and fingerprints of documents at global positions, each shard's loaded once."""
 
     def __init__(self, work: str, offsets: np.ndarray) -> None:
@@ -42,7 +42,7 @@ class _Lookup:
     def fps(self, pos: np.ndarray) -> np.ndarray:
         order = np.argsort(pos, kind="stable")
         out = np.empty(len(pos), dtype=np.uint64)
-        out[order] = _gather(self.work, self.offsets, pos[order], "fp", np.uint64)
+        out[order] = gather_array(self.work, self.offsets, pos[order], "fp", np.uint64)
         return out
 
 
@@ -66,7 +66,9 @@ def _rows_for(work: str, n_decide: int, lo: int, hi: int) -> dict[str, np.ndarra
     return out
 
 
-def _cluster_lines(rows: dict[str, np.ndarray], look: _Lookup, verify: bool) -> Iterator[str]:
+def _cluster_lines(
+    rows: dict[str, np.ndarray], look: PositionLookup, verify: bool
+) -> Iterator[str]:
     pos, label = rows["pos"], rows["label"]
     if len(pos) == 0:
         return
@@ -77,9 +79,9 @@ def _cluster_lines(rows: dict[str, np.ndarray], look: _Lookup, verify: bool) -> 
     for g in np.split(np.arange(len(pos)), cuts):
         a, b = int(g[0]), int(g[-1]) + 1
         c: dict[str, Any] = {
-            "kept": _json_id(kept_ids[a]),
+            "kept": json_id(kept_ids[a]),
             "size": b - a,
-            "members": [_json_id(m) for m in ids[a:b]],
+            "members": [json_id(m) for m in ids[a:b]],
             "distances": dist[a:b].tolist(),
         }
         if verify:
@@ -111,7 +113,7 @@ def write_task(out: str, work: str, plan: DedupPlan, offsets: list[int], n_decid
     result["clusters"] = int(len(np.unique(label)))
     if plan.clusters is not None or plan.cluster_parts:
         with open(os.path.join(out, "clusters.jsonl"), "w") as f:
-            f.writelines(_cluster_lines(rows, _Lookup(work, off), plan.verify))
+            f.writelines(_cluster_lines(rows, PositionLookup(work, off), plan.verify))
     for path, name, mask in ((plan.output, "kept", ~dropped), (plan.removed, "removed", dropped)):
         if path is not None:
             result[f"{name}_bytes"] = _write_records(out, work, plan, s, first_line, mask, name)
@@ -171,7 +173,7 @@ def _write_lines(dest: str, plan: DedupPlan, s: int, numbers: np.ndarray, first_
         if len(numbers) == 0:
             return 0
         if shard.is_range:
-            reader: Any = contextlib.closing(_Range(f.path, shard.start, shard.end))
+            reader: Any = contextlib.closing(ByteRange(f.path, shard.start, shard.end))
         else:
             reader = open_input(f.path)
             first_line = 1

@@ -33,12 +33,12 @@ from neardup.pipeline.against import (
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stage_components import partition
 from neardup.pipeline.stages import (
-    _save_records,
-    _sets,
     load,
     load_ids,
     read_records,
     save,
+    save_records,
+    shard_sets,
     slices,
 )
 from neardup.pipeline.workdir import read_json
@@ -57,7 +57,7 @@ def shard_sketches(work: str, s: int, words: int | None) -> Sketches | None:
     """Shard ``s``'s MinHash sketches of ``words`` words (None: the index keeps none)."""
     if words is None:
         return None
-    return set_sketches(_sets(work, s), words, threads=1)
+    return set_sketches(shard_sets(work, s), words, threads=1)
 
 
 def _distance(plan: DedupPlan, words: int | None) -> int:
@@ -115,7 +115,7 @@ def index_split_task(out: str, work: str, s: int, offset: int, parts: int) -> di
     """Shard ``s``'s documents found in the index as records ``[entry, id, bits, jaccard,
     position]`` (ids in JSON form), cut by the range of their entry's hash (:func:`partition`
     of ``parts``), each range in input order."""
-    from neardup.pipeline.write import _json_id
+    from neardup.pipeline.write import json_id
 
     found = np.flatnonzero(load(work, "against", s, "found"))
     entries = found_entries(work, s) if len(found) else []
@@ -125,9 +125,9 @@ def index_split_task(out: str, work: str, s: int, offset: int, parts: int) -> di
     part = partition(key, parts)
     order = np.argsort(part, kind="stable")
     cut = np.searchsorted(part[order], np.arange(parts + 1)).astype(np.int64)
-    records = [[entries[k], _json_id(ids[found[k]]), int(dist[found[k]]), float(jac[found[k]]),
+    records = [[entries[k], json_id(ids[found[k]]), int(dist[found[k]]), float(jac[found[k]]),
                 offset + int(found[k])] for k in order.tolist()]  # fmt: skip
-    return {"bytes": save(out, c=cut) + _save_records(out, "rec", records)}
+    return {"bytes": save(out, c=cut) + save_records(out, "rec", records)}
 
 
 def index_clusters_task(out: str, work: str, splits: list[str], p: int, how: str) -> int:
@@ -135,7 +135,7 @@ def index_clusters_task(out: str, work: str, splits: list[str], p: int, how: str
     from the ``splits`` tasks of index-split), as the one-process run writes them after the
     input's clusters, with ``first`` the position of each line's first document (the lines'
     order across ranges); returns how many."""
-    from neardup.pipeline.write import _json_id
+    from neardup.pipeline.write import json_id
 
     groups: dict[str, tuple[Any, int, list[tuple[Any, int, float]]]] = {}
     # shards in order, each in input order: first appearances in input order
@@ -147,9 +147,9 @@ def index_clusters_task(out: str, work: str, splits: list[str], p: int, how: str
     with open(os.path.join(out, "clusters.jsonl"), "w") as f:
         for entry, _, members in groups.values():
             row: dict[str, Any] = {
-                "kept": _json_id(entry),
+                "kept": json_id(entry),
                 "size": 1 + len(members),
-                "members": [_json_id(entry)] + [m[0] for m in members],
+                "members": [json_id(entry)] + [m[0] for m in members],
                 "distances": [0] + [m[1] for m in members],
             }
             if how == "sketch":

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from neardup.distributed.plan import distinct_nodes, indexed_components
-from neardup.pipeline.stages import _gather, inbox, load, save
+from neardup.pipeline.stages import gather_array, inbox, load, save
 
 __all__ = [
     "EDGES",
@@ -77,7 +77,7 @@ def edges_task(out: str, work: str, stage: str, task: str, offsets: list[int], a
     if aside and len(pairs):
         pos, local = distinct_nodes(pairs)
         off = np.asarray(offsets, dtype=np.int64)
-        found = _gather(work, off, pos, "found", bool, stage="against").astype(bool)
+        found = gather_array(work, off, pos, "found", bool, stage="against").astype(bool)
         pairs = pairs[~(found[local[:, 0]] | found[local[:, 1]])]
     u, v = pairs[:, 0], pairs[:, 1]
     nbytes = _keyed(out, u, pairs, parts, name="u", cut="cu")

@@ -21,8 +21,8 @@ from neardup.core.decide import keep_key
 from neardup.distributed.plan import distinct_nodes
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.report import json_id, near_counts
-from neardup.pipeline.shard_write import _Lookup
-from neardup.pipeline.stages import _gather, keep_values, load, save, slices
+from neardup.pipeline.shard_write import PositionLookup
+from neardup.pipeline.stages import gather_array, keep_values, load, save, slices
 from neardup.pipeline.stream import concat
 
 __all__ = ["near_kept_task", "near_pick_task", "near_task"]
@@ -70,7 +70,7 @@ def near_task(out: str, work: str, plan: DedupPlan, offsets: list[int],
     jac = concat([np.asarray(load(work, "verify", task, j)) for j in ("jac", "mjac")], np.float64)
     off = np.asarray(offsets, dtype=np.int64)
     pos, at = distinct_nodes(pairs)
-    live = _gather(work, off, pos, "part", bool, stage="near-kept")
+    live = gather_array(work, off, pos, "part", bool, stage="near-kept")
     ok = live[at[:, 0]] & live[at[:, 1]] if len(pairs) else np.zeros(0, dtype=bool)
     a, b, jac, at = pairs[ok, 0], pairs[ok, 1], jac[ok].astype(np.float64), at[ok]
     a_first = a < b
@@ -101,7 +101,7 @@ def near_pick_task(out: str, work: str, plan: DedupPlan, offsets: list[int], tas
     d, e, jac, _ = _best(d, e, jac, ekey)
     nbytes = save(out, d=d, e=e, jac=jac)
     rows = np.lexsort((d, -jac))[:top]
-    look = _Lookup(work, np.asarray(offsets, dtype=np.int64))
+    look = PositionLookup(work, np.asarray(offsets, dtype=np.int64))
     ids = [json_id(i) for i in look.ids(np.concatenate([d[rows], e[rows]]))]
     shown = [[float(jac[i]), int(d[i]), int(e[i]), ids[k], ids[len(rows) + k]]
              for k, i in enumerate(rows.tolist())]  # fmt: skip

@@ -804,11 +804,11 @@ def _open_index(stack: contextlib.ExitStack, plan: DedupPlan, outputs: OutputSet
     writers held off), its distance checked; the tasks open it again to read it."""
     if plan.against is None:
         return None
-    from neardup.pipeline.against import _check_distance, open_against
+    from neardup.pipeline.against import check_distance, open_against
 
     index = open_against(stack, outputs, plan.against, plan.update, plan.verify)
     words = A.sketch_words(index)
-    _check_distance(index, plan.distance if words is not None else plan.fingerprint_distance)
+    check_distance(index, plan.distance if words is not None else plan.fingerprint_distance)
     return index
 
 

@@ -56,10 +56,18 @@ from neardup.index.storage import NPY_HEADERS
 from neardup.io.blocks import hash_ids, id_key, iter_blocks, line_format
 from neardup.io.files import input_size, read_path
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.scan import _Seen, first_kinds
-from neardup.pipeline.stream import _items, _work, block_bytes, concat, in_order, reads_in_blocks
+from neardup.pipeline.scan import SeenDocuments, first_kinds
+from neardup.pipeline.stream import (
+    block_bytes,
+    concat,
+    fingerprint_item,
+    in_order,
+    input_items,
+    reads_in_blocks,
+)
 
 __all__ = [
+    "ByteRange",
     "check_search_device",
     "inbox",
     "count_lines",
@@ -67,10 +75,12 @@ __all__ = [
     "shard_sets",
     "decide_task",
     "exact_copies",
+    "gather_array",
     "id_buckets",
     "load",
     "pairs_task",
     "save",
+    "save_records",
     "repeated_ids",
     "scan_shard",
     "slices",
@@ -130,7 +140,7 @@ def load_ids(work: str, shard: int) -> list[Any]:
 
 
 # ---------------------------------------------------------------------------------- scan
-class _Range(io.RawIOBase):
+class ByteRange(io.RawIOBase):
     """Bytes ``start`` to ``end`` of a file, as a stream."""
 
     def __init__(self, path: str, start: int, end: int) -> None:
@@ -157,7 +167,9 @@ def count_lines(out: str, plan: DedupPlan, s: int) -> dict[str, int]:
     shard = plan.shards[s]
     n = 0
     if shard.is_range:
-        with contextlib.closing(_Range(plan.files[shard.first].path, shard.start, shard.end)) as r:
+        with contextlib.closing(
+            ByteRange(plan.files[shard.first].path, shard.start, shard.end)
+        ) as r:
             while chunk := r.read(1 << 22):
                 n += chunk.count(b"\n")
     return {"lines": n}
@@ -173,14 +185,14 @@ def _shard_items(plan: DedupPlan, s: int, first_line: int) -> Iterator[tuple[Any
         f = files[shard.first]
         fmt = line_format(f.path, f.kind == "jsonl", plan.text_field, plan.id_field,
                           plan.key_field)  # fmt: skip
-        with contextlib.closing(_Range(f.path, shard.start, shard.end)) as r:
+        with contextlib.closing(ByteRange(f.path, shard.start, shard.end)) as r:
             for number, data in iter_blocks(r, size):
                 yield "raw", shard.first, fmt, number + first_line - 1, data
         return
     sub = files[shard.first : shard.stop]
     arrow = reads_in_blocks(files, ("parquet",))
-    for item in _items(sub, plan.text_field, plan.id_field, size, reads_in_blocks(files), arrow,
-                       plan.key_field):  # fmt: skip
+    for item in input_items(sub, plan.text_field, plan.id_field, size, reads_in_blocks(files),
+                            arrow, plan.key_field):  # fmt: skip
         if item[0] == "docs":
             yield "docs", item[1] + np.int32(shard.first), item[2]
         else:
@@ -205,10 +217,10 @@ def scan_shard(
         if plan.skip_bad or not bad_records:
             bad_records.append([err.source, err.line, err.message])
 
-    seen = _Seen(list(plan.files), check_ids=False)  # the ids stage finds every repeat
+    seen = SeenDocuments(list(plan.files), check_ids=False)  # the ids stage finds every repeat
     set_parts: list[tuple[np.ndarray, ...]] = []  # of each block: sizes, sfp, digests
     items = _shard_items(plan, s, first_line)
-    work = lambda item: _work(item, fper=plan.fingerprinter, keys=verify)  # noqa: E731
+    work = lambda item: fingerprint_item(item, fper=plan.fingerprinter, keys=verify)  # noqa: E731
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(ThreadPoolExecutor(threads)) if threads > 1 else None
         batches = stack.enter_context(contextlib.closing(in_order(pool, work, items, threads + 1)))
@@ -246,7 +258,7 @@ def scan_shard(
         pickle.dump(seen.ids, f, protocol=pickle.HIGHEST_PROTOCOL)
     nbytes += os.path.getsize(os.path.join(out, "ids.pkl"))
     nbytes += os.path.getsize(os.path.join(out, "keys.u32"))
-    nbytes += _save_records(out, "bad", bad_records)
+    nbytes += save_records(out, "bad", bad_records)
     return {"n": len(fps), "bad": len(bad_records), "first_bad": (bad_records or [None])[0],
             "bytes": nbytes, "no_shingles": no_shingles}  # fmt: skip
 
@@ -310,7 +322,7 @@ def _by_digest(digests: np.ndarray, sizes: np.ndarray) -> dict[str, np.ndarray]:
     return dict(zip(_DIGESTS, (hi[order], lo[order], place[order]), strict=True))
 
 
-def _save_records(out: str, name: str, records: list[list[Any]]) -> int:
+def save_records(out: str, name: str, records: list[list[Any]]) -> int:
     """Bad records ``[source, line, message]`` as JSON lines ``name.jsonl``, with ``name.npy``
     the byte offset of each line and of the end; returns the bytes written."""
     at = [0]
@@ -325,7 +337,7 @@ def _save_records(out: str, name: str, records: list[list[Any]]) -> int:
 
 def read_records(work: str, stage: str, task: str | int, name: str, lo: int = 0,
                  hi: int | None = None) -> list[list[Any]]:  # fmt: skip
-    """Records ``lo`` to ``hi`` of :func:`_save_records`' ``name`` in a task's results."""
+    """Records ``lo`` to ``hi`` of :func:`save_records`' ``name`` in a task's results."""
     at = load(work, stage, task, name)
     hi = len(at) - 1 if hi is None else hi
     if hi <= lo:
@@ -365,7 +377,7 @@ def repeated_ids(out: str, work: str, plan: DedupPlan, sizes: list[int], b: int,
     shard = np.asarray([f[0] for f in found], dtype=np.int64)
     cut = np.searchsorted(shard, np.arange(len(sizes) + 1)).astype(np.int64)
     nbytes = save(out, place=np.asarray([f[1] for f in found], dtype=np.int64), c=cut)
-    nbytes += _save_records(out, "rep", [f[2:] for f in found])
+    nbytes += save_records(out, "rep", [f[2:] for f in found])
     return {"n": len(found), "first": found[0] if found else None,
             "shards": sorted(set(shard.tolist())), "bytes": nbytes}  # fmt: skip
 
@@ -465,7 +477,7 @@ def exact_copies(out: str, work: str, plan: DedupPlan, offsets: list[int], b: in
     off = np.asarray(offsets, dtype=np.int64)
     d, p = _shared_digests(work, off, b, buckets)
     if aside and len(p):
-        live = ~_gather(work, off, p, "found", bool, stage="against").astype(bool)
+        live = ~gather_array(work, off, p, "found", bool, stage="against").astype(bool)
         d, p = d[live], p[live]
     key = keep_key(plan.keep, keep_values(work, plan, off, p), len(p)) if len(p) else None
     if key is None:  # "first": input order
@@ -563,8 +575,8 @@ def _gather_sets(work: str, offsets: np.ndarray, pos: np.ndarray,
     return ShingleSets(out, concat([p.keys for p in parts], np.uint32))
 
 
-def _gather(work: str, offsets: np.ndarray, pos: np.ndarray, name: str, dtype: Any,
-            stage: str = "scan") -> np.ndarray:  # fmt: skip
+def gather_array(work: str, offsets: np.ndarray, pos: np.ndarray, name: str, dtype: Any,
+                 stage: str = "scan") -> np.ndarray:  # fmt: skip
     """Array ``name`` of a per-shard stage's tasks (the scan spills) at global positions
     ``pos`` (ascending)."""
     parts = [np.asarray(load(work, stage, s, name))[p - offsets[s]]
@@ -710,7 +722,7 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
     templates = []
     if plan.verify:
         sets = _gather_sets(work, off, nodes, key_stage(plan))
-        sfp = _gather(work, off, nodes, "sfp", np.uint64, key_stage(plan))
+        sfp = gather_array(work, off, nodes, "sfp", np.uint64, key_stage(plan))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             d = decide_verified(sets, sfp, plan.threshold, pairs=local, keep=plan.keep,
@@ -721,7 +733,7 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
             templates = cluster_templates(sets, surv, nodes, int(off[-1]),
                                           lambda p: _gather_sets(work, off, p))  # fmt: skip
     else:  # the rule of the one-process run, over the group's whole components
-        fp = _gather(work, off, nodes, "fp", np.uint64)
+        fp = gather_array(work, off, nodes, "fp", np.uint64)
         order = priority_order(n, plan.keep, values)
         kept_for = keep_order(fp, order, plan.distance, pairs=local)
         surv = np.where(kept_for < 0, pos, kept_for)
@@ -746,8 +758,8 @@ def keep_values(work: str, plan: DedupPlan, offsets: np.ndarray, pos: np.ndarray
     if plan.keep == "first":
         return None
     if plan.key_field is None:
-        return _gather(work, offsets, pos, "len", np.int64)
-    return _gather(work, offsets, pos, "prio", np.float64)
+        return gather_array(work, offsets, pos, "len", np.int64)
+    return gather_array(work, offsets, pos, "prio", np.float64)
 
 
 def key_kinds(work: str, plan: DedupPlan, s: int) -> list[list[Any]]:

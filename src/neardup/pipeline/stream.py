@@ -48,7 +48,9 @@ __all__ = [
     "concat",
     "fingerprint_all",
     "fingerprint_files",
+    "fingerprint_item",
     "in_order",
+    "input_items",
     "reads_in_blocks",
 ]
 
@@ -114,7 +116,7 @@ def _records(f: InputFile, text_field: str, id_field: str | None, on_bad: Any,
     return read_parquet(f.path, text_field, id_field, on_bad, key_column=key_field)
 
 
-def _items(
+def input_items(
     files: list[InputFile],
     text_field: str,
     id_field: str | None,
@@ -187,7 +189,25 @@ def _fingerprint(block: DocBlock, fper: Any, keys: bool) -> tuple[Any, Any, Any]
     return np.asarray(fper.fingerprint_many(texts, 1), dtype=np.uint64), None, None
 
 
-def _work(item: tuple[Any, ...], *, fper: Any, keys: bool) -> Batch:
+def fingerprint_item(item: tuple[Any, ...], *, fper: Any, keys: bool) -> Batch:
+    """Parse and fingerprint one item of :func:`input_items`, on the calling thread.
+
+    Parameters
+    ----------
+    item : tuple
+        A ``"raw"`` block of line-file bytes, an ``"arrow"`` record batch or a ``"docs"``
+        group of records, as :func:`input_items` yields them.
+    fper : Fingerprinter
+        The fingerprinter (:class:`neardup.fingerprints.simhash.Fingerprinter` or one with
+        ``features_many``).
+    keys : bool
+        Also keep each document's shingle keys (verified dedup).
+
+    Returns
+    -------
+    Batch
+        The item's documents, the input file of each and their 64-bit fingerprints (and keys).
+    """
     if item[0] == "raw":
         _, k, fmt, number, data = item
         block = parse_block(fmt, number, data)
@@ -245,10 +265,10 @@ def fingerprint_files(
     nthreads = threads_for(threads)
     size = block_bytes(files, nthreads)
     arrow = reads_in_blocks(files, ("parquet",))
-    items = _items(files, text_field, id_field, size, reads_in_blocks(files), arrow, key_field)
+    items = input_items(files, text_field, id_field, size, reads_in_blocks(files), arrow, key_field)
     # blocks in flight: every thread busy, memory bounded
     with ThreadPoolExecutor(max_workers=nthreads) as pool:
-        work = functools.partial(_work, fper=fingerprinter, keys=keys)
+        work = functools.partial(fingerprint_item, fper=fingerprinter, keys=keys)
         yield from in_order(pool, work, items, nthreads + 1, on_read)
 
 

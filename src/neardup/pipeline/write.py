@@ -33,6 +33,7 @@ from neardup.pipeline.scan import Scan
 from neardup.pipeline.stream import in_order, reads_in_blocks
 
 __all__ = [
+    "json_id",
     "register_outputs",
     "write_clusters",
     "write_drop_list",
@@ -346,7 +347,7 @@ def _write_text_dir(
     return written
 
 
-def _json_id(v: object) -> object:
+def json_id(v: object) -> object:
     """An id as a standard JSON value: other types and non-finite numbers become text."""
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
@@ -375,8 +376,8 @@ def write_clusters(
     """
     with _staged(outputs, path, "w") as f:
         for c in itertools.chain(result.iter_clusters(), result.iter_index_clusters()):
-            c["kept"] = _json_id(c["kept"])
-            c["members"] = [_json_id(m) for m in c["members"]]
+            c["kept"] = json_id(c["kept"])
+            c["members"] = [json_id(m) for m in c["members"]]
             f.write(json.dumps(c, ensure_ascii=False, allow_nan=False) + "\n")
 
 

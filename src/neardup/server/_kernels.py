@@ -6,9 +6,11 @@ import numpy as np
 
 from neardup.compiled import njit
 
+__all__ = ["grouped_survivors", "results_json"]
+
 
 @njit(cache=True, nogil=True)
-def _grouped_survivors(group, rep, offsets, to, self_link, seen):
+def grouped_survivors(group, rep, offsets, to, self_link, seen):
     """First-survivor dedup of a batch over groups of identical items: item j is new unless
     ``seen[j]`` or an earlier new item i < j matches it; ``by[j]`` is the smallest such i,
     else -1. A drop is always justified by a kept item itself, never through a chain.
@@ -67,7 +69,7 @@ def _put_int(out, pos, v):
 
 
 @njit(cache=True, nogil=True)
-def _results_json(bounds, ids, dist):
+def results_json(bounds, ids, dist):
     """The JSON array ``[{"matches":[{"id":I,"distance":D,"jaccard":null},...]},...]`` as UTF-8
     bytes, query q holding matches ``bounds[q]:bounds[q + 1]`` of int64 ``ids``/``dist``; the
     same text as ``json.dumps(..., separators=(",", ":"))``."""

@@ -136,7 +136,7 @@ def _results_body(m: Any, n: int) -> bytes:
     if m.ids.dtype.kind == "i" and m.jaccards is None:
         ids = np.ascontiguousarray(m.ids, dtype=np.int64)
         dist = np.ascontiguousarray(m.distances, dtype=np.int64)
-        return _kernels._results_json(m.offsets, ids, dist).tobytes()
+        return _kernels.results_json(m.offsets, ids, dist).tobytes()
     return json.dumps([{"matches": r} for r in _matches(m, n)], separators=(",", ":")).encode()
 
 
@@ -186,7 +186,7 @@ def create_app(
     access = Access(token, read_token, None if hosts is None else frozenset(hosts))
     backend = open_backend(index)
     e = np.empty(0, dtype=np.int64)
-    _kernels._results_json(np.zeros(1, np.int64), e, e)  # compiled or loaded now, not mid-request
+    _kernels.results_json(np.zeros(1, np.int64), e, e)  # compiled or loaded now, not mid-request
     fingerprinter = Fingerprinter(preset, **({} if window is None else {"window": window}))
     app = FastAPIOffline(
         title="neardup",

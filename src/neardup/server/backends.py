@@ -206,7 +206,7 @@ class BatchLinks(NamedTuple):
         free = np.flatnonzero(~seen)
         g, first = np.unique(self.group[free], return_index=True)
         rep[g] = free[first]
-        return _kernels._grouped_survivors(
+        return _kernels.grouped_survivors(
             self.group, rep, self.offsets, self.to, self.self_link, seen
         )
 
