@@ -70,8 +70,9 @@ def test_ctrl_c_stops_at_once_says_how_to_resume_and_the_rerun_says_what_it_reus
     line = _one_line(err)
     assert f"interrupted; the finished tasks are kept in {work} (" in line
     assert "run the same command again, with the same --work-dir, to resume" in line
-    # the scan tasks not started were cancelled, not run first (old: all ~120, seconds)
-    assert seconds < 3.0 and 3 <= scanned < 100
+    # the scan tasks not started were cancelled, not run first (old: all ~120); the seconds
+    # bound is loose for a loaded machine: the task count is what proves the cancel
+    assert seconds < 15.0 and 3 <= scanned < 100, (seconds, scanned)
     assert not (tmp_path / "out.jsonl").exists()
 
     r = _cli(*args)
@@ -102,7 +103,7 @@ def test_ctrl_c_without_a_work_dir_says_nothing_is_kept(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(temp)}
     args = [src, *_SLOW, "-o", str(tmp_path / "out.jsonl")]
     code, err, seconds, _ = _interrupt(args, str(temp / ".neardup-work.neardup-*"), env)
-    assert code == 130 and seconds < 3.0
+    assert code == 130 and seconds < 15.0, (code, seconds, err)
     assert "interrupted; nothing is kept (its work directory was temporary)" in _one_line(err)
     assert (
         not glob.glob(str(temp / ".neardup-work.neardup-*"))
