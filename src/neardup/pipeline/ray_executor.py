@@ -177,7 +177,8 @@ def _stop(ray: Any, refs: list[Any]) -> None:
 def ray_session(address: str = "local", cpus: int | None = None,
                 temp_dir: str | os.PathLike | None = None) -> Iterator[str]:  # fmt: skip
     """This process connected to Ray for the block; yields where the tasks run, in words
-    (``"local, 4 CPUs"``).
+    (``"local, 4 CPUs"``). Ray's log messages below ERROR, its workers' output and its
+    dashboard are left out: a task that fails raises its own error.
 
     Parameters
     ----------
@@ -194,8 +195,12 @@ def ray_session(address: str = "local", cpus: int | None = None,
         own there (default: ``TMPDIR``), removed at the end; Ray's own default, ``/tmp/ray``,
         where that path would be too long for Ray's sockets.
 
-    Ray's log messages below ERROR, its workers' output and its dashboard are left out: a task
-    that fails raises its own error.
+    Raises
+    ------
+    ValueError
+        ``cpus`` with a running cluster (it has its own).
+    neardup._optional.MissingDependency
+        Ray is not installed (``pip install "neardup[ray]"``).
     """
     ray = _ray()
     if ray.is_initialized():
