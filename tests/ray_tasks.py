@@ -4,6 +4,7 @@ a slow task."""
 
 from __future__ import annotations
 
+import glob
 import os
 import time
 from typing import Any
@@ -33,9 +34,14 @@ def bad_line(out: str, i: int) -> int:
 
 
 def sleepy(marks: str, i: int) -> int:
-    """Marks ``marks/started-i``, sleeps (the first task briefly, the others 2 s), then marks
-    ``marks/done-i``."""
+    """Marks ``marks/started-i``, then (the first task) waits for another task to start, or
+    (the others) sleeps 2 s, then marks ``marks/done-i``."""
     open(os.path.join(marks, f"started-{i}"), "w").close()
-    time.sleep(0.2 if i == 0 else 2.0)
+    deadline = time.monotonic() + 60
+    if i == 0:
+        while len(glob.glob(os.path.join(marks, "started-*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    else:
+        time.sleep(2.0)
     open(os.path.join(marks, f"done-{i}"), "w").close()
     return i

@@ -166,7 +166,7 @@ def test_a_worker_killed_mid_stage_ends_with_the_same_bytes(executor, tmp_path, 
 
 def test_an_interrupt_cancels_the_tasks_not_started(executor, tmp_path):
     def progress(stage: str, done: int, total: int) -> None:
-        if done:  # Ctrl-C, once the first task is done (the others run for 2 s)
+        if done:  # Ctrl-C, once the first task is done, another running (for 2 s)
             raise KeyboardInterrupt
 
     tasks = [(str(tmp_path), i) for i in range(12)]

@@ -96,9 +96,10 @@ class RayExecutor:
             asks["memory"] = max(1, min(int(memory), self.largest))
         remote = _remote(ray).options(**asks)
         shared = {i: ray.put(a) for i, a in shared_args(tasks).items()}
-        refs = [remote.remote(fn, *[shared.get(j, a) for j, a in enumerate(args)])
-                for args in tasks]  # fmt: skip
-        try:
+        refs: list[Any] = []
+        try:  # (a Ctrl-C while the tasks are sent cancels those sent)
+            for args in tasks:
+                refs.append(remote.remote(fn, *[shared.get(j, a) for j, a in enumerate(args)]))
             return _gather(ray, refs, stage, progress)
         finally:
             _stop(ray, refs)
@@ -165,6 +166,8 @@ def _stop(ray: Any, refs: list[Any]) -> None:
     """The tasks of ``refs`` not finished cancelled (one not started never starts; a running one
     is interrupted as by Ctrl-C, and its half-written task directory removed) and waited for,
     so that none writes to the work directory once the stage is over."""
+    if not refs:
+        return
     _, left = ray.wait(refs, num_returns=len(refs), timeout=0)
     for ref in left:
         with contextlib.suppress(Exception):
