@@ -202,8 +202,8 @@ def ray_session(address: str = "local", cpus: int | None = None,
     ------
     ValueError
         ``cpus`` with a running cluster (it has its own).
-    neardup._optional.MissingDependency
-        Ray is not installed (``pip install "neardup[ray]"``).
+    ImportError
+        Ray is not installed: one line naming ``pip install "neardup[ray]"``.
     """
     ray = _ray()
     if ray.is_initialized():
