@@ -167,6 +167,8 @@ def test_missing_optional_dependencies_are_one_line(monkeypatch, tmp_path):
                         "neardup[dask]"),
         "matplotlib": (["dedup", CORPUS, "-o", str(tmp_path / "r.jsonl"), "--report",
                         str(tmp_path / "r.html")], "neardup[report]"),
+        "ray": (["dedup", CORPUS, "-o", str(tmp_path / "o.jsonl"), "--ray", "local"],
+                "neardup[ray]"),
     }  # fmt: skip
     for module, (args, extra) in cases.items():
         with monkeypatch.context() as m:

@@ -18,6 +18,7 @@ import pytest
 from cli import interruptible, invoke
 from test_staged import _MAIN, ROOT, _cli, _write
 
+from neardup import dedup
 from neardup.cli.progress import TaskProgress
 from neardup.io.sources import InputPath
 from neardup.pipeline.plan import MIN_SPREAD_DOCS, build_plan, spread
@@ -180,3 +181,46 @@ def test_workers_run_several_shards_and_say_so(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "shards           2 of about 2,000 documents, on 2 Dask workers" in r.stderr
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+
+
+def test_a_url_work_dir_is_refused_in_one_line(tmp_path, monkeypatch):
+    """Until object storage is supported, a URL as the work directory is refused (it would be
+    a local folder named ``s3:``)."""
+    src = _corpus(tmp_path, 50)
+    monkeypatch.chdir(tmp_path)
+    r = invoke("neardup", "dedup", src, "-o", str(tmp_path / "o.jsonl"), "--work-dir",
+               "s3://bucket/w", text=True)  # fmt: skip
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "s3://bucket/w: the work directory must be a local or shared file system path" in (
+        r.stderr
+    )
+    with pytest.raises(ValueError, match="must be a local or shared file system path"):
+        dedup([InputPath(src)], output=tmp_path / "o.jsonl", work_dir="file:///tmp/w")
+    assert not (tmp_path / "s3:").exists() and not (tmp_path / "o.jsonl").exists()
+
+
+def test_ray_options_that_do_not_fit_are_one_line(tmp_path):
+    """--ray with Dask's options, or with what does not run on Ray, and executor= where it
+    cannot run: refused in one line before anything starts (ray need not be installed)."""
+    src = _corpus(tmp_path, 50)
+    out = str(tmp_path / "o.jsonl")
+    cases = {
+        ("--ray", "local", "--scheduler", "tcp://127.0.0.1:1"): "either --ray or --scheduler",
+        ("--ray", "auto", "--workers", "2"): "--workers N sets the CPUs of --ray local",
+        ("--ray", "local", "--device", "cuda"): "--device cuda does not run on Ray yet",
+        ("--ray", "local", "--against", "x.parquet"): "not on Ray: give an index",
+    }
+    for args, said in cases.items():
+        r = invoke("neardup", "dedup", src, "-o", out, *args, text=True)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and said in r.stderr, r.stderr
+    refused = {
+        "runs a staged dedup, over files": dict(data=["a text", "another"], executor="ray"),
+        "does not run on executor='ray' yet": dict(data=[InputPath(src)], executor="ray",
+                                                   device="cuda"),
+        "either client=": dict(data=[InputPath(src)], executor="ray", client=object()),
+        "executor= must be 'local', 'ray'": dict(data=[InputPath(src)], executor="spark"),
+    }  # fmt: skip
+    for said, kw in refused.items():
+        with pytest.raises(ValueError, match=said):
+            dedup(kw.pop("data"), **kw)
+    assert not os.path.exists(out)

@@ -22,6 +22,7 @@ EXTRAS = {
     "aiohttp": "remote",
     "zstandard": "zstd",
     "matplotlib": "report",
+    "ray": "ray",
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
@@ -30,15 +30,16 @@ from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import compile_ahead, dedup_groups
 from neardup.pipeline.plan import DEFAULT_SHARD_DOCS
 from neardup.pipeline.plan import search_distance as plan_distance
+from neardup.pipeline.workdir import check_work_dir
 
 PROG = "neardup dedup"
 
 
 def _summary_lines(
-    s: dict[str, Any], written: list[str] = (), dask: tuple[str, float] | None = None
+    s: dict[str, Any], written: list[str] = (), cluster: tuple[str, float] | None = None
 ) -> list[str]:
-    """The summary on stderr: ``written``, the outputs' names; ``dask``, where the run's search
-    ran and the seconds its cluster took to start (counted in the time)."""
+    """The summary on stderr: ``written``, the outputs' names; ``cluster``, where the run's
+    work ran (Dask, Ray) and the seconds its cluster took to start (counted in the time)."""
     sec = s["seconds"]
     docs = s["documents"]
     pct = 100.0 * s["dropped"] / docs if docs else 0.0
@@ -82,9 +83,9 @@ def _summary_lines(
     lines += _staged_lines(s)
     stages = ", ".join(f"{k} {v:.2f} s" for k, v in sec.items() if k != "total")
     total, rate = sec["total"], s["documents_per_second"]
-    if dask is not None:  # the cluster's start-up is part of what the run took
-        stages = f"{dask[0]} start-up {dask[1]:.2f} s, {stages}"
-        total += dask[1]
+    if cluster is not None:  # the cluster's start-up is part of what the run took
+        stages = f"{cluster[0]} start-up {cluster[1]:.2f} s, {stages}"
+        total += cluster[1]
         rate = round(docs / total) if total > 0 and rate is not None else None
     lines.append(
         f"time             {total:.2f} s ({stages})" + (f", {rate:,} documents/s" if rate else "")
@@ -99,7 +100,9 @@ def _staged_lines(s: dict[str, Any]) -> list[str]:
     reused (a run resumed: its rate is not shown) and its work directory, when given."""
     if "shards" not in s:
         return []
-    where = (plural(s["workers"], "Dask worker") if s.get("executor") == "dask"
+    executor = s.get("executor")
+    where = (plural(s["workers"], "Dask worker") if executor == "dask"
+             else f"Ray ({plural(s['workers'], 'CPU')})" if executor == "ray"
              else plural(s.get("threads", 1), "thread"))  # fmt: skip
     lines = [
         f"shards           {s['shards']:,} of about {plural(s['shard_docs'], 'document')}, on {where}"
@@ -306,8 +309,10 @@ class CommonShingles(click.ParamType):
     "--work-dir",
     default=None,
     metavar="DIR",
+    callback=lambda ctx, param, value: _check_work_dir(value),
     help="Staged run: keep each finished task's results in DIR (must be new, empty or this "
-    "command's); running the same command again after a crash, kill or Ctrl-C resumes it. "
+    "command's; a file system path, local or shared by a cluster's workers, not a URL); "
+    "running the same command again after a crash, kill or Ctrl-C resumes it. "
     "Default: a temporary directory, removed at the end.",
 )
 @click.option(
@@ -325,6 +330,16 @@ class CommonShingles(click.ParamType):
     "whose size (unless --shard-docs) and search tasks it sets (docs/guides/memory.md).",
 )
 @dask_options
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    default=None,
+    help="Run the stages on Ray (pip install \"neardup[ray]\"): 'local' starts a Ray of this "
+    "machine for the run (--workers N CPUs; default: all) and stops it at the end; 'auto' or "
+    "an address (HOST:6379, ray://HOST:10001) joins a running cluster, whose workers must reach "
+    "the inputs, outputs and --work-dir at the same paths. Not with --scheduler.",
+)
 def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_list: str | None,
           removed: str | None, report_path: str | None, keep: str, threshold: float,
           no_verify: bool, distance: int | None, common_shingles: float | int | None,
@@ -333,7 +348,8 @@ def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_
           threads: int | None, quiet: bool, progress_mode: str, json_summary: str | None,
           against: str | None, update: bool, device: str, temp_dir: str | None,
           shard_docs: int | None, work_dir: str | None, clean_work_dir: bool, memory: str | None,
-          scheduler: str | None, workers: int | None) -> None:  # fmt: skip
+          scheduler: str | None, workers: int | None,
+          ray_address: str | None) -> None:  # fmt: skip
     """Remove near-duplicate documents.
 
     Reads JSONL (--text-field, --id-field), Parquet (columns of those names), text files (a
@@ -360,11 +376,12 @@ def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_
 
     The input is streamed twice (fingerprints, then copying); outputs appear only when
     complete. A large input (more than --memory holds in one process), --shard-docs,
-    --work-dir, --workers and --scheduler run it as stages over shards: the same outputs.
+    --work-dir, --workers, --scheduler and --ray run it as stages over shards: the same outputs.
     """
     in_format, text_field = resolve_input(in_format, lines, field, column)
     search_distance = _check_options(output, json_summary, against, update, blocks,
                                       no_verify, threshold, distance)  # fmt: skip
+    cluster = _check_cluster(scheduler, workers, ray_address, device, against)
     if no_verify and common_shingles is not None:
         raise click.UsageError(
             "--common-shingles leaves shingles out of the verified comparison; it does "
@@ -398,14 +415,14 @@ def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_
             clean_work_dir=clean_work_dir, memory=memory, collect=False, removed=removed,
             common_shingles=common_shingles,
         )  # fmt: skip
-        _require_extras(files, against, device, scheduler is not None or workers is not None)
+        _require_extras(files, against, device, cluster)
         source = [InputPath(p) for p in inputs] if dataset is None else dataset
-        summary, dask = _run(source, options, files, quiet, progress_mode, scheduler, workers)
+        summary, where = _run(source, options, files, quiet, progress_mode, cluster)
     if not quiet:
         written = [display_name(p, output=True) for p in
                    (output, removed, clusters_path, drop_list, json_summary, report_path)
                    if p]  # fmt: skip
-        for line in _summary_lines(summary, written, dask):
+        for line in _summary_lines(summary, written, where):
             click.echo(f"{PROG}: {line}", err=True)
 
 
@@ -418,6 +435,12 @@ def _check_keep(keep: str) -> str:
             f"--keep must be first, longest, max:FIELD or min:FIELD (got {keep!r})"
         ) from None
     return keep
+
+
+def _check_work_dir(work_dir: str | None) -> str | None:
+    """``--work-dir`` as given, or (a URL) one line saying it must be a path."""
+    check_work_dir(work_dir)
+    return work_dir
 
 
 def _check_options(output: str, json_summary: str | None, against: str | None, update: bool,
@@ -464,7 +487,8 @@ def _check_outputs(inputs: tuple[str, ...], files: list[Any], output: str,
             extra.register(check)
 
 
-def _require_extras(files: list[Any], against: str | None, device: str, dask: bool) -> None:
+def _require_extras(files: list[Any], against: str | None, device: str,
+                    cluster: _Cluster) -> None:  # fmt: skip
     """The optional packages the run needs, asked for before any work and before the notice
     that kernels compile, so that a missing one is the run's only line (outputs are checked
     by :func:`_check_outputs`, the report by :func:`_extra_outputs`)."""
@@ -474,18 +498,58 @@ def _require_extras(files: list[Any], against: str | None, device: str, dask: bo
     require_readers(files)
     if (against or "").endswith(".parquet"):  # a stored corpus (with --scheduler/--workers)
         require("pyarrow.parquet", "parquet", "Parquet")
-    if dask:
+    if cluster.ray is not None:
+        require("ray", "ray", "running on Ray (--ray)")
+    elif cluster.dask:
         for module in ("dask", "distributed"):
             require(module, "dask", "running on Dask (--scheduler, --workers)")
     elif device == "cuda":  # (on Dask the workers have the GPU)
         use_gpu(device)  # cupy and a usable GPU, or one line saying what is missing
 
 
+class _Cluster(NamedTuple):
+    """Where the run's work goes: ``--scheduler``, ``--workers`` and ``--ray`` as given."""
+
+    scheduler: str | None
+    workers: int | None
+    ray: str | None
+
+    @property
+    def dask(self) -> bool:
+        return self.ray is None and (self.scheduler is not None or self.workers is not None)
+
+    @property
+    def here(self) -> bool:
+        """Whether the search runs in this process (no cluster)."""
+        return self.scheduler is None and self.workers is None and self.ray is None
+
+
+def _check_cluster(scheduler: str | None, workers: int | None, ray: str | None, device: str,
+                   against: str | None) -> _Cluster:  # fmt: skip
+    """``--scheduler``, ``--workers`` and ``--ray``, refused in one line where they do not fit
+    together (or with what does not run on Ray), before any work."""
+    if ray is None:
+        return _Cluster(scheduler, workers, ray)
+    if scheduler is not None:
+        raise click.UsageError("use either --ray or --scheduler (Dask), not both")
+    if ray != "local" and workers is not None:
+        raise click.UsageError("--workers N sets the CPUs of --ray local; a running Ray "
+                               f"cluster (--ray {ray}) has its own")  # fmt: skip
+    if device == "cuda":
+        raise click.UsageError("--device cuda does not run on Ray yet (its tasks ask for "
+                               "CPUs): use --device cpu, or Dask (--workers, --scheduler)")  # fmt: skip
+    if (against or "").endswith(".parquet"):
+        raise click.UsageError("Parquet files as --against are checked in batch mode on Dask "
+                               "(--workers, --scheduler), not on Ray: give an index")  # fmt: skip
+    return _Cluster(scheduler, workers, ray)
+
+
 def _run(source: Any, options: dict[str, Any], files: list[Any], quiet: bool,
-         progress_mode: str, scheduler: str | None,
-         workers: int | None) -> tuple[dict[str, Any], tuple[str, float] | None]:  # fmt: skip
+         progress_mode: str,
+         cluster: _Cluster) -> tuple[dict[str, Any], tuple[str, float] | None]:  # fmt: skip
     """The run with its progress (bytes read and written in one process, tasks by stage when
-    staged) and messages; its summary, and where its Dask cluster was with its start-up."""
+    staged) and messages; its summary, and where its cluster (Dask, Ray) was with its
+    start-up."""
     from neardup.pipeline.job import dedup as run_dedup
 
     total = sum(input_size(f.path) for f in files)
@@ -509,17 +573,17 @@ def _run(source: Any, options: dict[str, Any], files: list[Any], quiet: bool,
     first = [g for g in groups if g not in later]
     with contextlib.ExitStack() as stack:
         ahead = False
-        if scheduler is None and workers is None:  # (on Dask the search runs elsewhere)
+        if cluster.here:  # (on a cluster the search runs elsewhere)
             ahead = stack.enter_context(compile_ahead(verify, options["threads"]))
         announce_compile(PROG, first if ahead else [*first, *later], quiet,
                          **({"alongside": later} if ahead else {}))  # fmt: skip
-        client, dask = _dask_client(stack, scheduler, workers)
+        on, where = _open_cluster(stack, cluster, options["temp_dir"])
         meter = stack.enter_context(metered())
         stack.callback(bar.close)
         stack.callback(tasks.close)
-        result = run_dedup(source, client=client, progress=progress, stage_progress=tasks,
-                           log=say, on_bad=lambda e: say(f"skipped {e}"), **options)  # fmt: skip
-    return result.summary(), dask
+        result = run_dedup(source, progress=progress, stage_progress=tasks, log=say,
+                           on_bad=lambda e: say(f"skipped {e}"), **on, **options)  # fmt: skip
+    return result.summary(), where
 
 
 def _extra_outputs(
@@ -548,16 +612,23 @@ def _extra_outputs(
     return extras
 
 
-def _dask_client(
-    stack: contextlib.ExitStack, scheduler: str | None, workers: int | None
-) -> tuple[Any, tuple[str, float] | None]:
-    """The Dask client of ``--scheduler``/``--workers`` (None without them), and where the run
-    goes with the seconds the cluster took to start, for the summary."""
-    if scheduler is None and workers is None:
-        return None, None
+def _open_cluster(
+    stack: contextlib.ExitStack, cluster: _Cluster, temp_dir: str | None
+) -> tuple[dict[str, Any], tuple[str, float] | None]:
+    """What runs the work (``client=`` of ``--scheduler``/``--workers``, ``executor=`` of
+    ``--ray``; nothing without them), and where the run goes with the seconds the cluster
+    took to start, for the summary."""
+    t0 = time.perf_counter()
+    if cluster.ray is not None:
+        from neardup.pipeline.ray_executor import RayExecutor, ray_session
+
+        where = stack.enter_context(ray_session(cluster.ray, cluster.workers, temp_dir))
+        return {"executor": RayExecutor()}, (f"on Ray ({where}):", time.perf_counter() - t0)
+    if not cluster.dask:
+        return {}, None
     from neardup.distributed import connect
 
-    t0 = time.perf_counter()
+    scheduler, workers = cluster.scheduler, cluster.workers
     client = stack.enter_context(connect(scheduler, workers))
     where = f"the cluster at {scheduler}" if scheduler else f"{plural(workers, 'worker')}"
-    return client, (f"on Dask ({where}): cluster", time.perf_counter() - t0)
+    return {"client": client}, (f"on Dask ({where}): cluster", time.perf_counter() - t0)

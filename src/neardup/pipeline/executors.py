@@ -1,7 +1,11 @@
-"""Executors: what maps a stage function over its tasks (threads of this process, or Dask).
+"""Executors: what maps a stage function over its tasks (threads of this process, Dask, or Ray:
+:mod:`neardup.pipeline.ray_executor`).
 
 An executor only runs ``fn(*args)`` for each task and gives the results back in task order; it
-knows nothing of dedup. The stage functions of :mod:`neardup.pipeline.stages` are plain,
+knows nothing of dedup. Besides ``map`` it tells its ``name``, the ``threads`` each task may use,
+its ``workers`` (a cluster's, for the summary), ``slots`` (the tasks it runs at once in all: 1
+for this process, whose tasks share its threads) and ``parallel`` (the tasks that run at once
+in one process or on one machine, sharing its memory budget). The stage functions of :mod:`neardup.pipeline.stages` are plain,
 picklable module functions whose arguments are small (a plan, a few integers), and they read and
 write files in the run's work directory, so any pool of workers that shares that directory can
 run them.
@@ -9,19 +13,28 @@ run them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import types
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
 from neardup.errors import InputError
 from neardup.pipeline.workdir import DONE, check_task, read_done, record_files
 
-__all__ = ["DaskExecutor", "LocalExecutor", "Progress", "TaskInputError", "run_task"]
+__all__ = [
+    "DaskExecutor",
+    "LocalExecutor",
+    "Progress",
+    "TaskInputError",
+    "open_executor",
+    "run_task",
+    "shared_args",
+]
 
 #: ``progress(stage, tasks done, tasks in the stage)``
 Progress = Callable[[str, int, int], None]
@@ -79,13 +92,15 @@ class LocalExecutor:
         from neardup.fingerprints.batch import threads_for
 
         self.threads = threads_for(threads)
-        self.workers = 1
+        self.workers = self.slots = 1
+        self.parallel = self.threads
 
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], stage: str,
-            progress: Progress | None = None) -> list[Any]:  # fmt: skip
+            progress: Progress | None = None, memory: int | None = None) -> list[Any]:  # fmt: skip
         """``fn(*args)`` of every task, in task order; the first failure in task order is
         raised. On a failure or an interrupt (Ctrl-C) the tasks not started are cancelled: only
-        those running are waited for."""
+        those running are waited for. ``memory``, the bytes a task may hold at its peak (an
+        estimate), is for executors that place tasks by memory: threads share this process's."""
         total = len(tasks)
         if progress is not None:
             progress(stage, 0, total)
@@ -118,9 +133,11 @@ class DaskExecutor:
         self.client = client
         self.threads = 1
         self.workers = len(client.scheduler_info().get("workers", {})) or 1
+        nthreads = client.nthreads().values()
+        self.parallel, self.slots = max(nthreads, default=1), sum(nthreads) or 1
 
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], stage: str,
-            progress: Progress | None = None) -> list[Any]:  # fmt: skip
+            progress: Progress | None = None, memory: int | None = None) -> list[Any]:  # fmt: skip
         """As :meth:`LocalExecutor.map`, on the cluster."""
         from distributed import as_completed
 
@@ -139,7 +156,7 @@ class DaskExecutor:
             i: self.client.submit(
                 _value, a, key=f"neardup-{stage}-args-{token}-{i}", pure=False, retries=RETRIES
             )
-            for i, a in _shared_args(tasks).items()
+            for i, a in shared_args(tasks).items()
         }
         futures = [
             self.client.submit(
@@ -164,13 +181,46 @@ class DaskExecutor:
             self.client.cancel([*futures, *shared.values()])
 
 
+@contextlib.contextmanager
+def open_executor(executor: Any = None, client: Any = None, threads: int | None = None,
+                  temp_dir: str | os.PathLike | None = None) -> Iterator[Any]:  # fmt: skip
+    """The executor of a run, for the block.
+
+    Parameters
+    ----------
+    executor : {"local", "ray"} or executor object, optional
+        ``"local"`` (the default without ``client``): ``threads`` threads of this process;
+        ``"ray"``: the Ray this process is connected to, else a local Ray of ``threads`` CPUs
+        (default: all) started for the block, its session in ``temp_dir``, and shut down at its
+        end (:func:`neardup.pipeline.ray_executor.ray_session`); an object with ``map`` (a
+        :class:`LocalExecutor`, a :class:`~neardup.pipeline.ray_executor.RayExecutor`): itself.
+    client : distributed.Client, optional
+        A Dask cluster (not with ``executor``).
+    """
+    if executor is not None and client is not None:
+        raise ValueError("give either client= (a Dask cluster) or executor=, not both")
+    if executor is None or executor == "local":
+        yield DaskExecutor(client) if client is not None else LocalExecutor(threads)
+    elif executor == "ray":
+        from neardup.pipeline.ray_executor import RayExecutor, ray_session
+
+        with ray_session("local", threads, temp_dir):
+            yield RayExecutor()
+    elif isinstance(executor, str) or not callable(getattr(executor, "map", None)):
+        raise ValueError(f"executor= must be 'local', 'ray' or an executor object with a map "
+                         f"method (got {executor!r})")  # fmt: skip
+    else:
+        yield executor
+
+
 #: Argument types sent with each task as they are (small, or pickled by reference).
 _INLINE = (str, bytes, int, float, bool, type(None), types.FunctionType, types.BuiltinFunctionType)
 
 
-def _shared_args(tasks: Sequence[tuple[Any, ...]]) -> dict[int, Any]:
+def shared_args(tasks: Sequence[tuple[Any, ...]]) -> dict[int, Any]:
     """The arguments (by place) that every task of a stage holds as the same object, other than
-    strings, numbers and functions."""
+    strings, numbers and functions: a cluster's executor sends each of them once, not with
+    every task."""
     if len(tasks) < 2:
         return {}
     first = tasks[0]

@@ -38,7 +38,7 @@ from neardup.io.sources import is_paths, texts_and_ids
 from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import announce, dedup_groups, wait_ahead
 from neardup.pipeline.common_shingles import filter_common, templates
-from neardup.pipeline.executors import DaskExecutor, LocalExecutor
+from neardup.pipeline.executors import open_executor
 from neardup.pipeline.extra import ExtraOutput
 from neardup.pipeline.plan import DedupPlan, build_plan
 from neardup.pipeline.result import DedupResult, report_no_shingles
@@ -47,6 +47,7 @@ from neardup.pipeline.spool import ShingleSpool, subset_sets
 from neardup.pipeline.staged import run_staged
 from neardup.pipeline.staged import summary as staged_summary
 from neardup.pipeline.stages import check_search_device
+from neardup.pipeline.workdir import check_work_dir
 from neardup.pipeline.write import (
     register_outputs,
     write_clusters,
@@ -214,6 +215,7 @@ def dedup(
     against: Any = None,
     update: bool = False,
     client: Any = None,
+    executor: Any = None,
     extra_outputs: Sequence[ExtraOutput] = (),
     device: str = "cpu",
     temp_dir: str | os.PathLike | None = None,
@@ -317,6 +319,18 @@ def dedup(
     client : distributed.Client, optional
         Run the search on this Dask cluster (same decisions; see :func:`decide` and
         :func:`decide_verified_sets`).
+    executor : {"local", "ray"} or executor object, optional
+        What runs the tasks of a staged run, instead of ``client``: ``"local"`` (the default),
+        threads of this process; ``"ray"``, Ray (``pip install "neardup[ray]"``): the cluster
+        this process is connected to (``ray.init(address="auto")`` first), else a local Ray of
+        ``threads`` CPUs (default: all) started for the run and shut down at its end, its
+        session in ``temp_dir``; or an executor object
+        (:class:`~neardup.pipeline.ray_executor.RayExecutor`,
+        :class:`~neardup.pipeline.executors.LocalExecutor`). On Ray a file input always runs
+        staged, with the same outputs; its workers must reach the inputs, the outputs' and
+        the work directory (``work_dir``, or the temporary one in ``TMPDIR``) at the same
+        paths; ``device="cuda"``, in-memory data and what only the one-process run does are
+        refused. See docs/guides/cluster.md.
     extra_outputs : sequence of ExtraOutput
         Further outputs of the run (:mod:`neardup.pipeline.extra`: the command line's saved
         dataset and ``--report``), checked with the others before any work, written in order
@@ -345,8 +359,9 @@ def dedup(
         from a result of the whole run, which holds arrays of every document.
     work_dir : path, optional
         Staged run: keep each finished task's results in this directory, so that running the
-        same call again after a crash or Ctrl-C resumes it (a different run is refused).
-        Default: a temporary directory, removed at the end.
+        same call again after a crash or Ctrl-C resumes it (a different run is refused). A
+        path of a file system (local, or shared by a cluster's workers), not a URL. Default:
+        a temporary directory, removed at the end.
     clean_work_dir : bool, default False
         With ``work_dir``: remove it once the outputs are committed (the files the run wrote
         there; the directory itself unless it holds anything else). Kept after a failure.
@@ -390,24 +405,23 @@ def dedup(
     >>> float(r.jaccard[1])
     1.0
     """
-    if not skip_bad:
-        on_bad = None
-    elif on_bad is None:
-        on_bad = _ignore
-    opts = _Options(threads, client, device, temp_dir, progress, stage_progress, log, on_bad,
-                    extra_outputs, already_seen)  # fmt: skip
+    on_bad = (on_bad or _ignore) if skip_bad else None
+    _refuse_early(executor, data, device, work_dir)
     # pipes, FIFOs and /dev/stdin are read once, into temporary files read twice
-    with spooled(_paths(data), temp_dir) as piped:
+    with (
+        spooled(_paths(data), temp_dir) as piped,
+        open_executor(executor, client, threads, temp_dir) as ex,
+    ):
+        opts = _Options(threads, client, ex, device, temp_dir, progress, stage_progress, log,
+                        on_bad, extra_outputs, already_seen)  # fmt: skip
         plan = build_plan(
             data, threshold=threshold, verify=verify, distance=distance, keep=keep,
             blocks=blocks, fingerprinter=fingerprinter, preset=preset, text_field=text_field,
             id_field=id_field, fmt=fmt, skip_bad=skip_bad, output=output, clusters=clusters,
             drop_list=drop_list, json_summary=json_summary, against=against, update=update,
             shard_docs=shard_docs, work_dir=work_dir, clean_work_dir=clean_work_dir,
-            memory=memory, removed=removed, parallel=_parallel(threads, client),
-            slots=_slots(client), client=client is not None, device=device,
-            one_process=["already_seen="] if already_seen is not None else [],
-            common_shingles=common_shingles,
+            memory=memory, removed=removed, device=device, common_shingles=common_shingles,
+            one_process=["already_seen="] if already_seen is not None else [], **_where(ex),
         )  # fmt: skip
         if plan.staged:
             return _staged(plan, opts, collect)
@@ -415,14 +429,13 @@ def dedup(
 
 
 def _staged(plan: DedupPlan, opts: _Options, collect: bool) -> Any:
-    """The run as stages over shards, on this process's threads or on the Dask client."""
+    """The run as stages over shards, on its executor (this process's threads, a Dask
+    cluster, Ray)."""
     check_search_device(opts.device, opts.client)
     reads = any(getattr(e, "reads_parts", False) for e in opts.extra_outputs)
     plan = replace(plan, near_misses=plan.verify and _near(opts.extra_outputs),
                    cluster_parts=reads)  # fmt: skip
-    client = opts.client
-    executor = DaskExecutor(client) if client is not None else LocalExecutor(opts.threads)
-    run, result = run_staged(plan, executor=executor, progress=opts.stage_progress,
+    run, result = run_staged(plan, executor=opts.executor, progress=opts.stage_progress,
                              on_bad=opts.on_bad, log=opts.log, collect=collect,
                              extra_outputs=opts.extra_outputs)  # fmt: skip
     return result if collect else StagedSummary(staged_summary(plan, run))
@@ -446,6 +459,7 @@ class _Options:
 
     threads: int | None
     client: Any
+    executor: Any  #: what runs a staged run's tasks
     device: str
     temp_dir: Any
     progress: Callable[[str, int], None] | None
@@ -486,18 +500,28 @@ def _paths(data: Any) -> list[str]:
     return [os.fspath(q) for q in ([data] if isinstance(data, (str, os.PathLike)) else data)]
 
 
-def _parallel(threads: int | None, client: Any) -> int:
-    """Tasks run at once in one process: the threads of this one, or of a Dask worker."""
-    if client is not None:
-        return max(client.nthreads().values(), default=1)
-    from neardup.fingerprints.batch import threads_for
+def _where(executor: Any) -> dict[str, Any]:
+    """What the plan is told of where its work runs: the tasks at once in one process and in
+    all, and whether a cluster runs them (Dask: also the one-process run's search; Ray:
+    staged work only)."""
+    name = executor.name
+    return dict(parallel=executor.parallel, slots=executor.slots, client=name == "dask",
+                staged_only=name not in ("local", "dask"))  # fmt: skip
 
-    return threads_for(threads)
 
-
-def _slots(client: Any) -> int:
-    """Tasks run at once in all: the threads of a Dask cluster's workers (1 without one)."""
-    return sum(client.nthreads().values()) if client is not None else 1
+def _refuse_early(executor: Any, data: Any, device: str, work_dir: Any) -> None:
+    """Before anything starts: a URL as ``work_dir``; an executor other than this process's
+    threads (Ray), which runs staged work only, on in-memory data or with ``device="cuda"``."""
+    check_work_dir(work_dir)
+    name = executor if isinstance(executor, str) or executor is None else executor.name
+    if name in (None, "local", "dask"):
+        return
+    if not is_paths(data):
+        raise ValueError(f"executor={name!r} runs a staged dedup, over files (paths): "
+                         "in-memory data runs in this process, without executor=")  # fmt: skip
+    if device == "cuda":
+        raise ValueError(f"device='cuda' does not run on executor={name!r} yet (its tasks ask "
+                         "for CPUs): use device='cpu', or Dask (client=, --workers)")  # fmt: skip
 
 
 def _one_process(plan: DedupPlan, data: Any, opts: _Options, piped: Any) -> DedupResult:

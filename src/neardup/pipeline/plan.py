@@ -27,6 +27,7 @@ from neardup.io.files import compression_of, input_size, is_url, read_path
 from neardup.io.readers import STDIN
 from neardup.io.sources import InputFile, expand_inputs
 from neardup.io.writers import OutputSet
+from neardup.pipeline.workdir import check_work_dir
 from neardup.pipeline.write import is_directory_output, register_outputs
 
 __all__ = [
@@ -247,7 +248,8 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
                removed: str | os.PathLike | None = None,
                work_dir: str | os.PathLike | None = None, clean_work_dir: bool = False,
                memory: int | str | None = None, parallel: int = 1, slots: int = 1,
-               client: bool = False, device: str = "cpu", one_process: Sequence[str] = (),
+               client: bool = False, staged_only: bool = False, device: str = "cpu",
+               one_process: Sequence[str] = (),
                common_shingles: float | int | None = None) -> DedupPlan:  # fmt: skip
     """The :class:`DedupPlan` of a dedup run: options checked, defaults applied, file inputs
     expanded (``data`` a path or list of paths; anything else is in-memory input and gets no
@@ -260,7 +262,8 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
     task (:data:`SEARCH_BYTES_PER_DOC` each); ``slots`` tasks at a time in all (a Dask
     cluster's threads) then cut the input into at least :data:`SHARDS_PER_SLOT` shards each
     (:func:`spread`). ``clean_work_dir``: remove ``work_dir`` once the outputs are committed
-    (what the run wrote there). ``client``: a Dask client runs the work;
+    (what the run wrote there). ``client``: a Dask client runs the work; ``staged_only``: an
+    executor that runs staged work only (Ray) does, as if a staged run were asked for;
     ``one_process``: what the caller asks that only the one-process run does (a report, ...).
     ``device``: where the search stage searches, as in :func:`neardup.dedup`.
     ``common_shingles``: as in :func:`neardup.dedup` (verified runs only).
@@ -269,7 +272,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
     ------
     ValueError
         For options that do not fit together (``update`` without ``against``, ``blocks`` not
-        above the distance, an unknown keep policy, a bad threshold or shard size, a staged
+        above the distance, a URL as ``work_dir``, an unknown keep policy, a bad threshold or shard size, a staged
         run asked for with something only the one-process run does, ``common_shingles``
         not a share in (0, 1) or a count >= 2, or without verification).
     InputError
@@ -280,6 +283,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
 
     if update and against is None:
         raise ValueError("update=True needs against= (the index to add the kept documents to)")
+    check_work_dir(work_dir)
     d = _check_rule(verify, threshold, distance, keep, blocks)
     common = _check_common(common_shingles, verify)
     if shard_docs is not None and shard_docs < 1:
@@ -291,7 +295,8 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
     _check_key_input(keep, files)
     budget = memory_budget(memory)
     staged = is_staged(files, shard_docs=shard_docs, work_dir=work_dir, budget=budget,
-                       client=client, device=device, against=against, text_field=text_field,
+                       client=client, staged_only=staged_only, device=device,
+                       against=against, text_field=text_field,
                        id_field=id_field, one_process=one_process,
                        output=output, removed=removed)  # fmt: skip
     per, search = sizes_for(budget, parallel, shard_docs)
@@ -367,6 +372,7 @@ def is_staged(
     work_dir: Any,
     budget: int,
     client: bool = False,
+    staged_only: bool = False,
     device: str = "cpu",
     against: Any = None,
     text_field: str = "text",
@@ -376,7 +382,8 @@ def is_staged(
     removed: Any = None,
 ) -> bool:
     """Whether a run goes as stages over shards: file input with ``shard_docs``, a
-    ``work_dir``, a Dask ``client`` or JSONL or line files to a directory ``output`` (one
+    ``work_dir``, a Dask ``client``, an executor that runs only staged work
+    (``staged_only``: Ray) or JSONL or line files to a directory ``output`` (one
     file per shard, :func:`~neardup.pipeline.write.is_directory_output`), or uncompressed
     local JSONL or line files whose documents would need more than ``budget`` bytes in one
     process
@@ -389,7 +396,7 @@ def is_staged(
     to_dir = files[0].kind in ("jsonl", "lines") and any(
         is_directory_output(o, files[0].kind) for o in (output, removed)
     )
-    asked = shard_docs is not None or work_dir is not None or to_dir
+    asked = shard_docs is not None or work_dir is not None or to_dir or staged_only
     why = list(one_process)
     if isinstance(against, (list, tuple)) or (
         isinstance(against, (str, os.PathLike)) and os.fspath(against).endswith(".parquet")
@@ -400,8 +407,8 @@ def is_staged(
     if why:
         if asked:
             raise ValueError(
-                f"a staged run (shard_docs=, work_dir=, a directory output; --shard-docs, "
-                f"--work-dir, -o DIR/) does not work "
+                f"a staged run (shard_docs=, work_dir=, a directory output, executor='ray'; "
+                f"--shard-docs, --work-dir, -o DIR/, --ray) does not work "
                 f"with {', '.join(why)} yet"
             )
         return False

@@ -47,7 +47,7 @@ from neardup.pipeline import stage_components as C
 from neardup.pipeline import stage_near as N
 from neardup.pipeline import stages as S
 from neardup.pipeline.executors import LocalExecutor, Progress, run_task
-from neardup.pipeline.plan import DedupPlan
+from neardup.pipeline.plan import SEARCH_BYTES_PER_DOC, TASK_BYTES_PER_DOC, DedupPlan
 from neardup.pipeline.result import common_figures, report_no_shingles
 from neardup.pipeline.scan import check_key_kinds, check_parquet_schemas
 from neardup.pipeline.shard_write import write_task
@@ -101,7 +101,7 @@ class StagedRun:
     index_parts: int = 0  #: tasks of the index's rows (``--against``)
     reused: dict[str, int] = field(default_factory=dict)  #: tasks found finished, by stage
     executor: str = "local"  #: the executor's name
-    workers: int = 1  #: its Dask workers (local: its threads)
+    workers: int = 1  #: its Dask workers or Ray CPUs (local: its threads)
     work_left: list[str] = field(default_factory=list)  #: names neardup did not write there
     common: dict[str, Any] | None = None  #: the common shingles left out (``common_shingles``)
     template: dict[str, Any] | None = None  #: clusters that look like a template (the hint)
@@ -206,14 +206,17 @@ class _Runner:
         self.peak_rss: dict[str, int] = {}  #: this process's peak RSS (bytes) after each stage
         self.reused: dict[str, int] = {}  #: tasks found finished (a run resumed), by stage
 
-    def map(self, stage: str, fn: Callable[..., Any], tasks: Sequence[tuple[str, tuple]]) -> list:
+    def map(self, stage: str, fn: Callable[..., Any], tasks: Sequence[tuple[str, tuple]],
+            memory: int | None = None) -> list:  # fmt: skip
+        """``fn`` over ``tasks`` (name, arguments) of ``stage``; ``memory``: the bytes a task
+        holds at its peak (the plan's estimate, for an executor that places tasks by memory)."""
         t0 = time.perf_counter()
         done = sum(_finished(self.work, stage, name) for name, _ in tasks)
         self.reused[stage] = self.reused.get(stage, 0) + done
         if hasattr(self.progress, "reused"):  # no rate from tasks reused
             self.progress.reused[stage] = done
         args = [(self.copies, self.sums, self.work, stage, name, fn, *a) for name, a in tasks]
-        out = self.executor.map(_run_task, args, stage, self.progress)
+        out = self.executor.map(_run_task, args, stage, self.progress, memory=memory)
         self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
         self.tasks[stage] = self.tasks.get(stage, 0) + len(tasks)
         self.peak_rss[stage] = _peak_rss()
@@ -238,7 +241,8 @@ def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | No
     first = np.concatenate([[1], 1 + np.cumsum([c["lines"] for c in counts])]).astype(np.int64)
     first_lines = [int(first[s]) if plan.shards[s].is_range else 1 for s in shards]
     per = max(1, r.executor.threads // len(shards))  # threads in each scan task
-    infos = r.map("scan", S.scan_shard, [(str(s), (plan, s, first_lines[s], per)) for s in shards])
+    infos = r.map("scan", S.scan_shard, [(str(s), (plan, s, first_lines[s], per)) for s in shards],
+                  memory=_shard_memory(plan))  # fmt: skip
     run = StagedRun(r.work, [i["n"] for i in infos], first_lines)
     k = S.id_buckets(len(run.sizes))
     found = r.map("ids", S.repeated_ids,
@@ -312,7 +316,8 @@ def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str], int
     off, copies = run.offsets, run.copies
     if sp.n_shards == 1:  # one task searches all, with the cost model's scheme
         found = r.map("pairs", S.search_task,
-                      [("all", (r.work, plan, off, r.executor.threads, copies))])  # fmt: skip
+                      [("all", (r.work, plan, off, r.executor.threads, copies))],
+                      memory=SEARCH_BYTES_PER_DOC * max(n, 1))  # fmt: skip
         return _verify(r, plan, off, ["all"], found)
     r.map("split", S.split_task,
           [(str(s), (r.work, plan, s, off[s], sp, copies))
@@ -321,7 +326,8 @@ def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str], int
     names = [f"{g}-{b}" for g, b in buckets]
     found = r.map("pairs", S.pairs_task,
                   [(nm, (r.work, plan, len(run.sizes), sp, g, b))
-                   for nm, (g, b) in zip(names, buckets, strict=True)])  # fmt: skip
+                   for nm, (g, b) in zip(names, buckets, strict=True)],
+                  memory=SEARCH_BYTES_PER_DOC * per_task)  # fmt: skip
     run.moved_bytes = sum(f["moved"] for f in found)
     return _verify(r, plan, off, names, found)
 
@@ -337,7 +343,7 @@ def _verify(
     for nm, f in zip(names, found, strict=True):
         for lo in range(0, max(1, f["pairs"]), plan.shard_docs):
             tasks.append((f"{nm}.{lo}", (r.work, plan, off, nm, lo, lo + plan.shard_docs)))
-    kept = r.map("verify", S.verify_task, tasks)
+    kept = r.map("verify", S.verify_task, tasks, memory=_shard_memory(plan))
     return [name for name, _ in tasks], sum(k["pairs"] for k in kept)
 
 
@@ -455,7 +461,7 @@ def _write(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
     off = run.offsets
     tasks = [(str(s), (r.work, plan, off, run.n_decide, s, run.first_lines[s]))
              for s in range(len(run.sizes))]  # fmt: skip
-    results = r.map("write", write_task, tasks)
+    results = r.map("write", write_task, tasks, memory=_shard_memory(plan))
     run.clusters = sum(x["clusters"] for x in results)
     run.dropped = sum(x["dropped"] for x in results)
     run.part_bytes = [x["kept_bytes"] for x in results]
@@ -465,6 +471,12 @@ def _write(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
     run.removed_rows = [x.get("removed", 0) for x in results]
     if _index_clusters(plan, run):
         _index_groups(r, plan, run)
+
+
+def _shard_memory(plan: DedupPlan) -> int:
+    """The bytes a task of one shard (scan, verify, write) holds at its peak, as measured
+    (:data:`~neardup.pipeline.plan.TASK_BYTES_PER_DOC` a document)."""
+    return TASK_BYTES_PER_DOC * plan.shard_docs
 
 
 def _index_groups(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
@@ -570,7 +582,7 @@ def run_staged(
     ----------
     plan : DedupPlan
         A staged plan (:func:`~neardup.pipeline.plan.build_plan`).
-    executor : LocalExecutor or DaskExecutor, optional
+    executor : LocalExecutor, DaskExecutor or RayExecutor, optional
         What runs the tasks (default: threads of this process).
     progress : callable, optional
         ``progress(stage, tasks done, tasks)``; an object with a ``reused`` dict is told the
@@ -684,7 +696,7 @@ def _run_staged(
         with _changed_first(stamps):
             run = _stages(r, plan, on_bad, progress)
         run.reused, run.executor = r.reused, executor.name
-        run.workers = executor.workers if executor.name == "dask" else executor.threads
+        run.workers = executor.threads if executor.name == "local" else executor.workers
         if plan.verify:
             report_no_shingles(run.n, run.no_shingles, log)
         if index is not None:
@@ -1124,7 +1136,7 @@ def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:
     """The run's summary, the keys of :meth:`DedupResult.summary` and ``stages`` (seconds,
     tasks, tasks reused from the work directory and temporary bytes per stage), ``shards``
     and ``shard_docs`` (documents per shard, on average), ``executor`` and its ``workers``
-    (Dask) or ``threads``, ``resumed`` (tasks were reused: ``documents_per_second`` is then
+    (Dask's workers, Ray's CPUs) or ``threads``, ``resumed`` (tasks were reused: ``documents_per_second`` is then
     None, the earlier runs' time unknown) and, with a work directory given, ``work_dir``:
     its ``path``, the ``bytes`` the run left there and whether it was ``removed``."""
     sec = {k: round(v, 3) for k, v in run.seconds.items()}
@@ -1154,7 +1166,7 @@ def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:
     out["shards"] = len(plan.shards)
     out["shard_docs"] = round(run.n / max(1, len(plan.shards)))
     out["executor"] = run.executor
-    out["workers" if run.executor == "dask" else "threads"] = run.workers
+    out["threads" if run.executor == "local" else "workers"] = run.workers
     out["resumed"] = resumed
     out["stages"] = {
         k: {"tasks": run.tasks.get(k, 0), "reused": run.reused.get(k, 0),

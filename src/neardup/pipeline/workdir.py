@@ -25,11 +25,13 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from neardup.errors import InputError, damaged, reading_back
+from neardup.io.files import is_url
 
 __all__ = [
     "DONE",
     "LOCK",
     "check_task",
+    "check_work_dir",
     "locked",
     "read_done",
     "read_json",
@@ -41,6 +43,26 @@ __all__ = [
 DONE = "done.json"  #: a task's completion record, in its directory
 LOCK = "neardup.lock"  #: the work directory's lock file (holds the pid of the run)
 _CHUNK = 1 << 22
+
+
+def check_work_dir(path: str | os.PathLike | None) -> None:
+    """Refuse, in one line, a work directory given as a URL (``s3://bucket/work``): until
+    object storage is supported, it is a path of a file system, local or shared by a
+    cluster's workers (one made of the URL's text would be a local folder named ``s3:``).
+
+    Examples
+    --------
+    >>> check_work_dir("/data/work")
+    >>> check_work_dir("s3://bucket/work")
+    Traceback (most recent call last):
+    ...
+    ValueError: work directory s3://bucket/work: the work directory must be a local or shared file system path, not a URL (object storage is not supported for it yet)
+    """
+    if path is not None and is_url(path):
+        raise ValueError(
+            f"work directory {os.fspath(path)}: the work directory must be a local or shared "
+            "file system path, not a URL (object storage is not supported for it yet)"
+        )
 
 
 def read_json(path: str, kind: type = dict, fields: Mapping[str, type] | None = None) -> Any:
