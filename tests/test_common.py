@@ -55,6 +55,31 @@ def test_counts_and_common_keys_exact_in_any_range_cut(small_chunks, keys, limit
     assert mu.tolist() == want_u.tolist() and mc.tolist() == want_c.tolist()
 
 
+@pytest.mark.parametrize("in_blocks", [True, False])
+def test_common_keys_of_full_buckets_exact(monkeypatch, in_blocks):
+    """A few buckets (by the keys' top 16 bits) hold more than ``limit`` keys: their keys are
+    counted in a block of counts each, or (with less room) gathered and sorted in several
+    ranges; keys at the limit, just over it and at a bucket's first and last place."""
+    limit = 100_000
+    hot = np.array([0, 0xFFFF, 0x1234_0000, 0x1234_FFFF, 0xFFFF_FFFF, 0x8000_0001], np.uint32)
+    reps = [limit + 1, limit, 3 * limit // 2, limit - 1, 3 * limit, limit + 1]
+    rng = np.random.default_rng(5)
+    keys = np.concatenate([np.repeat(hot, reps), rng.integers(0, 2**32, 300_000, np.uint32)])
+    rng.shuffle(keys)
+    monkeypatch.setattr(C, "CHUNK_KEYS", 1 << 16)
+    if not in_blocks:
+        monkeypatch.setattr(C, "RANGE_KEYS", 1 << 18)
+    blocks = []
+    counted = C._counted_in_blocks
+    monkeypatch.setattr(C, "_counted_in_blocks", lambda *a: blocks.append(1) or counted(*a))
+    u, c = np.unique(keys, return_counts=True)
+    assert C.common_keys(keys, limit).tolist() == u[c > limit].tolist()
+    assert C.common_keys(keys, limit).tolist() == [0, 0x1234_0000, 0x8000_0001, 0xFFFF_FFFF]
+    assert bool(blocks) == in_blocks
+    got_u, got_c = C.key_counts(keys)
+    assert got_u.tolist() == u.tolist() and got_c.tolist() == c.tolist()
+
+
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

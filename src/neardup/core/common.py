@@ -9,11 +9,17 @@ of 260 words reach J >= 0.8 when their bodies are short. Leaving out the keys he
 
 Layout. Shingle sets are CSR (:mod:`neardup.core.similarity`): int64 ``offsets[n + 1]`` and
 sorted unique uint32 ``keys`` per document, so a key's count over all keys is its document
-frequency. Counts are exact: the keys are read in chunks of :data:`CHUNK_KEYS`, those of one
-range of the 32-bit key space at a time are sorted and run-length counted (:func:`np.unique`),
-ranges of about :data:`RANGE_KEYS` keys each (the keys are hash bits, spread evenly), so the
-memory of a count is bounded whatever the corpus size. Counts of parts (the shards of a staged
-run) are merged by summing the counts of equal keys (:func:`merge_counts`).
+frequency. Counts are exact and the memory of a count is bounded whatever the corpus size: the
+keys are read in chunks of :data:`CHUNK_KEYS` and put in 2**16 buckets by their top 16 bits (one
+pass). A key in more than ``limit`` documents is in a bucket of more than ``limit`` keys, and
+the keys are hash bits, spread evenly, so a template makes a few such buckets: each key of those
+is counted exactly in a second pass, in a block of 2**16 counts per bucket (no sort). Where many
+buckets are that full (a low ``limit``), and for every key's count (:func:`key_counts`), the keys
+of a range of buckets are gathered, sorted and counted by run length, ranges of about
+:data:`RANGE_KEYS` keys each, cut where the bucket counts say. Counts of parts (the shards of a
+staged run) are merged by summing the counts of equal keys (:func:`merge_counts`). The sets
+without the common keys are written in one pass over each chunk of documents
+(:func:`iter_without_keys`), membership decided by a table that stays in cache.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from neardup.core import common_kernels as K
 from neardup.core.similarity import ShingleSets, page_out
 
 __all__ = [
@@ -48,8 +55,12 @@ __all__ = [
 
 #: Keys read from the (memory-mapped) key array at once.
 CHUNK_KEYS = 1 << 22
-#: Keys sorted at once by a count: the key space is cut into ranges of about this many keys.
+#: Keys sorted at once by a count: the key space is cut into ranges of about this many keys; also
+#: the most counts (4 bytes each) that the exact count of the keys of full buckets holds.
 RANGE_KEYS = 1 << 25
+#: A key's bucket is its top 16 bits (``key >> _SHIFT``); its low 16 bits, its place in the
+#: bucket's block of counts.
+_SHIFT = 16
 #: Clusters of at least this many documents are checked for a template (the run's hint).
 TEMPLATE_MIN_SIZE = 50
 #: The largest clusters checked for a template, at most (largest first, ties to the earlier
@@ -134,28 +145,79 @@ def key_ranges(total: int, per: int | None = None) -> list[tuple[int, int]]:
     return list(zip(cuts[:-1], cuts[1:], strict=True))
 
 
-def _range_counts(keys: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct keys of ``keys`` in ``[lo, hi)`` and their counts (read in chunks into one
-    buffer, sorted in place, counted by run length)."""
-    whole = lo == 0 and hi == _SPACE
-    picked = []
+def _chunks(keys: np.ndarray) -> Iterator[np.ndarray]:
+    """``keys`` (may be memory-mapped) as uint32, :data:`CHUNK_KEYS` at a time (the mapped pages
+    dropped after each)."""
     for a in range(0, len(keys), CHUNK_KEYS):
-        chunk = np.asarray(keys[a : a + CHUNK_KEYS])
-        picked.append(chunk if whole else chunk[(chunk >= lo) & (chunk < hi)])
+        yield np.ascontiguousarray(keys[a : a + CHUNK_KEYS], dtype=np.uint32)
         page_out(keys)
-    if not picked:
-        return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.int64)
-    run = np.concatenate(picked).astype(np.uint32, copy=False)  # a copy: sorted in place
-    del picked
+
+
+def _bucket_sizes(keys: np.ndarray) -> np.ndarray:
+    """How many of ``keys`` each bucket holds (int64[2**16], by the keys' top 16 bits)."""
+    sizes = np.zeros(1 << (32 - _SHIFT), dtype=np.int64)
+    for chunk in _chunks(keys):
+        K._bucket_counts(chunk, _SHIFT, sizes)
+    return sizes
+
+
+def _all_runs(keys: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """The keys that occur more than ``limit`` times and their counts, from one sorted copy of
+    ``keys``."""
+    run = np.empty(len(keys), dtype=np.uint32)
+    for a, chunk in zip(range(0, len(keys), CHUNK_KEYS), _chunks(keys), strict=True):
+        run[a : a + len(chunk)] = chunk
     run.sort()
-    starts = np.flatnonzero(np.r_[True, run[1:] != run[:-1]]) if len(run) else np.zeros(0, int)
-    counts = np.diff(np.r_[starts, len(run)]).astype(np.int64)
-    return run[starts], counts
+    return K._runs(run, limit)
+
+
+def _bucket_runs(keys: np.ndarray, sizes: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """The keys that occur more than ``limit`` times and their counts, among the keys of the
+    buckets where ``sizes`` (those buckets' exact sizes, the others 0) is positive: each range
+    of buckets of about :data:`RANGE_KEYS` keys gathered (a pass over ``keys``), sorted and
+    counted by run length."""
+    total = int(sizes.sum())
+    parts = max(1, -(-total // RANGE_KEYS))
+    ends = np.searchsorted(np.cumsum(sizes), total * np.arange(1, parts) // parts) + 1
+    cuts = np.unique(np.r_[0, np.minimum(ends, len(sizes)), len(sizes)])
+    found: list[tuple[np.ndarray, np.ndarray]] = []
+    for b0, b1 in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        n = int(sizes[b0:b1].sum())
+        if n == 0:
+            continue
+        take = np.zeros(len(sizes), dtype=np.uint8)
+        take[b0:b1] = sizes[b0:b1] > 0
+        run = np.empty(n + 1, dtype=np.uint32)  # a spare place: the gather writes every key
+        at = 0
+        for chunk in _chunks(keys):
+            at = K._gather(chunk, _SHIFT, take, run, at)
+        run = run[:n]
+        run.sort()
+        found.append(K._runs(run, limit))
+    return _joined(found)
+
+
+def _joined(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Keys and counts of ``parts`` (ranges of keys, ascending) end to end."""
+    keys = [u for u, _ in parts] or [np.zeros(0, dtype=np.uint32)]
+    counts = [c for _, c in parts] or [np.zeros(0, dtype=np.int64)]
+    return np.concatenate(keys).astype(np.uint32, copy=False), np.concatenate(counts)
 
 
 def key_counts(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each distinct key of ``keys`` (uint32, sorted) and how often it occurs (int64); over the
     keys of CSR shingle sets, its document frequency.
+
+    Parameters
+    ----------
+    keys : ndarray of uint32
+        Keys, in any order; may be memory-mapped (read :data:`CHUNK_KEYS` at a time, about
+        :data:`RANGE_KEYS` of them sorted at once, 4 bytes each).
+
+    Returns
+    -------
+    keys, counts : ndarray of uint32, ndarray of int64
+        The distinct keys, ascending, and how many times each occurs.
 
     Examples
     --------
@@ -163,13 +225,25 @@ def key_counts(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     >>> u.tolist(), c.tolist()
     ([1, 5, 9], [1, 3, 1])
     """
-    parts = [_range_counts(keys, lo, hi) for lo, hi in key_ranges(len(keys))]
-    return merge_counts(parts)
+    if len(keys) <= RANGE_KEYS:  # one range: a plain copy, sorted
+        return _all_runs(keys, 0)
+    return _bucket_runs(keys, _bucket_sizes(keys), 0)
 
 
 def merge_counts(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Counts of several parts (each: distinct keys and their counts) as one: every distinct
-    key, sorted, with the sum of its counts.
+    """Counts of several parts (each: its distinct keys, ascending, and their counts) as one:
+    every distinct key, ascending, with the sum of its counts; the parts merged two at a time
+    (a kernel's pass each), as in a merge sort.
+
+    Parameters
+    ----------
+    parts : sequence of (ndarray, ndarray)
+        Each part's distinct keys (uint32, ascending) and their counts (integers).
+
+    Returns
+    -------
+    keys, counts : ndarray of uint32, ndarray of int64
+        Every key of any part, ascending, and the sum of its counts.
 
     Examples
     --------
@@ -177,33 +251,61 @@ def merge_counts(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.nda
     >>> u.tolist(), c.tolist()
     ([1, 5], [2, 5])
     """
-    keys = np.concatenate(
-        [np.asarray(u, dtype=np.uint32) for u, _ in parts] or [np.zeros(0, np.uint32)]
-    )
-    counts = np.concatenate(
-        [np.asarray(c, dtype=np.int64) for _, c in parts] or [np.zeros(0, np.int64)]
-    )
-    if len(parts) <= 1:
-        return keys, counts
-    u, inverse = np.unique(keys, return_inverse=True)
-    return u.astype(np.uint32, copy=False), np.bincount(inverse, counts, len(u)).astype(np.int64)
+    runs = [
+        (np.ascontiguousarray(u, dtype=np.uint32), np.ascontiguousarray(c, dtype=np.int64))
+        for u, c in parts
+    ] or [(np.zeros(0, np.uint32), np.zeros(0, np.int64))]
+    while len(runs) > 1:
+        pairs = zip(runs[0::2], runs[1::2], strict=False)
+        merged = [K._merge_sums(a[0], a[1], b[0], b[1]) for a, b in pairs]
+        runs = merged + ([runs[-1]] if len(runs) % 2 else [])
+    return runs[0]
 
 
 def common_keys(keys: np.ndarray, limit: int) -> np.ndarray:
-    """The keys (sorted uint32) that occur more than ``limit`` times in ``keys`` (over the keys
-    of shingle sets: those in more than ``limit`` documents), counted exactly one range of the
-    key space at a time (:data:`RANGE_KEYS` keys each), so only the common keys are held.
+    """The keys that occur more than ``limit`` times in ``keys`` (over the keys of shingle sets:
+    those in more than ``limit`` documents), counted exactly; only the full buckets' keys are
+    counted one by one (see the module's notes).
+
+    Parameters
+    ----------
+    keys : ndarray of uint32
+        Keys, in any order; may be memory-mapped (read :data:`CHUNK_KEYS` at a time).
+    limit : int
+        The most times a key may occur and not be common (>= 0).
+
+    Returns
+    -------
+    ndarray of uint32
+        The common keys, ascending.
 
     Examples
     --------
     >>> common_keys(np.array([5, 1, 5, 9, 5, 1], dtype=np.uint32), 1).tolist()
     [1, 5]
     """
-    out = []
-    for lo, hi in key_ranges(len(keys)):
-        u, c = _range_counts(keys, lo, hi)
-        out.append(u[c > limit])
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.uint32)
+    if len(keys) <= limit:  # no key can occur more often
+        return np.zeros(0, dtype=np.uint32)
+    sizes = _bucket_sizes(keys)
+    full = np.flatnonzero(sizes > limit)
+    counts = (len(full) + 1) << _SHIFT  # a block of counts per full bucket, and a spare
+    if len(full) and counts <= min(RANGE_KEYS, int(sizes[full].sum())):
+        return _counted_in_blocks(keys, full, limit)
+    sizes[sizes <= limit] = 0
+    return _bucket_runs(keys, sizes, limit)[0]
+
+
+def _counted_in_blocks(keys: np.ndarray, full: np.ndarray, limit: int) -> np.ndarray:
+    """The keys of the buckets ``full`` (ascending) that occur more than ``limit`` times, each
+    counted in its bucket's block of 2**16 counts (one pass; uint32 counts, exact up to 2**32 - 1
+    documents); the keys of other buckets share a spare block."""
+    slot = np.full(1 << (32 - _SHIFT), len(full), dtype=np.int32)
+    slot[full] = np.arange(len(full), dtype=np.int32)
+    counts = np.zeros((len(full) + 1) << _SHIFT, dtype=np.uint32)
+    for chunk in _chunks(keys):
+        K._slot_counts(chunk, _SHIFT, slot, counts)
+    at = np.flatnonzero(counts[: len(full) << _SHIFT] > limit)
+    return ((full[at >> _SHIFT] << _SHIFT) | (at & ((1 << _SHIFT) - 1))).astype(np.uint32)
 
 
 def _in_sorted(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
@@ -215,32 +317,19 @@ def _in_sorted(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
     return sorted_keys[at] == keys
 
 
-class _Members:
-    """Exact membership in a sorted set of keys, for many keys at once: a table of about 16
-    slots per key of the set (2**8 to 2**22), by the keys' top bits, holds the place of the one
-    key of the set in each slot (-1: none, -2: several, then a binary search decides). Keys are
-    hash bits, so a lookup is one gather from a table that stays in cache and one compare (a
-    binary search per key costs several times as much)."""
-
-    def __init__(self, sorted_keys: np.ndarray) -> None:
-        self.keys = np.ascontiguousarray(sorted_keys, dtype=np.uint32)
-        bits = min(22, max(8, int(len(self.keys)).bit_length() + 4))
-        self.shift = np.uint32(32 - bits)
-        slot = self.keys >> self.shift
-        self.table = np.full(1 << bits, -1, dtype=np.int32)
-        self.table[slot] = np.arange(len(slot), dtype=np.int32)
-        self.table[slot[1:][slot[1:] == slot[:-1]]] = -2
-
-    def __call__(self, keys: np.ndarray) -> np.ndarray:
-        if len(self.keys) == 0:
-            return np.zeros(len(keys), dtype=bool)
-        at = self.table[keys >> self.shift]
-        hit = self.keys[np.maximum(at, 0)] == keys
-        hit &= at >= 0
-        several = np.flatnonzero(at == -2)
-        if len(several):
-            hit[several] = _in_sorted(keys[several], self.keys)
-        return hit
+def _slot_table(drop: np.ndarray) -> tuple[np.ndarray, int]:
+    """Membership in ``drop`` (sorted uint32, not empty) by a table of about 16 slots per key
+    (2**8 to 2**22), by the keys' top bits: ``(table, shift)``, ``table[key >> shift]`` the
+    place of the one key of ``drop`` in that slot (-1: none, -2: several, then a binary search
+    decides). Keys are hash bits, so a lookup is one read from a table that stays in cache and
+    one compare."""
+    bits = min(22, max(8, int(len(drop)).bit_length() + 4))
+    shift = 32 - bits
+    slot = drop >> np.uint32(shift)
+    table = np.full(1 << bits, -1, dtype=np.int32)
+    table[slot] = np.arange(len(slot), dtype=np.int32)
+    table[slot[1:][slot[1:] == slot[:-1]]] = -2
+    return table, shift
 
 
 def iter_without_keys(
@@ -248,22 +337,26 @@ def iter_without_keys(
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """The sets without the keys ``drop`` (sorted uint32), a chunk of documents at a time (about
     ``chunk_keys`` keys each, default :data:`CHUNK_KEYS`): ``(offsets, keys)`` of each chunk,
-    offsets from 0, in document order; ``sets`` may be memory-mapped."""
+    offsets (int64) from 0, keys uint32, in document order; ``sets`` may be memory-mapped. Each
+    chunk is one pass of a kernel that writes the kept keys and the new offsets."""
     off = np.asarray(sets.offsets, dtype=np.int64)
     n = len(off) - 1
-    member = _Members(drop)
+    drop = np.ascontiguousarray(drop, dtype=np.uint32)
+    table, shift = _slot_table(drop) if len(drop) else (np.zeros(0, dtype=np.int32), 0)
     per = int(chunk_keys or CHUNK_KEYS)
     at = 0
     while at < n:
         stop = int(np.searchsorted(off, off[at] + per, side="right")) - 1
         stop = min(n, max(stop, at + 1))
         base = int(off[at])
-        keys = np.asarray(sets.keys[base : int(off[stop])])
-        keep = ~member(keys)
-        before = np.zeros(len(keys) + 1, dtype=np.int64)
-        np.cumsum(keep, out=before[1:])
-        new_off = before[off[at : stop + 1] - base]
-        yield new_off, np.ascontiguousarray(keys[keep])
+        keys = np.ascontiguousarray(sets.keys[base : int(off[stop])], dtype=np.uint32)
+        if len(drop) == 0:
+            yield off[at : stop + 1] - base, np.array(keys)
+        else:
+            new_off = np.empty(stop - at + 1, dtype=np.int64)
+            kept = np.empty(len(keys), dtype=np.uint32)
+            k = K._without(off[at : stop + 1], keys, table, shift, drop, new_off, kept)
+            yield new_off, kept[:k]
         page_out(sets.keys)
         at = stop
     if n == 0:

@@ -39,11 +39,14 @@ def filter_common(
     sets: ShingleSets, common: float | int, spool: ShingleSpool
 ) -> tuple[ShingleSets, dict[str, Any]]:
     """``sets`` without the keys in more than ``common`` (a share or a number) of them, spooled
-    to ``spool`` and read back; and what was left out: ``limit`` (the most documents a key may
+    to ``spool`` and read back (``sets`` itself when no key is that common); and what was left
+    out: ``limit`` (the most documents a key may
     be in), ``keys`` (how many keys were left out) and ``all_common`` (documents with shingles
     of which none is left)."""
     limit = common_limit(common, len(sets))
     drop = common_keys(sets.keys, limit)
+    if len(drop) == 0:  # nothing common: the sets as they are
+        return sets, {"limit": limit, "keys": 0, "all_common": 0}
     for offsets, keys in iter_without_keys(sets, drop):
         spool.append(offsets, keys)
     out = spool.sets()
