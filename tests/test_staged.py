@@ -528,3 +528,31 @@ def test_identical_documents_write_pairs_linear_in_their_number(tmp_path, keep):
     assert _rows(work, "pairs") <= 8 and _rows(work, "verify") <= 8
     # the second family keeps its first (place 3), or its first longest (place 6)
     assert np.flatnonzero(got.kept)[:3].tolist() == [0, 1, 6 if keep == "longest" else 3]
+
+
+@pytest.mark.parametrize("keep", ["first", "longest"])
+def test_identical_documents_with_common_shingles_write_pairs_linear(tmp_path, keep):
+    """With common shingles left out, copies of one set (of what is left: a template in every
+    page is common) are found by the exact stage on the sets without them: no pair between
+    copies is searched or verified, and the outputs are the one-process run's, byte for
+    byte."""
+    n, families = 3000, 30
+    template = " ".join(f"t{i}" for i in range(40))
+    docs = []
+    for i in range(n):
+        text = f"{template} " + " ".join(f"f{i % families}x{j}" for j in range(12))
+        docs.append([text, text.upper() + " ", "  " + text + "!!"][i // families % 3])
+    docs[5::500] = [f"{template} w{i} w{i + 1} w{i + 2} w{i + 3}" for i in range(5, n, 500)]
+    _write(tmp_path / "in.jsonl", docs)
+    src = [InputPath(tmp_path / "in.jsonl")]
+    one, outs = _outputs(tmp_path, "one"), _outputs(tmp_path, "staged")
+    work = tmp_path / "work"
+    kw = dict(keep=keep, common_shingles=0.5)
+    ref = dedup(src, **kw, **one)
+    got = dedup(src, **kw, **outs, shard_docs=250, work_dir=work, threads=2)
+    assert _read(outs) == _read(one)
+    assert got.kept.tolist() == ref.kept.tolist() and int(ref.kept.sum()) == families + 6
+    assert got.summary()["common_shingles"] == ref.summary()["common_shingles"]
+    assert ref.summary()["common_shingles"]["keys"] > 0  # the template's shingles
+    assert _rows(work, "exact") == n - families - 6  # every copy but each family's first
+    assert _rows(work, "pairs") <= families + 6 and _rows(work, "verify") <= families + 6

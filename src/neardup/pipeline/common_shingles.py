@@ -5,7 +5,8 @@ without the common keys spooled again (:func:`filter_common`). Stages over shard
 (:mod:`neardup.pipeline.staged`): common-count (per shard: each distinct key and its documents)
 -> common-merge (per range of the 32-bit key space: the counts of every shard summed, the
 common keys kept) -> common (per shard: its sets without the common keys, their offsets and
-set fingerprints, which the later stages read in place of the scan's). Both give the same
+set fingerprints and set digests, which the later stages read in place of the scan's: the
+exact stage finds the copies among the sets without the common keys). Both give the same
 common keys, so the same sets and the same decisions.
 
 Without the option, :func:`templates` checks the largest clusters for a template (the run's
@@ -30,7 +31,7 @@ from neardup.core.common import (
 from neardup.core.similarity import ShingleSets, set_fingerprints
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.spool import ShingleSpool, subset_sets
-from neardup.pipeline.stages import load, save, shard_sets
+from neardup.pipeline.stages import by_digest, load, save, set_digests, shard_sets
 
 __all__ = ["count_task", "filter_common", "filter_task", "merge_task", "templates"]
 
@@ -90,21 +91,27 @@ def merge_task(out: str, work: str, n_shards: int, lo: int, hi: int, limit: int)
 
 def filter_task(out: str, work: str, plan: DedupPlan, s: int, merges: int) -> dict[str, int]:
     """Shard ``s``'s sets without the common keys (of the ``merges`` common-merge tasks): its
-    ``keys.u32``, ``koff`` and set fingerprints ``sfp``, as the scan spills them."""
+    ``keys.u32``, ``koff``, set fingerprints ``sfp`` and set digests (:func:`by_digest`), as
+    the scan spills them."""
     drop = np.concatenate(
         [np.asarray(load(work, "common-merge", r, "common")) for r in range(merges)]
         or [np.zeros(0, np.uint32)]
     ).astype(np.uint32)
     sets = shard_sets(work, s)
-    sizes, sfp = [], []
+    sizes, sfp, digests = [], [], []
     with open(os.path.join(out, "keys.u32"), "wb") as f:
         for offsets, keys in iter_without_keys(sets, drop):
             keys.tofile(f)
+            chunk = ShingleSets(offsets, keys)
             sizes.append(np.diff(offsets))
-            sfp.append(set_fingerprints(ShingleSets(offsets, keys), threads=1))
+            sfp.append(set_fingerprints(chunk, threads=1))
+            digests.append(set_digests(chunk))
     size = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
     koff = np.zeros(len(size) + 1, dtype=np.int64)
     np.cumsum(size, out=koff[1:])
-    nbytes = save(out, koff=koff, sfp=np.concatenate(sfp).astype(np.uint64))
+    digest = np.concatenate(digests) if digests else np.zeros((0, 2), np.uint64)
+    nbytes = save(
+        out, koff=koff, sfp=np.concatenate(sfp).astype(np.uint64), **by_digest(digest, size)
+    )
     all_common = int(np.count_nonzero((sets.sizes > 0) & (size == 0)))
     return {"all_common": all_common, "bytes": nbytes + 4 * int(koff[-1])}

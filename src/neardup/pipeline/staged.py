@@ -66,8 +66,9 @@ EXACT_SHARDS = 4
 _MANIFEST = "manifest.json"
 #: 2: the scan spills hold their id hashes sorted; 3: bad records in files; 4: each task records
 #: its files' sizes and CRC-32, the inputs' stamps hold device, inode and status-change time, the
-#: near tasks keep each pair's keep key (ekey), the scan its sets' digests (the exact stage)
-_VERSION = 4
+#: near tasks keep each pair's keep key (ekey), the scan its sets' digests (the exact stage); 5:
+#: the common stage its sets' digests too (the exact stage on the sets without common shingles)
+_VERSION = 5
 
 
 @dataclass
@@ -796,8 +797,7 @@ def _stages(r: _Runner, plan: DedupPlan, on_bad: Any, progress: Any) -> StagedRu
         _against(r, plan, run)
     if plan.common_shingles is not None:
         _common(r, plan, run)
-    else:  # copies of one set searched once (with common shingles left out: not yet)
-        _copies(r, plan, run)
+    _copies(r, plan, run)  # copies of one set (without the common shingles) searched once
     names, pairs = _search(r, plan, run)
     if plan.verify:
         run.verify_tasks = names

@@ -68,6 +68,7 @@ from neardup.pipeline.stream import (
 
 __all__ = [
     "ByteRange",
+    "by_digest",
     "check_search_device",
     "inbox",
     "count_lines",
@@ -248,7 +249,7 @@ def scan_shard(
         np.cumsum(sizes, out=koff[1:])
         arrays.update(koff=koff, sfp=concat([p[1] for p in set_parts], np.uint64))
         digests = [p[2] for p in set_parts] or [np.zeros((0, 2), dtype=np.uint64)]
-        arrays.update(_by_digest(np.concatenate(digests), sizes))
+        arrays.update(by_digest(np.concatenate(digests), sizes))
         no_shingles = int(np.count_nonzero(sizes == 0))
     arrays["idh"] = hash_ids(seen.ids)  # for ids repeated across shards
     by_hash = np.argsort(arrays["idh"], kind="stable")  # the ids stage reads hash ranges
@@ -313,9 +314,23 @@ def set_digests(sets: ShingleSets) -> np.ndarray:
     return np.frombuffer(joined, dtype="<u8").astype(np.uint64).reshape(-1, 2)
 
 
-def _by_digest(digests: np.ndarray, sizes: np.ndarray) -> dict[str, np.ndarray]:
-    """The arrays :data:`_DIGESTS` of the documents with shingles (``sizes > 0``), sorted by
-    digest, then place: the exact stage reads a range of digests of each shard."""
+def by_digest(digests: np.ndarray, sizes: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays :data:`_DIGESTS` of the documents with shingles, sorted by digest, then
+    place: the exact stage reads a range of digests of each shard.
+
+    Parameters
+    ----------
+    digests : ndarray of uint64, shape (n, 2)
+        Each document's set digest (:func:`set_digests`).
+    sizes : ndarray of int64
+        Each document's number of shingle keys (those with none are left out).
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``dig_hi``, ``dig_lo`` (uint64: the digest's two halves) and ``dig_place`` (int64: the
+        document's place), in the order of the digests, then the places.
+    """
     place = np.flatnonzero(sizes > 0).astype(np.int64)
     hi, lo = digests[place, 0], digests[place, 1]
     order = np.lexsort((place, lo, hi))
@@ -465,8 +480,9 @@ def drop_docs(out: str, work: str, plan: DedupPlan, s: int, buckets: int) -> dic
 # ---------------------------------------------------------------------------- exact copies
 def exact_copies(out: str, work: str, plan: DedupPlan, offsets: list[int], b: int,
                  buckets: int, aside: bool) -> dict[str, int]:  # fmt: skip
-    """The copies among the documents whose set digest falls in range ``b`` of ``buckets``:
-    documents with equal shingle sets are one class, led by its first member in keep order
+    """The copies among the documents whose set digest falls in range ``b`` of ``buckets``
+    (the digests of the sets the later stages read, :func:`key_stage`: with common shingles
+    left out, of the sets without them): documents with equal shingle sets are one class, led by its first member in keep order
     (:func:`neardup.core.verify.priority_order`; with ``aside``, documents found in the index
     take no part), as :func:`neardup.core.verify.decide_verified` forms them. Saves each other
     member's link ``(first, member)`` (``pairs``, Jaccard 1 in ``jac``) sorted by member, with
@@ -475,7 +491,7 @@ def exact_copies(out: str, work: str, plan: DedupPlan, offsets: list[int], b: in
     ranges' answers together are the whole answer; a task reads its range of each shard's
     sorted digests, and holds the documents in it."""
     off = np.asarray(offsets, dtype=np.int64)
-    d, p = _shared_digests(work, off, b, buckets)
+    d, p = _shared_digests(work, off, b, buckets, key_stage(plan))
     if aside and len(p):
         live = ~gather_array(work, off, p, "found", bool, stage="against").astype(bool)
         d, p = d[live], p[live]
@@ -493,18 +509,19 @@ def exact_copies(out: str, work: str, plan: DedupPlan, offsets: list[int], b: in
     return {"pairs": len(links), "bytes": nbytes}
 
 
-def _shared_digests(work: str, off: np.ndarray, b: int,
-                    buckets: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def _shared_digests(work: str, off: np.ndarray, b: int, buckets: int,
+                    stage: str = "scan") -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The set digests (uint64 (k, 2)) in range ``b`` of ``buckets`` that two or more
-    documents share, and those documents' global positions (ascending)."""
+    documents share, and those documents' global positions (ascending); the digests of the
+    sets that ``stage`` spilled (:func:`key_stage`)."""
     parts: list[tuple[np.ndarray, np.ndarray]] = []
     for s in range(len(off) - 1):
-        hi = load(work, "scan", s, "dig_hi")  # binary searches touch a few pages
+        hi = load(work, stage, s, "dig_hi")  # binary searches touch a few pages
         a, z = _hash_range(hi, b, buckets)
         if z == a:  # the other arrays opened only where the range holds documents
             continue
-        lo = load(work, "scan", s, "dig_lo")[a:z]
-        place = np.asarray(load(work, "scan", s, "dig_place")[a:z]) + off[s]
+        lo = load(work, stage, s, "dig_lo")[a:z]
+        place = np.asarray(load(work, stage, s, "dig_place")[a:z]) + off[s]
         parts.append((np.stack([hi[a:z], lo], axis=1).astype(np.uint64), place))
     d = np.concatenate([x for x, _ in parts]) if parts else np.zeros((0, 2), np.uint64)
     p = concat([x for _, x in parts], np.int64)
