@@ -291,6 +291,28 @@ def test_dask_executor_same_bytes(client, tmp_path, verify):
     assert not (tmp_path / "x.jsonl").exists()
 
 
+@pytest.mark.slow
+def test_dask_common_shingles_same_bytes(client, tmp_path):
+    """--common-shingles on a Dask cluster: the common-count, common-merge and common stages
+    and the exact stage on what is left run on the workers, and the outputs are the
+    one-process run's, byte for byte."""
+    template = "header of the site and its menu footer with the links and the licence"
+    docs = naive.text_families(150, seed=7, vocab=60, words=(8, 20), wordless=0.0)
+    docs = [f"{template} {d}" if i % 4 else d for i, d in enumerate(docs)]
+    docs += docs[10:16]  # exact copies, in other shards
+    _write(tmp_path / "in.jsonl", docs)
+    src = [InputPath(tmp_path / "in.jsonl")]
+    one, outs = _outputs(tmp_path, "one"), _outputs(tmp_path, "dask")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ref = dedup(src, common_shingles=0.3, **one)
+        got = dedup(src, common_shingles=0.3, client=client, shard_docs=25, **outs)
+    assert _read(outs) == _read(one)
+    assert got.kept.tolist() == ref.kept.tolist() and ref.n_dropped >= 6
+    assert got.summary()["common_shingles"] == ref.summary()["common_shingles"]
+    assert ref.summary()["common_shingles"]["keys"] > 0
+
+
 @pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
 def test_dask_against_and_update_same_bytes_and_index(client, tmp_path):
     from neardup.index import Index
