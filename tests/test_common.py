@@ -43,38 +43,41 @@ key_lists = st.lists(st.integers(0, 2**32 - 1) | st.integers(0, 40), max_size=80
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(key_lists, st.integers(0, 4))
-def test_counts_and_common_keys_exact_in_any_range_cut(small_chunks, keys, limit):
+@given(key_lists, st.integers(0, 4), st.integers(1, 3))
+def test_counts_and_common_keys_exact_in_any_range_cut(small_chunks, keys, limit, threads):
     k = np.array(keys, dtype=np.uint32)
     u, c = C.key_counts(k)
     want_u, want_c = np.unique(k, return_counts=True)
     assert u.tolist() == want_u.tolist() and c.tolist() == want_c.tolist()
-    assert C.common_keys(k, limit).tolist() == want_u[want_c > limit].tolist()
+    assert C.common_keys(k, limit, threads).tolist() == want_u[want_c > limit].tolist()
     half = len(k) // 2
-    mu, mc = C.merge_counts([C.key_counts(k[:half]), C.key_counts(k[half:])])
+    parts = [C.key_counts(k[:half]), C.key_counts(k[half:])]
+    mu, mc = C.merge_counts(parts)
     assert mu.tolist() == want_u.tolist() and mc.tolist() == want_c.tolist()
+    assert C.common_in_parts(parts, limit).tolist() == want_u[want_c > limit].tolist()
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("in_blocks", [True, False])
-def test_common_keys_of_full_buckets_exact(monkeypatch, in_blocks):
-    """A few buckets (by the keys' top 16 bits) hold more than ``limit`` keys: their keys are
+def test_common_keys_of_full_buckets_exact(monkeypatch, in_blocks, threads):
+    """A few buckets (by the keys' top 18 bits) hold more than ``limit`` keys: their keys are
     counted in a block of counts each, or (with less room) gathered and sorted in several
     ranges; keys at the limit, just over it and at a bucket's first and last place."""
     limit = 100_000
-    hot = np.array([0, 0xFFFF, 0x1234_0000, 0x1234_FFFF, 0xFFFF_FFFF, 0x8000_0001], np.uint32)
+    hot = np.array([0, 0x3FFF, 0x1234_C000, 0x1234_FFFF, 0xFFFF_FFFF, 0x8000_0001], np.uint32)
     reps = [limit + 1, limit, 3 * limit // 2, limit - 1, 3 * limit, limit + 1]
     rng = np.random.default_rng(5)
     keys = np.concatenate([np.repeat(hot, reps), rng.integers(0, 2**32, 300_000, np.uint32)])
     rng.shuffle(keys)
     monkeypatch.setattr(C, "CHUNK_KEYS", 1 << 16)
     if not in_blocks:
-        monkeypatch.setattr(C, "RANGE_KEYS", 1 << 18)
+        monkeypatch.setattr(C, "RANGE_KEYS", 1 << 16)
     blocks = []
     counted = C._counted_in_blocks
     monkeypatch.setattr(C, "_counted_in_blocks", lambda *a: blocks.append(1) or counted(*a))
     u, c = np.unique(keys, return_counts=True)
-    assert C.common_keys(keys, limit).tolist() == u[c > limit].tolist()
-    assert C.common_keys(keys, limit).tolist() == [0, 0x1234_0000, 0x8000_0001, 0xFFFF_FFFF]
+    assert C.common_keys(keys, limit, threads).tolist() == u[c > limit].tolist()
+    assert C.common_keys(keys, limit).tolist() == [0, 0x1234_C000, 0x8000_0001, 0xFFFF_FFFF]
     assert bool(blocks) == in_blocks
     got_u, got_c = C.key_counts(keys)
     assert got_u.tolist() == u.tolist() and got_c.tolist() == c.tolist()
@@ -85,12 +88,14 @@ def test_common_keys_of_full_buckets_exact(monkeypatch, in_blocks):
 )
 @given(st.data())
 def test_sets_without_keys_as_naive(small_chunks, data):
-    """Keys small (all in one slot of the membership table) or anywhere in 32 bits."""
+    """Keys small (all in one slot of the membership table) or anywhere in 32 bits; chunks
+    written on 1 to 3 threads."""
     key = data.draw(st.sampled_from([st.integers(0, 30), st.integers(0, 2**32 - 1)]))
     sets = data.draw(st.lists(st.sets(key, max_size=8), max_size=12))
     every = sorted(set().union(*sets)) if sets else []
     drop = data.draw(st.sets(st.sampled_from(every) if every else key) | st.sets(key))
-    got = C.without_keys(ShingleSets(*naive.sets_to_csr(sets)), np.array(sorted(drop), np.uint32))
+    csr, threads = ShingleSets(*naive.sets_to_csr(sets)), data.draw(st.integers(1, 3))
+    got = C.without_keys(csr, np.array(sorted(drop), np.uint32), threads)
     assert naive.csr_to_sets(got.offsets, got.keys) == [s - drop for s in sets]
 
 

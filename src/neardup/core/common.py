@@ -10,29 +10,33 @@ of 260 words reach J >= 0.8 when their bodies are short. Leaving out the keys he
 Layout. Shingle sets are CSR (:mod:`neardup.core.similarity`): int64 ``offsets[n + 1]`` and
 sorted unique uint32 ``keys`` per document, so a key's count over all keys is its document
 frequency. Counts are exact and the memory of a count is bounded whatever the corpus size: the
-keys are read in chunks of :data:`CHUNK_KEYS` and put in 2**16 buckets by their top 16 bits (one
+keys are read in chunks of :data:`CHUNK_KEYS` and put in 2**18 buckets by their top 18 bits (one
 pass). A key in more than ``limit`` documents is in a bucket of more than ``limit`` keys, and
 the keys are hash bits, spread evenly, so a template makes a few such buckets: each key of those
-is counted exactly in a second pass, in a block of 2**16 counts per bucket (no sort). Where many
+is counted exactly in a second pass, in a block of 2**14 counts per bucket (no sort). Where many
 buckets are that full (a low ``limit``), and for every key's count (:func:`key_counts`), the keys
 of a range of buckets are gathered, sorted and counted by run length, ranges of about
 :data:`RANGE_KEYS` keys each, cut where the bucket counts say. Counts of parts (the shards of a
-staged run) are merged by summing the counts of equal keys (:func:`merge_counts`). The sets
-without the common keys are written in one pass over each chunk of documents
-(:func:`iter_without_keys`), membership decided by a table that stays in cache.
+staged run) are merged by summing the counts of equal keys (:func:`merge_counts`), only those
+of the buckets whose counts sum to more than ``limit`` where only the common keys are wanted
+(:func:`common_in_parts`). The sets without the common keys are written in one pass over each
+chunk of documents (:func:`iter_without_keys`), membership decided by a table that stays in
+cache. The passes run on threads where asked, each over its own part of the keys.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from neardup.core import common_kernels as K
-from neardup.core.similarity import ShingleSets, page_out
+from neardup.core.similarity import ShingleSets, page_out, resolve_threads
 
 __all__ = [
     "CHUNK_KEYS",
@@ -40,6 +44,7 @@ __all__ = [
     "TEMPLATE_MIN_SIZE",
     "check_common",
     "cluster_templates",
+    "common_in_parts",
     "common_keys",
     "common_limit",
     "iter_without_keys",
@@ -58,9 +63,10 @@ CHUNK_KEYS = 1 << 22
 #: Keys sorted at once by a count: the key space is cut into ranges of about this many keys; also
 #: the most counts (4 bytes each) that the exact count of the keys of full buckets holds.
 RANGE_KEYS = 1 << 25
-#: A key's bucket is its top 16 bits (``key >> _SHIFT``); its low 16 bits, its place in the
-#: bucket's block of counts.
-_SHIFT = 16
+#: A key's bucket is its top 18 bits (``key >> _SHIFT``); its low 14 bits, its place in the
+#: bucket's block of counts (a count's tables then stay in cache: 2 MB of bucket sizes, 64 KB
+#: a block).
+_SHIFT = 14
 #: Clusters of at least this many documents are checked for a template (the run's hint).
 TEMPLATE_MIN_SIZE = 50
 #: The largest clusters checked for a template, at most (largest first, ties to the earlier
@@ -153,12 +159,31 @@ def _chunks(keys: np.ndarray) -> Iterator[np.ndarray]:
         page_out(keys)
 
 
-def _bucket_sizes(keys: np.ndarray) -> np.ndarray:
-    """How many of ``keys`` each bucket holds (int64[2**16], by the keys' top 16 bits)."""
-    sizes = np.zeros(1 << (32 - _SHIFT), dtype=np.int64)
-    for chunk in _chunks(keys):
-        K._bucket_counts(chunk, _SHIFT, sizes)
-    return sizes
+def _on_parts(keys: np.ndarray, threads: int, count: Callable[[np.ndarray], np.ndarray]) -> Any:
+    """The sum of ``count(part)`` over ``threads`` equal parts of ``keys``, one a thread (each
+    part read :data:`CHUNK_KEYS` at a time); the counts' own dtype, wrapping around."""
+    cuts = [len(keys) * i // threads for i in range(threads + 1)]
+    parts = [keys[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    if threads == 1:
+        return count(parts[0])
+    with ThreadPoolExecutor(threads) as pool:
+        found = list(pool.map(count, parts))
+    for other in found[1:]:
+        found[0] += other
+    return found[0]
+
+
+def _bucket_sizes(keys: np.ndarray, threads: int = 1) -> np.ndarray:
+    """How many of ``keys`` each bucket holds (int64[2**18], by the keys' top 18 bits), counted
+    on ``threads`` threads."""
+
+    def count(part: np.ndarray) -> np.ndarray:
+        sizes = np.zeros(1 << (32 - _SHIFT), dtype=np.int64)
+        for chunk in _chunks(part):
+            K._bucket_counts(chunk, _SHIFT, sizes)
+        return sizes
+
+    return _on_parts(keys, threads, count)
 
 
 def _all_runs(keys: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
@@ -262,7 +287,47 @@ def merge_counts(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.nda
     return runs[0]
 
 
-def common_keys(keys: np.ndarray, limit: int) -> np.ndarray:
+def common_in_parts(parts: Sequence[tuple[np.ndarray, np.ndarray]], limit: int) -> np.ndarray:
+    """The keys whose counts over ``parts`` sum to more than ``limit``: the parts' counts summed
+    by bucket first, then only the keys of the buckets over ``limit`` merged
+    (:func:`merge_counts`).
+
+    Parameters
+    ----------
+    parts : sequence of (ndarray, ndarray)
+        Each part's distinct keys (uint32, ascending) and their counts (integers), such as each
+        shard's :func:`key_counts`.
+    limit : int
+        The most times a key may occur in all and not be common (>= 0).
+
+    Returns
+    -------
+    ndarray of uint32
+        The common keys, ascending.
+
+    Examples
+    --------
+    >>> parts = [(np.array([1, 5]), np.array([2, 1])), (np.array([5, 7]), np.array([4, 1]))]
+    >>> common_in_parts(parts, 2).tolist()
+    [5]
+    """
+    runs = [
+        (np.ascontiguousarray(u, dtype=np.uint32), np.ascontiguousarray(c, dtype=np.int64))
+        for u, c in parts
+    ]
+    sizes = np.zeros(1 << (32 - _SHIFT), dtype=np.int64)
+    for u, c in runs:
+        K._bucket_sums(u, c, _SHIFT, sizes)
+    full = sizes > limit
+    picked = []
+    for u, c in runs:
+        take = full[u >> _SHIFT]
+        picked.append((u[take], c[take]))
+    u, c = merge_counts(picked)
+    return u[c > limit]
+
+
+def common_keys(keys: np.ndarray, limit: int, threads: int | None = 1) -> np.ndarray:
     """The keys that occur more than ``limit`` times in ``keys`` (over the keys of shingle sets:
     those in more than ``limit`` documents), counted exactly; only the full buckets' keys are
     counted one by one (see the module's notes).
@@ -273,6 +338,10 @@ def common_keys(keys: np.ndarray, limit: int) -> np.ndarray:
         Keys, in any order; may be memory-mapped (read :data:`CHUNK_KEYS` at a time).
     limit : int
         The most times a key may occur and not be common (>= 0).
+    threads : int, optional
+        Threads that count (default 1; None: every usable CPU), each its own part of ``keys``
+        with its own counts (2 MB of bucket sizes, and at most :data:`RANGE_KEYS` counts of
+        4 bytes in all for the full buckets).
 
     Returns
     -------
@@ -286,24 +355,31 @@ def common_keys(keys: np.ndarray, limit: int) -> np.ndarray:
     """
     if len(keys) <= limit:  # no key can occur more often
         return np.zeros(0, dtype=np.uint32)
-    sizes = _bucket_sizes(keys)
+    nthreads = resolve_threads(threads)
+    sizes = _bucket_sizes(keys, nthreads)
     full = np.flatnonzero(sizes > limit)
     counts = (len(full) + 1) << _SHIFT  # a block of counts per full bucket, and a spare
     if len(full) and counts <= min(RANGE_KEYS, int(sizes[full].sum())):
-        return _counted_in_blocks(keys, full, limit)
+        return _counted_in_blocks(keys, full, limit, min(nthreads, RANGE_KEYS // counts))
     sizes[sizes <= limit] = 0
     return _bucket_runs(keys, sizes, limit)[0]
 
 
-def _counted_in_blocks(keys: np.ndarray, full: np.ndarray, limit: int) -> np.ndarray:
+def _counted_in_blocks(keys: np.ndarray, full: np.ndarray, limit: int, threads: int) -> np.ndarray:
     """The keys of the buckets ``full`` (ascending) that occur more than ``limit`` times, each
-    counted in its bucket's block of 2**16 counts (one pass; uint32 counts, exact up to 2**32 - 1
-    documents); the keys of other buckets share a spare block."""
+    counted in its bucket's block of 2**14 counts (one pass; uint32 counts, exact up to 2**32 - 1
+    documents); the keys of other buckets share a spare block. Each of ``threads`` threads
+    counts a part of ``keys`` in blocks of its own."""
     slot = np.full(1 << (32 - _SHIFT), len(full), dtype=np.int32)
     slot[full] = np.arange(len(full), dtype=np.int32)
-    counts = np.zeros((len(full) + 1) << _SHIFT, dtype=np.uint32)
-    for chunk in _chunks(keys):
-        K._slot_counts(chunk, _SHIFT, slot, counts)
+
+    def count(part: np.ndarray) -> np.ndarray:
+        counts = np.zeros((len(full) + 1) << _SHIFT, dtype=np.uint32)
+        for chunk in _chunks(part):
+            K._slot_counts(chunk, _SHIFT, slot, counts)
+        return counts
+
+    counts = _on_parts(keys, threads, count)
     at = np.flatnonzero(counts[: len(full) << _SHIFT] > limit)
     return ((full[at >> _SHIFT] << _SHIFT) | (at & ((1 << _SHIFT) - 1))).astype(np.uint32)
 
@@ -332,39 +408,62 @@ def _slot_table(drop: np.ndarray) -> tuple[np.ndarray, int]:
     return table, shift
 
 
+def _doc_chunks(off: np.ndarray, per: int) -> Iterator[tuple[int, int]]:
+    """``(first, stop)`` of consecutive runs of documents of about ``per`` keys each (at least
+    one document), by their offsets ``off``."""
+    n, at = len(off) - 1, 0
+    while at < n:
+        stop = int(np.searchsorted(off, off[at] + per, side="right")) - 1
+        stop = min(n, max(stop, at + 1))
+        yield at, stop
+        at = stop
+
+
 def iter_without_keys(
-    sets: ShingleSets, drop: np.ndarray, chunk_keys: int | None = None
+    sets: ShingleSets, drop: np.ndarray, chunk_keys: int | None = None, threads: int = 1
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """The sets without the keys ``drop`` (sorted uint32), a chunk of documents at a time (about
     ``chunk_keys`` keys each, default :data:`CHUNK_KEYS`): ``(offsets, keys)`` of each chunk,
     offsets (int64) from 0, keys uint32, in document order; ``sets`` may be memory-mapped. Each
-    chunk is one pass of a kernel that writes the kept keys and the new offsets."""
+    chunk is one pass of a kernel that writes the kept keys and the new offsets; ``threads``
+    chunks are worked on at once, on as many threads."""
     off = np.asarray(sets.offsets, dtype=np.int64)
-    n = len(off) - 1
     drop = np.ascontiguousarray(drop, dtype=np.uint32)
     table, shift = _slot_table(drop) if len(drop) else (np.zeros(0, dtype=np.int32), 0)
-    per = int(chunk_keys or CHUNK_KEYS)
-    at = 0
-    while at < n:
-        stop = int(np.searchsorted(off, off[at] + per, side="right")) - 1
-        stop = min(n, max(stop, at + 1))
+
+    def without(chunk: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        at, stop = chunk
         base = int(off[at])
         keys = np.ascontiguousarray(sets.keys[base : int(off[stop])], dtype=np.uint32)
         if len(drop) == 0:
-            yield off[at : stop + 1] - base, np.array(keys)
+            out = off[at : stop + 1] - base, np.array(keys)
         else:
             new_off = np.empty(stop - at + 1, dtype=np.int64)
             kept = np.empty(len(keys), dtype=np.uint32)
             k = K._without(off[at : stop + 1], keys, table, shift, drop, new_off, kept)
-            yield new_off, kept[:k]
+            out = new_off, kept[:k]
         page_out(sets.keys)
-        at = stop
-    if n == 0:
+        return out
+
+    chunks = _doc_chunks(off, int(chunk_keys or CHUNK_KEYS))
+    if len(off) == 1:
         yield np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.uint32)
+    elif threads <= 1:
+        yield from map(without, chunks)
+    else:
+        with ThreadPoolExecutor(threads) as pool:  # at most ``threads`` chunks at once
+            ahead: deque[Any] = deque()
+            for chunk in chunks:
+                ahead.append(pool.submit(without, chunk))
+                if len(ahead) >= threads:
+                    yield ahead.popleft().result()
+            while ahead:
+                yield ahead.popleft().result()
 
 
-def without_keys(sets: ShingleSets, drop: np.ndarray) -> ShingleSets:
-    """``sets`` without the keys ``drop`` (sorted uint32), in memory.
+def without_keys(sets: ShingleSets, drop: np.ndarray, threads: int = 1) -> ShingleSets:
+    """``sets`` without the keys ``drop`` (sorted uint32), in memory (written a chunk at a time
+    on ``threads`` threads, :func:`iter_without_keys`).
 
     Examples
     --------
@@ -374,7 +473,7 @@ def without_keys(sets: ShingleSets, drop: np.ndarray) -> ShingleSets:
     ([0, 2, 2], [1, 3])
     """
     offs, keys, total = [np.zeros(1, dtype=np.int64)], [], 0
-    for o, k in iter_without_keys(sets, drop):
+    for o, k in iter_without_keys(sets, drop, threads=threads):
         offs.append(o[1:] + total)
         keys.append(k)
         total += int(o[-1])

@@ -23,6 +23,13 @@ def _bucket_counts(keys, shift, counts):
 
 
 @njit(cache=True, nogil=True)
+def _bucket_sums(keys, counts, shift, sizes):
+    """``sizes[b] += `` the counts of the ``keys`` whose bucket ``key >> shift`` is ``b``."""
+    for i in range(keys.shape[0]):
+        sizes[keys[i] >> shift] += counts[i]
+
+
+@njit(cache=True, nogil=True)
 def _place(sorted_keys, k):
     """The place of ``k`` in ``sorted_keys`` (ascending), or -1, by a binary search."""
     lo = 0

@@ -22,13 +22,13 @@ import numpy as np
 
 from neardup.core.common import (
     cluster_templates,
+    common_in_parts,
     common_keys,
     common_limit,
     iter_without_keys,
     key_counts,
-    merge_counts,
 )
-from neardup.core.similarity import ShingleSets, set_fingerprints
+from neardup.core.similarity import ShingleSets, resolve_threads, set_fingerprints
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.spool import ShingleSpool, subset_sets
 from neardup.pipeline.stages import by_digest, load, save, set_digests, shard_sets
@@ -37,18 +37,19 @@ __all__ = ["count_task", "filter_common", "filter_task", "merge_task", "template
 
 
 def filter_common(
-    sets: ShingleSets, common: float | int, spool: ShingleSpool
+    sets: ShingleSets, common: float | int, spool: ShingleSpool, threads: int | None = None
 ) -> tuple[ShingleSets, dict[str, Any]]:
     """``sets`` without the keys in more than ``common`` (a share or a number) of them, spooled
-    to ``spool`` and read back (``sets`` itself when no key is that common); and what was left
-    out: ``limit`` (the most documents a key may
-    be in), ``keys`` (how many keys were left out) and ``all_common`` (documents with shingles
-    of which none is left)."""
+    to ``spool`` and read back (``sets`` itself when no key is that common), counted and
+    filtered on ``threads`` threads (default: every usable CPU); and what was left out:
+    ``limit`` (the most documents a key may be in), ``keys`` (how many keys were left out) and
+    ``all_common`` (documents with shingles of which none is left)."""
+    nthreads = resolve_threads(threads)
     limit = common_limit(common, len(sets))
-    drop = common_keys(sets.keys, limit)
+    drop = common_keys(sets.keys, limit, nthreads)
     if len(drop) == 0:  # nothing common: the sets as they are
         return sets, {"limit": limit, "keys": 0, "all_common": 0}
-    for offsets, keys in iter_without_keys(sets, drop):
+    for offsets, keys in iter_without_keys(sets, drop, threads=nthreads):
         spool.append(offsets, keys)
     out = spool.sets()
     all_common = int(np.count_nonzero((sets.sizes > 0) & (out.sizes == 0)))
@@ -84,8 +85,7 @@ def merge_task(out: str, work: str, n_shards: int, lo: int, hi: int, limit: int)
         u = load(work, "common-count", s, "u")
         a, b = np.searchsorted(u, [lo, hi])  # hi may be 2**32: compared as integers
         parts.append((np.asarray(u[a:b]), np.asarray(load(work, "common-count", s, "n")[a:b])))
-    u, c = merge_counts(parts)
-    common = u[c > limit]
+    common = common_in_parts(parts, limit)
     return {"common": len(common), "bytes": save(out, common=common)}
 
 

@@ -675,7 +675,7 @@ def _verified(
         if plan.common_shingles is not None:
             t0 = time.perf_counter()
             spool = stack.enter_context(ShingleSpool(opts.temp_dir))
-            used, common = filter_common(sets, plan.common_shingles, spool)
+            used, common = filter_common(sets, plan.common_shingles, spool, opts.threads)
             temp_bytes += spool.nbytes
             run.seconds["common shingles"] = time.perf_counter() - t0
         verified = decide_verified_sets(
