@@ -180,7 +180,7 @@ def _bucket_sizes(keys: np.ndarray, threads: int = 1) -> np.ndarray:
     def count(part: np.ndarray) -> np.ndarray:
         sizes = np.zeros(1 << (32 - _SHIFT), dtype=np.int64)
         for chunk in _chunks(part):
-            K._bucket_counts(chunk, _SHIFT, sizes)
+            K.bucket_counts(chunk, _SHIFT, sizes)
         return sizes
 
     return _on_parts(keys, threads, count)
@@ -193,7 +193,7 @@ def _all_runs(keys: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
     for a, chunk in zip(range(0, len(keys), CHUNK_KEYS), _chunks(keys), strict=True):
         run[a : a + len(chunk)] = chunk
     run.sort()
-    return K._runs(run, limit)
+    return K.runs_over(run, limit)
 
 
 def _bucket_runs(keys: np.ndarray, sizes: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
@@ -215,10 +215,10 @@ def _bucket_runs(keys: np.ndarray, sizes: np.ndarray, limit: int) -> tuple[np.nd
         run = np.empty(n + 1, dtype=np.uint32)  # a spare place: the gather writes every key
         at = 0
         for chunk in _chunks(keys):
-            at = K._gather(chunk, _SHIFT, take, run, at)
+            at = K.gather_buckets(chunk, _SHIFT, take, run, at)
         run = run[:n]
         run.sort()
-        found.append(K._runs(run, limit))
+        found.append(K.runs_over(run, limit))
     return _joined(found)
 
 
@@ -282,7 +282,7 @@ def merge_counts(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.nda
     ] or [(np.zeros(0, np.uint32), np.zeros(0, np.int64))]
     while len(runs) > 1:
         pairs = zip(runs[0::2], runs[1::2], strict=False)
-        merged = [K._merge_sums(a[0], a[1], b[0], b[1]) for a, b in pairs]
+        merged = [K.merge_sums(a[0], a[1], b[0], b[1]) for a, b in pairs]
         runs = merged + ([runs[-1]] if len(runs) % 2 else [])
     return runs[0]
 
@@ -317,7 +317,7 @@ def common_in_parts(parts: Sequence[tuple[np.ndarray, np.ndarray]], limit: int) 
     ]
     sizes = np.zeros(1 << (32 - _SHIFT), dtype=np.int64)
     for u, c in runs:
-        K._bucket_sums(u, c, _SHIFT, sizes)
+        K.bucket_sums(u, c, _SHIFT, sizes)
     full = sizes > limit
     picked = []
     for u, c in runs:
@@ -376,7 +376,7 @@ def _counted_in_blocks(keys: np.ndarray, full: np.ndarray, limit: int, threads: 
     def count(part: np.ndarray) -> np.ndarray:
         counts = np.zeros((len(full) + 1) << _SHIFT, dtype=np.uint32)
         for chunk in _chunks(part):
-            K._slot_counts(chunk, _SHIFT, slot, counts)
+            K.slot_counts(chunk, _SHIFT, slot, counts)
         return counts
 
     counts = _on_parts(keys, threads, count)
@@ -440,7 +440,7 @@ def iter_without_keys(
         else:
             new_off = np.empty(stop - at + 1, dtype=np.int64)
             kept = np.empty(len(keys), dtype=np.uint32)
-            k = K._without(off[at : stop + 1], keys, table, shift, drop, new_off, kept)
+            k = K.sets_without(off[at : stop + 1], keys, table, shift, drop, new_off, kept)
             out = new_off, kept[:k]
         page_out(sets.keys)
         return out

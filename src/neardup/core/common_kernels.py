@@ -1,11 +1,12 @@
 """numba kernels of :mod:`neardup.core.common`: keys counted by bucket (their top bits), counted
 exactly in the few buckets that can hold a common key, gathered for a sort, the runs of a sorted
-array, and shingle sets without a set of keys.
+array, shingle sets without a set of keys, and the counts of two parts merged.
 
 Keys are uint32 shingle keys (hash bits); a key's bucket is ``key >> shift``. Shingle sets are
 CSR: document ``d`` holds ``keys[offsets[d] - offsets[0]:offsets[d + 1] - offsets[0]]`` of a
-chunk. Every function is ``_``-prefixed, takes contiguous arrays and scalars and validates
-nothing: the caller sizes every output.
+chunk. Every function takes contiguous arrays and scalars and validates nothing: the caller
+sizes every output. Kernels other modules call are public (``__all__``), the rest
+``_``-prefixed.
 """
 
 from __future__ import annotations
@@ -14,16 +15,26 @@ import numpy as np
 
 from neardup.compiled import njit
 
+__all__ = [
+    "bucket_counts",
+    "bucket_sums",
+    "gather_buckets",
+    "merge_sums",
+    "runs_over",
+    "sets_without",
+    "slot_counts",
+]
+
 
 @njit(cache=True, nogil=True)
-def _bucket_counts(keys, shift, counts):
+def bucket_counts(keys, shift, counts):
     """``counts[b] += `` the number of ``keys`` whose bucket ``key >> shift`` is ``b``."""
     for i in range(keys.shape[0]):
         counts[keys[i] >> shift] += 1
 
 
 @njit(cache=True, nogil=True)
-def _bucket_sums(keys, counts, shift, sizes):
+def bucket_sums(keys, counts, shift, sizes):
     """``sizes[b] += `` the counts of the ``keys`` whose bucket ``key >> shift`` is ``b``."""
     for i in range(keys.shape[0]):
         sizes[keys[i] >> shift] += counts[i]
@@ -46,7 +57,7 @@ def _place(sorted_keys, k):
 
 
 @njit(cache=True, nogil=True)
-def _slot_counts(keys, shift, slot, counts):
+def slot_counts(keys, shift, slot, counts):
     """Each key counted at ``(slot[key >> shift] << shift) | (key & (2**shift - 1))`` of
     ``counts``: ``slot`` gives each bucket counted exactly its block of ``2**shift`` counts, and
     every other bucket one spare block (its counts are never read). No branch per key."""
@@ -57,7 +68,7 @@ def _slot_counts(keys, shift, slot, counts):
 
 
 @njit(cache=True, nogil=True)
-def _gather(keys, shift, take, out, at):
+def gather_buckets(keys, shift, take, out, at):
     """The keys whose bucket is marked in ``take`` (uint8) written to ``out`` from ``at`` on;
     returns where the next one goes. ``out`` needs one spare place (every key is written, the
     place advanced only for those taken: no branch per key)."""
@@ -88,7 +99,7 @@ def _fill_runs(s, limit, values, lengths):
 
 
 @njit(cache=True, nogil=True)
-def _runs(s, limit):
+def runs_over(s, limit):
     """The value and the length (int64) of each run of sorted ``s`` longer than ``limit``."""
     m = _fill_runs(s, limit, s[:0], np.zeros(0, dtype=np.int64))
     values = np.empty(m, dtype=s.dtype)
@@ -98,7 +109,7 @@ def _runs(s, limit):
 
 
 @njit(cache=True, nogil=True)
-def _without(offsets, keys, table, shift, drop, out_offsets, out_keys):
+def sets_without(offsets, keys, table, shift, drop, out_offsets, out_keys):
     """The chunk's sets without the keys of ``drop`` (sorted, not empty) into ``out_keys``
     (as long as ``keys``) and ``out_offsets`` (from 0); returns the keys kept. ``table[key >>
     shift]`` is the place in ``drop`` of the one key of ``drop`` in that slot, -1 for none, -2
@@ -121,7 +132,7 @@ def _without(offsets, keys, table, shift, drop, out_offsets, out_keys):
 
 
 @njit(cache=True, nogil=True)
-def _merge_sums(a_keys, a_counts, b_keys, b_counts):
+def merge_sums(a_keys, a_counts, b_keys, b_counts):
     """Two sorted runs of distinct keys with their counts merged into one: every key of either,
     ascending, with the sum of its counts (int64); views of arrays as long as both runs."""
     n, m = a_keys.shape[0], b_keys.shape[0]
