@@ -1,8 +1,8 @@
 """Templates and boilerplate: what ``--common-shingles`` changes in what a verified dedup drops and
-in what its search and verification cost.
+in what its search and verification cost, beside datatrove's MinHash dedup.
 
-Corpora (generated, words drawn from a vocabulary of 50,000 made-up words, so the truth is
-known):
+Corpora (generated, words drawn from a vocabulary of 50,000 made-up words of letters, in
+sentences of 12 words, so the truth is known):
 
 * ``templated N``: N pages of one site (``--template W``: a template of W words, 100-300,
   default 260 as in issue 39; its first half a header, the rest a footer; ``--sites K`` sites
@@ -13,14 +13,20 @@ known):
 * ``distinct N``: N pages of 130-700 words of their own (the templated pages' lengths), 5% of
   them followed by a near-copy made the same way.
 
-Each corpus is deduplicated in this process at the default threshold (0.8), keep first, with the
-option off and at each of ``--shares`` (``neardup.dedup(texts, common_shingles=F)``), and each
-run prints: distinct articles dropped (a page that is not a copy, dropped: wrong), true
-near-copies found (copies dropped), and the wall time of search + verify (the summary's
-``search+verify`` plus, with the option, ``common shingles``: counting the keys and removing the
-common ones). Fingerprinting is the same for every run and left out. Each run is repeated
-``--repeat`` times (default 3) and the fastest reported: the first large run of a process also
-pays for growing its memory (about 0.5 s at 80,000 pages), whichever corpus comes first.
+Each corpus is written as JSONL (``id``, ``text``, ``copy``) under ``--out`` and deduplicated in
+a child process of its own per case, so that its peak RSS (``ru_maxrss`` of the child and its
+children, from ``wait4``) is that case's: neardup at the default threshold (0.8), keep first,
+with the option off and at each of ``--shares`` (``neardup.dedup(texts, common_shingles=F)``);
+with ``--datatrove PYTHON`` (the python of a virtual environment with datatrove, never the
+project's), datatrove's MinHash dedup with its defaults, alone and after its SentenceDedup
+(bench/peer_datatrove.py). Each run prints: distinct articles dropped (a page that is not a copy,
+dropped: wrong), true near-copies found (copies dropped), the wall time and the peak RSS. For
+neardup also the time of search + verify (the summary's ``search+verify`` plus, with the option,
+``common shingles``: counting the keys and removing the common ones); its wall is that of
+``neardup.dedup`` on the texts in memory (fingerprinting included), each case repeated
+``--repeat`` times (default 3) in its process and the fastest shown. datatrove's wall is that of
+all its stages, once, reading the JSONL and writing its files on the way, as it runs; its peak
+RSS includes its imports (spaCy's tokenizer), neardup's the texts it reads.
 
     python bench/templates.py                     # 20k and 80k templated, 80k distinct
     python bench/templates.py --sizes 5000 --distinct 5000 --off-max 5000   # a quick look
@@ -32,27 +38,53 @@ costs minutes: every kept page of a site is checked against the earlier kept one
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
+import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
 import neardup
 
+ROOT = Path(__file__).resolve().parent.parent
 VOCAB = 50_000
 COPY_EVERY = 20  # one page in 20 gets a near-copy
+SENTENCE = 12  # words of a sentence (a period after each; neardup's shingles ignore it)
+
+
+def _word(i: int) -> str:
+    """The ``i``-th made-up word, in letters only: normalizers that map digits to one (datatrove's
+    ``norm_numbers``) would make every word of ``w123`` form the same."""
+    out = []
+    while True:
+        i, r = divmod(i, 26)
+        out.append(chr(97 + r))
+        if i == 0:
+            return "w" + "".join(out)
 
 
 def _words(rng: random.Random, k: int) -> list[str]:
-    return [f"w{rng.randrange(VOCAB)}" for _ in range(k)]
+    return [_word(rng.randrange(VOCAB)) for _ in range(k)]
+
+
+def _text(*parts: list[str]) -> str:
+    """The words as sentences of ``SENTENCE`` words, each part (template half, body) ending one."""
+    out = []
+    for words in parts:
+        for i in range(0, len(words), SENTENCE):
+            out.append(" ".join(words[i : i + SENTENCE]) + ".")
+    return " ".join(out)
 
 
 def _copy(rng: random.Random, body: list[str]) -> list[str]:
     """``body`` with one word replaced by another (the page edited)."""
     edited = list(body)
-    edited[rng.randrange(len(edited))] = f"edit{rng.randrange(VOCAB)}"
+    edited[rng.randrange(len(edited))] = "edit" + _word(rng.randrange(VOCAB))
     return edited
 
 
@@ -73,10 +105,10 @@ def corpus(
         else:
             head, foot = [], []
             body = _words(rng, rng.randint(130, 700))
-        texts.append(" ".join(head + body + foot))
+        texts.append(_text(head, body, foot))
         copy.append(False)
         if i % COPY_EVERY == 0:
-            texts.append(" ".join(head + _copy(rng, body) + foot))
+            texts.append(_text(head, _copy(rng, body), foot))
             copy.append(True)
     return texts, np.array(copy)
 
@@ -86,6 +118,7 @@ def run(texts: list[str], copy: np.ndarray, share: float | None, threads: int | 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         r = neardup.dedup(texts, common_shingles=share, threads=threads)
+    wall = time.perf_counter() - t0
     s = r.summary()
     sec = s["seconds"]
     dropped = r.dropped
@@ -98,11 +131,48 @@ def run(texts: list[str], copy: np.ndarray, share: float | None, threads: int | 
         "common_keys": s.get("common_shingles", {}).get("keys"),
         "all_common": s.get("common_shingles", {}).get("all_common"),
         "hint": s.get("template_hint"),
-        "total_s": time.perf_counter() - t0,
+        "wall_s": wall,
     }
 
 
+def _read(path: Path) -> tuple[list[str], np.ndarray]:
+    texts, copy = [], []
+    with open(path) as f:
+        for line in f:
+            d = json.loads(line)
+            texts.append(d["text"])
+            copy.append(d["copy"])
+    return texts, np.array(copy)
+
+
+def _child(path: str, share: str, threads: str, repeat: str, result: str) -> None:
+    """One neardup case in this (child) process: the fastest of ``repeat`` runs to ``result``."""
+    texts, copy = _read(Path(path))
+    f = None if share == "off" else float(share)
+    t = None if threads == "none" else int(threads)
+    for warm in (None, 0.5):
+        neardup.dedup(["warm up the kernels", "warm up the kernels too"], common_shingles=warm)
+    r = min(
+        (run(texts, copy, f, t) for _ in range(int(repeat))), key=lambda x: x["search_verify_s"]
+    )
+    Path(result).write_text(json.dumps(r))
+
+
+def _measured(cmd: list[str], result: Path, log: Path) -> tuple[dict, float]:
+    """Run ``cmd`` as a child process: its result and its peak RSS (MiB, with its children)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "bench")]))
+    with open(log, "w") as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[:3]} failed ({p.returncode}), see {log}")
+    return json.loads(result.read_text()), usage.ru_maxrss / 1024
+
+
 def main(argv: list[str] | None = None) -> None:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--child":
+        return _child(*sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[20_000, 80_000],
                     help="pages of the templated corpora")  # fmt: skip
@@ -114,25 +184,56 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sites", type=int, default=1, help="sites of the templated corpora")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each case, the fastest shown")
+    ap.add_argument("--datatrove", metavar="PYTHON", default=None,
+                    help="python of a virtual environment with datatrove: adds its MinHash dedup, "
+                    "alone and after its SentenceDedup (bench/peer_datatrove.py)")  # fmt: skip
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "templates",
+                    help="folder of the corpora (JSONL) and the datatrove runs")  # fmt: skip
     args = ap.parse_args(argv)
-    neardup.dedup(["warm up the kernels", "warm up the kernels too"], common_shingles=0.5)
+    args.out.mkdir(parents=True, exist_ok=True)
     cases = [(f"templated {n:,}", n, True) for n in args.sizes]
     if args.distinct:
         cases.append((f"distinct {args.distinct:,}", args.distinct, False))
-    print(f"{'corpus':<18} {'F':>5} {'distinct dropped':>17} {'copies found':>13} "
-          f"{'search+verify s':>16} {'(common s)':>11}  hint")  # fmt: skip
+    if args.datatrove is None:
+        print("(datatrove rows not run: give --datatrove PYTHON)")
+    print(f"{'corpus':<18} {'dedup':<26} {'distinct dropped':>17} {'copies found':>13} "
+          f"{'search+verify s':>16} {'(common s)':>11} {'wall s':>8} {'peak RSS MiB':>13}  hint")  # fmt: skip
     for name, n, templated in cases:
         texts, copy = corpus(n, templated, args.template, args.sites)
+        path = args.out / f"{name.split()[0]}-{n}.jsonl"
+        with open(path, "w") as f:
+            for i, (t, c) in enumerate(zip(texts, copy)):
+                f.write(json.dumps({"id": str(i), "text": t, "copy": bool(c)}) + "\n")
+        del texts
+        result = args.out / "result.json"
         for share in [None, *args.shares]:
+            label = f"neardup F={share if share is not None else 'off'}"
             if share is None and templated and args.off_max is not None and n > args.off_max:
-                print(f"{name:<18} {'off':>5}  (not run: --off-max {args.off_max:,})")
+                print(f"{name:<18} {label:<26}  (not run: --off-max {args.off_max:,})")
                 continue
-            r = min((run(texts, copy, share, args.threads) for _ in range(args.repeat)),
-                    key=lambda x: x["search_verify_s"])  # fmt: skip
+            cmd = [sys.executable, str(ROOT / "bench" / "templates.py"), "--child", str(path),
+                   "off" if share is None else repr(share),
+                   "none" if args.threads is None else str(args.threads),
+                   str(args.repeat), str(result)]  # fmt: skip
+            r, rss = _measured(cmd, result, args.out / "child.log")
             hint = f"--common-shingles {r['hint']['suggest']:g}" if r["hint"] else ""
-            print(f"{name:<18} {share if share is not None else 'off':>5} "
+            print(f"{name:<18} {label:<26} "
                   f"{r['distinct_dropped']:>17,} {r['copies_found']:>7,}/{r['copies']:<5,} "
-                  f"{r['search_verify_s']:>16.2f} {r['common_s']:>11.2f}  {hint}",
+                  f"{r['search_verify_s']:>16.2f} {r['common_s']:>11.2f} "
+                  f"{r['wall_s']:>8.2f} {rss:>13,.0f}  {hint}",
+                  flush=True)  # fmt: skip
+        if args.datatrove is None:
+            continue
+        for sentence in (False, True):
+            label = "datatrove SentenceDedup+MinHash" if sentence else "datatrove MinHash"
+            cmd = [args.datatrove, str(ROOT / "bench" / "peer_datatrove.py"), str(path),
+                   str(args.out / "datatrove"), str(result)] + (["--sentence"] if sentence else [])  # fmt: skip
+            r, rss = _measured(cmd, result, args.out / "datatrove.log")
+            dropped = np.ones(len(copy), dtype=bool)
+            dropped[np.array([int(i) for i in r["kept"]], dtype=np.int64)] = False
+            dd, cf = np.count_nonzero(dropped & ~copy), np.count_nonzero(dropped & copy)
+            print(f"{name:<18} {label:<26} {dd:>17,} {cf:>7,}/{np.count_nonzero(copy):<5,} "
+                  f"{'':>16} {'':>11} {r['wall_s']:>8.2f} {rss:>13,.0f}",
                   flush=True)  # fmt: skip
 
 
