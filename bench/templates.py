@@ -5,11 +5,12 @@ Corpora (generated, words drawn from a vocabulary of 50,000 made-up words of let
 sentences of 12 words, so the truth is known):
 
 * ``templated N``: N pages of one site (``--template W``: a template of W words, 100-300,
-  default 260 as in issue 39; its first half a header, the rest a footer; ``--sites K`` sites
-  of one template each, the pages spread over them) around a body of 30-400 words of the
-  page's own; 5% of the pages
-  are followed by a true near-copy (the same page with one body word replaced: by its own words
-  still J >= 0.8 for every body length). Every other page is a distinct article.
+  default 260; its first half a header, the rest a footer; ``--sites K`` sites of one
+  template each, the pages spread over them) around a body of 30-400 words of the page's own;
+  5% of the pages are followed by a true near-copy (the same page with one body word replaced:
+  J >= 0.8 with the template; by the body's words alone, below 0.8 for the shortest bodies, so
+  with the template left out a few copies are rightly not found). Every other page is a
+  distinct article.
 * ``distinct N``: N pages of 130-700 words of their own (the templated pages' lengths), 5% of
   them followed by a near-copy made the same way.
 
