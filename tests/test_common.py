@@ -216,6 +216,7 @@ def _cli(*args: str, cwd) -> subprocess.CompletedProcess:
                           env=env, timeout=600)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_command_line_option_summary_and_hint(tmp_path):
     docs, copy_of = _templated(150)
     src = tmp_path / "pages.jsonl"
@@ -245,6 +246,7 @@ def test_command_line_bad_value_one_line_nothing_written(tmp_path, value):
     assert r.returncode == 2 and "--no-verify" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_report_summary_says_what_was_left_out_or_hints(tmp_path):
     pytest.importorskip("matplotlib")
     from neardup.io.sources import InputPath

@@ -204,6 +204,7 @@ def test_bad_input_names_partition(client):
         nd.find_all(["/nonexistent/x.parquet"], 3, client=client)
 
 
+@pytest.mark.slow
 def test_worker_killed_mid_job_gives_the_exact_answer():
     # the input is a Dask array built from the graph, so Dask can recompute whatever the killed
     # worker held: the job must finish with the exact answer, not merely fail cleanly

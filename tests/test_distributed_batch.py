@@ -69,6 +69,7 @@ def new_batch(stored: np.ndarray, seed: int) -> np.ndarray:
     layout=st.sampled_from([(0, 1), (2, 3), (3, 4), (3, 6), (2, 64)]),
     partition_size=st.integers(1, 90),
 )
+@pytest.mark.slow
 def test_array_corpus_matches_brute_force(client, stored, batch, layout, partition_size):
     distance, blocks = layout
     stored = np.concatenate([stored, batch[:8] ^ np.uint64(0b11)])
@@ -141,6 +142,7 @@ def test_parquet_corpus_with_and_without_ids(client, tmp_path):
         nd.query(str(bad), batch, 3, client=client)
 
 
+@pytest.mark.slow
 def test_cli_index_query_and_dedup_against_on_workers(tmp_path):
     fps = stored_corpus(5, 800)
     src = tmp_path / "stored.txt"
@@ -217,6 +219,7 @@ def test_dedup_against_an_index_with_sketches_on_dask(tmp_path, client):
     assert dask.verified.kept_for.tolist() == local.verified.kept_for.tolist()
 
 
+@pytest.mark.slow
 def test_worker_killed_mid_batch_query_gives_the_exact_answer(tmp_path):
     fps = stored_corpus(7, 60_000)
     with Index.create(tmp_path / "ix", distance=3, compress=True) as ix:

@@ -120,6 +120,7 @@ def test_dedup_on_local_dask_cluster_matches_single_machine(tmp_path):
 _MAIN = [sys.executable, "-c", "from neardup.cli.main import main; main()"]
 
 
+@pytest.mark.slow
 def test_a_worker_killed_during_dedup_is_quiet_and_leaves_nothing_in_tmpdir(tmp_path):
     """A SIGKILLed worker printed Dask's warnings (a worker restarted, a slow shutdown) on
     stderr, and `--workers` left `dask-scratch-space/` in TMPDIR."""
