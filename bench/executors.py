@@ -17,11 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
+
+from dedup import _peak_rss  # VmHWM, as bench/dedup.py measures it
 
 # this folder holds bench/distributed.py, named like the dask package: keep it off the import
 # path of the processes the executors start (they inherit it); bench/dedup.py is imported first
@@ -29,18 +30,6 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
 PATHS = ("threads", "dask", "ray")
-
-
-def _peak_rss() -> int:
-    """Peak resident set of this process in bytes (VmHWM)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def child(args: argparse.Namespace) -> None:
