@@ -172,6 +172,20 @@ class CommonShingles(click.ParamType):
             )
 
 
+def _check_verified_only(no_verify: bool, common: float | int | None, candidates: str) -> None:
+    """Options of a verified run, refused with ``--no-verify``."""
+    if no_verify and common is not None:
+        raise click.UsageError(
+            "--common-shingles leaves shingles out of the verified comparison; it does "
+            "nothing with --no-verify: drop one of them"
+        )
+    if no_verify and candidates != "fingerprint":
+        raise click.UsageError(
+            f"--candidates {candidates} finds candidates in the shingle sets of a verified "
+            "run; with --no-verify the fingerprints decide: drop one of them"
+        )
+
+
 @click.command("dedup", short_help="Remove near-duplicate documents.")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option(
@@ -241,6 +255,16 @@ class CommonShingles(click.ParamType):
     "the documents (F in (0, 1): a share; F >= 2: a count), such as a site's template or "
     "boilerplate, so that pages that share it are compared by their own words; a page whose "
     "shingles are all common is kept. Verified runs only. Default: every shingle counts.",
+)
+@click.option(
+    "--candidates",
+    type=click.Choice(["fingerprint", "prefix"]),
+    default="fingerprint",
+    show_default=True,
+    help="Where the verified pairs come from: documents whose set fingerprints are within "
+    "--distance bits, or ('prefix') documents that share one of their rarest shingles: every "
+    "pair at --threshold is found, and pages that share only a template are not compared. "
+    "Verified runs in one process only.",
 )
 @click.option(
     "--blocks",
@@ -343,7 +367,7 @@ class CommonShingles(click.ParamType):
 def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_list: str | None,
           removed: str | None, report_path: str | None, keep: str, threshold: float,
           no_verify: bool, distance: int | None, common_shingles: float | int | None,
-          blocks: int | None, preset: str, window: int | None, in_format: str, lines: bool,
+          candidates: str, blocks: int | None, preset: str, window: int | None, in_format: str, lines: bool,
           field: str | None, column: str | None, id_field: str, skip_bad: bool,
           threads: int | None, quiet: bool, progress_mode: str, json_summary: str | None,
           against: str | None, update: bool, device: str, temp_dir: str | None,
@@ -382,11 +406,7 @@ def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_
     search_distance = _check_options(output, json_summary, against, update, blocks,
                                       no_verify, threshold, distance)  # fmt: skip
     cluster = _check_cluster(scheduler, workers, ray_address, device, against)
-    if no_verify and common_shingles is not None:
-        raise click.UsageError(
-            "--common-shingles leaves shingles out of the verified comparison; it does "
-            "nothing with --no-verify: drop one of them"
-        )
+    _check_verified_only(no_verify, common_shingles, candidates)
     # a pipe is read once, into a temporary file, first: its content tells its format
     with spooled(inputs, temp_dir):
         dataset, files = _source(inputs, in_format, output)
@@ -400,6 +420,8 @@ def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_
             settings["threshold"] = threshold
         if common_shingles is not None:
             settings["common_shingles"] = common_shingles
+        if candidates != "fingerprint":
+            settings["candidates"] = candidates
         extras = _extra_outputs(inputs, output, dataset, report_path, settings, text_field,
                                 id_field)  # fmt: skip
         _check_outputs(inputs, files, output, clusters_path, drop_list, json_summary, against,
@@ -413,7 +435,7 @@ def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_
             against=against, update=update, extra_outputs=extras, device=device,
             temp_dir=temp_dir, shard_docs=shard_docs, work_dir=work_dir,
             clean_work_dir=clean_work_dir, memory=memory, collect=False, removed=removed,
-            common_shingles=common_shingles,
+            common_shingles=common_shingles, candidates=candidates,
         )  # fmt: skip
         _require_extras(files, against, device, cluster)
         source = [InputPath(p) for p in inputs] if dataset is None else dataset

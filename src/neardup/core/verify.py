@@ -42,6 +42,7 @@ from neardup.core import verify_kernels as VK
 from neardup.core.bits import as_fingerprints, popcount
 from neardup.core.decide import KEEP_POLICIES, priority_order
 from neardup.core.layout import Layout
+from neardup.core.prefix import key_counts, prefix_keep, prefix_sets
 from neardup.core.search import PermutedTables, find_all, resolve_layout
 from neardup.core.similarity import (
     DEFAULT_THRESHOLD,
@@ -315,6 +316,26 @@ def _nearest_misses(near: tuple, kept: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return near_for, jac
 
 
+def _keep_or_drop(
+    greedy: _Greedy, candidates: str, docs: np.ndarray, is_rep: np.ndarray, pairs: Any
+) -> None:
+    """The keep/drop pass over the representatives ``docs`` (in priority order), with the
+    candidates of ``candidates``: prefix filtering, the given ``pairs`` or the search."""
+    if candidates == "prefix":
+        g, sets, t = greedy, greedy.sets, greedy.t
+        pre = prefix_sets(sets, t, key_counts(sets.keys, g.threads), g.threads, take=is_rep)
+        g.checks, g.candidates = prefix_keep(
+            sets, docs, pre, t, (g.kept_for, g.inter, g.union), g.near, g.threads
+        )
+    elif candidates != "fingerprint":
+        raise ValueError(f"candidates must be 'fingerprint' or 'prefix', not {candidates!r}")
+    elif pairs is None:
+        Layout(greedy.distance + 1, greedy.distance)  # validates distance with a clear message
+        greedy.solve(docs)
+    else:
+        greedy.run_pairs(docs, _local_pairs(pairs, is_rep, docs))
+
+
 def decide_verified(
     shingles: ShingleSets | tuple[Any, Any],
     fingerprints: Sequence[int] | np.ndarray | None = None,
@@ -328,6 +349,7 @@ def decide_verified(
     threads: int | None = None,
     exclude: np.ndarray | None = None,
     near_misses: bool = False,
+    candidates: str = "fingerprint",
 ) -> VerifiedDecisions:
     """Keep or drop each document, every drop verified against the document kept for it.
 
@@ -369,6 +391,12 @@ def decide_verified(
         Also find each kept document's nearest miss (``near_for``, ``near_jaccard``): the kept
         candidate before it with the highest Jaccard, all under the threshold. The decisions
         are the same; the checks that fail then run to the exact intersection (for a report).
+    candidates : {"fingerprint", "prefix"}
+        Where the candidates come from: documents whose ``fingerprints`` differ in at most
+        ``distance`` bits, or (``"prefix"``) documents that share a key of their prefixes
+        (:mod:`neardup.core.prefix`): every pair at or above the threshold is a candidate, so
+        the decisions are those of the rule over all pairs, and keys that many documents hold
+        (templates) make no candidates. ``distance``, ``blocks`` and ``pairs`` are then unused.
 
     Returns
     -------
@@ -415,11 +443,7 @@ def decide_verified(
     d = distance_for_threshold(t) if distance is None else int(distance)
     near = tuple(np.full(n if near_misses else 0, v, dtype=np.int64) for v in (-1, 0, 1))
     greedy = _Greedy(sets, fp, t, d, blocks, nthreads, kept_for, inter, union, near)
-    if pairs is None:
-        Layout(d + 1, d)  # validates distance with a clear message
-        greedy.solve(docs)
-    else:
-        greedy.run_pairs(docs, _local_pairs(pairs, is_rep, docs))
+    _keep_or_drop(greedy, candidates, docs, is_rep, pairs)
 
     _follow_representatives(rep, is_rep, sizes, kept_for, inter, union)
     kept = kept_for < 0

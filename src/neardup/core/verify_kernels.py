@@ -22,6 +22,8 @@ __all__ = [
     "gather_keys",
     "greedy_keep",
     "pair_intersections",
+    "reaches",
+    "reaches_near",
     "set_classes",
     "set_hashes",
     "set_minhash",
@@ -246,7 +248,7 @@ def set_minhash(offsets, keys, out, lo, hi):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _reaches(offsets, keys, x, y, t):
+def reaches(offsets, keys, x, y, t):
     """``|S(x) & S(y)|`` when ``J(x, y) >= t``, else -1 (size bound first, then the merge)."""
     a = offsets[x]
     b = offsets[y]
@@ -259,8 +261,8 @@ def _reaches(offsets, keys, x, y, t):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _reaches_near(offsets, keys, x, y, t, near_for, near_inter, near_union):
-    """As :func:`_reaches`, and a pair that stays under ``t`` becomes ``x``'s nearest miss
+def reaches_near(offsets, keys, x, y, t, near_for, near_inter, near_union):
+    """As :func:`reaches`, and a pair that stays under ``t`` becomes ``x``'s nearest miss
     (``near_for[x] = y`` with its exact counts) when its Jaccard beats the one recorded; the
     merge stops as soon as it can neither reach ``t`` nor beat that one."""
     a = offsets[x]
@@ -299,7 +301,7 @@ def greedy_keep(
     dropped. An undecided one is dropped for its first kept earlier candidate with Jaccard
     ``>= t`` and kept (-1) otherwise. Only kept candidates are ever checked. With ``near_for``
     of length ``n`` (else empty), each checked pair under ``t`` is offered to
-    :func:`_reaches_near`. Returns the number of set intersections computed.
+    :func:`reaches_near`. Returns the number of set intersections computed.
     """
     record = near_for.shape[0] > 0
     checks = 0
@@ -313,9 +315,9 @@ def greedy_keep(
                 continue
             checks += 1
             if record:
-                c = _reaches_near(offsets, keys, d, e, t, near_for, near_inter, near_union)
+                c = reaches_near(offsets, keys, d, e, t, near_for, near_inter, near_union)
             else:
-                c = _reaches(offsets, keys, d, e, t)
+                c = reaches(offsets, keys, d, e, t)
             if c >= 0:
                 kept_for[d] = e
                 inter[d] = c
@@ -343,9 +345,9 @@ def first_match(
             e = cands[p]
             checks += 1
             if record:
-                c = _reaches_near(offsets, keys, d, e, t, near_for, near_inter, near_union)
+                c = reaches_near(offsets, keys, d, e, t, near_for, near_inter, near_union)
             else:
-                c = _reaches(offsets, keys, d, e, t)
+                c = reaches(offsets, keys, d, e, t)
             if c >= 0:
                 kept_for[d] = e
                 inter[d] = c

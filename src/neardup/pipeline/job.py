@@ -154,6 +154,7 @@ def decide_verified_sets(
     exclude: np.ndarray | None = None,
     device: str = "cpu",
     near_misses: bool = False,
+    candidates: str = "fingerprint",
 ) -> VerifiedDecisions:
     """:func:`neardup.core.verify.decide_verified` over the set fingerprints of ``sets``; with
     ``client`` the candidate pairs are found on that Dask cluster
@@ -161,6 +162,9 @@ def decide_verified_sets(
     where ``exclude`` is True (decided against an index) take no part. ``device`` finds the
     candidate pairs on a GPU as in :func:`neardup.find_all` (the same pairs). ``near_misses``
     also finds each kept document's nearest miss under the threshold (for the report).
+    ``candidates="prefix"`` finds the candidates by prefix filtering instead
+    (:mod:`neardup.core.prefix`: every pair at the threshold; ``client``, ``device``,
+    ``distance`` and ``blocks`` then take no part).
 
     Examples
     --------
@@ -172,6 +176,11 @@ def decide_verified_sets(
     d = distance_for_threshold(threshold) if distance is None else int(distance)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the job reports documents without shingles
+        if candidates != "fingerprint":
+            return decide_verified(
+                sets, fp, threshold, keep=keep, lengths=lengths, threads=threads,
+                exclude=exclude, near_misses=near_misses, candidates=candidates,
+            )  # fmt: skip
         if _on_gpu(device, client) or client is not None:
             if client is None:
                 pairs = find_all(fp, d, blocks, device="cuda")
@@ -227,6 +236,7 @@ def dedup(
     collect: bool = True,
     removed: str | os.PathLike | None = None,
     common_shingles: float | int | None = None,
+    candidates: str = "fingerprint",
 ) -> Any:
     """Find near-duplicate documents and choose one survivor per cluster.
 
@@ -384,6 +394,14 @@ def dedup(
         Default: every shingle counts. Without it, a run whose largest clusters look like
         pages sharing a template says so (``result.template``, the summary's
         ``template_hint``).
+    candidates : {"fingerprint", "prefix"}
+        Verified dedup: where the candidate pairs that are verified come from. ``"fingerprint"``
+        (default): documents whose set fingerprints differ in at most ``distance`` bits, a
+        fast search that finds nearly every pair at the threshold. ``"prefix"``: documents
+        that share one of their rarest shingles (prefix filtering,
+        :mod:`neardup.core.prefix`): every pair at the threshold is found, so the decisions are
+        those of the rule over all pairs, and pages that share only a template are not
+        candidates, so a templated site costs what distinct pages cost.
 
     Returns
     -------
@@ -405,15 +423,14 @@ def dedup(
     >>> float(r.jaccard[1])
     1.0
     """
-    on_bad = (on_bad or _ignore) if skip_bad else None
     _refuse_early(executor, data, device, work_dir)
-    # pipes, FIFOs and /dev/stdin are read once, into temporary files read twice
     with (
-        spooled(_paths(data), temp_dir) as piped,
+        spooled(_paths(data), temp_dir) as piped,  # pipes, /dev/stdin: to files read twice
         open_executor(executor, client, threads, temp_dir) as ex,
     ):
+        bad = (on_bad or _ignore) if skip_bad else None
         opts = _Options(threads, client, ex, device, temp_dir, progress, stage_progress, log,
-                        on_bad, extra_outputs, already_seen)  # fmt: skip
+                        bad, extra_outputs, already_seen)  # fmt: skip
         plan = build_plan(
             data, threshold=threshold, verify=verify, distance=distance, keep=keep,
             blocks=blocks, fingerprinter=fingerprinter, preset=preset, text_field=text_field,
@@ -421,11 +438,19 @@ def dedup(
             drop_list=drop_list, json_summary=json_summary, against=against, update=update,
             shard_docs=shard_docs, work_dir=work_dir, clean_work_dir=clean_work_dir,
             memory=memory, removed=removed, device=device, common_shingles=common_shingles,
-            one_process=["already_seen="] if already_seen is not None else [], **_where(ex),
+            candidates=candidates, one_process=_only_one(already_seen, candidates), **_where(ex),
         )  # fmt: skip
         if plan.staged:
             return _staged(plan, opts, collect)
         return _one_process(plan, data, opts, piped)
+
+
+def _only_one(already_seen: Any, candidates: str) -> list[str]:
+    """What the caller asks that only the one-process run does (a staged run refuses it)."""
+    why = ["already_seen="] if already_seen is not None else []
+    if candidates == "prefix":
+        why.append("candidates='prefix' (--candidates prefix)")
+    return why
 
 
 def _staged(plan: DedupPlan, opts: _Options, collect: bool) -> Any:
@@ -682,6 +707,7 @@ def _verified(
             used, values, plan.threshold, keep=plan.keep, distance=plan.distance_given,
             blocks=plan.blocks, threads=opts.threads, client=opts.client,
             exclude=run.exclude, device=opts.device, near_misses=_near(opts.extra_outputs),
+            candidates=plan.candidates,
         )  # fmt: skip
         if common is not None:  # documents without shingles as read; all common: beside them
             verified = replace(verified, no_shingles=sets.sizes == 0)

@@ -133,6 +133,8 @@ class DedupPlan:
     #: shingles in more than this share (float) or number (int) of the documents take no part
     #: in the candidates or the verification (None: all do)
     common_shingles: float | int | None = None
+    #: where a verified run's candidates come from: ``"fingerprint"`` or ``"prefix"``
+    candidates: str = "fingerprint"
 
     def __post_init__(self) -> None:
         if self.clean_work_dir and self.work_dir is None:
@@ -175,6 +177,8 @@ class DedupPlan:
         }  # fmt: skip
         if self.common_shingles is not None:
             spec["common"] = self.common_shingles
+        if self.candidates != "fingerprint":
+            spec["candidates"] = self.candidates
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -224,6 +228,24 @@ def _check_common(common: Any, verify: bool) -> float | int | None:
     return check_common(common)
 
 
+#: where a verified run's candidates may come from (:func:`neardup.core.verify.decide_verified`)
+CANDIDATES = ("fingerprint", "prefix")
+
+
+def _check_candidates(candidates: str, verify: bool) -> str:
+    """``candidates`` checked: one of :data:`CANDIDATES`; ``"prefix"`` needs a verified run
+    (its candidates come from the shingle sets)."""
+    if candidates not in CANDIDATES:
+        raise ValueError(f"candidates must be one of {', '.join(CANDIDATES)} (got {candidates!r})")
+    if candidates != "fingerprint" and not verify:
+        raise ValueError(
+            f"candidates={candidates!r} (--candidates {candidates}) finds candidates in the "
+            "shingle sets of a verified run; with verify=False (--no-verify) the fingerprints "
+            "decide: drop one of them"
+        )
+    return candidates
+
+
 def _expand(data: Any, fmt: str, output: Any) -> tuple[list[str], list[InputFile]]:
     """The paths ``data`` names (as given) and the files they expand to; none for in-memory
     input, which cannot have an ``output``."""
@@ -250,7 +272,8 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
                memory: int | str | None = None, parallel: int = 1, slots: int = 1,
                client: bool = False, staged_only: bool = False, device: str = "cpu",
                one_process: Sequence[str] = (),
-               common_shingles: float | int | None = None) -> DedupPlan:  # fmt: skip
+               common_shingles: float | int | None = None,
+               candidates: str = "fingerprint") -> DedupPlan:  # fmt: skip
     """The :class:`DedupPlan` of a dedup run: options checked, defaults applied, file inputs
     expanded (``data`` a path or list of paths; anything else is in-memory input and gets no
     shards) and, for a staged run (:func:`is_staged`), cut into shards.
@@ -266,7 +289,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
     executor that runs staged work only (Ray) does, as if a staged run were asked for;
     ``one_process``: what the caller asks that only the one-process run does (a report, ...).
     ``device``: where the search stage searches, as in :func:`neardup.dedup`.
-    ``common_shingles``: as in :func:`neardup.dedup` (verified runs only).
+    ``common_shingles``, ``candidates``: as in :func:`neardup.dedup` (verified runs only).
 
     Raises
     ------
@@ -286,6 +309,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
     check_work_dir(work_dir)
     d = _check_rule(verify, threshold, distance, keep, blocks)
     common = _check_common(common_shingles, verify)
+    candidates = _check_candidates(candidates, verify)
     if shard_docs is not None and shard_docs < 1:
         raise ValueError(f"shard_docs must be >= 1 (got {shard_docs})")
     inputs, files = _expand(data, fmt, output)
@@ -314,7 +338,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
         update=update, shard_docs=per,
         work_dir=_path(work_dir) if staged else None, clean_work_dir=clean_work_dir,
         inputs=tuple(inputs), staged=staged,
-        search_docs=search, device=device, common_shingles=common,
+        search_docs=search, device=device, common_shingles=common, candidates=candidates,
     )  # fmt: skip
 
 

@@ -1,0 +1,152 @@
+"""Candidates by prefix filtering: every pair at or above the Jaccard threshold, none left to
+chance, and templates that cost nothing.
+
+Order the keys of all sets by how many documents hold them, rarest first (ties by key); a set of
+``s`` keys has Jaccard ``>= t`` with another only if they share at least ``o(s)`` keys, the
+smallest ``o`` with ``o / s >= t`` (float64, as the verification divides); so their
+*prefixes*, each set's ``s - o(s) + 1`` keys of lowest rank, share a key (the prefix-filtering
+lemma of exact set-similarity joins: Chaudhuri et al. 2006, Bayardo et al. 2007). Candidates are
+documents that share a prefix key: a superset of the pairs that reach the threshold, so the
+keep/drop rule over them decides exactly as over all pairs.
+
+Keys that many documents hold (templates, boilerplate, common phrases) come last in the order
+and stay out of the prefixes while a document has at least ``1 - t`` of its keys of its own, so
+pages of one site are not candidates of each other for their template; rare keys are held by
+few documents, so a document meets few candidates however large the corpus.
+
+The counts come from ``2**COUNT_BITS`` counters, each key counted in the counter its hash picks:
+keys that share a counter share a count. The order stays total (ties by key), so the lemma
+holds whatever the counts; they only decide how selective the prefixes are.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from neardup.core import prefix_kernels as PK
+from neardup.core.similarity import ShingleSets, run_chunks
+
+__all__ = [
+    "COUNT_BITS",
+    "PrefixSets",
+    "key_counts",
+    "min_overlap",
+    "prefix_keep",
+    "prefix_sets",
+    "shared_keys",
+]
+
+#: log2 of the number of key counters (1 MiB of uint32, which the caches hold: a larger table
+#: costs a cache miss a key). Keys share counters, which only blurs the counts of rare keys.
+COUNT_BITS = 18
+
+
+def min_overlap(sizes: np.ndarray, t: float) -> np.ndarray:
+    """For each set size ``s``, the smallest ``o`` with ``o / s >= t`` in float64 (int64; 0 for
+    an empty set): a set shares at least ``o`` keys with any set at Jaccard ``>= t``, since
+    ``|A & B| >= t * |A | B| >= t * |A|``."""
+    s = np.asarray(sizes, dtype=np.int64)
+    safe = np.maximum(s, 1)
+    o = np.minimum(np.ceil(t * s).astype(np.int64), s)
+    down = (o > 0) & ((o - 1) / safe >= t)
+    while np.any(down):  # the float product rounded up: step to the first that passes
+        o[down] -= 1
+        down = (o > 0) & ((o - 1) / safe >= t)
+    up = (o < s) & (o / safe < t)
+    while np.any(up):
+        o[up] += 1
+        up = (o < s) & (o / safe < t)
+    return o
+
+
+def key_counts(keys: np.ndarray, threads: int = 1, bits: int = COUNT_BITS) -> np.ndarray:
+    """How many of ``keys`` (uint32) fall in each of ``2**bits`` counters (uint32; a key's
+    counter is the top ``bits`` bits of its product with a golden-ratio constant), counted on
+    ``threads`` threads. Counting the keys of sets counts the documents that hold each key."""
+
+    def count(lo: int, hi: int) -> np.ndarray:
+        c = np.zeros(1 << bits, dtype=np.uint32)
+        PK.count_keys(keys, 32 - bits, c, lo, hi)
+        return c
+
+    k = max(1, min(threads, len(keys) // 1_000_000))
+    cuts = np.linspace(0, len(keys), k + 1).astype(np.int64).tolist()
+    with ThreadPoolExecutor(k) as pool:
+        parts = list(pool.map(count, cuts[:-1], cuts[1:]))
+    return np.sum(parts, axis=0, dtype=np.uint64).clip(max=0xFFFFFFFF).astype(np.uint32)
+
+
+class PrefixSets:
+    """Each document's prefix: its keys of lowest rank in the corpus order (CSR, rank order).
+
+    Attributes
+    ----------
+    offsets : ndarray of int64, shape (n + 1,)
+    keys : ndarray of uint32
+        Document ``d``'s prefix is ``keys[offsets[d]:offsets[d + 1]]``, rarest first.
+    """
+
+    def __init__(self, offsets: np.ndarray, keys: np.ndarray) -> None:
+        self.offsets = offsets
+        self.keys = keys
+
+
+def prefix_sets(
+    sets: ShingleSets,
+    t: float,
+    counts: np.ndarray,
+    threads: int = 1,
+    take: np.ndarray | None = None,
+) -> PrefixSets:
+    """The prefixes of ``sets`` at threshold ``t`` under the order of ``counts``
+    (:func:`key_counts` of the whole corpus): ``s - o(s) + 1`` keys each (:func:`min_overlap`),
+    none for an empty set or one left out by ``take`` (bool, n)."""
+    sizes = sets.sizes
+    p = np.where(sizes > 0, sizes - min_overlap(sizes, t) + 1, 0)
+    if take is not None:
+        p = np.where(take, p, 0)
+    poff = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(p, out=poff[1:])
+    pkeys = np.empty(int(poff[-1]), dtype=np.uint32)
+    shift = 32 - (len(counts).bit_length() - 1)
+    run_chunks(
+        lambda lo, hi: PK.prefixes(sets.offsets, sets.keys, counts, shift, poff, pkeys, lo, hi),
+        len(sizes),
+        threads,
+    )
+    return PrefixSets(poff, pkeys)
+
+
+def shared_keys(pre: PrefixSets) -> np.ndarray:
+    """The keys (sorted, unique uint32) that two or more of the prefixes hold: the only keys
+    that make candidates."""
+    k = np.sort(pre.keys)
+    return np.unique(k[1:][k[1:] == k[:-1]])
+
+
+def prefix_keep(
+    sets: ShingleSets,
+    docs: np.ndarray,
+    pre: PrefixSets,
+    t: float,
+    decided: tuple[np.ndarray, np.ndarray, np.ndarray],
+    near: tuple[Any, ...],
+    threads: int = 1,
+) -> tuple[int, int]:
+    """Decide ``docs`` (representatives in priority order) with prefix candidates
+    (:func:`neardup.core.prefix_kernels.prefix_keep`), filling ``decided`` (``kept_for``,
+    ``inter``, ``union``) and ``near`` in place; returns (checks, candidates)."""
+    kept_for, inter, union = decided
+    shared = shared_keys(pre)
+    slots, shift = PK.key_table(shared)
+    ids = np.empty(len(pre.keys), dtype=np.int64)
+    run_chunks(lambda lo, hi: PK.key_ids(shared, slots, shift, pre.keys, ids, lo, hi),
+               len(ids), threads)  # fmt: skip
+    checks, cands = PK.prefix_keep(
+        sets.offsets, sets.keys, np.ascontiguousarray(docs, dtype=np.int64), pre.offsets,
+        ids, len(shared), t, kept_for, inter, union, *near,
+    )  # fmt: skip
+    return int(checks), int(cands)

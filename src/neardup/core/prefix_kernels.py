@@ -1,0 +1,166 @@
+"""numba kernels of :mod:`neardup.core.prefix`: each set's prefix under the corpus order of its
+keys, and the keep/drop pass that finds candidates through an inverted index of the kept
+documents' prefixes.
+
+Shingle sets are CSR: document ``d`` holds ``keys[offsets[d]:offsets[d + 1]]``, sorted ascending
+and unique (uint32). A key's rank in the corpus order is the uint64 ``count << 32 | key``:
+rarer keys first, ties by key, so the order is total and the same for every document. Every
+function takes contiguous arrays and scalars and validates nothing: the caller sizes every
+output. Kernels other modules call are public (``__all__``), the rest ``_``-prefixed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neardup.compiled import njit
+from neardup.core.verify_kernels import reaches, reaches_near
+
+__all__ = ["count_keys", "key_ids", "key_table", "prefix_keep", "prefixes"]
+
+#: Multiplier of the slot hash (Knuth's, 2^32 / golden ratio): keys are hash bits already, the
+#: product spreads any structure left in their low bits.
+_MIX = np.uint64(0x9E3779B1)
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _slot(key, shift):
+    """The top ``32 - shift`` bits of the 32-bit product ``key * _MIX`` (int64)."""
+    return np.int64(((np.uint64(key) * _MIX) & _LOW32) >> np.uint64(shift))
+
+
+@njit(cache=True, nogil=True)
+def count_keys(keys, shift, counts, lo, hi):
+    """``counts[slot(key)] += 1`` for the keys ``keys[lo:hi]``; a key's slot is the top
+    ``32 - shift`` bits of its 32-bit product with :data:`_MIX`."""
+    for i in range(lo, hi):
+        counts[_slot(keys[i], shift)] += 1
+
+
+@njit(cache=True, nogil=True)
+def prefixes(offsets, keys, counts, shift, poff, pkeys, lo, hi):
+    """The prefix of each document ``d`` in ``[lo, hi)``: its ``poff[d + 1] - poff[d]`` keys of
+    lowest rank (``counts[slot(key)] << 32 | key``), written to ``pkeys[poff[d]:poff[d + 1]]``
+    in rank order."""
+    most = 0
+    for d in range(lo, hi):
+        most = max(most, offsets[d + 1] - offsets[d])
+    rank = np.empty(most, dtype=np.uint64)
+    for d in range(lo, hi):
+        a = offsets[d]
+        s = offsets[d + 1] - a
+        p = poff[d + 1] - poff[d]
+        if p == 0:
+            continue
+        for j in range(s):
+            k = keys[a + j]
+            rank[j] = (np.uint64(counts[_slot(k, shift)]) << np.uint64(32)) | np.uint64(k)
+        low = np.sort(rank[:s]) if p == s else np.sort(np.partition(rank[:s], p - 1)[:p])
+        for j in range(p):
+            pkeys[poff[d] + j] = np.uint32(low[j] & _LOW32)
+
+
+@njit(cache=True, nogil=True)
+def key_table(shared):
+    """An open-addressing table of the unique keys ``shared``: (slots, shift), slot ``h``
+    holding a key's index in ``shared`` or -1, at most half full."""
+    bits = 4
+    while (1 << bits) < 2 * shared.shape[0]:
+        bits += 1
+    slots = np.full(1 << bits, -1, dtype=np.int64)
+    shift = 32 - bits
+    mask = (1 << bits) - 1
+    for i in range(shared.shape[0]):
+        h = _slot(shared[i], shift)
+        while slots[h] >= 0:
+            h = (h + 1) & mask
+        slots[h] = i
+    return slots, shift
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find(shared, slots, shift, k):
+    """The index of key ``k`` in ``shared`` by the table of :func:`key_table`, or -1."""
+    mask = slots.shape[0] - 1
+    h = _slot(k, shift)
+    while slots[h] >= 0:
+        if shared[slots[h]] == k:
+            return slots[h]
+        h = (h + 1) & mask
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def key_ids(shared, slots, shift, pkeys, ids, lo, hi):
+    """``ids[j]``: the index of ``pkeys[j]`` in ``shared`` (by its :func:`key_table`), or -1,
+    for ``j`` in ``[lo, hi)``."""
+    for j in range(lo, hi):
+        ids[j] = _find(shared, slots, shift, pkeys[j])
+
+
+@njit(cache=True, nogil=True)
+def prefix_keep(
+    offsets, keys, docs, poff, ids, n_shared, t, kept_for, inter, union,
+    near_for, near_inter, near_union,
+):  # fmt: skip
+    """Keep or drop ``docs`` (class representatives in priority order, ``kept_for`` -2 while
+    undecided), each dropped for the first kept earlier document, in priority order, with
+    Jaccard ``>= t`` among those sharing a key of its prefix, else kept (-1). The keys of
+    ``d``'s prefix are ``ids[poff[d]:poff[d + 1]]``: each an index below ``n_shared`` of a key
+    that two or more prefixes hold (the only keys that can pair documents), or -1. Only kept
+    documents are indexed. With ``near_for`` of length ``n`` (else empty), each checked pair under
+    ``t`` is offered as a near miss. Returns (set intersections computed, candidate pairs
+    examined)."""
+    record = near_for.shape[0] > 0
+    head = np.full(n_shared, -1, dtype=np.int64)
+    nxt = np.empty(ids.shape[0], dtype=np.int64)
+    who = np.empty(ids.shape[0], dtype=np.int64)
+    seen = np.full(docs.shape[0], -1, dtype=np.int64)
+    buf = np.empty(docs.shape[0], dtype=np.int64)
+    used = 0
+    checks = 0
+    cands = 0
+    for q in range(docs.shape[0]):
+        d = docs[q]
+        m = 0
+        for j in range(poff[d], poff[d + 1]):
+            g = ids[j]
+            if g < 0:
+                continue
+            e = head[g]
+            while e >= 0:
+                r = who[e]
+                if seen[r] != q:
+                    seen[r] = q
+                    buf[m] = r
+                    m += 1
+                e = nxt[e]
+        cands += m
+        found = False
+        if m:
+            order = np.sort(buf[:m])
+            for i in range(m):
+                e = docs[order[i]]
+                checks += 1
+                if record:
+                    c = reaches_near(offsets, keys, d, e, t, near_for, near_inter, near_union)
+                else:
+                    c = reaches(offsets, keys, d, e, t)
+                if c >= 0:
+                    found = True
+                    kept_for[d] = e
+                    inter[d] = c
+                    union[d] = (offsets[d + 1] - offsets[d]) + (offsets[e + 1] - offsets[e]) - c
+                    break
+        if found:
+            continue
+        kept_for[d] = -1
+        for j in range(poff[d], poff[d + 1]):
+            g = ids[j]
+            if g >= 0:
+                nxt[used] = head[g]
+                who[used] = q
+                head[g] = used
+                used += 1
+    return checks, cands

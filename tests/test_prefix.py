@@ -1,0 +1,194 @@
+"""Prefix-filtering candidates (core/prefix.py): the verified rule over all pairs, against
+naive.py, and what templates and families cost."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import naive
+import numpy as np
+import pytest
+from cli import invoke
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import BIG, COPY, EDITED, EMPTY, SINGLE, UNRELATED, key_sets
+
+import neardup
+from neardup.core import prefix
+from neardup.core.verify import as_shingle_sets, decide_verified, priority_order
+
+THRESHOLDS = [0.05, 0.3, 0.5, 0.6, 2 / 3, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0]
+
+
+def _csr(sets):
+    return as_shingle_sets(*naive.sets_to_csr(sets))
+
+
+def _all_pairs(sets, threshold, order, exclude=None):
+    """naive.decide_verified with every pair a candidate (64 bits: any two fingerprints)."""
+    return naive.decide_verified(sets, [0] * len(sets), threshold, order, distance=64,
+                                 exclude=exclude)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sets=key_sets(40, universe=60, max_keys=30, max_bases=4, max_edits=3,
+                  kinds=(EMPTY, SINGLE, UNRELATED, BIG, COPY, EDITED, EDITED, EDITED)),
+    threshold=st.one_of(st.sampled_from(THRESHOLDS), st.floats(0.01, 1.0)),
+    longest=st.booleans(),
+    bits=st.sampled_from([1, 4, prefix.COUNT_BITS]),
+    data=st.data(),
+)  # fmt: skip
+def test_prefix_decisions_are_the_rule_over_all_pairs(sets, threshold, longest, bits, data):
+    """Whatever the counters (1 bit: every key shares a count with half the others), the
+    decisions are those of the rule with every pair a candidate; each drop is exact, and no two
+    kept documents reach the threshold."""
+    n = len(sets)
+    lengths = data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)) if longest else None
+    exclude = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    keep = "longest" if longest else "first"
+    order = priority_order(n, keep, lengths).tolist()
+    saved = prefix.COUNT_BITS
+    prefix.COUNT_BITS = bits
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            d = decide_verified(_csr(sets), threshold=threshold, keep=keep, lengths=lengths,
+                                threads=1, exclude=exclude, candidates="prefix")  # fmt: skip
+    finally:
+        prefix.COUNT_BITS = saved
+    want_for, want_jac = _all_pairs(sets, threshold, order, exclude)
+    assert d.kept_for.tolist() == want_for
+    for got, want in zip(d.jaccard.tolist(), want_jac, strict=True):
+        assert (math.isnan(got) and want is None) or got == want
+    kept = [i for i in range(n) if d.kept[i] and sets[i] and not exclude[i]]
+    for x, a in enumerate(kept):
+        for b in kept[x + 1 :]:
+            assert naive.jaccard(sets[a], sets[b]) < threshold
+
+
+@settings(max_examples=100, deadline=None)
+@given(sets=key_sets(25, universe=40, max_keys=20), threshold=st.sampled_from(THRESHOLDS))
+def test_prefix_near_misses_are_exact_and_earlier(sets, threshold):
+    """A kept document's nearest miss is a kept document before it, under the threshold, with
+    the Jaccard reported; with every pair a candidate of its prefix, none is better."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = decide_verified(_csr(sets), threshold=threshold, threads=1, near_misses=True,
+                            candidates="prefix")  # fmt: skip
+    for i in np.flatnonzero(d.near_for >= 0).tolist():
+        e = int(d.near_for[i])
+        assert d.kept[i] and d.kept[e] and e < i
+        assert naive.jaccard(sets[i], sets[e]) == d.near_jaccard[i] < threshold
+
+
+@settings(max_examples=200)
+@given(size=st.integers(0, 5000), threshold=st.one_of(st.sampled_from(THRESHOLDS),
+                                                       st.floats(0.001, 1.0)))  # fmt: skip
+def test_min_overlap_is_the_smallest_count_that_passes(size, threshold):
+    o = int(prefix.min_overlap(np.array([size]), threshold)[0])
+    if size == 0:
+        assert o == 0
+        return
+    assert o / size >= threshold
+    assert o == 0 or (o - 1) / size < threshold
+
+
+def test_key_counts_count_each_slot_on_any_thread_count():
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 2**32, 2_500_000, dtype=np.uint64).astype(np.uint32)
+    keys[:1000] = 7  # one key held a thousand times
+    one = prefix.key_counts(keys, threads=1, bits=12)
+    assert one.sum() == len(keys) and one.dtype == np.uint32 and len(one) == 4096
+    assert np.array_equal(one, prefix.key_counts(keys, threads=2, bits=12))
+    slot = ((keys.astype(np.uint64) * np.uint64(0x9E3779B1)) & np.uint64(0xFFFFFFFF)) >> 20
+    assert np.array_equal(one, np.bincount(slot.astype(np.int64), minlength=4096))
+
+
+def test_prefixes_hold_the_rarest_keys():
+    """A key that every document holds is never in a prefix while a document has enough keys of
+    its own; the prefix has s - o(s) + 1 keys."""
+    common = list(range(1000, 1008))
+    sets = [set(common) | {10 * i + j for j in range(40)} for i in range(50)]
+    s = _csr(sets)
+    pre = prefix.prefix_sets(s, 0.8, prefix.key_counts(s.keys))
+    sizes = s.sizes
+    assert np.array_equal(np.diff(pre.offsets), sizes - prefix.min_overlap(sizes, 0.8) + 1)
+    assert not np.isin(pre.keys, common).any()
+
+
+def _templated(n: int, own: int, template: int, seed: int = 0) -> list[set]:
+    """Pages of one site: a template of ``template`` keys and ``own`` keys of each page's own."""
+    rng = np.random.default_rng(seed)
+    base = set(range(template))
+    own_keys = 10**6 + rng.permutation(n * own * 4)[: n * own].reshape(n, own)
+    return [base | set(own_keys[i].tolist()) for i in range(n)]
+
+
+def test_template_pages_are_not_candidates_of_each_other():
+    """Pages that share a template of 140 keys and have 60 of their own (Jaccard about 0.54)
+    meet no candidates, however many: the template's keys are the corpus's most common."""
+    sets = _templated(3000, 60, 140)
+    d = decide_verified(_csr(sets), threshold=0.8, threads=1, candidates="prefix")
+    assert d.kept.all()
+    assert d.candidates == 0 and d.checks == 0
+
+
+def test_a_family_of_near_copies_costs_a_check_a_member():
+    """2,000 near-copies of one page (each with one key of its own): the first is kept, every
+    other is dropped for it after one check, not compared with every earlier member."""
+    base = set(range(500))
+    sets = [base | {10**6 + i} for i in range(2000)]
+    d = decide_verified(_csr(sets), threshold=0.8, threads=1, candidates="prefix")
+    assert d.kept_for.tolist() == [-1] + [0] * 1999
+    assert d.checks == 1999
+
+
+def test_prefix_finds_the_pairs_the_fingerprints_miss():
+    """Pairs at the threshold whose set fingerprints lie further apart than the distance: the
+    prefix candidates find every one (the rule over all pairs)."""
+    rng = np.random.default_rng(2)
+    sets = []
+    for _ in range(300):
+        a = set(rng.choice(2**31, 40, replace=False).tolist())
+        b = set(list(a)[:33]) | set(rng.choice(2**31, 7, replace=False).tolist())
+        sets += [a, b]  # Jaccard 33 / 47 = 0.70
+    fp = decide_verified(_csr(sets), threshold=0.7, distance=2, threads=1)
+    pre = decide_verified(_csr(sets), threshold=0.7, threads=1, candidates="prefix")
+    assert pre.dropped.sum() == 300 > fp.dropped.sum()
+    assert pre.kept_for.tolist() == _all_pairs(sets, 0.7, list(range(len(sets))))[0]
+
+
+def test_dedup_with_prefix_candidates(tmp_path):
+    texts = ["the quick brown fox jumps over the lazy dog near the river bank today",
+             "the quick brown fox jumps over the lazy dog near the river bank today!",
+             "an entirely different sentence about the weather in the mountains"]  # fmt: skip
+    r = neardup.dedup(texts, candidates="prefix")
+    assert r.kept.tolist() == [True, False, True] and r.jaccard[1] == 1.0
+    with pytest.raises(ValueError, match="candidates must be one of"):
+        neardup.dedup(texts, candidates="bands")
+    with pytest.raises(ValueError, match="verify=False"):
+        neardup.dedup(texts, candidates="prefix", verify=False)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)))
+    with pytest.raises(ValueError, match="staged run .* does not work with candidates='prefix'"):
+        neardup.dedup(str(src), output=str(tmp_path / "o.jsonl"), candidates="prefix",
+                      shard_docs=2)  # fmt: skip
+
+
+def test_cli_candidates_prefix(tmp_path):
+    src = tmp_path / "in.jsonl"
+    lines = [json.dumps({"id": i, "text": f"page {i % 3} of the site with words " * 5})
+             for i in range(9)]  # fmt: skip
+    src.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out.jsonl"
+    r = invoke("neardup", "dedup", str(src), "-o", str(out), "--candidates", "prefix", "-q",
+               text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == [0, 1, 2]
+    r = invoke("neardup", "dedup", str(src), "-o", str(tmp_path / "o2.jsonl"), "--candidates",
+               "prefix", "--no-verify", text=True)  # fmt: skip
+    assert r.returncode == 2 and "--candidates prefix" in r.stderr
+    assert not (tmp_path / "o2.jsonl").exists()
