@@ -90,7 +90,12 @@ def _copy(rng: random.Random, body: list[str]) -> list[str]:
 
 
 def corpus(
-    n: int, templated: bool, template: int = 260, n_sites: int = 1, seed: int = 1
+    n: int,
+    templated: bool,
+    template: int = 260,
+    n_sites: int = 1,
+    seed: int = 1,
+    body_words: tuple[int, int] = (30, 400),
 ) -> tuple[list[str], np.ndarray]:
     """``n`` pages (and their near-copies): the texts, and for each one whether it is a copy."""
     rng = random.Random(seed)
@@ -102,7 +107,7 @@ def corpus(
     for i in range(n):
         if templated:
             head, foot = sites[rng.randrange(n_sites)]
-            body = _words(rng, rng.randint(30, 400))
+            body = _words(rng, rng.randint(*body_words))
         else:
             head, foot = [], []
             body = _words(rng, rng.randint(130, 700))
@@ -114,11 +119,12 @@ def corpus(
     return texts, np.array(copy)
 
 
-def run(texts: list[str], copy: np.ndarray, share: float | None, threads: int | None) -> dict:
+def run(texts: list[str], copy: np.ndarray, share: float | None, threads: int | None,
+        candidates: str = "fingerprint") -> dict:  # fmt: skip
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        r = neardup.dedup(texts, common_shingles=share, threads=threads)
+        r = neardup.dedup(texts, common_shingles=share, threads=threads, candidates=candidates)
     wall = time.perf_counter() - t0
     s = r.summary()
     sec = s["seconds"]
@@ -146,15 +152,17 @@ def _read(path: Path) -> tuple[list[str], np.ndarray]:
     return texts, np.array(copy)
 
 
-def _child(path: str, share: str, threads: str, repeat: str, result: str) -> None:
+def _child(path: str, share: str, threads: str, repeat: str, result: str, cand: str) -> None:
     """One neardup case in this (child) process: the fastest of ``repeat`` runs to ``result``."""
     texts, copy = _read(Path(path))
     f = None if share == "off" else float(share)
     t = None if threads == "none" else int(threads)
     for warm in (None, 0.5):
-        neardup.dedup(["warm up the kernels", "warm up the kernels too"], common_shingles=warm)
+        neardup.dedup(["warm up the kernels", "warm up the kernels too"], common_shingles=warm,
+                      candidates=cand)  # fmt: skip
     r = min(
-        (run(texts, copy, f, t) for _ in range(int(repeat))), key=lambda x: x["search_verify_s"]
+        (run(texts, copy, f, t, cand) for _ in range(int(repeat))),
+        key=lambda x: x["search_verify_s"],
     )
     Path(result).write_text(json.dumps(r))
 
@@ -182,6 +190,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--off-max", type=int, default=None,
                     help="leave out the runs without the option on larger templated corpora")  # fmt: skip
     ap.add_argument("--template", type=int, default=260, help="words of each site's template")
+    ap.add_argument(
+        "--body",
+        type=int,
+        nargs=2,
+        default=[30, 400],
+        metavar=("MIN", "MAX"),
+        help="words of a templated page's own",
+    )
+    ap.add_argument("--candidates", nargs="+", default=["fingerprint", "prefix"],
+                    choices=["fingerprint", "prefix"], help="candidate generators to run")  # fmt: skip
     ap.add_argument("--sites", type=int, default=1, help="sites of the templated corpora")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each case, the fastest shown")
@@ -200,22 +218,26 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'corpus':<18} {'dedup':<26} {'distinct dropped':>17} {'copies found':>13} "
           f"{'search+verify s':>16} {'(common s)':>11} {'wall s':>8} {'peak RSS MiB':>13}  hint")  # fmt: skip
     for name, n, templated in cases:
-        texts, copy = corpus(n, templated, args.template, args.sites)
+        texts, copy = corpus(n, templated, args.template, args.sites, body_words=args.body)
         path = args.out / f"{name.split()[0]}-{n}.jsonl"
         with open(path, "w") as f:
             for i, (t, c) in enumerate(zip(texts, copy)):
                 f.write(json.dumps({"id": str(i), "text": t, "copy": bool(c)}) + "\n")
         del texts
         result = args.out / "result.json"
-        for share in [None, *args.shares]:
+        runs = [(c, None) for c in args.candidates]
+        runs += [("fingerprint", f) for f in args.shares if "fingerprint" in args.candidates]
+        for cand, share in runs:
             label = f"neardup F={share if share is not None else 'off'}"
-            if share is None and templated and args.off_max is not None and n > args.off_max:
+            label += " prefix" if cand == "prefix" else ""
+            slow = share is None and cand == "fingerprint"
+            if slow and templated and args.off_max is not None and n > args.off_max:
                 print(f"{name:<18} {label:<26}  (not run: --off-max {args.off_max:,})")
                 continue
             cmd = [sys.executable, str(ROOT / "bench" / "templates.py"), "--child", str(path),
                    "off" if share is None else repr(share),
                    "none" if args.threads is None else str(args.threads),
-                   str(args.repeat), str(result)]  # fmt: skip
+                   str(args.repeat), str(result), cand]  # fmt: skip
             r, rss = _measured(cmd, result, args.out / "child.log")
             hint = f"--common-shingles {r['hint']['suggest']:g}" if r["hint"] else ""
             print(f"{name:<18} {label:<26} "
