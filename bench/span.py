@@ -10,9 +10,9 @@ figures do not depend on the cores the machine lends. From them:
 - ``span``: the longest chain no thread count shortens, the largest over the units of work
   (a part's first block) of its largest histogram slice + its largest scatter slice + its
   largest chunk of buckets (the engine runs every unit's slices and chunks on one shared pool);
-- for each thread count T of ``--at``: ``work / max(work / T, span)``, the speed-up on T cores
-  at best, and ``work / (work / T + span)``, what a greedy schedule reaches at worst (Graham's
-  bound), memory bandwidth left out: only a machine with T cores measures that
+- for each thread count T of ``--at``: the speed-up on T cores, from ``work / (work / T +
+  span)``, what a greedy schedule reaches at worst (Graham's bound), to ``work / max(work / T,
+  span)``, the best, memory bandwidth left out: only a machine with T cores measures that
   (``bench/find_all.py --threads 1,T``).
 
 The units' one-thread seconds are printed too, heaviest first: when every unit ran on one
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
         heavy = sorted(unit.values(), reverse=True)
         cells = [f"{n:,}", str(d), scheme.describe(), str(len(unit))]
         cells += [f"{work:.2f} s", f"{span:.3f} s", ", ".join(f"{x:.2f}" for x in heavy[:3])]
-        cells += [f"{work / max(work / t, span):.1f}-{work / (work / t + span):.1f}" for t in at]
+        cells += [f"{work / (work / t + span):.1f}-{work / max(work / t, span):.1f}" for t in at]
         print("| " + " | ".join(cells) + " |", flush=True)
 
 
