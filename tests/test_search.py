@@ -324,6 +324,44 @@ def test_deep_trees_threads_and_lanes_agree(deep, threads, memory):
         np.testing.assert_array_equal(got, naive.find_all(fp, scheme.distance))
 
 
+@pytest.mark.parametrize("threads", [2, 5, 16])
+@pytest.mark.parametrize("memory", [None, 1])
+def test_units_cut_for_many_threads_agree(deep, threads, memory, monkeypatch):
+    # slices and chunks of a few rows: every unit's first pass and buckets are cut into many
+    # tasks on the shared pool, as 10M fingerprints are on 16 threads
+    monkeypatch.setattr(engine, "SLICE_ROWS", 256)
+    monkeypatch.setattr(engine, "CHUNK_ROWS", 64)
+    fp = np.concatenate([planted(3000, seed=threads), naive.families(800, seed=3)])
+    for scheme in [
+        Scheme(8, (Part(36, 28, 6, 3), Part(0, 36, 7, 4))),
+        Scheme(3, (Part(32, 32, 4, 1), Part(0, 32, 4, 1))),
+        Scheme.of(Layout(5, 3)),
+    ]:
+        got = sort_pairs(engine.pairs(fp, scheme, threads=threads, memory=memory), len(fp))
+        np.testing.assert_array_equal(got, naive.find_all(fp, scheme.distance))
+    q, c = fp[:700], fp[700:]
+    joined = engine.join_pairs(q, c, Scheme.of(Layout(6, 4)), threads=threads, memory=memory)
+    assert set(map(tuple, joined.tolist())) == naive.join(q, c, 4)
+
+
+@given(
+    st.lists(st.floats(0, 1e12), min_size=1, max_size=40),
+    st.integers(1, 64),
+    st.data(),
+)
+def test_unit_threads_give_heavy_units_their_share(weights, threads, data):
+    lanes = data.draw(st.integers(1, threads))
+    got = engine.unit_threads(weights, threads, lanes)
+    assert len(got) == len(weights)
+    assert all(-(-threads // lanes) <= t <= threads for t in got)
+    total = sum(weights)
+    for w, t in zip(weights, got, strict=True):
+        # a unit can use 8 t threads: never fewer than its share of the work needs
+        assert total == 0 or t >= min(threads, threads * w / total - 1e-6)
+    if lanes == threads:  # as many lanes as threads: a light unit runs alone on its lane
+        assert all(t == 1 for w, t in zip(weights, got, strict=True) if 2 * w * threads <= total)
+
+
 @settings(max_examples=40, deadline=None)
 @given(fingerprints(), st.integers(0, 5), st.data())
 def test_table_subsets_find_each_pair_once_by_its_first_table(fp, distance, data):

@@ -37,12 +37,26 @@ import numpy as np
 
 from neardup import config
 from neardup.core import tree_kernels as tk
-from neardup.core.cost import stop_sizes
+from neardup.core.cost import part_cost, stop_sizes
 from neardup.core.layout import Layout, Part, Scheme
 
-__all__ = ["TreePlan", "tree_plan", "scheme_plans", "pairs", "join_pairs", "memory_budget"]
+__all__ = [
+    "TreePlan",
+    "tree_plan",
+    "scheme_plans",
+    "pairs",
+    "join_pairs",
+    "memory_budget",
+    "unit_threads",
+]
 
 _EMPTY = np.empty((0, 2), dtype=np.int64)
+
+#: Threads: the fewest rows of a slice of a first pass (histogram, scatter) given to a thread,
+#: and of a unit's input per chunk of its buckets, so that a small search is not cut into tasks
+#: that cost less than handing them to the pool (tens of microseconds each)
+SLICE_ROWS = 1 << 16
+CHUNK_ROWS = 1 << 14
 
 
 class TreePlan(NamedTuple):
@@ -253,7 +267,7 @@ class _Group:
         ends = np.cumsum(total)
         g = 1 << (padb + (1 if join else 0))
         sizes = total.reshape(-1, g).sum(axis=1)
-        cuts = _cuts(sizes, 1 if threads <= 1 else 8 * threads)
+        cuts = _cuts(sizes, 1 if threads <= 1 else min(8 * threads, n // CHUNK_ROWS + 1))
 
         def search(r: int) -> np.ndarray:
             out, cnt = tk.search_first_level(
@@ -267,15 +281,81 @@ class _Group:
 
 
 def _ranges(n: int, parts: int) -> list[tuple[int, int]]:
-    parts = max(1, min(parts, n // 4096 + 1))
+    parts = max(1, min(parts, n // SLICE_ROWS + 1))
     cuts = [n * i // parts for i in range(parts + 1)]
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-def _map(pool: ThreadPoolExecutor | None, fn: Callable, items) -> list:
-    if pool is None:
+def _map(pool: ThreadPoolExecutor | None, fn: Callable, items: Sequence) -> list:
+    if pool is None or len(items) <= 1:  # one task: no hand-over to the pool
         return [fn(x) for x in items]
     return list(pool.map(fn, items))
+
+
+def unit_threads(weights: Sequence[float], threads: int, lanes: int) -> list[int]:
+    """Threads each unit of work is cut for: twice its share of the estimated work times
+    ``threads``, rounded up, at least ``ceil(threads / lanes)``, at most ``threads``.
+
+    A unit cut for ``t`` threads has ``t`` slices of its first pass and ``8 t`` chunks of its
+    buckets, all on the search's one pool, so it can use up to ``8 t`` threads; cut for one it
+    runs on its lane's thread alone. Twice the share, because the estimate (tables below a
+    first block times the part's mean cost per table) runs low for a part's later first blocks
+    (3x for the fourth of seven blocks at 10M fingerprints and distance 8).
+
+    Parameters
+    ----------
+    weights : sequence of float
+        Each unit's estimated work (any unit, e.g. nanoseconds of the cost model).
+    threads : int
+        Threads of the search (the workers of its pool).
+    lanes : int
+        Units running at once (``1 <= lanes <= threads``).
+
+    Returns
+    -------
+    list of int
+        The threads each unit is cut for, in the order of ``weights``.
+
+    Examples
+    --------
+    >>> unit_threads([35, 20, 20, 10, 1], 16, 5)
+    [14, 8, 8, 4, 4]
+    >>> unit_threads([4, 4, 1, 1], 2, 2)
+    [2, 2, 1, 1]
+    >>> unit_threads([1, 1, 1], 8, 1)
+    [8, 8, 8]
+    """
+    total = float(sum(weights))
+    floor = -(-threads // max(1, lanes))
+    out = []
+    for w in weights:
+        share = math.ceil(2 * threads * w / total - 1e-9) if total > 0 else 1
+        out.append(min(threads, max(floor, share)))
+    return out
+
+
+def _run_units(work: list, run: Callable, threads: int, lanes: int) -> None:
+    """Call ``run(unit, pool, unit_threads)`` for each unit of ``work`` (``(weight, ...)``,
+    heaviest first), ``lanes`` units at a time, every unit's tasks on one pool of ``threads``.
+
+    A unit is cut for its share of the threads (:func:`unit_threads`), not for the threads of
+    its lane: when lanes were given ``threads // lanes`` threads each, 9 units on 16 threads ran
+    on one thread each, and the heaviest first block (a quarter of the work of 10M fingerprints
+    at distance 8) bounded the speed-up at about 4 whatever the threads. With no more threads
+    than lanes, light units still run on their lane's thread alone.
+    """
+    if threads <= 1:
+        for w in work:
+            run(w, None, 1)
+        return
+    shares = unit_threads([w[0] for w in work], threads, lanes)
+    with ThreadPoolExecutor(threads) as pool:
+        if lanes == 1:
+            for w, t in zip(work, shares):
+                run(w, pool, t)
+        else:
+            with ThreadPoolExecutor(lanes) as outer:
+                list(outer.map(lambda wt: run(wt[0], pool, wt[1]), zip(work, shares)))
 
 
 def _search(
@@ -284,44 +364,32 @@ def _search(
     join: bool,
     threads: int,
     memory: int | str | None,
+    table_ns: Sequence[float] | None = None,
 ) -> np.ndarray:
+    """The pairs of ``plans`` over ``sides``; ``table_ns``: each plan's estimated cost of one
+    table (weighs its units against other plans'; default, a table costs the same in each)."""
     n = sum(len(s) for s in sides)
     if len(plans) == 1 and n <= plans[0].stop[0, 0] and plans[0].sel[-1] == len(plans[0].sel) - 1:
         return _small(plans[0], sides, join)
     # one unit of work per (part, first block) with a selected table below it
     work = []
-    for plan in plans:
+    for plan, ns in zip(plans, table_ns or [1.0] * len(plans)):
         first = np.concatenate(([0], np.cumsum(plan.leaves[1, : plan.m - plan.j + 1])))
         for a in range(plan.m - plan.j + 1):
             if plan.sel[first[a + 1]] > plan.sel[first[a]]:
-                work.append((int(plan.leaves[1, a]), plan, a))
+                work.append((float(plan.leaves[1, a]) * ns, plan, a))
     if not work:
         return _EMPTY.copy()
     work.sort(key=lambda w: -w[0])  # heaviest first; each lane takes the next when free
     row_bytes = 8 + (8 if plans[0].fs == 62 else 4)
     lanes = max(1, min(threads, len(work), memory_budget(memory) // max(1, row_bytes * n)))
-    per = max(1, threads // lanes)
     results: list[np.ndarray] = []
     bufs: queue.SimpleQueue = queue.SimpleQueue()  # at most one per lane
 
-    def run(w: tuple[int, TreePlan, int], pool: ThreadPoolExecutor | None, t: int) -> None:
+    def run(w: tuple[float, TreePlan, int], pool: ThreadPoolExecutor | None, t: int) -> None:
         results.extend(_Group(w[1], sides, w[2], join).run(pool, t, bufs))
 
-    if threads <= 1:
-        for w in work:
-            run(w, None, 1)
-    elif lanes == 1:
-        with ThreadPoolExecutor(threads) as pool:
-            for w in work:
-                run(w, pool, threads)
-    else:
-        inner = ThreadPoolExecutor(threads) if per > 1 else None
-        try:
-            with ThreadPoolExecutor(lanes) as outer:
-                list(outer.map(lambda w: run(w, inner, per), work))
-        finally:
-            if inner is not None:
-                inner.shutdown()
+    _run_units(work, run, threads, lanes)
     results = [r for r in results if len(r)]
     if not results:
         return _EMPTY.copy()
@@ -348,12 +416,14 @@ def _small(plan: TreePlan, sides: Sequence[np.ndarray], join: bool) -> np.ndarra
 
 
 def _plans(
-    plan: Layout | Scheme, rows: np.ndarray | None, wide: bool, part: int | None = None
-) -> list[TreePlan]:
+    plan: Layout | Scheme, rows: np.ndarray | None, wide: bool, n: int, part: int | None = None
+) -> tuple[list[TreePlan], list[float]]:
+    """The plans to search, and each one's estimated nanoseconds per table at ``n`` rows."""
     scheme = Scheme.of(plan) if isinstance(plan, Layout) else plan
     plans = scheme_plans(scheme, wide)
+    per_table = [part_cost(n, p) / p.n_tables for p in scheme.parts]
     if part is None and rows is None:
-        return plans
+        return plans, per_table
     if part is None:
         if len(plans) != 1:
             raise ValueError("rows select tables of one part of a Scheme: give part=")
@@ -361,7 +431,7 @@ def _plans(
     if not 0 <= part < len(plans):
         raise ValueError(f"part {part} of a scheme of {len(plans)} parts")
     one = plans[part]
-    return [one if rows is None else _select(one, scheme.parts[part].n_tables, rows)]
+    return [one if rows is None else _select(one, scheme.parts[part].n_tables, rows)], [1.0]
 
 
 def pairs(
@@ -383,8 +453,8 @@ def pairs(
     fp = np.ascontiguousarray(fp, dtype=np.uint64)
     if len(fp) < 2:
         return _EMPTY.copy()
-    plans = _plans(plan, rows, wide=len(fp) >= 1 << 31, part=part)
-    return _search(plans, [fp], False, max(1, threads), memory)
+    plans, ns = _plans(plan, rows, len(fp) >= 1 << 31, len(fp), part)
+    return _search(plans, [fp], False, max(1, threads), memory, ns)
 
 
 def join_pairs(
@@ -401,5 +471,5 @@ def join_pairs(
     c = np.ascontiguousarray(corpus, dtype=np.uint64)
     if len(q) == 0 or len(c) == 0:
         return _EMPTY.copy()
-    plans = _plans(plan, None, wide=max(len(q), len(c)) >= 1 << 31)
-    return _search(plans, [q, c], True, max(1, threads), memory)
+    plans, ns = _plans(plan, None, max(len(q), len(c)) >= 1 << 31, len(q) + len(c))
+    return _search(plans, [q, c], True, max(1, threads), memory, ns)
