@@ -100,9 +100,9 @@ def test_key_counts_count_each_slot_on_any_thread_count():
     rng = np.random.default_rng(5)
     keys = rng.integers(0, 2**32, 2_500_000, dtype=np.uint64).astype(np.uint32)
     keys[:1000] = 7  # one key held a thousand times
-    one = prefix.key_counts(keys, threads=1, bits=12)
+    one = prefix.rank_counts(keys, threads=1, bits=12)
     assert one.sum() == len(keys) and one.dtype == np.uint32 and len(one) == 4096
-    assert np.array_equal(one, prefix.key_counts(keys, threads=2, bits=12))
+    assert np.array_equal(one, prefix.rank_counts(keys, threads=2, bits=12))
     slot = ((keys.astype(np.uint64) * np.uint64(0x9E3779B1)) & np.uint64(0xFFFFFFFF)) >> 20
     assert np.array_equal(one, np.bincount(slot.astype(np.int64), minlength=4096))
 
@@ -113,7 +113,7 @@ def test_prefixes_hold_the_rarest_keys():
     common = list(range(1000, 1008))
     sets = [set(common) | {10 * i + j for j in range(40)} for i in range(50)]
     s = _csr(sets)
-    pre = prefix.prefix_sets(s, 0.8, prefix.key_counts(s.keys))
+    pre = prefix.prefix_sets(s, 0.8, prefix.rank_counts(s.keys))
     sizes = s.sizes
     assert np.array_equal(np.diff(pre.offsets), sizes - prefix.min_overlap(sizes, 0.8) + 1)
     assert not np.isin(pre.keys, common).any()

@@ -32,11 +32,13 @@ from neardup.core.similarity import ShingleSets, run_chunks
 __all__ = [
     "COUNT_BITS",
     "PrefixSets",
-    "key_counts",
+    "rank_counts",
     "min_overlap",
     "prefix_keep",
+    "prefix_pairs",
     "prefix_sets",
     "shared_keys",
+    "unique_pairs",
 ]
 
 #: log2 of the number of key counters (1 MiB of uint32, which the caches hold: a larger table
@@ -62,7 +64,7 @@ def min_overlap(sizes: np.ndarray, t: float) -> np.ndarray:
     return o
 
 
-def key_counts(keys: np.ndarray, threads: int = 1, bits: int = COUNT_BITS) -> np.ndarray:
+def rank_counts(keys: np.ndarray, threads: int = 1, bits: int = COUNT_BITS) -> np.ndarray:
     """How many of ``keys`` (uint32) fall in each of ``2**bits`` counters (uint32; a key's
     counter is the top ``bits`` bits of its product with a golden-ratio constant), counted on
     ``threads`` threads. Counting the keys of sets counts the documents that hold each key."""
@@ -102,7 +104,7 @@ def prefix_sets(
     take: np.ndarray | None = None,
 ) -> PrefixSets:
     """The prefixes of ``sets`` at threshold ``t`` under the order of ``counts``
-    (:func:`key_counts` of the whole corpus): ``s - o(s) + 1`` keys each (:func:`min_overlap`),
+    (:func:`rank_counts` of the whole corpus): ``s - o(s) + 1`` keys each (:func:`min_overlap`),
     none for an empty set or one left out by ``take`` (bool, n)."""
     sizes = sets.sizes
     p = np.where(sizes > 0, sizes - min_overlap(sizes, t) + 1, 0)
@@ -118,6 +120,30 @@ def prefix_sets(
         threads,
     )
     return PrefixSets(poff, pkeys)
+
+
+def prefix_pairs(keys: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Every pair of positions that share a key among the prefix entries ``(keys[i], pos[i])``
+    (any order; a position once per key): int64 rows ``(a, b)``, ``a < b``, each pair once,
+    sorted. A key that ``m`` prefixes share makes ``m * (m - 1) / 2`` pairs."""
+    order = np.lexsort((pos, keys))
+    k, p = keys[order], np.ascontiguousarray(pos[order], dtype=np.int64)
+    cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1], True])
+    starts, ends = cut[:-1], cut[1:]
+    many = ends - starts >= 2
+    starts, ends = starts[many], ends[many]
+    m = ends - starts
+    out = np.empty((int(np.sum(m * (m - 1) // 2)), 2), dtype=np.int64)
+    PK.group_pairs(p, starts, ends, out)
+    return unique_pairs(out)
+
+
+def unique_pairs(pairs: np.ndarray) -> np.ndarray:
+    """The rows of ``pairs`` (int64, shape (k, 2)) sorted, each once."""
+    if len(pairs) == 0:
+        return pairs
+    pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    return pairs[np.r_[True, np.any(pairs[1:] != pairs[:-1], axis=1)]]
 
 
 def shared_keys(pre: PrefixSets) -> np.ndarray:

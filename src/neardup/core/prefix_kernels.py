@@ -16,7 +16,7 @@ import numpy as np
 from neardup.compiled import njit
 from neardup.core.verify_kernels import reaches, reaches_near
 
-__all__ = ["count_keys", "key_ids", "key_table", "prefix_keep", "prefixes"]
+__all__ = ["count_keys", "group_pairs", "key_ids", "key_table", "prefix_keep", "prefixes"]
 
 #: Multiplier of the slot hash (Knuth's, 2^32 / golden ratio): keys are hash bits already, the
 #: product spreads any structure left in their low bits.
@@ -164,3 +164,18 @@ def prefix_keep(
                 head[g] = used
                 used += 1
     return checks, cands
+
+
+@njit(cache=True, nogil=True)
+def group_pairs(pos, starts, ends, out):
+    """Every pair of positions within each group ``pos[starts[g]:ends[g]]`` (ascending), as
+    rows ``(pos[i], pos[j])``, ``i < j``, written to ``out`` in order; returns the rows
+    written."""
+    k = 0
+    for g in range(starts.shape[0]):
+        for i in range(starts[g], ends[g]):
+            for j in range(i + 1, ends[g]):
+                out[k, 0] = pos[i]
+                out[k, 1] = pos[j]
+                k += 1
+    return k

@@ -42,7 +42,7 @@ from neardup.core import verify_kernels as VK
 from neardup.core.bits import as_fingerprints, popcount
 from neardup.core.decide import KEEP_POLICIES, priority_order
 from neardup.core.layout import Layout
-from neardup.core.prefix import key_counts, prefix_keep, prefix_sets
+from neardup.core.prefix import rank_counts, prefix_keep, prefix_sets
 from neardup.core.search import PermutedTables, find_all, resolve_layout
 from neardup.core.similarity import (
     DEFAULT_THRESHOLD,
@@ -323,7 +323,7 @@ def _keep_or_drop(
     candidates of ``candidates``: prefix filtering, the given ``pairs`` or the search."""
     if candidates == "prefix":
         g, sets, t = greedy, greedy.sets, greedy.t
-        pre = prefix_sets(sets, t, key_counts(sets.keys, g.threads), g.threads, take=is_rep)
+        pre = prefix_sets(sets, t, rank_counts(sets.keys, g.threads), g.threads, take=is_rep)
         g.checks, g.candidates = prefix_keep(
             sets, docs, pre, t, (g.kept_for, g.inter, g.union), g.near, g.threads
         )

@@ -438,19 +438,16 @@ def dedup(
             drop_list=drop_list, json_summary=json_summary, against=against, update=update,
             shard_docs=shard_docs, work_dir=work_dir, clean_work_dir=clean_work_dir,
             memory=memory, removed=removed, device=device, common_shingles=common_shingles,
-            candidates=candidates, one_process=_only_one(already_seen, candidates), **_where(ex),
+            candidates=candidates, one_process=_only_one(already_seen), **_where(ex),
         )  # fmt: skip
         if plan.staged:
             return _staged(plan, opts, collect)
         return _one_process(plan, data, opts, piped)
 
 
-def _only_one(already_seen: Any, candidates: str) -> list[str]:
+def _only_one(already_seen: Any) -> list[str]:
     """What the caller asks that only the one-process run does (a staged run refuses it)."""
-    why = ["already_seen="] if already_seen is not None else []
-    if candidates == "prefix":
-        why.append("candidates='prefix' (--candidates prefix)")
-    return why
+    return ["already_seen="] if already_seen is not None else []
 
 
 def _staged(plan: DedupPlan, opts: _Options, collect: bool) -> Any:

@@ -42,6 +42,7 @@ from neardup.io.files import (
 from neardup.io.leftovers import TEMP_SUFFIX, remove_leftovers, temp_prefix
 from neardup.io.writers import OutputSet
 from neardup.pipeline import common_shingles as T
+from neardup.pipeline import stage_prefix as P
 from neardup.pipeline import stage_against as A
 from neardup.pipeline import stage_components as C
 from neardup.pipeline import stage_near as N
@@ -67,8 +68,9 @@ _MANIFEST = "manifest.json"
 #: 2: the scan spills hold their id hashes sorted; 3: bad records in files; 4: each task records
 #: its files' sizes and CRC-32, the inputs' stamps hold device, inode and status-change time, the
 #: near tasks keep each pair's keep key (ekey), the scan its sets' digests (the exact stage); 5:
-#: the common stage its sets' digests too (the exact stage on the sets without common shingles)
-_VERSION = 5
+#: the common stage its sets' digests too (the exact stage on the sets without common shingles);
+#: 6: the prefix candidates' stages
+_VERSION = 6
 
 
 @dataclass
@@ -311,6 +313,8 @@ def _copies(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
 def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str], int]:
     """Split, pairs and (verified) verify; returns the tasks holding the edges to decide on,
     and the number of edges."""
+    if plan.candidates == "prefix":
+        return _prefix_search(r, plan, run)
     n = run.n
     per_task = min(plan.search_docs, max(SEARCH_PER_SHARD_DOC * plan.shard_docs, ONE_TASK_SEARCH))
     sp = make_plan(max(n, 1), plan.distance, plan.blocks, shard_size=per_task, device=plan.device)
@@ -330,6 +334,28 @@ def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str], int
                    for nm, (g, b) in zip(names, buckets, strict=True)],
                   memory=SEARCH_BYTES_PER_DOC * per_task)  # fmt: skip
     run.moved_bytes = sum(f["moved"] for f in found)
+    return _verify(r, plan, off, names, found)
+
+
+def _prefix_search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str], int]:
+    """The candidates of prefix filtering (:mod:`neardup.pipeline.stage_prefix`), then verify;
+    returns the verify tasks and the number of pairs that reached the threshold."""
+    shards = range(len(run.sizes))
+    off = run.offsets
+    r.map("prefix-count", P.count_task, [(str(s), (r.work, plan, s)) for s in shards])
+    r.map("prefix-merge", P.merge_task, [("0", (r.work, len(run.sizes)))])
+    k = len(run.sizes)  # key ranges, and position ranges: about a shard's worth each
+    r.map("prefix", P.prefix_task,
+          [(str(s), (r.work, plan, s, off[s], run.copies, k)) for s in shards])  # fmt: skip
+    bounds = list(off)
+    grouped = r.map("prefix-pairs", P.pairs_task,
+                    [(str(b), (r.work, len(run.sizes), b, bounds)) for b in range(k)],
+                    memory=_shard_memory(plan))  # fmt: skip
+    names = [str(p) for p in range(k)]
+    found = r.map("pairs", P.dedupe_task,
+                  [(nm, (r.work, [str(b) for b in range(k)], p)) for p, nm in enumerate(names)],
+                  memory=_shard_memory(plan))  # fmt: skip
+    run.moved_bytes = sum(f["moved"] for f in grouped) + sum(f["moved"] for f in found)
     return _verify(r, plan, off, names, found)
 
 

@@ -1,0 +1,78 @@
+"""The candidate stages of a staged verified dedup with prefix candidates
+(``candidates="prefix"``, :mod:`neardup.core.prefix`), in place of the fingerprint search's split
+and pairs: every pair at the threshold, the same candidates as the one-process run's.
+
+prefix-count (per shard: its keys counted in the rank counters) -> prefix-merge (one task: the
+counters of every shard summed: the corpus order) -> prefix (per shard: the prefixes of its
+documents that take part, as (key, position) entries cut by ranges of the key space) ->
+prefix-pairs (per key range: the pairs of positions that share a key, cut by ranges of the
+first position) -> pairs (per position range: each pair once, as the verify stage reads them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neardup.core.prefix import prefix_pairs, prefix_sets, rank_counts, unique_pairs
+from neardup.pipeline.plan import DedupPlan
+from neardup.pipeline.stages import copies_in, key_stage, load, save, shard_sets, slices
+from neardup.pipeline.stream import concat
+
+__all__ = ["count_task", "dedupe_task", "merge_task", "pairs_task", "prefix_task"]
+
+
+def count_task(out: str, work: str, plan: DedupPlan, s: int) -> dict[str, int]:
+    """Shard ``s``'s shingle keys (of the key stage) counted in the rank counters."""
+    counts = rank_counts(np.asarray(shard_sets(work, s, key_stage(plan)).keys))
+    return {"bytes": save(out, counts=counts)}
+
+
+def merge_task(out: str, work: str, n_shards: int) -> dict[str, int]:
+    """The counters of every shard summed (saturating at 2**32 - 1): the corpus order."""
+    total = np.zeros(len(load(work, "prefix-count", 0, "counts")), dtype=np.uint64)
+    for s in range(n_shards):
+        total += load(work, "prefix-count", s, "counts")
+    return {"bytes": save(out, counts=np.minimum(total, 0xFFFFFFFF).astype(np.uint32))}
+
+
+def prefix_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, copies: int,
+                ranges: int) -> dict[str, int]:  # fmt: skip
+    """The prefix entries of shard ``s``'s documents with shingles that are not copies of an
+    earlier set (the exact stage's ``copies`` tasks), as ``k`` (key) and ``p`` (global
+    position), cut (``c``) into ``ranges`` ranges of the key space."""
+    sets = shard_sets(work, s, key_stage(plan))
+    take = sets.sizes > 0
+    if copies:
+        take[copies_in(work, copies, s) - offset] = False
+    counts = np.asarray(load(work, "prefix-merge", 0, "counts"))
+    pre = prefix_sets(sets, plan.threshold, counts, take=take)
+    pos = np.repeat(np.arange(len(take), dtype=np.int64) + offset, np.diff(pre.offsets))
+    part = (pre.keys.astype(np.uint64) * np.uint64(ranges)) >> np.uint64(32)
+    order = np.argsort(part, kind="stable")
+    cuts = np.searchsorted(part[order], np.arange(ranges + 1)).astype(np.int64)
+    return {"bytes": save(out, k=pre.keys[order], p=pos[order], c=cuts)}
+
+
+def pairs_task(out: str, work: str, n_shards: int, b: int,
+               bounds: list[int]) -> dict[str, int]:  # fmt: skip
+    """The pairs of positions that share a key of range ``b`` (from every shard's prefix
+    entries), cut (``c``) by the range of ``bounds`` (ascending global positions) that holds
+    each pair's first position."""
+    keys, pos = [], []
+    for s, lo, hi in slices(work, "prefix", range(n_shards), b):
+        keys.append(np.asarray(load(work, "prefix", s, "k")[lo:hi]))
+        pos.append(np.asarray(load(work, "prefix", s, "p")[lo:hi]))
+    moved = sum(len(k) for k in keys) * 12
+    pairs = prefix_pairs(concat(keys, np.uint32), concat(pos, np.int64))
+    cuts = np.searchsorted(pairs[:, 0], bounds).astype(np.int64)
+    return {"pairs": len(pairs), "moved": moved, "bytes": save(out, pairs=pairs, c=cuts)}
+
+
+def dedupe_task(out: str, work: str, tasks: list[str], r: int) -> dict[str, int]:
+    """Range ``r``'s pairs from every prefix-pairs task, each pair once (sorted): the
+    candidate pairs the verify stage reads."""
+    pieces = [np.asarray(load(work, "prefix-pairs", t, "pairs")[lo:hi])
+              for t, lo, hi in slices(work, "prefix-pairs", tasks, r)]  # fmt: skip
+    pairs = unique_pairs(concat(pieces, np.int64).reshape(-1, 2))
+    moved = sum(len(p) for p in pieces) * 16
+    return {"pairs": len(pairs), "moved": moved, "bytes": save(out, pairs=pairs)}
