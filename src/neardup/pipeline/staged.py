@@ -744,16 +744,18 @@ def _run_staged(
     # an input rewritten while the stages read it is refused, as in the one-process run
     stamps = {f.path: file_stamp(f.path) for f in plan.files}
     with contextlib.ExitStack() as stack:
-        work = stack.enter_context(open_work_dir(plan, stamps))
-        if plan.work_dir is not None and log is not None and (kept := _kept_tasks(work)):
-            log(f"resuming from {work}: {plural(kept, 'finished task')} kept there")
         outputs = stack.enter_context(OutputSet(plan.inputs))
         index = _open_index(stack, plan, outputs)
         outputs.add_inputs(f.path for f in plan.files)
+        if plan.work_dir is not None and is_url(plan.work_dir):  # no output in it
+            outputs.add_inputs([plan.work_dir])
         register_outputs(outputs, list(plan.files), plan.output, plan.clusters, plan.drop_list,
                          plan.json_summary, plan.removed)  # fmt: skip
         for extra in extra_outputs:
             extra.register(outputs)
+        work = stack.enter_context(open_work_dir(plan, stamps))
+        if plan.work_dir is not None and log is not None and (kept := _kept_tasks(work)):
+            log(f"resuming from {work}: {plural(kept, 'finished task')} kept there")
         r = _Runner(
             work,
             executor,
