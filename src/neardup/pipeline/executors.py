@@ -44,7 +44,7 @@ Progress = Callable[[str, int, int], None]
 
 
 def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: Any,
-             sums: bool = False) -> Any:  # fmt: skip
+             sums: bool = False, fresh: bool = False) -> Any:  # fmt: skip
     """``fn(out, *args)`` with ``out`` a fresh directory that becomes ``work/stage/name`` when
     ``fn`` returns, with its completion record beside its files: its (JSON) result and the
     size of each file it wrote, with ``sums`` (a work directory kept for a later run) their
@@ -52,10 +52,11 @@ def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: An
     resumed) is not run again: its files are checked against its record
     (:func:`~neardup.pipeline.workdir.check_task`), its result read back. On object storage
     (``work`` a URL) ``out`` is a local temporary directory whose files are put in place, the
-    completion record last (:func:`~neardup.pipeline.workdir.publish_task`)."""
+    completion record last (:func:`~neardup.pipeline.workdir.publish_task`). ``fresh``: the
+    caller found the task unfinished (its record is not looked for: a request saved)."""
     final = os.path.join(work, stage, name)
     remote = is_url(work)
-    if _finished(final, remote):
+    if not fresh and _finished(final, remote):
         record = read_done(final)
         check_task(final, record)
         return record["result"]

@@ -245,14 +245,17 @@ class _Runner:
         """``fn`` over ``tasks`` (name, arguments) of ``stage``; ``memory``: the bytes a task
         holds at its peak (the plan's estimate, for an executor that places tasks by memory)."""
         t0 = time.perf_counter()
-        done = _finished_count(self.work, stage, [name for name, _ in tasks])
+        finished = _finished_names(self.work, stage, [name for name, _ in tasks])
+        done = len(finished)
         self.reused[stage] = self.reused.get(stage, 0) + done
         if hasattr(self.progress, "reused"):  # no rate from tasks reused
             self.progress.reused[stage] = done
         generation = uuid.uuid4().hex  # the local copies of object storage's files, renewed
         renew(self.work, generation)
-        args = [(self.copies, self.sums, generation, self.work, stage, name, fn, *a)
-                for name, a in tasks]  # fmt: skip
+        # on object storage a task the listing found unfinished does not look for its record
+        fresh = is_url(self.work)
+        args = [(self.copies, self.sums, generation, fresh and name not in finished, self.work,
+                 stage, name, fn, *a) for name, a in tasks]  # fmt: skip
         out = self.executor.map(_run_task, args, stage, self.progress, memory=memory)
         self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
         self.tasks[stage] = self.tasks.get(stage, 0) + len(tasks)
@@ -265,23 +268,24 @@ def _finished(work: str, stage: str, name: str) -> bool:
     return os.path.exists(os.path.join(work, stage, name, DONE))
 
 
-def _finished_count(work: str, stage: str, names: Sequence[str]) -> int:
-    """How many of the tasks ``names`` of ``stage`` finished in ``work`` (on object storage:
-    by one listing)."""
+def _finished_names(work: str, stage: str, names: Sequence[str]) -> set[str]:
+    """The tasks of ``names`` of ``stage`` that finished in ``work`` (on object storage: by one
+    listing)."""
     if not is_url(work):
-        return sum(_finished(work, stage, name) for name in names)
+        return {name for name in names if _finished(work, stage, name)}
     found = objects.sizes(f"{work}/{stage}")
-    return sum(f"{name}/{DONE}" in found for name in names)
+    return {name for name in names if f"{name}/{DONE}" in found}
 
 
-def _run_task(copies: tuple[tuple[str, str], ...], sums: bool, generation: str,
+def _run_task(copies: tuple[tuple[str, str], ...], sums: bool, generation: str, fresh: bool,
               *args: Any) -> Any:  # fmt: skip
     """:func:`run_task` reading each piped input of ``copies`` from its copy; ``sums``: its
     files' CRC-32 recorded too; ``generation``: its stage's, for the local copies of a work
-    directory on object storage (:mod:`neardup.pipeline.read_cache`)."""
+    directory on object storage (:mod:`neardup.pipeline.read_cache`); ``fresh``: not finished
+    when the stage began (no record to look for)."""
     renew(args[0], generation)
     with reading_copies(copies):
-        return run_task(*args, sums=sums)
+        return run_task(*args, sums=sums, fresh=fresh)
 
 
 def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | None) -> StagedRun:
