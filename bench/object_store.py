@@ -71,7 +71,11 @@ def child(args: argparse.Namespace) -> None:
     from neardup import dedup
 
     s3 = args.child.startswith("s3")
-    work = f"s3://{BUCKET}/work-{args.child}" if s3 else os.path.join(args.workdir, "work-local")
+    work = (
+        f"s3://{BUCKET}/work-{args.child}"
+        if s3
+        else os.path.join(args.workdir, f"work-{args.child}")
+    )
     out = f"s3://{BUCKET}/kept/" if args.child == "s3-out" else None
     out = out or os.path.join(args.workdir, f"kept-{args.child}.jsonl")
     t0 = time.perf_counter()
@@ -147,7 +151,7 @@ def _run_all(paths: list[str], tmp: str, args: argparse.Namespace, env: dict[str
                            secret="bench", use_listings_cache=False)  # fmt: skip
     fs.mkdir(BUCKET)
     rows, kept = {}, {}
-    _measure("local", corpus, tmp, args, env)  # untimed: the kernels compiled and cached first
+    _measure("warm", corpus, tmp, args, env)  # untimed: the kernels compiled and cached first
     for p in paths:
         counter.take()
         rows[p] = _measure(p, corpus, tmp, args, env)

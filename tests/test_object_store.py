@@ -124,6 +124,10 @@ def test_a_resumed_run_reruns_only_the_task_whose_record_is_gone(s3, corpus, loc
     stages = json.loads((tmp_path / "s.json").read_text())["stages"]
     rerun = {k: v["tasks"] - v["reused"] for k, v in stages.items() if v["tasks"] != v["reused"]}
     assert rerun == {"decide": 1}, stages
+    s3.pipe("ndtest/w2/notes.txt", b"not neardup's")
+    r = invoke("neardup", "dedup", *args, "--clean-work-dir", text=True)  # every task reused
+    assert r.returncode == 0, r.stderr
+    assert s3.find("ndtest/w2") == ["ndtest/w2/notes.txt"]  # only what the run wrote removed
 
 
 def test_a_damaged_object_is_named_in_one_line(s3, corpus, local, tmp_path):
@@ -201,3 +205,17 @@ def test_dask_workers_share_a_work_dir_on_object_storage(s3, corpus, local, tmp_
     assert r.returncode == 0, r.stderr
     _same_outputs(local, tmp_path, "h")
     assert s3.exists("ndtest/w6/write/3/done.json")
+
+
+@pytest.mark.slow
+def test_ray_workers_share_a_work_dir_on_object_storage(s3, corpus, local, tmp_path):
+    """A local Ray's worker processes read and write the same prefix, and put the parts."""
+    pytest.importorskip("ray")
+    r = invoke("neardup", "dedup", *_args(corpus, tmp_path, "k", threads=False), "-o",
+               "s3://ndtest/o3/", "--work-dir", "s3://ndtest/w7", "--ray", "local", "--workers",
+               "2", text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    for ext in ("clusters", "drop"):
+        assert (tmp_path / f"k.{ext}").read_bytes() == (local / f"a.{ext}").read_bytes(), ext
+    parts = b"".join(s3.cat(n) for n in sorted(s3.find("ndtest/o3")))
+    assert parts == (local / "a.jsonl").read_bytes()

@@ -67,7 +67,8 @@ def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: An
         os.makedirs(tmp)
     try:
         result = fn(tmp, *args)
-        record = {"result": result, "files": record_files(tmp, sums)}
+        # on object storage the sizes are what a rerun checks (a listing), not the CRC-32
+        record = {"result": result, "files": record_files(tmp, sums and not remote)}
         if remote:
             publish_task(tmp, final, record)
             shutil.rmtree(tmp, ignore_errors=True)
