@@ -750,13 +750,7 @@ def _run_staged(
     with contextlib.ExitStack() as stack:
         outputs = stack.enter_context(OutputSet(plan.inputs))
         index = _open_index(stack, plan, outputs)
-        outputs.add_inputs(f.path for f in plan.files)
-        if plan.work_dir is not None and is_url(plan.work_dir):  # no output in it
-            outputs.add_inputs([plan.work_dir])
-        register_outputs(outputs, list(plan.files), plan.output, plan.clusters, plan.drop_list,
-                         plan.json_summary, plan.removed)  # fmt: skip
-        for extra in extra_outputs:
-            extra.register(outputs)
+        _register_outputs(plan, outputs, extra_outputs)
         work = stack.enter_context(open_work_dir(plan, stamps))
         if plan.work_dir is not None and log is not None and (kept := _kept_tasks(work)):
             log(f"resuming from {work}: {plural(kept, 'finished task')} kept there")
@@ -793,6 +787,18 @@ def _run_staged(
             log(f"{plural(run.n, 'document')} in {plural(len(plan.shards), 'shard')}, "
                 f"{plural(run.clusters, 'cluster')} found ({executor.name} executor)")  # fmt: skip
     return run, result
+
+
+def _register_outputs(plan: DedupPlan, outputs: OutputSet, extra_outputs: Sequence[Any]) -> None:
+    """Every output of the run checked and registered, before the work directory is opened
+    (none may be an input, or in a work directory on object storage)."""
+    outputs.add_inputs(f.path for f in plan.files)
+    if plan.work_dir is not None and is_url(plan.work_dir):
+        outputs.add_inputs([plan.work_dir])
+    register_outputs(outputs, list(plan.files), plan.output, plan.clusters, plan.drop_list,
+                     plan.json_summary, plan.removed)  # fmt: skip
+    for extra in extra_outputs:
+        extra.register(outputs)
 
 
 class StagedView:
