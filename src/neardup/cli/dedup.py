@@ -335,9 +335,10 @@ def _check_verified_only(no_verify: bool, common: float | int | None, candidates
     metavar="DIR",
     callback=lambda ctx, param, value: _check_work_dir(value),
     help="Staged run: keep each finished task's results in DIR (must be new, empty or this "
-    "command's; a file system path, local or shared by a cluster's workers, not a URL); "
-    "running the same command again after a crash, kill or Ctrl-C resumes it. "
-    "Default: a temporary directory, removed at the end.",
+    "command's; a file system path, local or shared by a cluster's workers, or a prefix of "
+    "object storage such as s3://bucket/work, any fsspec URL); running the same command again "
+    "after a crash, kill or Ctrl-C resumes it. Default: a temporary directory, removed at the "
+    "end.",
 )
 @click.option(
     "--clean-work-dir",
@@ -460,7 +461,7 @@ def _check_keep(keep: str) -> str:
 
 
 def _check_work_dir(work_dir: str | None) -> str | None:
-    """``--work-dir`` as given, or (a URL) one line saying it must be a path."""
+    """``--work-dir`` as given, or (a URL that cannot hold one) one line saying why."""
     check_work_dir(work_dir)
     return work_dir
 

@@ -176,8 +176,8 @@ def _scheme(url: str) -> str:
     return url.split("://", 1)[0].lower()
 
 
-def url_filesystem(url: str) -> tuple[Any, str]:
-    """``(filesystem, path)`` for an fsspec URL.
+def url_filesystem(url: str, **extra: Any) -> tuple[Any, str]:
+    """``(filesystem, path)`` for an fsspec URL (``extra``: more options of the filesystem).
 
     Raises
     ------
@@ -190,7 +190,7 @@ def url_filesystem(url: str) -> tuple[Any, str]:
     fsspec = require("fsspec", "remote", f"reading {scheme}:// paths")
     options = remote_options(scheme, fsspec.config.conf.get(scheme, {}))
     try:
-        return fsspec.core.url_to_fs(url, **options)
+        return fsspec.core.url_to_fs(url, **options, **extra)
     except ImportError as e:
         raise MissingDependency(_backend_hint(scheme, e)) from None
     except ValueError as e:

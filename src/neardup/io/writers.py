@@ -9,7 +9,9 @@ outright leaves files a later run recognises and removes); :meth:`OutputSet.comm
 (an existing file keeps its permissions), and any error or interrupt before that removes every
 temporary file, leaving the previous files untouched. Standard output (``-``) and existing
 devices or pipes are written last, at commit, from a spool file. Messages name the paths as the
-user gave them, never the temporary files.
+user gave them, never the temporary files. An output directory on object storage (a URL ending
+in ``/``) gets its parts at commit, before the files are renamed
+(:mod:`neardup.io.object_outputs`).
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
 from neardup._optional import require
 from neardup.errors import InputError
-from neardup.io.files import compression_of, local_path
+from neardup.io.files import compression_of, is_url, local_path
 from neardup.io.filesystem import current_umask, fsync_dir, is_inside, same_file, stat_or_none
 from neardup.io.formats import STDIO, display_name
 from neardup.io.leftovers import TEMP_SUFFIX, remove_leftovers, temp_prefix
@@ -73,6 +75,8 @@ class Output:
     tmp: str | None = None
     spool: IO[bytes] | None = None
     staged: bool = False
+    #: an output directory on object storage (:class:`~neardup.io.object_outputs.ObjectDirectory`)
+    remote: Any = None
 
     @property
     def name(self) -> str:
@@ -123,6 +127,7 @@ class OutputSet:
 
     def __init__(self, inputs: Iterable[str | os.PathLike] = (), *, protect: Iterable = ()):
         self._inputs: list[tuple[str, str, os.stat_result | None]] = []
+        self._url_inputs: list[str] = []
         self._protected: list[tuple[str, str]] = []
         self._outputs: list[Output] = []
         self._closed = False
@@ -140,6 +145,8 @@ class OutputSet:
             if local is not None:
                 real = os.path.realpath(local)
                 self._inputs.append((p, real, stat_or_none(real)))
+            elif p != STDIO:
+                self._url_inputs.append(p)
         self._recheck()
 
     def protect(self, directory: str | os.PathLike) -> None:
@@ -155,6 +162,8 @@ class OutputSet:
         for o in outputs:
             if o.target is not None:
                 self._check_conflicts(o, stat_or_none(o.target))
+            elif o.remote is not None:
+                self._check_url_conflicts(o)
             self._outputs.append(o)
 
     def file(self, path: str | os.PathLike, what: str = "the output") -> Output:
@@ -168,11 +177,13 @@ class OutputSet:
 
     def _register(self, p: str, what: str, kind: str) -> Output:
         self._check_usable()
+        if is_url(p) and local_path(p) is None:
+            return self._register_url(p, what, kind)
         if p == STDIO:
             if kind == "directory":
                 raise InputError("<stdout>", None, f"{what} is a directory and cannot be stdout")
             for o in self._outputs:
-                if o.target is None:
+                if o.target is None and o.remote is None:
                     raise InputError(
                         "<stdout>", None, f"{what} and {o.what} both go to stdout; name a file"
                     )
@@ -224,6 +235,32 @@ class OutputSet:
             )
         self._outputs.append(out)
         return out
+
+    def _register_url(self, p: str, what: str, kind: str) -> Output:
+        """Register an output directory on object storage (a URL of a file is refused: only
+        the parts of the records go there)."""
+        if kind != "directory":
+            raise InputError(p, None, f"{what} cannot go to object storage: only the records "
+                             "(-o, --removed) of JSONL or line inputs can, as a directory of "
+                             "parts (a URL ending in /)")  # fmt: skip
+        from neardup.io.object_outputs import ObjectDirectory
+
+        out = Output(p, what, kind, None, False, 0, None, False, remote=ObjectDirectory(p, what))
+        self._check_url_conflicts(out)
+        self._outputs.append(out)
+        return out
+
+    def _check_url_conflicts(self, out: Output) -> None:
+        """Refuse the output ``out`` on object storage where it holds, or is inside, an input
+        (the work directory included) or another output there."""
+        for given in self._url_inputs:
+            if out.remote.is_inside(given):
+                raise InputError(out.path, None, f"{out.what} would overwrite an input "
+                                 f"({given}); write it elsewhere")  # fmt: skip
+        for o in self._outputs:
+            if o is not out and o.remote is not None and out.remote.is_inside(o.remote.url):
+                raise InputError(out.path, None, f"{out.what} and {o.what} ({o.path}) are "
+                                 "inside one another; separate them")  # fmt: skip
 
     def _check_conflicts(self, out: Output, st: os.stat_result | None) -> None:
         """Refuse ``out`` when it is an input, in a protected directory or another output."""
@@ -355,11 +392,25 @@ class OutputSet:
         out.staged = True
 
     @contextlib.contextmanager
+    def open_objects(self, out: Output) -> Iterator[Callable[[str, str], None]]:
+        """Fill the output directory ``out`` on object storage: yields ``add(name, source)``,
+        ``source`` (a local file or a URL) to become the object ``name`` in it at commit."""
+        self._check_usable(out)
+        if out.remote is None:
+            raise ValueError(f"{out.name} is not an output directory on object storage")
+        try:
+            yield out.remote.add
+        except BaseException:
+            self._discard(out)
+            raise
+        out.staged = True
+
+    @contextlib.contextmanager
     def open_directory(self, out: Output) -> Iterator[str]:
         """Fill output directory ``out``: yields a temporary directory renamed at commit."""
         self._check_usable(out)
-        if out.kind != "directory":
-            raise ValueError(f"{out.name} is not a directory output")
+        if out.kind != "directory" or out.remote is not None:
+            raise ValueError(f"{out.name} is not a directory output of this file system")
         self._new_temp(out)
         assert out.tmp is not None
         try:
@@ -374,6 +425,8 @@ class OutputSet:
         out.staged = True
 
     def _discard(self, out: Output) -> None:
+        if out.remote is not None:
+            out.remote.parts.clear()
         if out.spool is not None:
             with contextlib.suppress(OSError):
                 out.spool.close()
@@ -421,8 +474,12 @@ class OutputSet:
                 raise ValueError(f"{o.name} was registered but never written")
         done: list[tuple[Output, str | None]] = []
         try:
+            for o in self._outputs:  # object storage first: the slowest, most likely to fail
+                if o.remote is not None:
+                    done.append((o, None))
+                    o.remote.put()
             for o in self._outputs:
-                if o.stream:
+                if o.stream or o.remote is not None:
                     continue
                 assert o.tmp is not None and o.target is not None
                 backup = self._backup(o)
@@ -470,6 +527,12 @@ class OutputSet:
         """Put back what the outputs in ``done`` replaced; return those it could not."""
         left = []
         for o, backup in reversed(done):
+            if o.remote is not None:
+                try:
+                    o.remote.remove()
+                except (OSError, InputError):
+                    left.append(o)
+                continue
             assert o.target is not None
             try:
                 if backup is not None:

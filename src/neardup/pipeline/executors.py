@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import shutil
+import tempfile
 import types
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -24,7 +25,9 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
 from neardup.errors import InputError
-from neardup.pipeline.workdir import DONE, check_task, read_done, record_files
+from neardup.io.files import is_url
+from neardup.io.leftovers import TEMP_SUFFIX, temp_prefix
+from neardup.pipeline.workdir import DONE, check_task, publish_task, read_done, record_files
 
 __all__ = [
     "DaskExecutor",
@@ -41,24 +44,37 @@ Progress = Callable[[str, int, int], None]
 
 
 def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: Any,
-             sums: bool = False) -> Any:  # fmt: skip
+             sums: bool = False, fresh: bool = False) -> Any:  # fmt: skip
     """``fn(out, *args)`` with ``out`` a fresh directory that becomes ``work/stage/name`` when
     ``fn`` returns, with its completion record beside its files: its (JSON) result and the
     size of each file it wrote, with ``sums`` (a work directory kept for a later run) their
     CRC-32 too (:mod:`neardup.pipeline.workdir`). A task already finished there (a run
     resumed) is not run again: its files are checked against its record
-    (:func:`~neardup.pipeline.workdir.check_task`), its result read back."""
+    (:func:`~neardup.pipeline.workdir.check_task`), its result read back. On object storage
+    (``work`` a URL) ``out`` is a local temporary directory whose files are put in place, the
+    completion record last (:func:`~neardup.pipeline.workdir.publish_task`). ``fresh``: the
+    caller found the task unfinished (its record is not looked for: a request saved)."""
     final = os.path.join(work, stage, name)
-    if os.path.exists(os.path.join(final, DONE)):
+    remote = is_url(work)
+    if not fresh and _finished(final, remote):
         record = read_done(final)
         check_task(final, record)
         return record["result"]
-    tmp = f"{final}.tmp-{uuid.uuid4().hex[:12]}"
-    os.makedirs(tmp)
+    if remote:
+        tmp = tempfile.mkdtemp(prefix=temp_prefix(f"neardup-{stage}"), suffix=TEMP_SUFFIX)
+    else:
+        tmp = f"{final}.tmp-{uuid.uuid4().hex[:12]}"
+        os.makedirs(tmp)
     try:
         result = fn(tmp, *args)
+        # on object storage the sizes are what a rerun checks (a listing), not the CRC-32
+        record = {"result": result, "files": record_files(tmp, sums and not remote)}
+        if remote:
+            publish_task(tmp, final, record)
+            shutil.rmtree(tmp, ignore_errors=True)
+            return result
         with open(os.path.join(tmp, DONE), "w") as f:
-            json.dump({"result": result, "files": record_files(tmp, sums)}, f)
+            json.dump(record, f)
             f.flush()
             os.fsync(f.fileno())
         try:
@@ -74,6 +90,15 @@ def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: An
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return result
+
+
+def _finished(final: str, remote: bool) -> bool:
+    """Whether the task whose directory is ``final`` left its completion record there."""
+    if remote:
+        from neardup.io.objects import exists
+
+        return exists(f"{final}/{DONE}")
+    return os.path.exists(os.path.join(final, DONE))
 
 
 class TaskInputError(InputError):

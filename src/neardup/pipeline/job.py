@@ -370,8 +370,9 @@ def dedup(
     work_dir : path, optional
         Staged run: keep each finished task's results in this directory, so that running the
         same call again after a crash or Ctrl-C resumes it (a different run is refused). A
-        path of a file system (local, or shared by a cluster's workers), not a URL. Default:
-        a temporary directory, removed at the end.
+        path of a file system (local, or shared by a cluster's workers), or a prefix of object
+        storage (``"s3://bucket/work"``, any fsspec URL; see the cluster guide). Default: a
+        temporary directory, removed at the end.
     clean_work_dir : bool, default False
         With ``work_dir``: remove it once the outputs are committed (the files the run wrote
         there; the directory itself unless it holds anything else). Kept after a failure.
@@ -532,7 +533,7 @@ def _where(executor: Any) -> dict[str, Any]:
 
 
 def _refuse_early(executor: Any, data: Any, device: str, work_dir: Any) -> None:
-    """Before anything starts: a URL as ``work_dir``; an executor other than this process's
+    """Before anything starts: a ``work_dir`` URL that cannot hold one; an executor other than this process's
     threads (Ray), which runs staged work only, on in-memory data or with ``device="cuda"``."""
     check_work_dir(work_dir)
     name = executor if isinstance(executor, str) or executor is None else executor.name

@@ -23,7 +23,7 @@ from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD,
 from neardup.core.similarity import check_threshold, distance_for_threshold
 from neardup.errors import InputError
 from neardup.io.blocks import line_format
-from neardup.io.files import compression_of, input_size, is_url, read_path
+from neardup.io.files import compression_of, input_size, is_url, local_path, read_path
 from neardup.io.readers import STDIN
 from neardup.io.sources import InputFile, expand_inputs
 from neardup.io.writers import OutputSet
@@ -295,7 +295,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
     ------
     ValueError
         For options that do not fit together (``update`` without ``against``, ``blocks`` not
-        above the distance, a URL as ``work_dir``, an unknown keep policy, a bad threshold or shard size, a staged
+        above the distance, a ``work_dir`` URL of a read-only scheme, an unknown keep policy, a bad threshold or shard size, a staged
         run asked for with something only the one-process run does, ``common_shingles``
         not a share in (0, 1) or a count >= 2, or without verification).
     InputError
@@ -336,7 +336,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
         output=_path(output), clusters=_path(clusters), drop_list=_path(drop_list),
         json_summary=_path(json_summary), removed=_path(removed), against=against,
         update=update, shard_docs=per,
-        work_dir=_path(work_dir) if staged else None, clean_work_dir=clean_work_dir,
+        work_dir=_work_path(work_dir) if staged else None, clean_work_dir=clean_work_dir,
         inputs=tuple(inputs), staged=staged,
         search_docs=search, device=device, common_shingles=common, candidates=candidates,
     )  # fmt: skip
@@ -452,6 +452,15 @@ def _against_key(against: Any) -> Any:
 
 def _path(p: str | os.PathLike | None) -> str | None:
     return None if p is None else os.fspath(p)
+
+
+def _work_path(p: str | os.PathLike | None) -> str | None:
+    """The work directory: a path (a ``file://`` URL as the path it names), or a URL of
+    object storage without a closing ``/``."""
+    if p is None:
+        return None
+    local = local_path(p)
+    return os.fspath(p).rstrip("/") if local is None else local
 
 
 def check_outputs(plan: DedupPlan, extras: Sequence[Any] = ()) -> None:

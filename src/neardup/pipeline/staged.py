@@ -22,6 +22,7 @@ import os
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,11 +32,13 @@ import numpy as np
 from neardup.core.common import common_limit, key_ranges, template_hint
 from neardup.distributed.plan import make_plan
 from neardup.errors import InputError, damaged, reading_back
+from neardup.io import objects
 from neardup.io.display import plural, size
 from neardup.io.files import (
     check_unchanged,
     file_stamp,
     input_copies,
+    is_url,
     open_output_stream,
     reading_copies,
 )
@@ -49,10 +52,11 @@ from neardup.pipeline import stage_near as N
 from neardup.pipeline import stages as S
 from neardup.pipeline.executors import LocalExecutor, Progress, run_task
 from neardup.pipeline.plan import SEARCH_BYTES_PER_DOC, TASK_BYTES_PER_DOC, DedupPlan
+from neardup.pipeline.read_cache import forget, local_file, renew
 from neardup.pipeline.result import common_figures, report_no_shingles
 from neardup.pipeline.scan import check_key_kinds, check_parquet_schemas
 from neardup.pipeline.shard_write import write_task
-from neardup.pipeline.workdir import LOCK, locked, read_json, replace_files, write_object
+from neardup.pipeline.workdir import DONE, LOCK, locked, read_json, replace_files, write_object
 from neardup.pipeline.write import register_outputs, write_summary
 
 __all__ = ["StagedRun", "open_work_dir", "run_staged"]
@@ -142,6 +146,10 @@ def open_work_dir(plan: DedupPlan, stamps: Mapping[str, tuple] | None = None) ->
         stamps = {f.path: file_stamp(f.path) for f in plan.files}
     inputs = json.loads(json.dumps([[p, stamp] for p, stamp in stamps.items()]))
     manifest = {"version": _VERSION, "plan": plan.key(), "inputs": inputs}
+    if is_url(work):
+        with _object_work_dir(work, manifest):
+            yield work
+        return
     path = os.path.join(work, _MANIFEST)
     if os.path.isdir(work) and not _ours(work):
         raise _not_ours(work)
@@ -155,6 +163,31 @@ def open_work_dir(plan: DedupPlan, stamps: Mapping[str, tuple] | None = None) ->
         else:
             write_object(path, manifest)
         yield work
+
+
+@contextlib.contextmanager
+def _object_work_dir(work: str, manifest: dict[str, Any]) -> Iterator[None]:
+    """:func:`open_work_dir` for a prefix of object storage (not locked: it has no lock), this
+    process's local copies of its files removed at the end
+    (:mod:`neardup.pipeline.read_cache`)."""
+    objects.writable_root(work, "a work directory")
+    names = _top_names(work)
+    if _MANIFEST in names:
+        _check_manifest(work, read_json(f"{work}/{_MANIFEST}"), manifest)
+    elif names:
+        raise _not_ours(work)
+    else:
+        write_object(f"{work}/{_MANIFEST}", manifest)
+    renew(work)
+    try:
+        yield
+    finally:
+        forget(work)
+
+
+def _top_names(work: str) -> set[str]:
+    """The names right under the prefix ``work`` of object storage (files and prefixes)."""
+    return {name.split("/", 1)[0] for name in objects.sizes(work)}
 
 
 def _ours(work: str) -> bool:
@@ -214,11 +247,17 @@ class _Runner:
         """``fn`` over ``tasks`` (name, arguments) of ``stage``; ``memory``: the bytes a task
         holds at its peak (the plan's estimate, for an executor that places tasks by memory)."""
         t0 = time.perf_counter()
-        done = sum(_finished(self.work, stage, name) for name, _ in tasks)
+        finished = _finished_names(self.work, stage, [name for name, _ in tasks])
+        done = len(finished)
         self.reused[stage] = self.reused.get(stage, 0) + done
         if hasattr(self.progress, "reused"):  # no rate from tasks reused
             self.progress.reused[stage] = done
-        args = [(self.copies, self.sums, self.work, stage, name, fn, *a) for name, a in tasks]
+        generation = uuid.uuid4().hex  # the local copies of object storage's files, renewed
+        renew(self.work, generation)
+        # on object storage a task the listing found unfinished does not look for its record
+        fresh = is_url(self.work)
+        args = [(self.copies, self.sums, generation, fresh and name not in finished, self.work,
+                 stage, name, fn, *a) for name, a in tasks]  # fmt: skip
         out = self.executor.map(_run_task, args, stage, self.progress, memory=memory)
         self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
         self.tasks[stage] = self.tasks.get(stage, 0) + len(tasks)
@@ -228,14 +267,27 @@ class _Runner:
 
 def _finished(work: str, stage: str, name: str) -> bool:
     """Whether task ``name`` of ``stage`` finished in ``work`` (by an earlier run: reused)."""
-    return os.path.exists(os.path.join(work, stage, name, "done.json"))
+    return os.path.exists(os.path.join(work, stage, name, DONE))
 
 
-def _run_task(copies: tuple[tuple[str, str], ...], sums: bool, *args: Any) -> Any:
+def _finished_names(work: str, stage: str, names: Sequence[str]) -> set[str]:
+    """The tasks of ``names`` of ``stage`` that finished in ``work`` (on object storage: by one
+    listing)."""
+    if not is_url(work):
+        return {name for name in names if _finished(work, stage, name)}
+    found = objects.sizes(f"{work}/{stage}")
+    return {name for name in names if f"{name}/{DONE}" in found}
+
+
+def _run_task(copies: tuple[tuple[str, str], ...], sums: bool, generation: str, fresh: bool,
+              *args: Any) -> Any:  # fmt: skip
     """:func:`run_task` reading each piped input of ``copies`` from its copy; ``sums``: its
-    files' CRC-32 recorded too."""
+    files' CRC-32 recorded too; ``generation``: its stage's, for the local copies of a work
+    directory on object storage (:mod:`neardup.pipeline.read_cache`); ``fresh``: not finished
+    when the stage began (no record to look for)."""
+    renew(args[0], generation)
     with reading_copies(copies):
-        return run_task(*args, sums=sums)
+        return run_task(*args, sums=sums, fresh=fresh)
 
 
 def _scan(r: _Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | None) -> StagedRun:
@@ -294,6 +346,7 @@ def _drop_repeats(r: _Runner, plan: DedupPlan, run: StagedRun, shards: list[int]
         )
         run.sizes[s] = info["n"]
         shingleless[s] = info["no_shingles"]
+    renew(r.work)  # the scan's spills changed: local copies of the old ones are not read
 
 
 def _copies(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
@@ -648,7 +701,8 @@ def interrupted_note(plan: DedupPlan) -> str:
     if work is None:
         return ("nothing is kept (its work directory was temporary); with --work-dir DIR a "
                 "run stopped can resume")  # fmt: skip
-    if not os.path.exists(os.path.join(work, _MANIFEST)):
+    manifest = os.path.join(work, _MANIFEST)
+    if not (objects.exists(manifest) if is_url(work) else os.path.exists(manifest)):
         return f"nothing is kept in {work} yet"
     return (f"the finished tasks are kept in {work} ({size(_dir_bytes(work))}): run the same "
             "command again, with the same --work-dir, to resume")  # fmt: skip
@@ -658,6 +712,8 @@ def clean_work_dir(work: str, stages: Iterable[str]) -> list[str]:
     """Remove what a run wrote in its work directory ``work``: its manifest, lock file and the
     directories of its ``stages``; then ``work`` itself, unless something else is left there
     (not neardup's: kept). Returns the names left, sorted."""
+    if is_url(work):
+        return _clean_object_work_dir(work, stages)
     for name in sorted(os.listdir(work)):
         path = os.path.join(work, name)
         if name in stages and os.path.isdir(path) and not os.path.islink(path):
@@ -670,8 +726,21 @@ def clean_work_dir(work: str, stages: Iterable[str]) -> list[str]:
     return left
 
 
+def _clean_object_work_dir(work: str, stages: Iterable[str]) -> list[str]:
+    """:func:`clean_work_dir` for a prefix of object storage."""
+    stages, names = set(stages), _top_names(work)
+    gone = [f"{work}/{name}" for name in sorted(names & stages)]
+    objects.remove(gone, work, recursive=True)
+    if _MANIFEST in names:
+        objects.remove([f"{work}/{_MANIFEST}"], work)
+    return sorted(names - stages - {_MANIFEST})
+
+
 def _kept_tasks(work: str) -> int:
     """The tasks finished in ``work`` (a work directory: each stage a directory of tasks)."""
+    if is_url(work):
+        return sum(name.count("/") == 2 and name.endswith(f"/{DONE}")
+                   for name in objects.sizes(work))  # fmt: skip
     return sum(
         _finished(work, stage, task)
         for stage in os.listdir(work)
@@ -682,6 +751,8 @@ def _kept_tasks(work: str) -> int:
 
 
 def _dir_bytes(path: str) -> int:
+    if is_url(path):
+        return sum(objects.sizes(path).values())
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
@@ -703,16 +774,12 @@ def _run_staged(
     # an input rewritten while the stages read it is refused, as in the one-process run
     stamps = {f.path: file_stamp(f.path) for f in plan.files}
     with contextlib.ExitStack() as stack:
+        outputs = stack.enter_context(OutputSet(plan.inputs))
+        index = _open_index(stack, plan, outputs)
+        _register_outputs(plan, outputs, extra_outputs)
         work = stack.enter_context(open_work_dir(plan, stamps))
         if plan.work_dir is not None and log is not None and (kept := _kept_tasks(work)):
             log(f"resuming from {work}: {plural(kept, 'finished task')} kept there")
-        outputs = stack.enter_context(OutputSet(plan.inputs))
-        index = _open_index(stack, plan, outputs)
-        outputs.add_inputs(f.path for f in plan.files)
-        register_outputs(outputs, list(plan.files), plan.output, plan.clusters, plan.drop_list,
-                         plan.json_summary, plan.removed)  # fmt: skip
-        for extra in extra_outputs:
-            extra.register(outputs)
         r = _Runner(
             work,
             executor,
@@ -746,6 +813,18 @@ def _run_staged(
             log(f"{plural(run.n, 'document')} in {plural(len(plan.shards), 'shard')}, "
                 f"{plural(run.clusters, 'cluster')} found ({executor.name} executor)")  # fmt: skip
     return run, result
+
+
+def _register_outputs(plan: DedupPlan, outputs: OutputSet, extra_outputs: Sequence[Any]) -> None:
+    """Every output of the run checked and registered, before the work directory is opened
+    (none may be an input, or in a work directory on object storage)."""
+    outputs.add_inputs(f.path for f in plan.files)
+    if plan.work_dir is not None and is_url(plan.work_dir):
+        outputs.add_inputs([plan.work_dir])
+    register_outputs(outputs, list(plan.files), plan.output, plan.clusters, plan.drop_list,
+                     plan.json_summary, plan.removed)  # fmt: skip
+    for extra in extra_outputs:
+        extra.register(outputs)
 
 
 class StagedView:
@@ -874,6 +953,13 @@ def _peak_rss() -> int:
 
 
 def _stage_bytes(work: str) -> dict[str, int]:
+    if is_url(work):
+        out: dict[str, int] = {}
+        for name, n in objects.sizes(work).items():
+            if "/" in name:
+                stage = name.split("/", 1)[0]
+                out[stage] = out.get(stage, 0) + n
+        return dict(sorted(out.items()))
     out = {}
     for stage in sorted(os.listdir(work)):
         root = os.path.join(work, stage)
@@ -907,7 +993,7 @@ def _open_part(path: str, want: int | None) -> Any:
     """A part a task wrote, open for reading; missing, unreadable or not of the ``want`` bytes
     its task wrote: the work directory is damaged (never taken as empty)."""
     with reading_back(path):
-        f = open(path, "rb")  # noqa: SIM115 (closed by the caller)
+        f = open(local_file(path), "rb")  # noqa: SIM115 (closed by the caller)
     size = os.fstat(f.fileno()).st_size
     if want is not None and size != want:
         f.close()
@@ -1033,6 +1119,8 @@ def _place_parts(
     systems."""
     ext = ".jsonl" if plan.kind == "jsonl" else ".txt"
     sizes = run.part_bytes if sizes is None else sizes
+    if out.remote is not None:
+        return _put_parts(run, outputs, out, name, sizes, ext)
     total = 0
     with outputs.open_directory(out) as tmp:
         for s in range(len(run.sizes)):
@@ -1051,8 +1139,34 @@ def _place_parts(
     return total
 
 
+def _put_parts(run: StagedRun, outputs: OutputSet, out: Any, name: str, sizes: Sequence[int],
+               ext: str) -> int:  # fmt: skip
+    """Each shard's records part ``name`` (of the ``sizes`` bytes its task wrote) as the object
+    ``part-NNNNN.jsonl`` (or ``.txt``) of the output directory ``out`` on object storage, put at
+    commit (:mod:`neardup.io.object_outputs`); returns their bytes."""
+    found = objects.sizes(f"{run.work}/write") if is_url(run.work) else None  # one listing
+    total = 0
+    with outputs.open_objects(out) as add:
+        for s, size in enumerate(sizes):
+            part = os.path.join(run.work, "write", str(s), name)
+            if found is None:
+                _open_part(part, size).close()
+            elif found.get(f"{s}/{name}") != size:
+                there = found.get(f"{s}/{name}")
+                why = "missing" if there is None else f"{there} bytes where its task wrote {size}"
+                raise damaged(part, why)
+            if size:
+                add(f"part-{s:05d}{ext}", part)
+                total += size
+    return total
+
+
 def _move(src: str, dest: str, keep: bool) -> None:
-    """``src`` to ``dest``: renamed, or copied where ``keep`` or across file systems."""
+    """``src`` to ``dest``: renamed, or copied where ``keep`` or across file systems (an
+    object of object storage: downloaded)."""
+    if is_url(src):
+        objects.get_file(src, dest)
+        return
     if not keep:
         with contextlib.suppress(OSError):
             os.replace(src, dest)
@@ -1063,13 +1177,17 @@ def _move(src: str, dest: str, keep: bool) -> None:
 def _move_tree(src: str, dest: str, keep: bool) -> int:
     """Every file under ``src`` to the same place under ``dest``; returns their bytes."""
     total = 0
-    for root, _, names in os.walk(src):
-        for n in names:
-            path = os.path.join(root, n)
-            target = os.path.join(dest, os.path.relpath(path, src))
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            total += os.path.getsize(path)
-            _move(path, target, keep)
+    if is_url(src):
+        found = objects.sizes(src)
+        listed = [(f"{src}/{rel}", rel, n) for rel, n in found.items()]
+    else:
+        listed = [(os.path.join(root, n), os.path.relpath(os.path.join(root, n), src), None)
+                  for root, _, names in os.walk(src) for n in names]  # fmt: skip
+    for path, rel, n in listed:
+        target = os.path.join(dest, *rel.split("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        total += os.path.getsize(path) if n is None else n
+        _move(path, target, keep)
     return total
 
 

@@ -56,6 +56,7 @@ from neardup.index.storage import NPY_HEADERS
 from neardup.io.blocks import hash_ids, id_key, iter_blocks, line_format
 from neardup.io.files import input_size, read_path
 from neardup.pipeline.plan import DedupPlan
+from neardup.pipeline.read_cache import local_file
 from neardup.pipeline.scan import SeenDocuments, first_kinds
 from neardup.pipeline.stream import (
     block_bytes,
@@ -110,7 +111,7 @@ def load(work: str, stage: str, task: str | int, name: str) -> np.ndarray:
     """Array ``name`` written by task ``task`` of ``stage`` (memory-mapped)."""
     path = os.path.join(work, stage, str(task), f"{name}.npy")
     with reading_back(path), NPY_HEADERS:  # np.load parses its header with ast
-        return np.load(path, mmap_mode="r")
+        return np.load(local_file(path), mmap_mode="r")
 
 
 def slices(work: str, stage: str, tasks: Iterable[str | int], p: int,
@@ -136,7 +137,7 @@ def inbox(work: str, stage: str, tasks: list[str], p: int, name: str = "e",
 def load_ids(work: str, shard: int) -> list[Any]:
     """The ids of shard ``shard``'s documents, in input order."""
     path = os.path.join(work, "scan", str(shard), "ids.pkl")
-    with reading_back(path), open(path, "rb") as f:
+    with reading_back(path), open(local_file(path), "rb") as f:
         return pickle.load(f)
 
 
@@ -358,7 +359,7 @@ def read_records(work: str, stage: str, task: str | int, name: str, lo: int = 0,
     if hi <= lo:
         return []
     path = os.path.join(work, stage, str(task), f"{name}.jsonl")
-    with reading_back(path), open(path, "rb") as f:
+    with reading_back(path), open(local_file(path), "rb") as f:
         f.seek(int(at[lo]))
         return [json.loads(line) for line in f.read(int(at[hi] - at[lo])).splitlines()]
 
@@ -558,7 +559,7 @@ def shard_sets(work: str, s: int, stage: str = "scan") -> ShingleSets:
         return ShingleSets(koff, np.zeros(0, dtype=np.uint32))
     path = os.path.join(work, stage, str(s), "keys.u32")
     with reading_back(path):
-        return ShingleSets(koff, np.memmap(path, dtype=np.uint32, mode="r", shape=(n,)))
+        return ShingleSets(koff, np.memmap(local_file(path), dtype=np.uint32, mode="r", shape=(n,)))
 
 
 def _sets(work: str, s: int) -> ShingleSets:

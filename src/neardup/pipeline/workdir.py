@@ -13,6 +13,13 @@ it (:func:`neardup.errors.damaged`), never taken as the task's output. Every JSO
 work directory (the manifest, the completion records, the index check's entries) is read by
 :func:`read_json`, which refuses anything of another shape in one line. :func:`locked` keeps a second run out of a work
 directory while one uses it.
+
+A work directory may also be a prefix of object storage (any fsspec URL, :mod:`neardup.io.objects`):
+a task's files are put there once it has written them, its completion record last
+(:func:`publish_task`; each object whole, nothing renamed), and a rerun trusts a task whose
+record is there and whose files have the sizes it recorded (one listing; their CRC-32 is not
+read back, which would download them). Two runs on one such prefix are not kept apart: object
+storage has no lock.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from neardup.errors import InputError, damaged, reading_back
+from neardup.io import objects
 from neardup.io.files import is_url
 
 __all__ = [
@@ -33,6 +41,7 @@ __all__ = [
     "check_task",
     "check_work_dir",
     "locked",
+    "publish_task",
     "read_done",
     "read_json",
     "record_files",
@@ -46,23 +55,27 @@ _CHUNK = 1 << 22
 
 
 def check_work_dir(path: str | os.PathLike | None) -> None:
-    """Refuse, in one line, a work directory given as a URL (``s3://bucket/work``): until
-    object storage is supported, it is a path of a file system, local or shared by a
-    cluster's workers (one made of the URL's text would be a local folder named ``s3:``).
+    """Refuse, in one line, a work directory given as a URL that cannot hold one: of a scheme
+    fsspec only reads (``https://``), or without fsspec or its backend (named). A path of a
+    file system (local, or shared by a cluster's workers) or a URL of object storage
+    (``s3://bucket/work``) is accepted.
 
     Examples
     --------
     >>> check_work_dir("/data/work")
-    >>> check_work_dir("s3://bucket/work")
+    >>> check_work_dir("https://example.com/work")
     Traceback (most recent call last):
     ...
-    ValueError: work directory s3://bucket/work: the work directory must be a local or shared file system path, not a URL (object storage is not supported for it yet)
+    ValueError: work directory https://example.com/work: a work directory must be writable: https:// is read-only
     """
-    if path is not None and is_url(path):
-        raise ValueError(
-            f"work directory {os.fspath(path)}: the work directory must be a local or shared "
-            "file system path, not a URL (object storage is not supported for it yet)"
-        )
+    if path is None or not objects.is_object_url(path):
+        return
+    url = os.fspath(path)
+    scheme = url.split("://", 1)[0].lower()
+    if scheme in objects.READ_ONLY:
+        raise ValueError(f"work directory {url}: a work directory must be writable: "
+                         f"{scheme}:// is read-only")  # fmt: skip
+    objects.object_fs(url)  # fsspec and the scheme's backend installed (else named)
 
 
 def read_json(path: str, kind: type = dict, fields: Mapping[str, type] | None = None) -> Any:
@@ -83,8 +96,12 @@ def read_json(path: str, kind: type = dict, fields: Mapping[str, type] | None = 
     ...
     neardup.errors.InputError: ...: cannot be read back (a list, not a JSON object): ...
     """
-    with reading_back(path), open(path, encoding="utf-8") as f:
-        found = json.load(f)
+    with reading_back(path):
+        if is_url(path):
+            found = json.loads(objects.cat(path).decode("utf-8"))
+        else:
+            with open(path, encoding="utf-8") as f:
+                found = json.load(f)
     if not isinstance(found, kind):
         what = "JSON object" if kind is dict else f"JSON {_json_type(kind())}"
         raise damaged(path, f"a {_json_type(found)}, not a {what}")
@@ -101,7 +118,11 @@ def _json_type(value: Any) -> str:
 
 
 def write_object(path: str, value: Mapping[str, Any]) -> None:
-    """``value`` as JSON in ``path``, whole or not at all (a temporary file, synced, renamed)."""
+    """``value`` as JSON in ``path``, whole or not at all (a temporary file, synced, renamed;
+    a URL: one object, put whole)."""
+    if is_url(path):
+        objects.put_bytes(path, json.dumps(value).encode("utf-8"))
+        return
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(value, f)
@@ -157,23 +178,36 @@ def _check_entry(path: str, name: str, entry: Any) -> None:
 
 def check_task(directory: str, record: Mapping[str, Any]) -> None:
     """Every file the task in ``directory`` recorded (``record``, from :func:`read_done`) as
-    it was written: present, of its size and (where recorded) its CRC-32; else
-    :func:`~neardup.errors.damaged` naming the first that is not. A file that a later task is
-    putting in its place (:func:`replace_files`) may be either version."""
+    it was written: present, of its size and (where recorded, on a file system) its CRC-32;
+    else :func:`~neardup.errors.damaged` naming the first that is not. A file that a later task
+    is putting in its place (:func:`replace_files`) may be either version."""
+    found = objects.sizes(directory) if is_url(directory) else None  # one listing
     was = record.get("was", {})
     for name, entry in record["files"].items():
         path = os.path.join(directory, name)
-        if name in was and (was[name] is None and not os.path.exists(path)):
+        if name in was and was[name] is None and not _exists(path, found, name):
             continue
-        why = _differs(path, entry)
-        if why is not None and not (name in was and _differs(path, was[name]) is None):
+        why = _differs(path, entry, found, name)
+        if why is not None and not (name in was and _differs(path, was[name], found, name) is None):
             raise damaged(path, why)
 
 
-def _differs(path: str, entry: list[int | None] | None) -> str | None:
-    """How the file at ``path`` differs from ``[bytes, CRC-32]`` (None: it does not)."""
+def _exists(path: str, found: Mapping[str, int] | None, name: str) -> bool:
+    return os.path.exists(path) if found is None else name in found
+
+
+def _differs(path: str, entry: list[int | None] | None, found: Mapping[str, int] | None = None,
+             name: str = "") -> str | None:  # fmt: skip
+    """How the file at ``path`` differs from ``[bytes, CRC-32]`` (None: it does not);
+    ``found``: the sizes of its task's objects (a work directory on object storage, whose
+    files are checked by size)."""
     if entry is None:
         return "a file where none was"
+    if found is not None:
+        size = found.get(name)
+        if size is None:
+            return "missing"
+        return None if size == entry[0] else f"{size} bytes where its task wrote {entry[0]}"
     with reading_back(path):
         size = os.path.getsize(path)
         if size != entry[0]:
@@ -183,12 +217,22 @@ def _differs(path: str, entry: list[int | None] | None) -> str | None:
     return None
 
 
+def publish_task(local: str, final: str, record: Mapping[str, Any]) -> None:
+    """The files of a finished task, written in the local directory ``local``, put in its
+    directory ``final`` on object storage, then its completion ``record`` last: a task whose
+    record is there has all its files there (each object whole; none renamed)."""
+    names = [name for name in record["files"] if name != DONE]
+    objects.put_files([(os.path.join(local, n), f"{final}/{n}") for n in names], final)
+    write_object(f"{final}/{DONE}", record)
+
+
 def replace_files(src: str, dest: str) -> None:
     """The files of the finished task in ``src`` moved over those of the same names of the
     finished task in ``dest`` (the dedup-ids stage's spill without repeated ids, in place of
     the scan's), the completion records following them, so that a run stopped at any point
     finds both tasks whole and completes the move when run again: ``dest`` accepts either
-    version while the files move, ``src`` records what it handed over."""
+    version while the files move, ``src`` records what it handed over. On object storage a
+    file moves as a copy by the store, then the original removed."""
     new = read_done(src)
     if new["files"]:
         old = read_done(dest)
@@ -198,24 +242,39 @@ def replace_files(src: str, dest: str) -> None:
         write_object(os.path.join(dest, DONE),
                      {**old, "files": {**old["files"], **new["files"]}, "was": was})  # fmt: skip
         write_object(os.path.join(src, DONE), {**new, "files": {}, "moved": new["files"]})
+    found = objects.sizes(src) if is_url(src) else None
     for name, entry in new.get("moved", new["files"]).items():
         path = os.path.join(src, name)
-        if os.path.exists(path):  # not moved yet: as its task wrote it
-            why = _differs(path, entry)
+        if _exists(path, found, name):  # not moved yet: as its task wrote it
+            why = _differs(path, entry, found, name)
             if why is not None:
                 raise damaged(path, why)
-            os.replace(path, os.path.join(dest, name))
+            _move(path, os.path.join(dest, name))
     old = read_done(dest)
     if "was" in old:
         write_object(os.path.join(dest, DONE), {k: v for k, v in old.items() if k != "was"})
+
+
+def _move(src: str, dest: str) -> None:
+    """The file ``src`` renamed ``dest`` (on object storage: copied, then removed)."""
+    if not is_url(src):
+        os.replace(src, dest)
+        return
+    objects.copy([(src, dest)], src)
+    objects.remove([src], src)
 
 
 @contextlib.contextmanager
 def locked(work: str) -> Iterator[None]:
     """An exclusive, non-blocking ``flock`` on the work directory ``work``'s lock file for the
     block (the file holds this process's id); held by another run: an :class:`InputError`
-    naming that run's pid."""
+    naming that run's pid. A work directory on object storage is not locked (it has no
+    lock)."""
     import fcntl
+
+    if is_url(work):
+        yield
+        return
 
     path = os.path.join(work, LOCK)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
