@@ -5,19 +5,25 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import tempfile
 import warnings
+from pathlib import Path
 
 import naive
 import numpy as np
 import pytest
 from cli import invoke
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import BIG, COPY, EDITED, EMPTY, SINGLE, UNRELATED, key_sets
+from test_staged import _copied, word_docs
+from test_staged_near import WORDS, _counts, _near_section, _run, _same_near_misses, _write
 
 import neardup
 from neardup.core import prefix
 from neardup.core.verify import as_shingle_sets, decide_verified, priority_order
+from neardup.errors import InputError
 
 THRESHOLDS = [0.05, 0.3, 0.5, 0.6, 2 / 3, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0]
 
@@ -173,9 +179,6 @@ def test_dedup_with_prefix_candidates(tmp_path):
         neardup.dedup(texts, candidates="prefix", verify=False)
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)))
-    with pytest.raises(ValueError, match="staged run .* does not work with candidates='prefix'"):
-        neardup.dedup(str(src), output=str(tmp_path / "o.jsonl"), candidates="prefix",
-                      shard_docs=2)  # fmt: skip
 
 
 def test_cli_candidates_prefix(tmp_path):
@@ -192,3 +195,76 @@ def test_cli_candidates_prefix(tmp_path):
                "prefix", "--no-verify", text=True)  # fmt: skip
     assert r.returncode == 2 and "--candidates prefix" in r.stderr
     assert not (tmp_path / "o2.jsonl").exists()
+
+
+# -- the staged run: the same candidates, the same bytes ---------------------------------------
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    word_docs(WORDS, 14),
+    st.integers(1, 12),
+    st.integers(1, 2),
+    st.sampled_from([0.5, 0.8]),
+    st.sampled_from(["first", "longest"]),
+    st.sampled_from([None, 0.4]),
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 80), st.integers(0, 2)), max_size=12),
+)
+def test_staged_prefix_run_is_the_one_process_run(docs, shard_docs, threads, threshold, keep,
+                                                  common, copies):  # fmt: skip
+    """Kept bytes, decisions, near misses and the report's page: the staged stages find the
+    candidates the one-process kernel finds, for any shard size and thread count."""
+    docs = _copied(docs, copies) + docs[:2]
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp)
+        _write(where / "in.jsonl", docs)
+        kw = dict(threshold=threshold, keep=keep, common_shingles=common, candidates="prefix")
+        ref = _run(where, "one", **kw)
+        got = _run(where, "staged", **kw, shard_docs=shard_docs, threads=threads)
+        assert (where / "staged.jsonl").read_bytes() == (where / "one.jsonl").read_bytes()
+        assert got.labels.tolist() == ref.labels.tolist()
+        _same_near_misses(got, ref)
+        one, staged = (where / "one.html").read_text(), (where / "staged.html").read_text()
+        assert _near_section(staged) == _near_section(one)
+        assert _counts(staged) == _counts(one)
+
+
+def _pages(n: int, seed: int = 3) -> list[str]:
+    """Pages of one site (a template of 140 words) with 20-80 words of their own, a tenth of
+    them followed by a copy with one word changed."""
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(20000)]
+    template = rng.choice(vocab, 140).tolist()
+    out = []
+    for _ in range(n):
+        own = rng.choice(vocab, int(rng.integers(20, 80))).tolist()
+        out.append(" ".join(template[:70] + own + template[70:]))
+        if rng.random() < 0.1:
+            own[0] = "changed"
+            out.append(" ".join(template[:70] + own + template[70:]))
+    return out
+
+
+def test_staged_prefix_resumes_and_equals_one_process(tmp_path):
+    docs = _pages(600)
+    _write(tmp_path / "in.jsonl", docs)
+    src = str(tmp_path / "in.jsonl")
+    one = neardup.dedup(src, output=str(tmp_path / "one.jsonl"), candidates="prefix")
+    assert 0 < one.summary()["dropped"] < len(docs)
+    work = tmp_path / "work"
+    summary = tmp_path / "s.json"
+    kw = dict(candidates="prefix", shard_docs=150, work_dir=str(work), json_summary=str(summary))
+    neardup.dedup(src, output=str(tmp_path / "a.jsonl"), **kw)
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
+    for stage in ("prefix-pairs", "pairs"):  # a task of each lost
+        assert (work / stage / "1" / "done.json").exists()
+        shutil.rmtree(work / stage / "1")
+    (tmp_path / "a.jsonl").unlink()
+    neardup.dedup(src, output=str(tmp_path / "a.jsonl"), **kw)  # resumed: one task each to run
+    stages = json.loads(summary.read_text())["stages"]
+    for stage in ("prefix-pairs", "pairs"):
+        assert stages[stage]["reused"] == stages[stage]["tasks"] - 1 >= 1
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
+    with pytest.raises(InputError, match="work of a different dedup command"):
+        neardup.dedup(src, output=str(tmp_path / "fp.jsonl"), shard_docs=150, work_dir=str(work))
+    assert not (tmp_path / "fp.jsonl").exists()  # fingerprint candidates: another plan

@@ -264,7 +264,7 @@ def _check_verified_only(no_verify: bool, common: float | int | None, candidates
     help="Where the verified pairs come from: documents whose set fingerprints are within "
     "--distance bits, or ('prefix') documents that share one of their rarest shingles: every "
     "pair at --threshold is found, and pages that share only a template are not compared. "
-    "Verified runs in one process only.",
+    "Verified runs only.",
 )
 @click.option(
     "--blocks",

@@ -42,7 +42,7 @@ from neardup.core import verify_kernels as VK
 from neardup.core.bits import as_fingerprints, popcount
 from neardup.core.decide import KEEP_POLICIES, priority_order
 from neardup.core.layout import Layout
-from neardup.core.prefix import rank_counts, prefix_keep, prefix_sets
+from neardup.core.prefix import prefix_keep, prefix_sets, rank_counts
 from neardup.core.search import PermutedTables, find_all, resolve_layout
 from neardup.core.similarity import (
     DEFAULT_THRESHOLD,

@@ -45,10 +45,10 @@ from neardup.io.files import (
 from neardup.io.leftovers import TEMP_SUFFIX, remove_leftovers, temp_prefix
 from neardup.io.writers import OutputSet
 from neardup.pipeline import common_shingles as T
-from neardup.pipeline import stage_prefix as P
 from neardup.pipeline import stage_against as A
 from neardup.pipeline import stage_components as C
 from neardup.pipeline import stage_near as N
+from neardup.pipeline import stage_prefix as P
 from neardup.pipeline import stages as S
 from neardup.pipeline.executors import LocalExecutor, Progress, run_task
 from neardup.pipeline.plan import SEARCH_BYTES_PER_DOC, TASK_BYTES_PER_DOC, DedupPlan
