@@ -82,13 +82,13 @@ def rank_counts(keys: np.ndarray, threads: int = 1, bits: int = COUNT_BITS) -> n
 
 
 class PrefixSets:
-    """Each document's prefix: its keys of lowest rank in the corpus order (CSR, rank order).
+    """Each document's prefix: its keys of lowest rank in the corpus order (CSR).
 
     Attributes
     ----------
     offsets : ndarray of int64, shape (n + 1,)
     keys : ndarray of uint32
-        Document ``d``'s prefix is ``keys[offsets[d]:offsets[d + 1]]``, rarest first.
+        Document ``d``'s prefix is ``keys[offsets[d]:offsets[d + 1]]``, in no particular order.
     """
 
     def __init__(self, offsets: np.ndarray, keys: np.ndarray) -> None:
@@ -150,7 +150,8 @@ def shared_keys(pre: PrefixSets) -> np.ndarray:
     """The keys (sorted, unique uint32) that two or more of the prefixes hold: the only keys
     that make candidates."""
     k = np.sort(pre.keys)
-    return np.unique(k[1:][k[1:] == k[:-1]])
+    d = k[1:][k[1:] == k[:-1]]
+    return d[np.r_[True, d[1:] != d[:-1]]] if len(d) else d
 
 
 def prefix_keep(
@@ -167,9 +168,9 @@ def prefix_keep(
     ``inter``, ``union``) and ``near`` in place; returns (checks, candidates)."""
     kept_for, inter, union = decided
     shared = shared_keys(pre)
-    slots, shift = PK.key_table(shared)
+    table, shift = PK.key_table(shared)
     ids = np.empty(len(pre.keys), dtype=np.int64)
-    run_chunks(lambda lo, hi: PK.key_ids(shared, slots, shift, pre.keys, ids, lo, hi),
+    run_chunks(lambda lo, hi: PK.key_ids(table, shift, pre.keys, ids, lo, hi),
                len(ids), threads)  # fmt: skip
     checks, cands = PK.prefix_keep(
         sets.offsets, sets.keys, np.ascontiguousarray(docs, dtype=np.int64), pre.offsets,

@@ -38,11 +38,42 @@ def count_keys(keys, shift, counts, lo, hi):
         counts[_slot(keys[i], shift)] += 1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _select(a, n, k):
+    """Reorder ``a[:n]`` so that its ``k + 1`` smallest values come first (quickselect with a
+    median of three and a branch-free partition: about twice as fast as ``np.partition``,
+    which copies, on sets of a few hundred keys)."""
+    lo = 0
+    hi = n - 1
+    while hi > lo:
+        mid = (lo + hi) >> 1
+        if a[mid] < a[lo]:
+            a[mid], a[lo] = a[lo], a[mid]
+        if a[hi] < a[lo]:
+            a[hi], a[lo] = a[lo], a[hi]
+        if a[mid] < a[hi]:
+            a[mid], a[hi] = a[hi], a[mid]
+        pivot = a[hi]
+        i = lo
+        for j in range(lo, hi):
+            t = a[j]
+            a[j] = a[i]
+            a[i] = t
+            i += 1 if t < pivot else 0
+        a[i], a[hi] = a[hi], a[i]
+        if i == k:
+            return
+        if i < k:
+            lo = i + 1
+        else:
+            hi = i - 1
+
+
 @njit(cache=True, nogil=True)
 def prefixes(offsets, keys, counts, shift, poff, pkeys, lo, hi):
     """The prefix of each document ``d`` in ``[lo, hi)``: its ``poff[d + 1] - poff[d]`` keys of
     lowest rank (``counts[slot(key)] << 32 | key``), written to ``pkeys[poff[d]:poff[d + 1]]``
-    in rank order."""
+    in no particular order."""
     most = 0
     for d in range(lo, hi):
         most = max(most, offsets[d + 1] - offsets[d])
@@ -56,47 +87,45 @@ def prefixes(offsets, keys, counts, shift, poff, pkeys, lo, hi):
         for j in range(s):
             k = keys[a + j]
             rank[j] = (np.uint64(counts[_slot(k, shift)]) << np.uint64(32)) | np.uint64(k)
-        low = np.sort(rank[:s]) if p == s else np.sort(np.partition(rank[:s], p - 1)[:p])
+        if p < s:
+            _select(rank, s, p - 1)
         for j in range(p):
-            pkeys[poff[d] + j] = np.uint32(low[j] & _LOW32)
+            pkeys[poff[d] + j] = np.uint32(rank[j] & _LOW32)
 
 
 @njit(cache=True, nogil=True)
 def key_table(shared):
-    """An open-addressing table of the unique keys ``shared``: (slots, shift), slot ``h``
-    holding a key's index in ``shared`` or -1, at most half full."""
+    """An open-addressing table of the unique keys ``shared``, at most a quarter full:
+    (table, shift). A slot holds ``key << 32 | (index in shared + 1)``, 0 when empty; a key
+    starts at the slot of its top ``32 - shift`` hash bits (:func:`_slot`)."""
     bits = 4
-    while (1 << bits) < 2 * shared.shape[0]:
+    while (1 << bits) < 4 * shared.shape[0]:
         bits += 1
-    slots = np.full(1 << bits, -1, dtype=np.int64)
+    table = np.zeros(1 << bits, dtype=np.uint64)
     shift = 32 - bits
     mask = (1 << bits) - 1
     for i in range(shared.shape[0]):
         h = _slot(shared[i], shift)
-        while slots[h] >= 0:
+        while table[h] != 0:
             h = (h + 1) & mask
-        slots[h] = i
-    return slots, shift
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _find(shared, slots, shift, k):
-    """The index of key ``k`` in ``shared`` by the table of :func:`key_table`, or -1."""
-    mask = slots.shape[0] - 1
-    h = _slot(k, shift)
-    while slots[h] >= 0:
-        if shared[slots[h]] == k:
-            return slots[h]
-        h = (h + 1) & mask
-    return -1
+        table[h] = (np.uint64(shared[i]) << np.uint64(32)) | np.uint64(i + 1)
+    return table, shift
 
 
 @njit(cache=True, nogil=True)
-def key_ids(shared, slots, shift, pkeys, ids, lo, hi):
-    """``ids[j]``: the index of ``pkeys[j]`` in ``shared`` (by its :func:`key_table`), or -1,
-    for ``j`` in ``[lo, hi)``."""
+def key_ids(table, shift, pkeys, ids, lo, hi):
+    """``ids[j]``: the index in ``shared`` of ``pkeys[j]`` by the :func:`key_table` of
+    ``shared``, or -1, for ``j`` in ``[lo, hi)``."""
+    mask = table.shape[0] - 1
     for j in range(lo, hi):
-        ids[j] = _find(shared, slots, shift, pkeys[j])
+        k = np.uint64(pkeys[j])
+        h = _slot(pkeys[j], shift)
+        ids[j] = -1
+        while table[h] != 0:
+            if (table[h] >> np.uint64(32)) == k:
+                ids[j] = np.int64(table[h] & _LOW32) - 1
+                break
+            h = (h + 1) & mask
 
 
 @njit(cache=True, nogil=True)
