@@ -11,7 +11,8 @@ output.
     python bench/scale.py --docs 1e6 [--docs 4e6] [--shard-docs 250000] [--workers 2]
 
 A run other than ``today`` is compared with today's output of the same size, so keep
-``today`` in ``--runs``.
+``today`` in ``--runs``. Runs named ``...-prefix`` (``today-prefix``, ``local-prefix``,
+``dask-prefix``) take ``--candidates prefix`` and are compared with ``today-prefix``.
 """
 
 from __future__ import annotations
@@ -89,17 +90,20 @@ def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
     if not os.path.exists(docs):
         write_docs(docs + ".tmp", n, ns.dups)
         os.replace(docs + ".tmp", docs)
-    ref = os.path.join(tmp, f"today-{n}.jsonl")
     rows = []
     runs = {
         "today": ["--memory", "1T"],  # the one-process run, whatever the size
         "local": ["--shard-docs", str(ns.shard_docs)],
         "dask": ["--shard-docs", str(ns.shard_docs), "--workers", str(ns.workers)],
     }
+    prefix = ["--candidates", "prefix"]
+    runs.update({f"{k}-prefix": v + prefix for k, v in list(runs.items())})
     for name, extra in runs.items():
         if name not in ns.runs.split(","):
             continue
-        out = ref if name == "today" else os.path.join(tmp, f"{name}.jsonl")
+        first = "today-prefix" if name.endswith("-prefix") else "today"
+        ref = os.path.join(tmp, f"{first}-{n}.jsonl")  # what the run's kept bytes must equal
+        out = ref if name == first else os.path.join(tmp, f"{name}.jsonl")
         summary = os.path.join(tmp, f"{name}.json")
         r = run(["dedup", docs, "-q", "-o", out, "--json-summary", summary, *extra], tmp)
         with open(summary) as f:
@@ -114,9 +118,9 @@ def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
             stage_rss_mb={k: round(v["caller_peak_rss"] / 1e6) for k, v in stages.items()},
             shuffle_mb=s.get("shuffle_bytes", 0) / 1e6,
             seconds=s["seconds"],
-            same=name == "today" or (_same(out, ref) if os.path.exists(ref) else "not run"),
+            same=name == first or (_same(out, ref) if os.path.exists(ref) else "not run"),
         )
-        if name != "today":  # 16M outputs are gigabytes each: keep today's only
+        if name != first:  # 16M outputs are gigabytes each: keep today's only
             os.remove(out)
         rows.append(r)
         print(_line(r), flush=True)

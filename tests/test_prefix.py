@@ -3,6 +3,7 @@ naive.py, and what templates and families cost."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import shutil
@@ -268,3 +269,34 @@ def test_staged_prefix_resumes_and_equals_one_process(tmp_path):
     with pytest.raises(InputError, match="work of a different dedup command"):
         neardup.dedup(src, output=str(tmp_path / "fp.jsonl"), shard_docs=150, work_dir=str(work))
     assert not (tmp_path / "fp.jsonl").exists()  # fingerprint candidates: another plan
+
+
+def _need(sa: int, sb: int, t: float) -> int:
+    """The fewest common keys for Jaccard >= t (float64, as the kernels divide)."""
+    return next((c for c in range(min(sa, sb) + 1) if c / (sa + sb - c) >= t), min(sa, sb) + 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(sets=key_sets(30, universe=50, max_keys=25), threshold=st.sampled_from(THRESHOLDS))
+def test_prefix_pairs_are_the_positional_filter_at_the_first_common_key(sets, threshold):
+    """The staged stage's pairs, by brute force over every pair of prefixes (rank order)."""
+    s = _csr(sets)
+    pre = prefix.prefix_sets(s, threshold, prefix.rank_counts(s.keys))
+    lists = [pre.keys[pre.offsets[d] : pre.offsets[d + 1]].tolist() for d in range(len(sets))]
+    want = []
+    for a in range(len(sets)):
+        for b in range(a + 1, len(sets)):
+            common = [k for k in lists[a] if k in lists[b]]
+            if not common:
+                continue
+            i, j = lists[a].index(common[0]), lists[b].index(common[0])
+            sa, sb = len(sets[a]), len(sets[b])
+            if 1 + min(sa - i - 1, sb - j - 1) >= _need(sa, sb, threshold):
+                want.append((a, b))
+    doc = np.repeat(np.arange(len(sets)), np.diff(pre.offsets))
+    at = np.arange(len(doc)) - pre.offsets[doc]
+    got = prefix.prefix_pairs(pre.keys, doc, at, s.sizes[doc], threshold)
+    assert [tuple(p) for p in got.tolist()] == want
+    for a, b in itertools.combinations(range(len(sets)), 2):  # every pair at the threshold
+        if sets[a] and sets[b] and naive.jaccard(sets[a], sets[b]) >= threshold:
+            assert (a, b) in want

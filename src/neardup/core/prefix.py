@@ -82,13 +82,13 @@ def rank_counts(keys: np.ndarray, threads: int = 1, bits: int = COUNT_BITS) -> n
 
 
 class PrefixSets:
-    """Each document's prefix: its keys of lowest rank in the corpus order (CSR).
+    """Each document's prefix: its keys of lowest rank in the corpus order (CSR, rank order).
 
     Attributes
     ----------
     offsets : ndarray of int64, shape (n + 1,)
     keys : ndarray of uint32
-        Document ``d``'s prefix is ``keys[offsets[d]:offsets[d + 1]]``, in no particular order.
+        Document ``d``'s prefix is ``keys[offsets[d]:offsets[d + 1]]``, rarest first.
     """
 
     def __init__(self, offsets: np.ndarray, keys: np.ndarray) -> None:
@@ -122,20 +122,29 @@ def prefix_sets(
     return PrefixSets(poff, pkeys)
 
 
-def prefix_pairs(keys: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    """Every pair of positions that share a key among the prefix entries ``(keys[i], pos[i])``
-    (any order; a position once per key): int64 rows ``(a, b)``, ``a < b``, each pair once,
-    sorted. A key that ``m`` prefixes share makes ``m * (m - 1) / 2`` pairs."""
+def prefix_pairs(
+    keys: np.ndarray, pos: np.ndarray, at: np.ndarray, size: np.ndarray, t: float
+) -> np.ndarray:
+    """The candidate pairs among the prefix entries ``(keys[i], pos[i])`` (any order; a
+    position once per key; ``at[i]``: the key's place in the document's prefix, ``size[i]``:
+    the document's set size): positions that share a key and pass the positional filter at
+    their first common key, as int64 rows ``(a, b)``, ``a < b``, each pair once, sorted: the
+    pairs the one-process pass examines (:func:`prefix_keep`), kept or not."""
     order = np.lexsort((pos, keys))
-    k, p = keys[order], np.ascontiguousarray(pos[order], dtype=np.int64)
+    k = keys[order]
     cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1], True])
     starts, ends = cut[:-1], cut[1:]
     many = ends - starts >= 2
     starts, ends = starts[many], ends[many]
     m = ends - starts
     out = np.empty((int(np.sum(m * (m - 1) // 2)), 2), dtype=np.int64)
-    PK.group_pairs(p, starts, ends, out)
-    return unique_pairs(out)
+    got = PK.group_pairs(
+        np.ascontiguousarray(pos[order], dtype=np.int64),
+        np.ascontiguousarray(at[order], dtype=np.int64),
+        np.ascontiguousarray(size[order], dtype=np.int64),
+        starts, ends, float(t), out,
+    )  # fmt: skip
+    return unique_pairs(out[:got])
 
 
 def unique_pairs(pairs: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.compiled import njit
-from neardup.core.verify_kernels import reaches, reaches_near
+from neardup.core.verify_kernels import min_intersection, reaches, reaches_near
 
 __all__ = ["count_keys", "group_pairs", "key_ids", "key_table", "prefix_keep", "prefixes"]
 
@@ -73,7 +73,7 @@ def _select(a, n, k):
 def prefixes(offsets, keys, counts, shift, poff, pkeys, lo, hi):
     """The prefix of each document ``d`` in ``[lo, hi)``: its ``poff[d + 1] - poff[d]`` keys of
     lowest rank (``counts[slot(key)] << 32 | key``), written to ``pkeys[poff[d]:poff[d + 1]]``
-    in no particular order."""
+    in rank order: the ``j``-th is the document's ``j``-th key in the corpus order."""
     most = 0
     for d in range(lo, hi):
         most = max(most, offsets[d + 1] - offsets[d])
@@ -89,6 +89,7 @@ def prefixes(offsets, keys, counts, shift, poff, pkeys, lo, hi):
             rank[j] = (np.uint64(counts[_slot(k, shift)]) << np.uint64(32)) | np.uint64(k)
         if p < s:
             _select(rank, s, p - 1)
+        rank[:p].sort()
         for j in range(p):
             pkeys[poff[d] + j] = np.uint32(rank[j] & _LOW32)
 
@@ -128,6 +129,14 @@ def key_ids(table, shift, pkeys, ids, lo, hi):
             h = (h + 1) & mask
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _may_reach(sx, i, sy, j, t):
+    """Whether sets of ``sx`` and ``sy`` keys whose first common key in the corpus order is the
+    ``i``-th of the one and the ``j``-th of the other can reach Jaccard ``t``: they share at
+    most ``1 + min(sx - i - 1, sy - j - 1)`` keys (the positional filter)."""
+    return 1 + min(sx - i - 1, sy - j - 1) >= min_intersection(sx, sy, t)
+
+
 @njit(cache=True, nogil=True)
 def prefix_keep(
     offsets, keys, docs, poff, ids, n_shared, t, kept_for, inter, union,
@@ -135,16 +144,18 @@ def prefix_keep(
 ):  # fmt: skip
     """Keep or drop ``docs`` (class representatives in priority order, ``kept_for`` -2 while
     undecided), each dropped for the first kept earlier document, in priority order, with
-    Jaccard ``>= t`` among those sharing a key of its prefix, else kept (-1). The keys of
-    ``d``'s prefix are ``ids[poff[d]:poff[d + 1]]``: each an index below ``n_shared`` of a key
-    that two or more prefixes hold (the only keys that can pair documents), or -1. Only kept
-    documents are indexed. With ``near_for`` of length ``n`` (else empty), each checked pair under
-    ``t`` is offered as a near miss. Returns (set intersections computed, candidate pairs
-    examined)."""
+    Jaccard ``>= t`` among its candidates, else kept (-1). The keys of ``d``'s prefix, in rank
+    order, are ``ids[poff[d]:poff[d + 1]]``: each an index below ``n_shared`` of a key that two
+    or more prefixes hold (the only keys that can pair documents), or -1. A candidate shares a
+    prefix key and passes the positional filter (:func:`_may_reach`) at the first key it
+    shares. Only kept documents are indexed. With ``near_for`` of length ``n`` (else empty),
+    each checked pair under ``t`` is offered as a near miss. Returns (set intersections
+    computed, candidate pairs examined)."""
     record = near_for.shape[0] > 0
     head = np.full(n_shared, -1, dtype=np.int64)
     nxt = np.empty(ids.shape[0], dtype=np.int64)
     who = np.empty(ids.shape[0], dtype=np.int64)
+    at = np.empty(ids.shape[0], dtype=np.int64)
     seen = np.full(docs.shape[0], -1, dtype=np.int64)
     buf = np.empty(docs.shape[0], dtype=np.int64)
     used = 0
@@ -152,6 +163,7 @@ def prefix_keep(
     cands = 0
     for q in range(docs.shape[0]):
         d = docs[q]
+        sd = offsets[d + 1] - offsets[d]
         m = 0
         for j in range(poff[d], poff[d + 1]):
             g = ids[j]
@@ -162,8 +174,10 @@ def prefix_keep(
                 r = who[e]
                 if seen[r] != q:
                     seen[r] = q
-                    buf[m] = r
-                    m += 1
+                    y = docs[r]
+                    if _may_reach(sd, j - poff[d], offsets[y + 1] - offsets[y], at[e], t):
+                        buf[m] = r
+                        m += 1
                 e = nxt[e]
         cands += m
         found = False
@@ -190,21 +204,26 @@ def prefix_keep(
             if g >= 0:
                 nxt[used] = head[g]
                 who[used] = q
+                at[used] = j - poff[d]
                 head[g] = used
                 used += 1
     return checks, cands
 
 
 @njit(cache=True, nogil=True)
-def group_pairs(pos, starts, ends, out):
-    """Every pair of positions within each group ``pos[starts[g]:ends[g]]`` (ascending), as
+def group_pairs(pos, at, size, starts, ends, t, out):
+    """The pairs of positions within each group ``pos[starts[g]:ends[g]]`` (the entries of one
+    key, positions ascending; ``at``: the key's place in each document's prefix, ``size``: the
+    document's set size) that pass the positional filter (:func:`_may_reach`) at that key, as
     rows ``(pos[i], pos[j])``, ``i < j``, written to ``out`` in order; returns the rows
-    written."""
+    written. At a pair's first common key the filter is the one-process run's; at a later one
+    it only rejects more, and the pair comes from its first key too."""
     k = 0
     for g in range(starts.shape[0]):
         for i in range(starts[g], ends[g]):
             for j in range(i + 1, ends[g]):
-                out[k, 0] = pos[i]
-                out[k, 1] = pos[j]
-                k += 1
+                if _may_reach(size[i], at[i], size[j], at[j], t):
+                    out[k, 0] = pos[i]
+                    out[k, 1] = pos[j]
+                    k += 1
     return k

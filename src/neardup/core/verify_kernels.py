@@ -21,6 +21,7 @@ __all__ = [
     "first_match",
     "gather_keys",
     "greedy_keep",
+    "min_intersection",
     "pair_intersections",
     "reaches",
     "reaches_near",
@@ -116,7 +117,7 @@ def set_classes(offsets, keys, hashes, order, rep):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _min_intersection(sa, sb, t):
+def min_intersection(sa, sb, t):
     """Smallest intersection ``c`` with ``c / (sa + sb - c) >= t`` (float64, as Python divides);
     ``min(sa, sb) + 1`` when none reaches ``t``; 0 for ``t <= 0``. The ratio grows with ``c``, so
     stepping from the estimate to the first ``c`` that passes is exact."""
@@ -169,7 +170,7 @@ def pair_intersections(offsets, keys, pi, pj, t, inter, lo, hi):
         if sa == 0 or sb == 0:
             inter[k] = -1
             continue
-        need = _min_intersection(sa, sb, t)
+        need = min_intersection(sa, sb, t)
         if need > min(sa, sb):
             inter[k] = -1
             continue
@@ -254,7 +255,7 @@ def reaches(offsets, keys, x, y, t):
     b = offsets[y]
     sa = offsets[x + 1] - a
     sb = offsets[y + 1] - b
-    need = _min_intersection(sa, sb, t)
+    need = min_intersection(sa, sb, t)
     if need > min(sa, sb):
         return -1
     return _intersect(keys, a, a + sa, b, b + sb, need)
@@ -271,11 +272,11 @@ def reaches_near(offsets, keys, x, y, t, near_for, near_inter, near_union):
     sb = offsets[y + 1] - b
     if sa == 0 or sb == 0:
         return -1
-    need = _min_intersection(sa, sb, t)
+    need = min_intersection(sa, sb, t)
     best = 0.0
     if near_for[x] >= 0:
         best = near_inter[x] / near_union[x]
-    low = _min_intersection(sa, sb, best)
+    low = min_intersection(sa, sb, best)
     if low > min(sa, sb):
         return -1
     c = _intersect(keys, a, a + sa, b, b + sb, low)

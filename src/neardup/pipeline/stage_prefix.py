@@ -46,24 +46,29 @@ def prefix_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, copie
         take[copies_in(work, copies, s) - offset] = False
     counts = np.asarray(load(work, "prefix-merge", 0, "counts"))
     pre = prefix_sets(sets, plan.threshold, counts, take=take)
-    pos = np.repeat(np.arange(len(take), dtype=np.int64) + offset, np.diff(pre.offsets))
+    lengths = np.diff(pre.offsets)
+    doc = np.repeat(np.arange(len(take), dtype=np.int64), lengths)
+    at = np.arange(len(doc), dtype=np.int64) - pre.offsets[doc]  # the key's place in its prefix
     part = (pre.keys.astype(np.uint64) * np.uint64(ranges)) >> np.uint64(32)
     order = np.argsort(part, kind="stable")
     cuts = np.searchsorted(part[order], np.arange(ranges + 1)).astype(np.int64)
-    return {"bytes": save(out, k=pre.keys[order], p=pos[order], c=cuts)}
+    return {"bytes": save(out, k=pre.keys[order], p=doc[order] + offset,
+                          j=at[order].astype(np.int32), s=sets.sizes[doc[order]], c=cuts)}  # fmt: skip
 
 
-def pairs_task(out: str, work: str, n_shards: int, b: int,
+def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, b: int,
                bounds: list[int]) -> dict[str, int]:  # fmt: skip
-    """The pairs of positions that share a key of range ``b`` (from every shard's prefix
-    entries), cut (``c``) by the range of ``bounds`` (ascending global positions) that holds
-    each pair's first position."""
-    keys, pos = [], []
+    """The candidate pairs of positions that share a key of range ``b`` (from every shard's
+    prefix entries, :func:`~neardup.core.prefix.prefix_pairs`), cut (``c``) by the range of
+    ``bounds`` (ascending global positions) that holds each pair's first position."""
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in "kpjs"}
     for s, lo, hi in slices(work, "prefix", range(n_shards), b):
-        keys.append(np.asarray(load(work, "prefix", s, "k")[lo:hi]))
-        pos.append(np.asarray(load(work, "prefix", s, "p")[lo:hi]))
-    moved = sum(len(k) for k in keys) * 12
-    pairs = prefix_pairs(concat(keys, np.uint32), concat(pos, np.int64))
+        for c in cols:
+            cols[c].append(np.asarray(load(work, "prefix", s, c)[lo:hi]))
+    moved = sum(len(k) for k in cols["k"]) * 24
+    k, p, j, size = (concat(cols[c], d) for c, d in zip("kpjs", (np.uint32, np.int64, np.int32,
+                                                                 np.int64)))  # fmt: skip
+    pairs = prefix_pairs(k, p, j, size, plan.threshold)
     cuts = np.searchsorted(pairs[:, 0], bounds).astype(np.int64)
     return {"pairs": len(pairs), "moved": moved, "bytes": save(out, pairs=pairs, c=cuts)}
 

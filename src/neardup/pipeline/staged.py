@@ -402,7 +402,7 @@ def _prefix_search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[st
           [(str(s), (r.work, plan, s, off[s], run.copies, k)) for s in shards])  # fmt: skip
     bounds = list(off)
     grouped = r.map("prefix-pairs", P.pairs_task,
-                    [(str(b), (r.work, len(run.sizes), b, bounds)) for b in range(k)],
+                    [(str(b), (r.work, plan, len(run.sizes), b, bounds)) for b in range(k)],
                     memory=_shard_memory(plan))  # fmt: skip
     names = [str(p) for p in range(k)]
     found = r.map("pairs", P.dedupe_task,
