@@ -18,8 +18,8 @@ from cli import invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import BIG, COPY, EDITED, EMPTY, SINGLE, UNRELATED, key_sets
-from test_staged import _copied, word_docs
-from test_staged_near import WORDS, _counts, _near_section, _run, _same_near_misses, _write
+from test_staged import _copied
+from test_staged_near import RUN_CASES, _counts, _near_section, _run, _same_near_misses, _write
 
 import neardup
 from neardup.core import prefix
@@ -202,15 +202,7 @@ def test_cli_candidates_prefix(tmp_path):
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    word_docs(WORDS, 14),
-    st.integers(1, 12),
-    st.integers(1, 2),
-    st.sampled_from([0.5, 0.8]),
-    st.sampled_from(["first", "longest"]),
-    st.sampled_from([None, 0.4]),
-    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 80), st.integers(0, 2)), max_size=12),
-)
+@given(*RUN_CASES)
 def test_staged_prefix_run_is_the_one_process_run(docs, shard_docs, threads, threshold, keep,
                                                   common, copies):  # fmt: skip
     """Kept bytes, decisions, near misses and the report's page: the staged stages find the

@@ -50,8 +50,8 @@ def _same_near_misses(got, ref) -> None:
     assert got.kept.tolist() == ref.kept.tolist()
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+#: (docs, shard_docs, threads, threshold, keep, common_shingles, copies) of a staged run
+RUN_CASES = (
     word_docs(WORDS, 14),
     st.integers(1, 12),
     st.integers(1, 2),
@@ -60,6 +60,10 @@ def _same_near_misses(got, ref) -> None:
     st.sampled_from([None, 0.4]),
     st.lists(st.tuples(st.integers(0, 40), st.integers(0, 80), st.integers(0, 2)), max_size=12),
 )
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(*RUN_CASES)
 def test_staged_near_misses_equal_the_one_process_run(docs, shard_docs, threads, threshold, keep,
                                                       common, copies):  # fmt: skip
     """``common``: the ``common_shingles`` of both runs (near misses on what is left);

@@ -178,7 +178,7 @@ def prefix_keep(
     kept_for, inter, union = decided
     shared = shared_keys(pre)
     table, shift = PK.key_table(shared)
-    ids = np.empty(len(pre.keys), dtype=np.int64)
+    ids = np.empty(len(pre.keys), dtype=np.int32)  # fewer than 2**31 shared keys
     run_chunks(lambda lo, hi: PK.key_ids(table, shift, pre.keys, ids, lo, hi),
                len(ids), threads)  # fmt: skip
     checks, cands = PK.prefix_keep(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.compiled import njit
-from neardup.core.verify_kernels import min_intersection, reaches, reaches_near
+from neardup.core.verify_kernels import drops_for, min_intersection
 
 __all__ = ["count_keys", "group_pairs", "key_ids", "key_table", "prefix_keep", "prefixes"]
 
@@ -151,11 +151,10 @@ def prefix_keep(
     shares. Only kept documents are indexed. With ``near_for`` of length ``n`` (else empty),
     each checked pair under ``t`` is offered as a near miss. Returns (set intersections
     computed, candidate pairs examined)."""
-    record = near_for.shape[0] > 0
     head = np.full(n_shared, -1, dtype=np.int64)
     nxt = np.empty(ids.shape[0], dtype=np.int64)
-    who = np.empty(ids.shape[0], dtype=np.int64)
-    at = np.empty(ids.shape[0], dtype=np.int64)
+    who = np.empty(ids.shape[0], dtype=np.int32)  # a rank in docs; its place in the prefix
+    at = np.empty(ids.shape[0], dtype=np.int32)
     seen = np.full(docs.shape[0], -1, dtype=np.int64)
     buf = np.empty(docs.shape[0], dtype=np.int64)
     used = 0
@@ -186,15 +185,9 @@ def prefix_keep(
             for i in range(m):
                 e = docs[order[i]]
                 checks += 1
-                if record:
-                    c = reaches_near(offsets, keys, d, e, t, near_for, near_inter, near_union)
-                else:
-                    c = reaches(offsets, keys, d, e, t)
-                if c >= 0:
+                if drops_for(offsets, keys, d, e, t, kept_for, inter, union, near_for,
+                             near_inter, near_union):  # fmt: skip
                     found = True
-                    kept_for[d] = e
-                    inter[d] = c
-                    union[d] = (offsets[d + 1] - offsets[d]) + (offsets[e + 1] - offsets[e]) - c
                     break
         if found:
             continue
@@ -203,8 +196,8 @@ def prefix_keep(
             g = ids[j]
             if g >= 0:
                 nxt[used] = head[g]
-                who[used] = q
-                at[used] = j - poff[d]
+                who[used] = np.int32(q)
+                at[used] = np.int32(j - poff[d])
                 head[g] = used
                 used += 1
     return checks, cands

@@ -18,6 +18,7 @@ from neardup.primitives import FNV_PRIME, GOLDEN, fmix64
 
 __all__ = [
     "check_sorted_unique",
+    "drops_for",
     "first_match",
     "gather_keys",
     "greedy_keep",
@@ -289,6 +290,23 @@ def reaches_near(offsets, keys, x, y, t, near_for, near_inter, near_union):
     return -1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def drops_for(offsets, keys, d, e, t, kept_for, inter, union, near_for, near_inter, near_union):
+    """Whether ``d`` reaches Jaccard ``t`` with the kept ``e``: if so ``d`` is dropped for it
+    (``kept_for``, ``inter`` and ``union`` of ``d`` set). With ``near_for`` of length ``n``
+    (else empty) a pair under ``t`` is offered to :func:`reaches_near`."""
+    if near_for.shape[0] > 0:
+        c = reaches_near(offsets, keys, d, e, t, near_for, near_inter, near_union)
+    else:
+        c = reaches(offsets, keys, d, e, t)
+    if c < 0:
+        return False
+    kept_for[d] = e
+    inter[d] = c
+    union[d] = (offsets[d + 1] - offsets[d]) + (offsets[e + 1] - offsets[e]) - c
+    return True
+
+
 @njit(cache=True, nogil=True)
 def greedy_keep(
     offsets, keys, docs, adj_off, adj, t, kept_for, inter, union, lo, hi,
@@ -304,7 +322,6 @@ def greedy_keep(
     of length ``n`` (else empty), each checked pair under ``t`` is offered to
     :func:`reaches_near`. Returns the number of set intersections computed.
     """
-    record = near_for.shape[0] > 0
     checks = 0
     for q in range(lo, hi):
         d = docs[q]
@@ -315,14 +332,8 @@ def greedy_keep(
             if kept_for[e] != -1:
                 continue
             checks += 1
-            if record:
-                c = reaches_near(offsets, keys, d, e, t, near_for, near_inter, near_union)
-            else:
-                c = reaches(offsets, keys, d, e, t)
-            if c >= 0:
-                kept_for[d] = e
-                inter[d] = c
-                union[d] = (offsets[d + 1] - offsets[d]) + (offsets[e + 1] - offsets[e]) - c
+            if drops_for(offsets, keys, d, e, t, kept_for, inter, union, near_for, near_inter,
+                         near_union):  # fmt: skip
                 break
         if kept_for[d] == -2:
             kept_for[d] = -1
@@ -338,20 +349,13 @@ def first_match(
     ``cands[cand_off[g]:cand_off[g + 1]]`` (kept documents in priority order) with Jaccard
     ``>= t``: the query is dropped for it. ``near_for``: as in :func:`greedy_keep`. Returns the
     number of set intersections computed."""
-    record = near_for.shape[0] > 0
     checks = 0
     for g in range(lo, hi):
         d = queries[g]
         for p in range(cand_off[g], cand_off[g + 1]):
             e = cands[p]
             checks += 1
-            if record:
-                c = reaches_near(offsets, keys, d, e, t, near_for, near_inter, near_union)
-            else:
-                c = reaches(offsets, keys, d, e, t)
-            if c >= 0:
-                kept_for[d] = e
-                inter[d] = c
-                union[d] = (offsets[d + 1] - offsets[d]) + (offsets[e + 1] - offsets[e]) - c
+            if drops_for(offsets, keys, d, e, t, kept_for, inter, union, near_for, near_inter,
+                         near_union):  # fmt: skip
                 break
     return checks
