@@ -292,7 +292,10 @@ def test_redis_node_killed_during_writes(tmp_path):
                     i += 20
                 else:
                     assert r.status_code == 503, r.text
-                    assert "unavailable" in r.json()["error"]
+                    # the node down, or the write lock of a write it lost still held after its
+                    # restart (the AOF keeps the lock until its time runs out)
+                    err = r.json()["error"]
+                    assert "unavailable" in err or "another writer held the index" in err, err
                     failed.append(i)
                     time.sleep(0.05)
 
