@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 
+import corpus as _corpus  # noqa: F401  (bench/dedup.py imports it later, by name)
 from dedup import _peak_rss  # VmHWM, as bench/dedup.py measures it
 
 # this folder holds bench/distributed.py, named like the dask package: keep it off the import
