@@ -22,7 +22,6 @@ import sys
 import tempfile
 import time
 
-import corpus as _corpus  # noqa: F401  (bench/dedup.py imports it later, by name)
 from dedup import _peak_rss  # VmHWM, as bench/dedup.py measures it
 
 # this folder holds bench/distributed.py, named like the dask package: keep it off the import
@@ -82,12 +81,12 @@ def main() -> None:
     assert set(paths) <= set(PATHS), f"--paths: {paths} (known: {', '.join(PATHS)})"
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         corpus = os.path.join(tmp, "corpus.jsonl")
-        sys.path.insert(0, _HERE)
-        import dedup as planted  # bench/dedup.py
+        sys.path.insert(0, _HERE)  # bench/dedup.py, and bench/corpus.py that it imports to build
+        import dedup as planted
 
-        sys.path.remove(_HERE)
         t0 = time.perf_counter()
         planted.build(corpus, args.docs, args.dup_rate, args.seed)
+        sys.path.remove(_HERE)
         print(f"corpus: {args.docs:,} documents, {os.path.getsize(corpus) / 1e6:,.0f} MB, "
               f"built in {time.perf_counter() - t0:.0f} s; {args.workers} workers, "
               f"{os.cpu_count()} CPUs, shards of {args.shard_docs:,}")  # fmt: skip
