@@ -22,8 +22,6 @@ import sys
 import tempfile
 import time
 
-from dedup import _peak_rss  # VmHWM, as bench/dedup.py measures it
-
 # this folder holds bench/distributed.py, named like the dask package: keep it off the import
 # path of the processes the executors start (they inherit it); bench/dedup.py is imported first
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,6 +55,9 @@ def child(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         summary = dedup(args.corpus, **options).summary()
         run = time.perf_counter() - t0
+    sys.path.insert(0, _HERE)  # after the run: a Dask worker started by a process whose
+    from dedup import _peak_rss  # main module imports dedup at its top could not start
+
     figures = {"start": start, "run": run, "rss": _peak_rss(), "shards": summary["shards"],
                "dropped": summary["dropped"], "documents": summary["documents"]}  # fmt: skip
     print(json.dumps(figures))
