@@ -5,7 +5,10 @@ Builds the corpus of bench/dedup.py (real text from this machine, a share of pla
 near-duplicates), then runs ``neardup.dedup(corpus, output=..., shard_docs=N)`` once per
 executor, each in its own process (the caller), and prints, per executor: the seconds its
 cluster took to start, the seconds of the run, their sum (wall), documents per second of the
-wall time and the caller's peak RSS (its VmHWM; the Dask and Ray workers are other processes).
+wall time, the caller's peak RSS (its VmHWM), the largest worker's peak RSS (the largest VmHWM
+of the caller's descendant processes that run tasks: Dask's worker processes, Ray's
+``default_worker`` processes; on threads, the caller itself) and the bytes the run left in its
+work directory (``summary()["work_dir"]["bytes"]``: every task's files, written once each).
 The kept documents must be the same bytes on every executor (checked).
 
     python bench/executors.py                          # 200,000 documents, 2 workers
@@ -20,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 # this folder holds bench/distributed.py, named like the dask package: keep it off the import
@@ -37,8 +41,11 @@ def child(args: argparse.Namespace) -> None:
     from neardup import dedup
 
     out = os.path.join(args.workdir, f"kept-{args.child}.jsonl")
-    options = {"output": out, "shard_docs": args.shard_docs, "collect": False}
+    work = os.path.join(args.workdir, f"work-{args.child}")
+    options = {"output": out, "shard_docs": args.shard_docs, "collect": False, "work_dir": work}
+    workers = _WorkerPeaks()
     with contextlib.ExitStack() as stack:
+        stack.callback(workers.stop)  # last out: after the cluster is shut down
         t0 = time.perf_counter()
         if args.child == "dask":
             from neardup.distributed import connect
@@ -58,9 +65,44 @@ def child(args: argparse.Namespace) -> None:
     sys.path.insert(0, _HERE)  # after the run: a Dask worker started by a process whose
     from dedup import _peak_rss  # main module imports dedup at its top could not start
 
-    figures = {"start": start, "run": run, "rss": _peak_rss(), "shards": summary["shards"],
+    rss = _peak_rss()
+    figures = {"start": start, "run": run, "rss": rss, "worker": workers.peak or rss,
+               "work_bytes": summary["work_dir"]["bytes"], "shards": summary["shards"],
                "dropped": summary["dropped"], "documents": summary["documents"]}  # fmt: skip
     print(json.dumps(figures))
+
+
+class _WorkerPeaks:
+    """The largest peak RSS (VmHWM) among this process's descendants that run tasks, polled
+    every 0.2 s from a thread until ``stop`` (a worker's VmHWM is read while it is alive)."""
+
+    _SERVICES = ("raylet", "gcs_server", "dashboard", "log_monitor", "monitor.py", "runtime_env")
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        while not self._done.wait(0.2):
+            for p in me.children(recursive=True):
+                try:
+                    if any(s in " ".join(p.cmdline()) for s in self._SERVICES):
+                        continue
+                    with open(f"/proc/{p.pid}/status") as f:
+                        hwm = [ln for ln in f if ln.startswith("VmHWM:")]
+                except (OSError, psutil.Error):
+                    continue  # it ended between the listing and the read
+                if hwm:
+                    self.peak = max(self.peak, int(hwm[0].split()[1]) * 1024)
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 def main() -> None:
@@ -109,14 +151,18 @@ def _measure(path: str, corpus: str, tmp: str, args: argparse.Namespace) -> dict
 
 def _table(rows: dict[str, dict], args: argparse.Namespace) -> None:
     print()
-    print("| executor | start-up s | run s | wall s | documents/s (wall) | caller peak RSS MB |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(
+        "| executor | start-up s | run s | wall s | documents/s (wall) | caller peak RSS MB "
+        "| largest worker MB | work dir MB | work dir bytes/doc |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     names = {"threads": f"threads ({args.workers})", "dask": f"Dask ({args.workers} workers)",
              "ray": f"Ray (local, {args.workers} CPUs)"}  # fmt: skip
     for p, r in rows.items():
         wall = r["start"] + r["run"]
         print(f"| {names[p]} | {r['start']:.1f} | {r['run']:.1f} | {wall:.1f} | "
-              f"{r['documents'] / wall:,.0f} | {r['rss'] / 1e6:,.0f} |")  # fmt: skip
+              f"{r['documents'] / wall:,.0f} | {r['rss'] / 1e6:,.0f} | {r['worker'] / 1e6:,.0f} | "
+              f"{r['work_bytes'] / 1e6:,.0f} | {r['work_bytes'] / r['documents']:,.0f} |")  # fmt: skip
     first = next(iter(rows.values()))
     print()
     print(f"{first['shards']} shards; {first['dropped']:,} of {first['documents']:,} documents "

@@ -348,6 +348,7 @@ def test_id_hashes_follow_python_equality():
     assert (table.first(big, 9000) == np.arange(100, 5100)).sum() == 4999
 
 
+@pytest.mark.slow
 def test_id_hashes_are_the_same_in_every_process():
     """Workers and resumed runs hash ids in other processes: no per-process salt may enter."""
     import subprocess

@@ -241,6 +241,7 @@ def test_counts_agree_with_their_nouns_and_carry_separators(monkeypatch, tmp_pat
         assert re.search(r"scan 1/1 task\b", stderr), stderr
 
 
+@pytest.mark.slow
 def test_a_missing_package_is_named_before_the_compile_notice(tmp_path):
     """A first run (nothing compiled) that needs a package not installed says so in its only
     line, without announcing a compile it will not do (and so again on the next try)."""

@@ -117,6 +117,7 @@ def test_common_shingles_needs_verification():
         neardup.dedup(["a b c d"], verify=False, common_shingles=0.1)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(st.lists(st.sampled_from(WORDS), max_size=10).map(" ".join), min_size=1, max_size=25),
@@ -234,6 +235,7 @@ def test_command_line_option_summary_and_hint(tmp_path):
     assert json.loads((tmp_path / "s.json").read_text())["common_shingles"]["limit"] == limit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["1", "0", "1.5", "-2", "five"])
 def test_command_line_bad_value_one_line_nothing_written(tmp_path, value):
     (tmp_path / "in.jsonl").write_text('{"id": 1, "text": "a b c d"}\n')

@@ -254,6 +254,7 @@ def test_kept_and_removed_rows_of_parquet_are_the_input(tmp_path, shard_docs):
     assert pq.read_schema(removed).equals(pq.read_schema(paths[0]))
 
 
+@pytest.mark.slow
 def test_cli_removed_refused_as_an_input_or_another_output(tmp_path):
     lines = _write(
         tmp_path / "in.jsonl", [{"id": "a", "text": "x y z"}, {"id": "b", "text": "x y z"}]

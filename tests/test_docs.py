@@ -138,7 +138,7 @@ SLOW_PAGES = {
     "README.md", "docs/guides/dedup.md", "docs/guides/index.md", "docs/guides/dask.md",
     "docs/guides/fingerprints.md", "docs/guides/threshold.md", "docs/guides/report.md",
     "docs/guides/search.md", "docs/guides/service.md", "docs/guides/gpu.md", "docs/guides/memory.md",
-    "docs/guides/cluster.md",
+    "docs/guides/cluster.md", "docs/guides/coming-from.md",
 }  # fmt: skip
 
 

@@ -106,6 +106,7 @@ def _rows(pairs: np.ndarray) -> list[tuple[int, int]]:
     return [tuple(p) for p in pairs.tolist()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "fp, distance, blocks",
     [
@@ -329,6 +330,7 @@ def test_bench_quick():
     assert "simulator" in out
 
 
+@pytest.mark.slow
 def test_bench_prints_where_the_time_goes():
     """One tiny row under the simulator, in passes (a budget of 40 fingerprints), so every
     phase runs: one column per phase, each a time, together at most the GPU's total."""
@@ -343,6 +345,7 @@ def test_bench_prints_where_the_time_goes():
     assert sum(phases) > 0 and row["same"] == "yes" and int(row["pairs"]) > 0, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("memory", [None, 40 * BYTES_PER_FINGERPRINT])
 def test_phases_add_up_and_change_nothing(memory):
     """A ``phases`` dict gets every phase's seconds, which add up to at most the search's,

@@ -98,6 +98,7 @@ def test_cluster_matches_brute_force_and_local(
     run_sequence(cluster.url, tmp_path_factory.mktemp("l"), ops, layout, bucket_bits, queries)
 
 
+@pytest.mark.slow
 def test_larger_index_on_cluster_matches_brute_force(cluster):
     rng = np.random.default_rng(7)
     base = rng.integers(0, 2**64, 3000, dtype=np.uint64)

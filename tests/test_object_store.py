@@ -95,6 +95,7 @@ def _copies_left() -> list[str]:
             if n.startswith(mine) and f"-{os.getpid()}-" in n]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_work_dir_on_object_storage_gives_a_local_runs_bytes(s3, corpus, local, tmp_path):
     r = invoke("neardup", "dedup", *_args(corpus, tmp_path, "b"), "-o", str(tmp_path / "b.jsonl"),
                "--work-dir", "s3://ndtest/w1", text=True)  # fmt: skip
@@ -113,6 +114,7 @@ def test_a_work_dir_on_object_storage_gives_a_local_runs_bytes(s3, corpus, local
         assert s3.size(f"ndtest/w1/scan/2/{name}") == size
 
 
+@pytest.mark.slow
 def test_a_resumed_run_reruns_only_the_task_whose_record_is_gone(s3, corpus, local, tmp_path):
     args = [*_args(corpus, tmp_path, "c"), "-o", str(tmp_path / "c.jsonl"), "--work-dir",
             "s3://ndtest/w2", "--json-summary", str(tmp_path / "s.json")]  # fmt: skip
@@ -130,6 +132,7 @@ def test_a_resumed_run_reruns_only_the_task_whose_record_is_gone(s3, corpus, loc
     assert s3.find("ndtest/w2") == ["ndtest/w2/notes.txt"]  # only what the run wrote removed
 
 
+@pytest.mark.slow
 def test_a_damaged_object_is_named_in_one_line(s3, corpus, local, tmp_path):
     args = [*_args(corpus, tmp_path, "d"), "-o", str(tmp_path / "d.jsonl"), "--work-dir",
             "s3://ndtest/w3"]  # fmt: skip
@@ -148,6 +151,7 @@ def test_a_damaged_object_is_named_in_one_line(s3, corpus, local, tmp_path):
     assert SECRET not in r.stderr and "nd-key" not in r.stderr
 
 
+@pytest.mark.slow
 def test_kept_parts_go_to_object_storage_at_the_end(s3, corpus, local, tmp_path):
     parts = tmp_path / "parts"
     r = invoke("neardup", "dedup", *_args(corpus, tmp_path, "e"), "-o", f"{parts}/", text=True)

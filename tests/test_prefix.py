@@ -39,6 +39,7 @@ def _all_pairs(sets, threshold, order, exclude=None):
                                  exclude=exclude)  # fmt: skip
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     sets=key_sets(40, universe=60, max_keys=30, max_bases=4, max_edits=3,
@@ -201,6 +202,7 @@ def test_cli_candidates_prefix(tmp_path):
 # -- the staged run: the same candidates, the same bytes ---------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(*RUN_CASES)
 def test_staged_prefix_run_is_the_one_process_run(docs, shard_docs, threads, threshold, keep,
@@ -268,6 +270,7 @@ def _need(sa: int, sb: int, t: float) -> int:
     return next((c for c in range(min(sa, sb) + 1) if c / (sa + sb - c) >= t), min(sa, sb) + 1)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(sets=key_sets(30, universe=50, max_keys=25), threshold=st.sampled_from(THRESHOLDS))
 def test_prefix_pairs_are_the_positional_filter_at_the_first_common_key(sets, threshold):

@@ -59,6 +59,7 @@ def _corpus(tmp_path: Path, n: int = 120) -> list[InputPath]:
     return [InputPath(tmp_path / "in.jsonl")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("shard_docs", "verify"), [(7, True), (40, False), (1000, True)])
 def test_same_bytes_as_the_one_process_run(executor, tmp_path, shard_docs, verify):
     src = _corpus(tmp_path)
@@ -71,6 +72,7 @@ def test_same_bytes_as_the_one_process_run(executor, tmp_path, shard_docs, verif
     assert (s["executor"], s["workers"], s["shards"] > 1) == ("ray", 2, shard_docs < 120)
 
 
+@pytest.mark.slow
 def test_against_update_and_report_on_the_command_line(executor, tmp_path):
     pytest.importorskip("matplotlib")
     from neardup.index import Index
@@ -164,6 +166,7 @@ def test_a_worker_killed_mid_stage_ends_with_the_same_bytes(executor, tmp_path, 
     assert _read(outs) == _read(one) and got.n_dropped > 0
 
 
+@pytest.mark.slow
 def test_an_interrupt_cancels_the_tasks_not_started(executor, tmp_path):
     def progress(stage: str, done: int, total: int) -> None:
         if done:  # Ctrl-C, once the first task is done, another running (for 2 s)

@@ -611,6 +611,7 @@ def _large_run() -> tuple[str, list[dict]]:
     return report_path, read_clusters(clusters)
 
 
+@pytest.mark.slow
 def test_report_shows_the_largest_clusters_texts_past_5000_clustered_documents():
     """More than 5,000 documents in clusters: the largest cluster's texts are still in the
     page (cut, within the budget), its Jaccard range is shown, the page says how many of the

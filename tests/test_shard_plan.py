@@ -42,6 +42,7 @@ def first_part(a: int, b: int, scheme: Scheme) -> int:
     raise AssertionError("a pair within the distance is within some part's threshold")
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(fingerprints(max_size=90), schemes(max_distance=12), st.integers(1, 40), st.booleans())
 def test_scheme_shards_find_each_pair_once(fp, scheme, size, deep):

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import naive
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -80,6 +81,7 @@ def _path(n: int) -> list[tuple[int, int]]:
     return [(i + 1, i) for i in reversed(range(n - 1))]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     n=st.integers(1, 60),
@@ -99,6 +101,7 @@ def test_components_match_brute_force(n, data, n_tasks, shard_docs, n_shards):
     _check(edges, n, n_tasks, shard_docs, n_shards)
 
 
+@pytest.mark.slow
 def test_shapes_that_take_many_rounds():
     n = 64
     star_at_top = [(n - 1, i) for i in range(n - 1)]  # a star around the largest position

@@ -142,6 +142,7 @@ def _buckets(size: int | None):
         staged.ONE_TASK_SEARCH, staged.SEARCH_PER_SHARD_DOC = saved
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep", ["first", "longest"])
 @pytest.mark.parametrize("bucket", [None, 16])
 def test_no_verify_chain_same_bytes_and_no_chaining(tmp_path, keep, bucket):
@@ -218,6 +219,7 @@ def _bad_lines(path: Path, n: int, data: st.DataObject, most: int) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(2, 30), data=st.data(), shard_docs=st.integers(1, 6))
 def test_the_input_s_first_error_is_raised(n, data, shard_docs):
@@ -237,6 +239,7 @@ def test_the_input_s_first_error_is_raised(n, data, shard_docs):
         assert errors[1] == errors[0]
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(2, 30), data=st.data(), shard_docs=st.integers(1, 6))
 def test_skipped_records_in_input_order_from_the_tasks_files(n, data, shard_docs):
@@ -313,6 +316,7 @@ def test_dask_common_shingles_same_bytes(client, tmp_path):
     assert ref.summary()["common_shingles"]["keys"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
 def test_dask_against_and_update_same_bytes_and_index(client, tmp_path):
     from neardup.index import Index
@@ -424,6 +428,7 @@ def _tree(path: Path) -> object:
     return path.read_bytes()
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(1, 6), st.lists(st.tuples(st.integers(0, 23), st.integers(0, 23)), max_size=4),
        st.booleans())  # fmt: skip
@@ -507,6 +512,7 @@ def test_dask_parquet_and_text_same_bytes(client, tmp_path, kind):
     assert _tree(tmp_path / out) == _tree(tmp_path / f"one-{out}")
 
 
+@pytest.mark.slow
 def test_staged_says_how_many_documents_have_no_shingles(tmp_path):
     """The staged run prints the one-process run's line about documents without shingles,
     counted without the records skipped for repeated ids."""

@@ -61,6 +61,7 @@ def _run(src: Path, out: Path, ix: str, *extra: str) -> tuple[dict, dict]:
     return {n: p.read_bytes() for n, p in files.items()}, summary
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
 @pytest.mark.parametrize("kind, extra", [("plain", ()), ("plain", ("--no-verify",)),
                                          ("sketch", ())])  # fmt: skip
@@ -100,6 +101,7 @@ def test_against_result_as_the_one_process_run(tmp_path):
     assert got.summary()["against"] == ref.summary()["against"]
 
 
+@pytest.mark.slow
 def test_a_taken_id_fails_before_any_output(tmp_path):
     docs = naive.text_families(30, 2)
     src = _jsonl(tmp_path / "d.jsonl", "a", docs)
@@ -139,6 +141,7 @@ def test_memory_budget_sets_shards_and_keeps_outputs(tmp_path, monkeypatch):
     assert outs["budget"] == outs["one"] and outs["one"][2]
 
 
+@pytest.mark.slow
 def test_memory_option_on_the_command_line(tmp_path):
     docs = naive.text_families(40, 5)
     src = _jsonl(tmp_path / "d.jsonl", "a", docs)
@@ -176,6 +179,7 @@ def _same_page(page: str) -> str:
     return re.sub(r"(difflib_chg_to|from|to)\d+_", r"\1_", page)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
 def test_report_from_the_staged_run(tmp_path):
     pytest.importorskip("matplotlib")

@@ -114,6 +114,7 @@ def test_a_damaged_work_dir_is_named_and_nothing_is_committed(tmp_path, name, da
     assert [p.read_bytes() for p in outs] == ref
 
 
+@pytest.mark.slow
 def test_a_damaged_work_dir_is_one_line_on_the_command_line(tmp_path):
     src, work = _corpus(tmp_path), tmp_path / "work"
     args = [str(src), "--shard-docs", "60", "--work-dir", str(work), "-q"]
@@ -240,6 +241,7 @@ def test_an_input_rewritten_to_the_same_size_and_time_is_refused(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_second_run_on_a_busy_work_dir_is_refused(tmp_path):
     """Two runs on one fresh work directory: the second is refused in one line naming the
     first's pid, and the first ends as if alone."""

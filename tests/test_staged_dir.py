@@ -20,6 +20,7 @@ def _joined(d: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(d.iterdir()))
 
 
+@pytest.mark.slow
 @settings(
     max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -65,6 +66,7 @@ def test_directory_output_runs_staged_and_existing_directory_is_used(tmp_path):
     assert _joined(tmp_path / "empty") == (tmp_path / "one.jsonl").read_bytes()
 
 
+@pytest.mark.slow
 def test_directory_output_refusals_leave_everything_as_it_was(tmp_path):
     docs = naive.text_families(30, seed=4, vocab=40, words=(6, 14), wordless=0)
     _write(tmp_path / "in.jsonl", docs)

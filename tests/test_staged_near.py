@@ -62,6 +62,7 @@ RUN_CASES = (
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(*RUN_CASES)
 def test_staged_near_misses_equal_the_one_process_run(docs, shard_docs, threads, threshold, keep,
@@ -145,6 +146,7 @@ def _stop_at_write(stage: str, done: int, total: int) -> None:
         raise _Stop
 
 
+@pytest.mark.slow
 def test_near_misses_chosen_in_tasks_and_resumed(tmp_path):
     """The near misses are chosen by the near stages' tasks (one per shard, one per verify
     task), which a run stopped after them reuses from its work directory; the report of a run
@@ -206,6 +208,7 @@ def test_no_near_stages_without_a_report(tmp_path):
     assert not {"near-kept", "near", "near-pick"} & set(r.summary()["stages"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sketch_words", [8, None])
 def test_staged_near_misses_against_an_index(tmp_path, sketch_words):
     """Checked against an index (with sketches, the documents found in it take no part), the

@@ -112,6 +112,7 @@ def test_ctrl_c_without_a_work_dir_says_nothing_is_kept(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_clean_work_dir_removes_only_what_the_run_wrote_and_only_after_a_success(tmp_path):
     src = _corpus(tmp_path, 300)
     work = tmp_path / "work"

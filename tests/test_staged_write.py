@@ -118,6 +118,7 @@ def test_parquet_default_batches(tmp_path):
     assert groups[0] == groups[1] > 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shard_docs,threads", [(1, 2), (4, 1), (9, 3), (1000, 1)])
 def test_text_files_same_tree(tmp_path, shard_docs, threads):
     src = _text_inputs(tmp_path)
@@ -125,6 +126,7 @@ def test_text_files_same_tree(tmp_path, shard_docs, threads):
     assert any("deep" in name for name, _ in _tree(tmp_path / "staged" / "kept"))
 
 
+@pytest.mark.slow
 def test_dask_parquet_and_text_same_bytes(tmp_path):
     """Worker processes write the parts (the task functions and their results travel)."""
     distributed = pytest.importorskip("distributed")

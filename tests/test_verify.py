@@ -303,6 +303,7 @@ def test_decide_verified_given_pairs_equals_the_search(case):
     assert a.kept_for.tolist() == b.kept_for.tolist()
 
 
+@pytest.mark.slow
 @settings(max_examples=40)
 @given(sets=families(), threshold=st.sampled_from(THRESHOLDS), distance=st.integers(0, 20))
 def test_decide_verified_on_set_fingerprints(sets, threshold, distance):
@@ -346,6 +347,7 @@ def _assert_near_misses(d, want_for, want_jac):
         assert (math.isnan(got) and want is None) or got == want
 
 
+@pytest.mark.slow
 @settings(max_examples=60)
 @given(
     case=cases(),
