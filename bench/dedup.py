@@ -149,16 +149,23 @@ def _texts(path: str, n: int) -> list[str]:
 
 
 def run_neardup(
-    path: str, workdir: str, distance: int, window: int | None = None, threshold: float = 0.0
+    path: str,
+    workdir: str,
+    distance: int,
+    window: int | None = None,
+    threshold: float = 0.0,
+    candidates: str | None = None,
 ) -> tuple[np.ndarray, int]:
-    """Dropped positions and temporary bytes; ``threshold`` 0 means fingerprint-only."""
+    """Dropped positions and temporary bytes; ``threshold`` 0 means fingerprint-only;
+    ``candidates`` None: the default generator."""
     from neardup import dedup
     from neardup.fingerprints import Fingerprinter
 
     out = os.path.join(workdir, "kept.jsonl")
     fingerprinter = Fingerprinter("default", **({"window": window} if window else {}))
     if threshold:
-        r = dedup(path, output=out, threshold=threshold, fingerprinter=fingerprinter)
+        r = dedup(path, output=out, threshold=threshold, fingerprinter=fingerprinter,
+                  candidates=candidates)  # fmt: skip
     else:
         r = dedup(path, output=out, distance=distance, verify=False, fingerprinter=fingerprinter)
     return np.flatnonzero(r.dropped), r.temp_bytes
@@ -231,7 +238,7 @@ def _peak_rss() -> int:
 def child(args: argparse.Namespace) -> None:
     n = args.n
     temp = 0
-    if args.method in ("neardup", "verified"):
+    if args.method in ("neardup", "verified", "verified-fingerprint"):
         src = args.corpus
         if n < args.total:
             src = os.path.join(args.workdir, f"head{n}.jsonl")
@@ -241,8 +248,10 @@ def child(args: argparse.Namespace) -> None:
                         break
                     g.write(line)
         t0 = time.perf_counter()
-        threshold = args.threshold if args.method == "verified" else 0.0
-        dropped, temp = run_neardup(src, args.workdir, args.distance, args.window, threshold)
+        threshold = args.threshold if args.method.startswith("verified") else 0.0
+        cands = "fingerprint" if args.method == "verified-fingerprint" else None
+        dropped, temp = run_neardup(src, args.workdir, args.distance, args.window, threshold,
+                                    cands)  # fmt: skip
     else:
         texts = _texts(args.corpus, n)
         t0 = time.perf_counter()
@@ -263,7 +272,7 @@ def measure(method: str, n: int, d: float, args: argparse.Namespace, truth: np.n
     cmd = [
         sys.executable, os.path.abspath(__file__), "--child", method, "--n", str(n),
         "--corpus", args.corpus, "--workdir", args.workdir, "--total", str(args.docs),
-        "--distance", str(d if method != "verified" else 0), "--threshold", str(d),
+        "--distance", str(0 if method.startswith("verified") else d), "--threshold", str(d),
     ] + (["--window", str(args.window)] if args.window else [])  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -309,6 +318,11 @@ def main() -> None:
     ap.add_argument(
         "--window", type=int, default=None, help="neardup shingle window (default: the preset's)"
     )
+    ap.add_argument(
+        "--fingerprint-candidates",
+        action="store_true",
+        help="also run verified neardup with --candidates fingerprint (the default is prefix)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", default=None, help="where the corpus is written (default tmp)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -343,6 +357,8 @@ def main() -> None:
         small = sorted({n for _, n, _ in peers})
         sizes = [args.docs] + [n for n in small if n < args.docs]
         runs = [("verified", n, t) for n in sizes for t in thresholds]
+        if args.fingerprint_candidates:
+            runs += [("verified-fingerprint", n, t) for n in sizes for t in thresholds]
         runs += [("neardup", n, d) for n in sizes for d in dists]
         runs += peers
         rows = []
@@ -360,6 +376,9 @@ def main() -> None:
     win = f", window {args.window}" if args.window else ""
     names = {
         "verified": "neardup dedup, verified J>={d}" + win + " (file to file)",
+        "verified-fingerprint": "neardup dedup --candidates fingerprint, verified J>={d}"
+        + win
+        + " (file to file)",
         "neardup": "neardup dedup --no-verify, d={d}" + win + " (file to file)",
         "minhash": "datasketch MinHashLSH (128 perm, t={d})",
         "rensa": "rensa RMinHashLSH (128 perm, 16 bands, t={d})",

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import neardup
 from neardup.core import common as C
 from neardup.core.similarity import ShingleSets
-from neardup.core.verify import distance_for_threshold, priority_order
+from neardup.core.verify import priority_order
 from neardup.fingerprints import Fingerprinter
 
 WORDS = ["apple", "berry", "cherry", "date", "elder", "fig", "grape", "hazel"]
@@ -132,7 +132,7 @@ def test_dedup_matches_the_naive_rule_on_what_is_left(docs, common, threshold, k
     sets = naive.without_common(full, common)
     fps = [naive.set_minhash(x) for x in sets]
     order = priority_order(len(docs), keep, [len(d) for d in docs])
-    d = distance_for_threshold(threshold)
+    d = 64  # the default candidates (prefix): every pair at the threshold
     kept_for, jac = naive.decide_verified(sets, fps, threshold, order, distance=d)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

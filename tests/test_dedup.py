@@ -18,7 +18,6 @@ from neardup import decide, dedup
 from neardup.core.decide import keep_order
 from neardup.core.similarity import ShingleSets
 from neardup.core.verify import (
-    distance_for_threshold,
     pair_jaccard,
     priority_order,
 )
@@ -235,7 +234,7 @@ def test_dedup_verified_matches_naive(docs, threshold, keep, distance):
     sets = naive.csr_to_sets(f.offsets, f.keys)
     fps = [naive.set_minhash(x) for x in sets]
     order = priority_order(len(docs), keep, [len(d) for d in docs])
-    d = distance_for_threshold(threshold) if distance is None else distance
+    d = 64 if distance is None else distance  # by default (prefix) every pair is a candidate
     kept_for, jac = naive.decide_verified(sets, fps, threshold, order, distance=d)
     n = len(docs)
     assert r.kept.tolist() == [k < 0 for k in kept_for]

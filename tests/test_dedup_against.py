@@ -62,7 +62,8 @@ def expected(entries: dict, docs: list[str], threshold: float, keep: str):
     fps = [q[0][0] for q in queries]
     lengths = np.array([len(t) for t in docs])
     order = priority_order(len(docs), keep, lengths).tolist()
-    kept_for, _ = naive.decide_verified(sets, fps, threshold, order, distance=d, exclude=exclude)
+    # within the batch, the default candidates (prefix): every pair at the threshold
+    kept_for, _ = naive.decide_verified(sets, fps, threshold, order, distance=64, exclude=exclude)
     return found, kept_for, queries
 
 

@@ -249,8 +249,22 @@ def test_the_private_name_check_sees_imports_and_attribute_reads():
 
 #: Index types and the methods that tell backends apart: outside the index package code asks a
 #: backend for its capabilities (IndexBackend.require), never for its type.
-_INDEX_TYPES = {"Index", "RedisIndex", "IndexBase", "LocalIndex"}
+_INDEX_TYPES = {"Index", "RedisIndex", "IndexBase", "LocalIndex", "ParquetCorpus"}
 _INDEX_METHODS = {"nearest", "nearest_arrays", "verified_query", "search", "lock", "session"}
+
+
+def _compares_backend_name(node: ast.AST) -> bool:
+    """``x.backend == "redis"`` and the like: a branch on which backend an index is."""
+    if not isinstance(node, ast.Compare):
+        return False
+    sides = [node.left, *node.comparators]
+    named = any(
+        isinstance(x, ast.Attribute) and x.attr == "backend"
+        or isinstance(x, ast.Call) and getattr(x.func, "id", "") == "getattr"
+        and len(x.args) >= 2 and getattr(x.args[1], "value", None) == "backend"
+        for x in sides
+    )  # fmt: skip
+    return named and any(isinstance(x, ast.Constant) and isinstance(x.value, str) for x in sides)
 
 
 def test_no_type_checks_on_indexes_outside_the_index_package():
@@ -259,6 +273,8 @@ def test_no_type_checks_on_indexes_outside_the_index_package():
         if name.startswith("neardup.index"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if _compares_backend_name(node):
+                wrong.append(f"{name}:{node.lineno} compares a backend's name")
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
                 continue
             args = node.args

@@ -179,8 +179,40 @@ def test_dedup_with_prefix_candidates(tmp_path):
         neardup.dedup(texts, candidates="bands")
     with pytest.raises(ValueError, match="verify=False"):
         neardup.dedup(texts, candidates="prefix", verify=False)
+
+
+def _site(n: int) -> list[str]:
+    """Pages of one site: the same 140 words around 60 of each page's own (Jaccard about 0.5)."""
+    template = " ".join(f"menu{k}" for k in range(140))
+    return [template + " " + " ".join(f"p{i}w{k}" for k in range(60)) for i in range(n)]
+
+
+def test_prefix_is_the_default_of_a_verified_run():
+    """A verified run takes prefix candidates unless the caller asks for what only the
+    fingerprint search uses; a site's pages then make no candidates at all, where the
+    fingerprint search verifies pairs of them."""
+    texts = _site(600)
+    r = neardup.dedup(texts)
+    assert r.summary()["candidates"] == "prefix" and r.kept.all()
+    assert r.verified.candidates == 0 and r.verified.checks == 0
+    fp = neardup.dedup(texts, candidates="fingerprint")
+    assert fp.summary()["candidates"] == "fingerprint" and fp.kept.all()
+    assert fp.verified.checks > 1000  # the pairs of the template within the distance
+    for opts in ({"distance": 10}, {"blocks": 12}):
+        assert neardup.dedup(texts[:20], **opts).summary()["candidates"] == "fingerprint"
+    assert "candidates" not in neardup.dedup(texts[:20], verify=False).summary()
+
+
+def test_cli_default_candidates_in_the_summary(tmp_path):
     src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)))
+    src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n"
+                           for i, t in enumerate(_site(30))))  # fmt: skip
+    for extra, want in (((), "prefix"), (("--distance", "10"), "fingerprint")):
+        summary = tmp_path / "s.json"
+        r = invoke("neardup", "dedup", str(src), "-o", str(tmp_path / "o.jsonl"), "--json-summary",
+                   str(summary), "-q", *extra, text=True)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        assert json.loads(summary.read_text())["candidates"] == want
 
 
 def test_cli_candidates_prefix(tmp_path):

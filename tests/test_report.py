@@ -211,14 +211,15 @@ def _per_hundredth(sets: list[set], pairs) -> list[int]:
 
 @functools.lru_cache(maxsize=1)
 def _near_run() -> tuple[str, list[dict[str, str]]]:
-    """(report, rows) of `neardup dedup --report` at threshold 0.8 on :func:`_edited_families`."""
+    """(report, rows) of `neardup dedup --report` at threshold 0.8 on :func:`_edited_families`,
+    with fingerprint candidates (their near misses are those within the distance)."""
     d = tempfile.mkdtemp(prefix="neardup-report-near-")
     rows = _edited_families()
     src, report = os.path.join(d, "docs.jsonl"), os.path.join(d, "r.html")
     with open(src, "w", encoding="utf-8") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
     r = invoke("neardup", "dedup", src, "-o", os.path.join(d, "k.jsonl"), "--report", report,
-               "--threshold", "0.8", "-q", text=True)  # fmt: skip
+               "--threshold", "0.8", "--candidates", "fingerprint", "-q", text=True)  # fmt: skip
     assert r.returncode == 0, r.stderr
     return report, rows
 

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from neardup import dedup
-from neardup.core.verify import distance_for_threshold, priority_order
+from neardup.core.verify import priority_order
 from neardup.errors import InputError
 from neardup.fingerprints import Fingerprinter
 from neardup.io.sources import InputPath
@@ -65,8 +65,8 @@ def _naive_kept(
         sets = naive.without_common(sets, common)
     fps = [naive.set_minhash(x) for x in sets]
     order = priority_order(len(docs), keep, [len(d) for d in docs])
-    d = distance_for_threshold(threshold)
-    kept_for, _ = naive.decide_verified(sets, fps, threshold, order, distance=d)
+    # the default candidates (prefix): every pair at the threshold
+    kept_for, _ = naive.decide_verified(sets, fps, threshold, order, distance=64)
     return [k < 0 for k in kept_for]
 
 

@@ -28,7 +28,7 @@ from neardup.io.hf import is_saved_dataset, load_saved_dataset
 from neardup.io.sources import InputPath, expand_inputs
 from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import compile_ahead, dedup_groups
-from neardup.pipeline.plan import DEFAULT_SHARD_DOCS
+from neardup.pipeline.plan import DEFAULT_SHARD_DOCS, resolve_candidates
 from neardup.pipeline.plan import search_distance as plan_distance
 from neardup.pipeline.workdir import check_work_dir
 
@@ -172,14 +172,15 @@ class CommonShingles(click.ParamType):
             )
 
 
-def _check_verified_only(no_verify: bool, common: float | int | None, candidates: str) -> None:
+def _check_verified_only(no_verify: bool, common: float | int | None,
+                         candidates: str | None) -> None:  # fmt: skip
     """Options of a verified run, refused with ``--no-verify``."""
     if no_verify and common is not None:
         raise click.UsageError(
             "--common-shingles leaves shingles out of the verified comparison; it does "
             "nothing with --no-verify: drop one of them"
         )
-    if no_verify and candidates != "fingerprint":
+    if no_verify and candidates not in (None, "fingerprint"):
         raise click.UsageError(
             f"--candidates {candidates} finds candidates in the shingle sets of a verified "
             "run; with --no-verify the fingerprints decide: drop one of them"
@@ -259,12 +260,12 @@ def _check_verified_only(no_verify: bool, common: float | int | None, candidates
 @click.option(
     "--candidates",
     type=click.Choice(["fingerprint", "prefix"]),
-    default="fingerprint",
-    show_default=True,
-    help="Where the verified pairs come from: documents whose set fingerprints are within "
-    "--distance bits, or ('prefix') documents that share one of their rarest shingles: every "
-    "pair at --threshold is found, and pages that share only a template are not compared. "
-    "Verified runs only.",
+    default=None,
+    help="Where the verified pairs come from: ('prefix') documents that share one of their "
+    "rarest shingles: every pair at --threshold is found, and pages that share only a "
+    "template are not compared; or documents whose set fingerprints are within --distance "
+    "bits. Default: prefix, or fingerprint with --no-verify, --distance, --blocks or "
+    "--device cuda.",
 )
 @click.option(
     "--blocks",
@@ -368,7 +369,7 @@ def _check_verified_only(no_verify: bool, common: float | int | None, candidates
 def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_list: str | None,
           removed: str | None, report_path: str | None, keep: str, threshold: float,
           no_verify: bool, distance: int | None, common_shingles: float | int | None,
-          candidates: str, blocks: int | None, preset: str, window: int | None, in_format: str, lines: bool,
+          candidates: str | None, blocks: int | None, preset: str, window: int | None, in_format: str, lines: bool,
           field: str | None, column: str | None, id_field: str, skip_bad: bool,
           threads: int | None, quiet: bool, progress_mode: str, json_summary: str | None,
           against: str | None, update: bool, device: str, temp_dir: str | None,
@@ -421,8 +422,10 @@ def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_
             settings["threshold"] = threshold
         if common_shingles is not None:
             settings["common_shingles"] = common_shingles
-        if candidates != "fingerprint":
-            settings["candidates"] = candidates
+        if not no_verify:
+            settings["candidates"] = resolve_candidates(
+                candidates, True, distance=distance, blocks=blocks, device=device
+            )
         extras = _extra_outputs(inputs, output, dataset, report_path, settings, text_field,
                                 id_field)  # fmt: skip
         _check_outputs(inputs, files, output, clusters_path, drop_list, json_summary, against,

@@ -181,8 +181,13 @@ def prefix_keep(
     ids = np.empty(len(pre.keys), dtype=np.int32)  # fewer than 2**31 shared keys
     run_chunks(lambda lo, hi: PK.key_ids(table, shift, pre.keys, ids, lo, hi),
                len(ids), threads)  # fmt: skip
+    # the index holds kept documents' shared prefix keys only: most prefix keys of distinct
+    # pages are held by no other prefix, so this is a fraction of the prefixes
+    slots = int(np.count_nonzero(ids >= 0))
+    index = np.int32 if slots < 2**31 - 1 else np.int64
     checks, cands = PK.prefix_keep(
-        sets.offsets, sets.keys, np.ascontiguousarray(docs, dtype=np.int64), pre.offsets,
-        ids, len(shared), t, kept_for, inter, union, *near,
+        sets.offsets, sets.keys, np.ascontiguousarray(docs, dtype=np.int64), pre.offsets, ids,
+        np.full(len(shared), -1, dtype=index), np.empty(slots, dtype=index), t, kept_for,
+        inter, union, *near,
     )  # fmt: skip
     return int(checks), int(cands)

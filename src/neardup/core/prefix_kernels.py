@@ -139,7 +139,7 @@ def _may_reach(sx, i, sy, j, t):
 
 @njit(cache=True, nogil=True)
 def prefix_keep(
-    offsets, keys, docs, poff, ids, n_shared, t, kept_for, inter, union,
+    offsets, keys, docs, poff, ids, head, nxt, t, kept_for, inter, union,
     near_for, near_inter, near_union,
 ):  # fmt: skip
     """Keep or drop ``docs`` (class representatives in priority order, ``kept_for`` -2 while
@@ -148,13 +148,12 @@ def prefix_keep(
     order, are ``ids[poff[d]:poff[d + 1]]``: each an index below ``n_shared`` of a key that two
     or more prefixes hold (the only keys that can pair documents), or -1. A candidate shares a
     prefix key and passes the positional filter (:func:`_may_reach`) at the first key it
-    shares. Only kept documents are indexed. With ``near_for`` of length ``n`` (else empty),
-    each checked pair under ``t`` is offered as a near miss. Returns (set intersections
-    computed, candidate pairs examined)."""
-    head = np.full(n_shared, -1, dtype=np.int64)
-    nxt = np.empty(ids.shape[0], dtype=np.int64)
-    who = np.empty(ids.shape[0], dtype=np.int32)  # a rank in docs; its place in the prefix
-    at = np.empty(ids.shape[0], dtype=np.int32)
+    shares. Only kept documents are indexed, in ``head`` (one entry a shared key, all -1) and
+    ``nxt`` (one slot a prefix key that is shared: ``ids >= 0``), int32 or int64. With
+    ``near_for`` of length ``n`` (else empty), each checked pair under ``t`` is offered as a
+    near miss. Returns (set intersections computed, candidate pairs examined)."""
+    who = np.empty(nxt.shape[0], dtype=np.int32)  # a rank in docs; its place in the prefix
+    at = np.empty(nxt.shape[0], dtype=np.int32)
     seen = np.full(docs.shape[0], -1, dtype=np.int64)
     buf = np.empty(docs.shape[0], dtype=np.int64)
     used = 0

@@ -111,6 +111,10 @@ class IndexBackend:
     sketch_words: int | None = None
     #: The Jaccard threshold an index with sketches was created for (None when not recorded).
     threshold: float | None = None
+    #: Whether a failed add may have stored part of its entries (no all-or-nothing commit).
+    partial_adds: bool = False
+    #: Whether it is read only by a cluster's workers in batch mode (no search of its own).
+    needs_cluster: bool = False
 
     layout: Layout
     path: str
@@ -225,6 +229,15 @@ class IndexBackend:
 
     def refresh(self) -> None:
         """Move to the newest committed state."""
+
+    def batch_source(self) -> Any:
+        """What batch mode on Dask reads (:func:`neardup.distributed.query`): the index."""
+        return self
+
+    def input_files(self) -> list[str]:
+        """Files of the index that a run reads as inputs (never written): none, for an index
+        that keeps its own storage."""
+        return []
 
     def close(self) -> None:
         """Release what the backend holds."""

@@ -68,6 +68,7 @@ class RedisIndex(IndexBackend):
     #: Jaccard-verified), and Dask workers cannot read segment files.
     capabilities = CAPABILITIES - {"verified", "parts"}
     backend = "redis"
+    partial_adds = True  # a failed batch of adds may have stored some of its entries
     #: Words of the MinHash sketch kept per entry: None, the Redis backend keeps no sketches.
     sketch_words: int | None = None
 

@@ -21,6 +21,7 @@ from neardup.core.sketch import Sketches
 from neardup.errors import IdError, InputError
 from neardup.index import IndexBackend
 from neardup.index import open_index as open_backend
+from neardup.index.parquet import ParquetCorpus
 from neardup.io.writers import OutputSet, RolledBack
 from neardup.pipeline.scan import Scan
 
@@ -37,24 +38,8 @@ __all__ = [
     "open_against",
     "open_index",
     "own_entries",
-    "ParquetCorpus",
     "sketch_words",
 ]
-
-
-class ParquetCorpus:
-    """Stored fingerprints in Parquet files (columns ``fingerprint`` and ``id``), checked in
-    batch mode on Dask (:func:`neardup.distributed.query`); read-only."""
-
-    #: Parquet corpora keep no sketches
-    sketch_words = None
-
-    def __init__(self, paths: list[str]) -> None:
-        self.paths = paths
-        self.path = ", ".join(paths)
-
-    def close(self) -> None:
-        """Nothing to release (the workers read the files)."""
 
 
 def _parquet_paths(against: Any) -> list[str] | None:
@@ -67,7 +52,7 @@ def _parquet_paths(against: Any) -> list[str] | None:
     return None
 
 
-def open_index(against: Any, update: bool) -> IndexBackend | ParquetCorpus:
+def open_index(against: Any, update: bool) -> IndexBackend:
     """``against`` as an open :class:`Index`: a path (or ``redis://`` URL) is opened for
     writing when ``update``, else read-only (:func:`neardup.open_index`). An open index is
     returned as is.
@@ -152,7 +137,7 @@ def check_distance(index: Any, distance: int) -> None:
 
     Parameters
     ----------
-    index : IndexBackend or ParquetCorpus
+    index : IndexBackend
         The index deduplicated against (a Parquet corpus answers any distance).
     distance : int
         The dedup's distance in bits (the fingerprint distance: the sketches' for an index
@@ -163,7 +148,7 @@ def check_distance(index: Any, distance: int) -> None:
     ValueError
         When ``distance`` exceeds the distance in bits the index was created for.
     """
-    if not isinstance(index, ParquetCorpus) and distance > index.distance:
+    if distance > index.distance:
         raise ValueError(
             f"index {index.path} answers distances up to {index.distance} bits but dedup uses "
             f"{distance}; create the index with distance {distance} or more, or dedup with "
@@ -178,7 +163,7 @@ def own_entries(index: Any, ids: list[Any] | None, stored: np.ndarray) -> np.nda
     itself: a rerun of ``--update`` on the same dump keeps it and does not add it again."""
     n = len(stored)
     own = np.zeros(n, dtype=bool)
-    if ids is None or n == 0 or isinstance(index, ParquetCorpus) or index.id_type is None:
+    if ids is None or n == 0 or index.id_type is None:
         return own
     _, sel = _survivor_ids(index, ids, np.ones(n, dtype=bool))
     try:
@@ -215,7 +200,7 @@ def entry_ids(index: Any, ids: list[Any], own: np.ndarray) -> np.ndarray:
 
 
 def check_index(
-    index: IndexBackend | ParquetCorpus,
+    index: IndexBackend,
     fingerprints: np.ndarray,
     distance: int,
     *,
@@ -246,10 +231,10 @@ def check_index(
     n = len(fingerprints)
     check_distance(index, distance)
     words = sketch_words(index)
-    if isinstance(index, ParquetCorpus) and client is None:
+    if index.needs_cluster and client is None:
         raise ValueError(
-            f"a Parquet corpus ({index.path}) is checked in batch mode on Dask: pass a "
-            f"client (--scheduler or --workers), or build an index with neardup index add"
+            f"a {index.backend} corpus ({index.path}) is checked in batch mode on Dask: pass "
+            f"a client (--scheduler or --workers), or build an index with neardup index add"
         )
     query_fps = sketches.fingerprints if words is not None and sketches is not None else None
     if words is not None and (sketches is None or threshold is None):
@@ -304,7 +289,7 @@ def _matches(
     if client is not None:
         from neardup.distributed import query
 
-        corpus: Any = index.paths if isinstance(index, ParquetCorpus) else index
+        corpus = index.batch_source()
         fps = query_fps if query_fps is not None else fingerprints
         candidates = query(corpus, fps, distance, client=client, device=device)
         if words is None:
@@ -343,7 +328,7 @@ def _where(scan: Scan | None, i: int) -> tuple[str, int | None]:
 
 
 def check_survivors(
-    index: IndexBackend | ParquetCorpus,
+    index: IndexBackend,
     ids: list[Any],
     fingerprints: np.ndarray,
     kept: np.ndarray,
@@ -351,8 +336,7 @@ def check_survivors(
 ) -> None:
     """Raise :class:`InputError` naming the document when :func:`add_survivors` would fail: an
     id of the wrong kind or already in the index. Runs before any output is written."""
-    # a Parquet corpus is read-only: open_index refuses update
-    assert not isinstance(index, ParquetCorpus)
+    index.require("add")  # a Parquet corpus is read-only: open_index refuses update
     pos, sel = _survivor_ids(index, ids, kept)
     try:
         present = index.contains(sel)
@@ -386,7 +370,7 @@ def commit_with_update(outputs: OutputSet, index: Any, add: Callable[[], object]
         reason = str(cause)
         if isinstance(cause, OSError) and cause.strerror:
             reason = f"{cause.filename}: {cause.strerror}" if cause.filename else cause.strerror
-        partly = " (or only in part)" if getattr(index, "backend", "") == "redis" else ""
+        partly = " (or only in part)" if index.partial_adds else ""
         fix = "run the same command again"
         if partly or e.left:
             fix += " to finish (a rerun does not add a document the index already holds)"
@@ -396,7 +380,7 @@ def commit_with_update(outputs: OutputSet, index: Any, add: Callable[[], object]
 
 
 def add_survivors(
-    index: IndexBackend | ParquetCorpus,
+    index: IndexBackend,
     ids: list[Any],
     fingerprints: np.ndarray,
     kept: np.ndarray,
@@ -405,7 +389,7 @@ def add_survivors(
     """Add the kept documents to ``index`` (ids as given when all are integers and the index
     takes integers, else as text), with their ``sketches`` in an index that keeps them (whose
     fingerprints are the sketches' first words); return how many were added."""
-    assert not isinstance(index, ParquetCorpus)
+    index.require("add")
     pos, sel = _survivor_ids(index, ids, kept)
     if sketch_words(index) is not None:
         assert sketches is not None
@@ -423,8 +407,8 @@ def open_against(
     index = open_index(against, update)
     if index is not against:
         stack.callback(index.close)
-    if isinstance(index, ParquetCorpus):  # its files are inputs: never overwritten
-        outputs.add_inputs(index.paths)
+    if index.input_files():  # a Parquet corpus: its files are inputs, never overwritten
+        outputs.add_inputs(index.input_files())
     else:
         outputs.protect(index.path)
         if update:  # the ids checked free stay free until the survivors are added

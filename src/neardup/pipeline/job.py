@@ -236,7 +236,7 @@ def dedup(
     collect: bool = True,
     removed: str | os.PathLike | None = None,
     common_shingles: float | int | None = None,
-    candidates: str = "fingerprint",
+    candidates: str | None = None,
 ) -> Any:
     """Find near-duplicate documents and choose one survivor per cluster.
 
@@ -253,10 +253,8 @@ def dedup(
         input without its dropped documents. Paths may be compressed or fsspec URLs.
     threshold : float, default 0.8
         Verified dedup: a document is dropped only when the exact Jaccard of its shingle set
-        with an already kept document's is ``>= threshold`` (0 < threshold <= 1). Candidates
-        are the documents whose set fingerprints differ in at most ``distance`` bits (default:
-        :func:`neardup.core.verify.distance_for_threshold`, 10 bits at 0.8, 6 at 0.9).
-        Documents in keep-priority order; a drop is never chained through a dropped document;
+        with an already kept document's is ``>= threshold`` (0 < threshold <= 1). The candidates
+        compared come from ``candidates``. Documents in keep-priority order; a drop is never chained through a dropped document;
         documents without shingles are always kept. Shingle keys are spooled to a temporary
         file (4 bytes per distinct shingle, in ``temp_dir``), removed when the job ends.
     verify : bool, default True
@@ -266,7 +264,9 @@ def dedup(
         against the texts.
     distance : int, optional
         Largest Hamming distance (bits, inclusive) between fingerprints that makes candidates
-        (verified) or links documents (``verify=False``, default 6).
+        (verified with ``candidates="fingerprint"``; default
+        :func:`neardup.core.verify.distance_for_threshold`, 10 bits at 0.8, 6 at 0.9) or links
+        documents (``verify=False``, default 6).
     keep : {"first", "longest", "max:FIELD", "min:FIELD"}
         Which document is kept: first in input order, most characters, or the highest
         (``"max:score"``) or lowest (``"min:crawl_date"``) value of a field of the records
@@ -395,14 +395,16 @@ def dedup(
         Default: every shingle counts. Without it, a run whose largest clusters look like
         pages sharing a template says so (``result.template``, the summary's
         ``template_hint``).
-    candidates : {"fingerprint", "prefix"}
-        Verified dedup: where the candidate pairs that are verified come from. ``"fingerprint"``
-        (default): documents whose set fingerprints differ in at most ``distance`` bits, a
-        fast search that finds nearly every pair at the threshold. ``"prefix"``: documents
-        that share one of their rarest shingles (prefix filtering,
+    candidates : {"prefix", "fingerprint"}, optional
+        Verified dedup: where the candidate pairs that are verified come from. ``"prefix"``:
+        documents that share one of their rarest shingles (prefix filtering,
         :mod:`neardup.core.prefix`): every pair at the threshold is found, so the decisions are
         those of the rule over all pairs, and pages that share only a template are not
-        candidates, so a templated site costs what distinct pages cost.
+        candidates, so a templated site costs what distinct pages cost. ``"fingerprint"``:
+        documents whose set fingerprints differ in at most ``distance`` bits, a search that
+        finds nearly every pair at the threshold (and the only one on a GPU). Default:
+        ``"prefix"``, or ``"fingerprint"`` when ``verify=False`` or ``distance``, ``blocks`` or
+        ``device="cuda"`` is given (:func:`neardup.pipeline.plan.resolve_candidates`).
 
     Returns
     -------
@@ -673,7 +675,7 @@ def _decide(run: _Run, plan: DedupPlan, opts: _Options) -> DedupResult:
     result.against = run.checked
     if verified is not None:
         result.verified, result.threshold = verified, plan.threshold
-        result.temp_bytes = temp_bytes
+        result.temp_bytes, result.candidates = temp_bytes, plan.candidates
         result.common, result.template = common, template
         report_no_shingles(len(verified.kept), verified.n_no_shingles, opts.log)
     if opts.log is not None:

@@ -232,9 +232,27 @@ def _check_common(common: Any, verify: bool) -> float | int | None:
 CANDIDATES = ("fingerprint", "prefix")
 
 
-def _check_candidates(candidates: str, verify: bool) -> str:
-    """``candidates`` checked: one of :data:`CANDIDATES`; ``"prefix"`` needs a verified run
-    (its candidates come from the shingle sets)."""
+def resolve_candidates(
+    candidates: str | None,
+    verify: bool,
+    *,
+    distance: int | None = None,
+    blocks: int | None = None,
+    device: str = "cpu",
+) -> str:
+    """``candidates`` checked, or chosen when None: ``"prefix"`` for a verified run on the CPU
+    (every pair at the threshold, and a templated site costs what distinct pages cost:
+    docs/guides/threshold.md), ``"fingerprint"`` without verification or when the caller
+    set what only the fingerprint search uses (``distance``, ``blocks``, a GPU ``device``).
+
+    Raises
+    ------
+    ValueError
+        An unknown generator, or ``"prefix"`` without verification.
+    """
+    if candidates is None:
+        fingerprint = not verify or distance is not None or blocks is not None or device != "cpu"
+        return "fingerprint" if fingerprint else "prefix"
     if candidates not in CANDIDATES:
         raise ValueError(f"candidates must be one of {', '.join(CANDIDATES)} (got {candidates!r})")
     if candidates != "fingerprint" and not verify:
@@ -273,7 +291,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
                client: bool = False, staged_only: bool = False, device: str = "cpu",
                one_process: Sequence[str] = (),
                common_shingles: float | int | None = None,
-               candidates: str = "fingerprint") -> DedupPlan:  # fmt: skip
+               candidates: str | None = None) -> DedupPlan:  # fmt: skip
     """The :class:`DedupPlan` of a dedup run: options checked, defaults applied, file inputs
     expanded (``data`` a path or list of paths; anything else is in-memory input and gets no
     shards) and, for a staged run (:func:`is_staged`), cut into shards.
@@ -309,7 +327,8 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
     check_work_dir(work_dir)
     d = _check_rule(verify, threshold, distance, keep, blocks)
     common = _check_common(common_shingles, verify)
-    candidates = _check_candidates(candidates, verify)
+    candidates = resolve_candidates(candidates, verify, distance=distance, blocks=blocks,
+                                    device=device)  # fmt: skip
     if shard_docs is not None and shard_docs < 1:
         raise ValueError(f"shard_docs must be >= 1 (got {shard_docs})")
     inputs, files = _expand(data, fmt, output)

@@ -333,10 +333,14 @@ def _subtitle(s: Mapping[str, Any], settings: Mapping[str, Any], has_jaccard: bo
         verified = has_jaccard
     if verified:
         at = f" at least {float(t):g}" if t is not None else " at least the threshold"
+        if s.get("candidates", settings.get("candidates")) == "prefix":
+            whose = "that share one of their rarest shingles (every pair at the threshold)"
+        else:
+            whose = f"whose fingerprints differ{within}"
         return (
             f"Verified dedup: a document was dropped when the exact Jaccard similarity of its "
-            f"shingle set with a kept document's was{at}; candidates were the documents whose "
-            f"fingerprints differ{within}. Each cluster keeps one document."
+            f"shingle set with a kept document's was{at}; candidates were the documents "
+            f"{whose}. Each cluster keeps one document."
         )
     return (
         f"Fingerprints only (--no-verify): documents whose 64-bit simhash fingerprints "

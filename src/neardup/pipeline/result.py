@@ -81,6 +81,8 @@ class DedupResult:
         A staged run with a report: the report's near misses as its tasks found them (see
         :func:`neardup.pipeline.report.near_misses`), so that the report needs no array of
         them.
+    candidates : str or None
+        Verified dedup: where the verified pairs came from (``"prefix"`` or ``"fingerprint"``).
     """
 
     ids: list[Any]
@@ -98,6 +100,7 @@ class DedupResult:
     temp_bytes: int = 0
     against: IndexCheck | None = None
     near: dict[str, Any] | None = None
+    candidates: str | None = None
     common: dict[str, Any] | None = None
     template: dict[str, Any] | None = None
 
@@ -315,6 +318,7 @@ class DedupResult:
         if self.verified is not None:
             out.update(
                 threshold=self.threshold,
+                candidates=self.candidates,
                 no_shingles=self.verified.n_no_shingles,
                 temp_bytes=self.temp_bytes,
             )

@@ -1248,6 +1248,7 @@ def build_result(plan: DedupPlan, run: StagedRun, near_arrays: bool = True) -> A
     result.near = run.near
     result.common, result.template = run.common, run.template
     if plan.verify:
+        result.candidates = plan.candidates
         shards = [s for s in range(len(run.sizes)) if run.sizes[s]]
         sizes = np.concatenate(
             [np.diff(S.load(run.work, "scan", s, "koff")) for s in shards] or [np.zeros(0)]
@@ -1294,7 +1295,8 @@ def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:
         "verified": plan.verify,
     }
     if plan.verify:
-        out.update(threshold=plan.threshold, no_shingles=run.no_shingles,
+        out.update(threshold=plan.threshold, candidates=plan.candidates,
+                   no_shingles=run.no_shingles,
                    temp_bytes=sum(run.temp_bytes.values()))  # fmt: skip
         out.update(common_figures(run.common, run.template))
     if run.against is not None:
