@@ -47,7 +47,7 @@ def child_neardup(corpus: str, result: str, candidates: str, threshold: float) -
     r = dedup(corpus, output=os.path.join(os.path.dirname(result), f"kept-{candidates}.jsonl"),
               threshold=threshold, candidates=candidates)  # fmt: skip
     wall = time.perf_counter() - t0
-    kept = [int(i) for i in np.asarray(r.kept_ids)]
+    kept = [int(i) for i in r.kept_ids]
     Path(result).write_text(json.dumps({"kept": kept, "wall_s": wall}))
 
 
@@ -133,7 +133,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.jsonl"
         with open(corpus, "w", encoding="utf-8") as f:
-            f.writelines(json.dumps({"id": k, "text": t}) + "\n" for k, t in enumerate(texts))
+            f.writelines(json.dumps({"id": str(k), "text": t}) + "\n" for k, t in enumerate(texts))
         print(f"corpus: {len(texts):,} documents of real text, {corpus.stat().st_size / 1e6:.1f} "
               f"MB; {len(i):,} pairs at Jaccard >= {args.threshold:g} (exact truth)")  # fmt: skip
         rows = {}

@@ -11,8 +11,9 @@ output.
     python bench/scale.py --docs 1e6 [--docs 4e6] [--shard-docs 250000] [--workers 2]
 
 A run other than ``today`` is compared with today's output of the same size, so keep
-``today`` in ``--runs``. Runs named ``...-prefix`` (``today-prefix``, ``local-prefix``,
-``dask-prefix``) take ``--candidates prefix`` and are compared with ``today-prefix``.
+``today`` in ``--runs``. ``today``, ``local`` and ``dask`` take ``--candidates fingerprint``;
+runs named ``...-prefix`` (``today-prefix``, ``local-prefix``, ``dask-prefix``) take
+``--candidates prefix`` (the default) and are compared with ``today-prefix``.
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
     }
     prefix = ["--candidates", "prefix"]
     runs.update({f"{k}-prefix": v + prefix for k, v in list(runs.items())})
+    for k in ("today", "local", "dask"):  # the default is prefix: these name the other one
+        runs[k] = runs[k] + ["--candidates", "fingerprint"]
     for name, extra in runs.items():
         if name not in ns.runs.split(","):
             continue
