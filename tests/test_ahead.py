@@ -53,17 +53,20 @@ def test_child_compiles_what_the_job_then_loads(tmp_path, verify):
     )
     assert r.returncode == 0, r.stderr
     saved, loaded = _cache_lines(r.stdout, "saved"), _cache_lines(r.stdout, "loaded")
+    # a verified run decides with prefix candidates (the default), a fingerprint-only one
+    # with the search
+    decider = "prefix_kernels.prefix_keep" if verify else "tree_kernels.root_pairs"
     if len(os.sched_getaffinity(0)) < 2:  # pragma: no cover - no second CPU: no child
-        assert "tree_kernels.root_pairs" in saved
+        assert decider in saved
         return
     # this process compiled the fingerprint kernels only (with the shared primitives they call,
     # unless the child had compiled those first), and loaded what the child compiled
     fingerprinting = ("_kernels.", "_pipeline.", "primitives.")
     assert saved and all(name.startswith(fingerprinting) for name in saved)
-    assert "tree_kernels.root_pairs" in loaded
-    assert ("verify_kernels.greedy_keep" in loaded) == verify
+    assert decider in loaded
+    assert "verify_kernels.greedy_keep" not in loaded  # the fingerprint candidates' pass
     cost = {g: c for g, (_, _, c) in compiled.GROUPS.items()}
-    ahead = cost["search"] + (cost["verify"] if verify else 0)  # the longer side
+    ahead = cost["prefix"] if verify else cost["search"]  # the longer side
     want = max(cost["fingerprint"], ahead)
     assert f"compiling kernels for this machine (first run only, ~{want} s)" in r.stderr
     assert not glob.glob(str(cache / "**" / "*.tmp.*"), recursive=True)

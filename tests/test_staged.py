@@ -584,3 +584,48 @@ def test_identical_documents_with_common_shingles_write_pairs_linear(tmp_path, k
     assert ref.summary()["common_shingles"]["keys"] > 0  # the template's shingles
     assert _rows(work, "exact") == n - families - 6  # every copy but each family's first
     assert _rows(work, "pairs") <= families + 6 and _rows(work, "verify") <= families + 6
+
+
+def _few_descriptors() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("candidates", ["prefix", "fingerprint"])
+def test_a_near_copy_family_of_many_tasks_runs_with_few_descriptors(tmp_path, candidates):
+    """120 near-copies make all their 7,140 pairs candidates: with 10 pairs a task, 714 verify
+    and components tasks, whose files the components tasks read one at a time. With 256 file
+    descriptors the staged run ends with the one-process run's bytes (it stopped on "too many
+    open files" when every task's file stayed mapped until all were read)."""
+    base = " ".join(f"w{k}" for k in range(60))
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": f"{base} own{i}"}) + "\n"
+                           for i in range(120)))  # fmt: skip
+    plain = tmp_path / "plain.jsonl"
+    dedup(str(src), output=str(plain), candidates=candidates)
+    out = tmp_path / "staged.jsonl"
+    cmd = [sys.executable, "-m", "neardup", "dedup", str(src), "-o", str(out), "--shard-docs",
+           "10", "--work-dir", str(tmp_path / "w"), "--candidates", candidates, "-q",
+           "--json-summary", str(tmp_path / "s.json")]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=_few_descriptors,
+                       timeout=600, check=False)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == plain.read_bytes() and len(plain.read_text().splitlines()) == 1
+    stages = json.loads((tmp_path / "s.json").read_text())["stages"]
+    assert stages["cc-edges"]["tasks"] > 256  # more files than descriptors
+
+
+def test_running_out_of_descriptors_is_not_called_damage():
+    import errno
+
+    from neardup.errors import reading_back
+
+    with pytest.raises(InputError, match="nothing is damaged.*ulimit -n") as e:
+        with reading_back("w/cc-edges/1/c.npy"):
+            raise OSError(errno.EMFILE, "Too many open files")
+    assert "damaged;" not in str(e.value)
+    with pytest.raises(InputError, match="the work directory is damaged"):
+        with reading_back("w/cc-edges/1/c.npy"):
+            raise OSError(errno.EIO, "Input/output error")

@@ -51,6 +51,8 @@ GROUPS = {
     ),
     "search": (os.path.join(_ROOT, "core", "tree_kernels.py"), "root_pairs", 3),
     "verify": (os.path.join(_ROOT, "core", "verify_kernels.py"), "greedy_keep", 2),
+    # prefix candidates: the counts, the prefixes and the pass that keeps or drops
+    "prefix": (os.path.join(_ROOT, "core", "prefix_kernels.py"), "prefix_keep", 3),
     # an index's queries: the tree walk (not the all-pairs search's kernels)
     "query": (os.path.join(_ROOT, "core", "tree_kernels.py"), "_walk", 10),
     "index": (os.path.join(_ROOT, "index", "_kernels.py"), "", 1),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 from collections.abc import Iterator
 
 
@@ -56,6 +57,10 @@ class OutOfMemory(MemoryError):
     """Memory ran out; the message says what was being held and how to need less."""
 
 
+#: errors of opening a file that say nothing of the file (descriptors or memory ran out)
+_NOT_THE_FILE = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+
+
 @contextlib.contextmanager
 def holding(what: str, fix: str) -> Iterator[None]:
     """Turn a bare ``MemoryError`` inside the block into :class:`OutOfMemory` saying that
@@ -85,5 +90,11 @@ def reading_back(path: str) -> Iterator[None]:
         yield
     except InputError:
         raise
-    except (OSError, ValueError, EOFError, pickle.UnpicklingError) as e:
+    except OSError as e:
+        if e.errno in _NOT_THE_FILE:  # the process's limits, not the file: a rerun may pass
+            raise InputError(path, None, f"cannot be opened: {e.strerror}; nothing is damaged: "
+                             "raise the limit (ulimit -n) or free memory and run the same "
+                             "command again") from None  # fmt: skip
+        raise damaged(path, f"{type(e).__name__}: {e}") from None
+    except (ValueError, EOFError, pickle.UnpicklingError) as e:
         raise damaged(path, f"{type(e).__name__}: {e}") from None

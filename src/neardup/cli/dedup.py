@@ -27,7 +27,7 @@ from neardup.io.formats import display_name
 from neardup.io.hf import is_saved_dataset, load_saved_dataset
 from neardup.io.sources import InputPath, expand_inputs
 from neardup.io.writers import OutputSet
-from neardup.pipeline.ahead import compile_ahead, dedup_groups
+from neardup.pipeline.ahead import ahead_groups, compile_ahead, dedup_groups
 from neardup.pipeline.plan import DEFAULT_SHARD_DOCS, resolve_candidates
 from neardup.pipeline.plan import search_distance as plan_distance
 from neardup.pipeline.workdir import check_work_dir
@@ -593,14 +593,16 @@ def _run(source: Any, options: dict[str, Any], files: list[Any], quiet: bool,
         if not quiet:
             bar.message(message)
 
-    verify = options["verify"]
-    later = ["search"] if not verify else ["search", "verify"]
-    groups = dedup_groups(files or None, verify, options["against"] is not None)
+    verify, candidates = options["verify"], options.get("candidates")
+    candidates = resolve_candidates(candidates, verify, distance=options["distance"],
+                                    blocks=options["blocks"], device=options["device"])  # fmt: skip
+    later = ahead_groups(verify, candidates)
+    groups = dedup_groups(files or None, verify, options["against"] is not None, candidates)
     first = [g for g in groups if g not in later]
     with contextlib.ExitStack() as stack:
         ahead = False
         if cluster.here:  # (on a cluster the search runs elsewhere)
-            ahead = stack.enter_context(compile_ahead(verify, options["threads"]))
+            ahead = stack.enter_context(compile_ahead(verify, options["threads"], candidates))
         announce_compile(PROG, first if ahead else [*first, *later], quiet,
                          **({"alongside": later} if ahead else {}))  # fmt: skip
         on, where = _open_cluster(stack, cluster, options["temp_dir"])

@@ -28,7 +28,15 @@ from collections.abc import Callable, Iterator
 
 from neardup import compiled, config
 
-__all__ = ["WAIT_SECONDS", "announce", "compile_ahead", "dedup_groups", "wait_ahead"]
+__all__ = [
+    "WAIT_SECONDS",
+    "ahead_groups",
+    "announce",
+    "compile_ahead",
+    "dedup_groups",
+    "dedup_mode",
+    "wait_ahead",
+]
 
 #: Compile ahead (``config.COMPILE_AHEAD``) only when the usable CPUs minus the 1-minute load
 #: average is at least this. The second process
@@ -41,8 +49,22 @@ COMPILE_AHEAD_SPARE_CPUS = 1.5
 #: Longest wait for the child (seconds); a child still compiling then is killed.
 WAIT_SECONDS = 300.0
 
-#: kernel groups the child compiles, for a verified or a fingerprint-only dedup
-_GROUPS = {True: ["search", "verify"], False: ["search"]}
+#: kernel groups the child compiles, for a dedup verified with fingerprint candidates
+#: ("verify"), with prefix candidates ("prefix") or fingerprint-only ("search")
+_GROUPS = {"verify": ["search", "verify"], "prefix": ["prefix"], "search": ["search"]}
+
+
+def dedup_mode(verify: bool, candidates: str = "fingerprint") -> str:
+    """The kernels a dedup decides with: a key of :data:`_GROUPS`."""
+    if not verify:
+        return "search"
+    return "prefix" if candidates == "prefix" else "verify"
+
+
+def ahead_groups(verify: bool, candidates: str = "fingerprint") -> list[str]:
+    """The kernel groups :func:`compile_ahead` compiles in its child for such a dedup."""
+    return list(_GROUPS[dedup_mode(verify, candidates)])
+
 
 _pending: list[subprocess.Popen] = []
 
@@ -62,14 +84,14 @@ def _spare_cpus(cpus: int) -> float:
         return float(cpus)
 
 
-def _start(verify: bool, threads: int | None) -> subprocess.Popen | None:
+def _start(mode: str, threads: int | None) -> subprocess.Popen | None:
     """The child, when it helps: some of its groups are not compiled yet, and this run may use
     a second CPU (``threads`` and the CPUs usable) that is idle
     (:data:`COMPILE_AHEAD_SPARE_CPUS`); else None."""
     if not config.COMPILE_AHEAD:
         return None
     cpus = _usable_cpus() if threads is None else min(threads, _usable_cpus())
-    groups = _GROUPS[verify]
+    groups = _GROUPS[mode]
     if cpus < 2 or all(compiled.is_compiled(g) for g in groups):
         return None
     if _spare_cpus(cpus) < COMPILE_AHEAD_SPARE_CPUS:
@@ -78,7 +100,7 @@ def _start(verify: bool, threads: int | None) -> subprocess.Popen | None:
         return None  # numba can cache nowhere: what the child compiled would be lost
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", __name__, "verify" if verify else "search"],
+            [sys.executable, "-m", __name__, mode],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -99,14 +121,16 @@ def _reap(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def compile_ahead(verify: bool = True, threads: int | None = None) -> Iterator[bool]:
-    """Compile the kernels of a dedup's search (``verify``: and verification) in a child
-    process while the body runs, on a first run with a second CPU to spare.
+def compile_ahead(verify: bool = True, threads: int | None = None,
+                  candidates: str = "fingerprint") -> Iterator[bool]:  # fmt: skip
+    """Compile the kernels of a dedup's search (``verify``: and verification, with
+    ``candidates``) in a child process while the body runs, on a first run with a second CPU
+    to spare.
 
     Yields whether a child was started. The job waits for it before its search
     (:func:`wait_ahead`); on leaving the block it is waited for in any case.
     """
-    proc = _start(verify, threads)
+    proc = _start(dedup_mode(verify, candidates), threads)
     if proc is None:
         yield False
         return
@@ -123,7 +147,8 @@ def wait_ahead() -> None:
         _reap(proc)
 
 
-def dedup_groups(files: list | None, verify: bool, against: bool) -> list[str]:
+def dedup_groups(files: list | None, verify: bool, against: bool,
+                 candidates: str = "fingerprint") -> list[str]:  # fmt: skip
     """The kernel groups (:data:`neardup.compiled.GROUPS`) a dedup of ``files`` (None: data in
     memory) compiles on its first run."""
     from neardup.pipeline.stream import reads_in_blocks
@@ -133,7 +158,7 @@ def dedup_groups(files: list | None, verify: bool, against: bool) -> list[str]:
         "fingerprint",
         *(["reader"] if reader else []),
         *(["query", "index"] if against else []),
-        *_GROUPS[verify],
+        *_GROUPS[dedup_mode(verify, candidates)],
     ]
 
 
@@ -153,8 +178,9 @@ def announce(groups: list[str], log: Callable[[str], None] | None = None) -> Non
 # -- the child ------------------------------------------------------------------------------------
 
 
-def _compile(verify: bool) -> None:
-    """Run the job's decision on three documents (two near-duplicates), as the job calls it."""
+def _compile(mode: str) -> None:
+    """Run the job's decision of ``mode`` (a key of :data:`_GROUPS`) on three documents (two
+    near-duplicates), as the job calls it."""
     import numpy as np
 
     from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD
@@ -162,7 +188,7 @@ def _compile(verify: bool) -> None:
     from neardup.pipeline.spool import ShingleSpool
 
     lengths = np.array([40, 40, 40], dtype=np.int64)
-    if not verify:
+    if mode == "search":
         fps = np.array([0, 1, 1 << 63], dtype=np.uint64)
         decide(fps, lengths, distance=DEFAULT_DEDUP_DISTANCE)
         return
@@ -170,16 +196,18 @@ def _compile(verify: bool) -> None:
     keys = np.r_[0:10, 0:9, 99, 50:60].astype(np.uint32)
     with ShingleSpool() as spool:  # read back memory-mapped, the type the job's sets have
         spool.append(np.array([0, 10, 20, 30], dtype=np.int64), keys)
-        decide_verified_sets(spool.sets(), lengths, DEFAULT_DEDUP_THRESHOLD)
+        candidates = "prefix" if mode == "prefix" else "fingerprint"
+        decide_verified_sets(spool.sets(), lengths, DEFAULT_DEDUP_THRESHOLD,
+                             candidates=candidates)  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
-    """``python -m neardup.pipeline.ahead verify|search``."""
+    """``python -m neardup.pipeline.ahead verify|prefix|search``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent's Ctrl-C: finish, then exit
-    if argv != ["verify"] and argv != ["search"]:
-        print("usage: python -m neardup.pipeline.ahead verify|search", file=sys.stderr)
+    if len(argv) != 1 or argv[0] not in _GROUPS:
+        print("usage: python -m neardup.pipeline.ahead verify|prefix|search", file=sys.stderr)
         return 2
-    _compile(argv[0] == "verify")
+    _compile(argv[0])
     return 0
 
 

@@ -553,7 +553,8 @@ def _one_process(plan: DedupPlan, data: Any, opts: _Options, piped: Any) -> Dedu
     """The run in this process: scan -> seen (an index) -> decide -> write -> update."""
     with contextlib.ExitStack() as stack:
         run = _open_run(stack, plan, data, opts)
-        announce(dedup_groups(run.files, plan.verify, run.index is not None), opts.log)
+        announce(dedup_groups(run.files, plan.verify, run.index is not None, plan.candidates),
+                 opts.log)  # fmt: skip
         _read(run, plan, data, opts)
         if run.index is not None:
             _check_against(run, plan, opts)

@@ -22,7 +22,7 @@ from neardup.distributed.plan import distinct_nodes
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.report import json_id, near_counts
 from neardup.pipeline.shard_write import PositionLookup
-from neardup.pipeline.stages import gather_array, keep_values, load, save, slices
+from neardup.pipeline.stages import gather, gather_array, keep_values, load, save
 from neardup.pipeline.stream import concat
 
 __all__ = ["near_kept_task", "near_pick_task", "near_task"]
@@ -92,12 +92,10 @@ def near_pick_task(out: str, work: str, plan: DedupPlan, offsets: list[int], tas
     ``tasks`` (``d``, ``e``, ``jac``, ``d`` ascending); returns what the report shows of them:
     the ``top`` of highest Jaccard (ties in input order) as ``[jaccard, d, e, id of d, id of
     e]``, and their :func:`~neardup.pipeline.report.near_counts`."""
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in _COLUMNS}
-    for t, a, b in slices(work, "near", tasks, s, "cuts"):
-        for k in _COLUMNS:
-            cols[k].append(np.asarray(load(work, "near", t, k)[a:b]))
-    d, e, jac, ekey = (concat(cols[k], np.float64 if k in ("jac", "ekey") else np.int64)
-                       for k in _COLUMNS)  # fmt: skip
+    cols = gather(work, "near", tasks, s,
+                  {k: np.float64 if k in ("jac", "ekey") else np.int64 for k in _COLUMNS},
+                  "cuts")  # fmt: skip
+    d, e, jac, ekey = (cols[k] for k in _COLUMNS)
     d, e, jac, _ = _best(d, e, jac, ekey)
     nbytes = save(out, d=d, e=e, jac=jac)
     rows = np.lexsort((d, -jac))[:top]

@@ -15,8 +15,7 @@ import numpy as np
 
 from neardup.core.prefix import prefix_pairs, prefix_sets, rank_counts, unique_pairs
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.stages import copies_in, key_stage, load, save, shard_sets, slices
-from neardup.pipeline.stream import concat
+from neardup.pipeline.stages import copies_in, gather, inbox, key_stage, load, save, shard_sets
 
 __all__ = ["count_task", "dedupe_task", "merge_task", "pairs_task", "prefix_task"]
 
@@ -61,13 +60,10 @@ def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, b: int,
     """The candidate pairs of positions that share a key of range ``b`` (from every shard's
     prefix entries, :func:`~neardup.core.prefix.prefix_pairs`), cut (``c``) by the range of
     ``bounds`` (ascending global positions) that holds each pair's first position."""
-    cols: dict[str, list[np.ndarray]] = {c: [] for c in "kpjs"}
-    for s, lo, hi in slices(work, "prefix", range(n_shards), b):
-        for c in cols:
-            cols[c].append(np.asarray(load(work, "prefix", s, c)[lo:hi]))
-    moved = sum(len(k) for k in cols["k"]) * 24
-    k, p, j, size = (concat(cols[c], d) for c, d in zip("kpjs", (np.uint32, np.int64, np.int32,
-                                                                 np.int64)))  # fmt: skip
+    cols = gather(work, "prefix", range(n_shards), b,
+                  {"k": np.uint32, "p": np.int64, "j": np.int32, "s": np.int64})  # fmt: skip
+    k, p, j, size = cols["k"], cols["p"], cols["j"], cols["s"]
+    moved = len(k) * 24
     pairs = prefix_pairs(k, p, j, size, plan.threshold)
     cuts = np.searchsorted(pairs[:, 0], bounds).astype(np.int64)
     return {"pairs": len(pairs), "moved": moved, "bytes": save(out, pairs=pairs, c=cuts)}
@@ -76,8 +72,7 @@ def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, b: int,
 def dedupe_task(out: str, work: str, tasks: list[str], r: int) -> dict[str, int]:
     """Range ``r``'s pairs from every prefix-pairs task, each pair once (sorted): the
     candidate pairs the verify stage reads."""
-    pieces = [np.asarray(load(work, "prefix-pairs", t, "pairs")[lo:hi])
-              for t, lo, hi in slices(work, "prefix-pairs", tasks, r)]  # fmt: skip
-    pairs = unique_pairs(concat(pieces, np.int64).reshape(-1, 2))
-    moved = sum(len(p) for p in pieces) * 16
+    pairs = inbox(work, "prefix-pairs", tasks, r, "pairs")
+    moved = len(pairs) * 16
+    pairs = unique_pairs(pairs)
     return {"pairs": len(pairs), "moved": moved, "bytes": save(out, pairs=pairs)}

@@ -77,6 +77,7 @@ __all__ = [
     "shard_sets",
     "decide_task",
     "exact_copies",
+    "gather",
     "gather_array",
     "id_buckets",
     "load",
@@ -125,13 +126,34 @@ def slices(work: str, stage: str, tasks: Iterable[str | int], p: int,
             yield t, lo, hi
 
 
+def gather(work: str, stage: str, tasks: Iterable[str | int], p: int,
+           columns: dict[str, Any], cut: str = "c") -> dict[str, np.ndarray]:  # fmt: skip
+    """Slice ``p`` (by the cuts ``cut``, :func:`slices`) of the arrays ``columns`` (name: dtype)
+    of every task of ``stage``, end to end, each column one array filled in place. One task's
+    file is open at a time: a memory-mapped file holds a descriptor while any view of it
+    lives, and a stage of a near-copy family can have tens of thousands of tasks."""
+    spans = list(slices(work, stage, tasks, p, cut))
+    total = sum(hi - lo for _, lo, hi in spans)
+    out = {}
+    for name, dtype in columns.items():
+        whole: np.ndarray | None = None
+        at = 0
+        for t, lo, hi in spans:
+            src = load(work, stage, t, name)
+            if whole is None:
+                whole = np.empty((total, *src.shape[1:]), dtype=dtype)
+            whole[at : at + hi - lo] = src[lo:hi]
+            at += hi - lo
+            del src  # closes the mapping before the next file opens
+        out[name] = whole if whole is not None else np.zeros(0, dtype=dtype)
+    return out
+
+
 def inbox(work: str, stage: str, tasks: list[str], p: int, name: str = "e",
           cut: str = "c") -> np.ndarray:  # fmt: skip
     """Partition (or group) ``p``'s slice of edges ``name`` of every task of ``stage``, end to
     end, shape (k, 2)."""
-    pieces = [np.asarray(load(work, stage, t, name)[lo:hi])
-              for t, lo, hi in slices(work, stage, tasks, p, cut)]  # fmt: skip
-    return concat(pieces, np.int64).reshape(-1, 2)
+    return gather(work, stage, tasks, p, {name: np.int64}, cut)[name].reshape(-1, 2)
 
 
 def load_ids(work: str, shard: int) -> list[Any]:
@@ -412,11 +434,10 @@ def _hash_range(h: np.ndarray, b: int, buckets: int) -> tuple[int, int]:
 def shard_repeats(work: str, buckets: int, s: int) -> tuple[np.ndarray, list[list[Any]]]:
     """Shard ``s``'s repeated ids found by the ids stage's ``buckets`` tasks: their places in
     the shard and their records ``[source, line, message]``, in the same order (by task)."""
-    places, records = [], []
+    records = []
     for b, lo, hi in slices(work, "ids", range(buckets), s):
-        places.append(np.asarray(load(work, "ids", b, "place")[lo:hi]))
         records += read_records(work, "ids", b, "rep", lo, hi)
-    return concat(places, np.int64), records
+    return gather(work, "ids", range(buckets), s, {"place": np.int64})["place"], records
 
 
 def _confirm_repeats(
@@ -538,9 +559,8 @@ def _shared_digests(work: str, off: np.ndarray, b: int, buckets: int,
 def copies_in(work: str, tasks: int, s: int) -> np.ndarray:
     """The global positions of shard ``s``'s documents that the exact stage's ``tasks`` tasks
     linked to an earlier copy of their shingle set (ascending within each task's slice)."""
-    parts = [np.asarray(load(work, "exact", t, "pairs")[lo:hi, 1])
-             for t, lo, hi in slices(work, "exact", range(tasks), s)]  # fmt: skip
-    return concat(parts, np.int64)
+    pairs = gather(work, "exact", range(tasks), s, {"pairs": np.int64})["pairs"]
+    return pairs.reshape(-1, 2)[:, 1].copy()
 
 
 # ------------------------------------------------------------------------------ candidates
