@@ -409,6 +409,8 @@ def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_
                                       no_verify, threshold, distance)  # fmt: skip
     cluster = _check_cluster(scheduler, workers, ray_address, device, against)
     _check_verified_only(no_verify, common_shingles, candidates)
+    candidates = resolve_candidates(candidates, not no_verify, distance=distance, blocks=blocks,
+                                    device=device)  # fmt: skip
     # a pipe is read once, into a temporary file, first: its content tells its format
     with spooled(inputs, temp_dir):
         dataset, files = _source(inputs, in_format, output)
@@ -423,9 +425,7 @@ def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_
         if common_shingles is not None:
             settings["common_shingles"] = common_shingles
         if not no_verify:
-            settings["candidates"] = resolve_candidates(
-                candidates, True, distance=distance, blocks=blocks, device=device
-            )
+            settings["candidates"] = candidates
         extras = _extra_outputs(inputs, output, dataset, report_path, settings, text_field,
                                 id_field)  # fmt: skip
         _check_outputs(inputs, files, output, clusters_path, drop_list, json_summary, against,
@@ -593,9 +593,7 @@ def _run(source: Any, options: dict[str, Any], files: list[Any], quiet: bool,
         if not quiet:
             bar.message(message)
 
-    verify, candidates = options["verify"], options.get("candidates")
-    candidates = resolve_candidates(candidates, verify, distance=options["distance"],
-                                    blocks=options["blocks"], device=options["device"])  # fmt: skip
+    verify, candidates = options["verify"], options["candidates"]  # resolved by dedup()
     later = ahead_groups(verify, candidates)
     groups = dedup_groups(files or None, verify, options["against"] is not None, candidates)
     first = [g for g in groups if g not in later]

@@ -26,7 +26,7 @@ class ParquetCorpus(IndexBackend):
 
     capabilities = frozenset()
     backend = "parquet"
-    #: what batch mode reads: the files themselves
+    #: only a cluster's workers read the files (batch mode); there is no search here
     needs_cluster = True
 
     def __init__(self, paths: list[str]) -> None:

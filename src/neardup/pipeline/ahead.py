@@ -34,7 +34,6 @@ __all__ = [
     "announce",
     "compile_ahead",
     "dedup_groups",
-    "dedup_mode",
     "wait_ahead",
 ]
 
@@ -54,7 +53,7 @@ WAIT_SECONDS = 300.0
 _GROUPS = {"verify": ["search", "verify"], "prefix": ["prefix"], "search": ["search"]}
 
 
-def dedup_mode(verify: bool, candidates: str = "fingerprint") -> str:
+def _mode(verify: bool, candidates: str = "fingerprint") -> str:
     """The kernels a dedup decides with: a key of :data:`_GROUPS`."""
     if not verify:
         return "search"
@@ -63,7 +62,7 @@ def dedup_mode(verify: bool, candidates: str = "fingerprint") -> str:
 
 def ahead_groups(verify: bool, candidates: str = "fingerprint") -> list[str]:
     """The kernel groups :func:`compile_ahead` compiles in its child for such a dedup."""
-    return list(_GROUPS[dedup_mode(verify, candidates)])
+    return list(_GROUPS[_mode(verify, candidates)])
 
 
 _pending: list[subprocess.Popen] = []
@@ -130,7 +129,7 @@ def compile_ahead(verify: bool = True, threads: int | None = None,
     Yields whether a child was started. The job waits for it before its search
     (:func:`wait_ahead`); on leaving the block it is waited for in any case.
     """
-    proc = _start(dedup_mode(verify, candidates), threads)
+    proc = _start(_mode(verify, candidates), threads)
     if proc is None:
         yield False
         return
@@ -158,7 +157,7 @@ def dedup_groups(files: list | None, verify: bool, against: bool,
         "fingerprint",
         *(["reader"] if reader else []),
         *(["query", "index"] if against else []),
-        *_GROUPS[dedup_mode(verify, candidates)],
+        *_GROUPS[_mode(verify, candidates)],
     ]
 
 

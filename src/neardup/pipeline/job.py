@@ -254,8 +254,8 @@ def dedup(
     threshold : float, default 0.8
         Verified dedup: a document is dropped only when the exact Jaccard of its shingle set
         with an already kept document's is ``>= threshold`` (0 < threshold <= 1). The candidates
-        compared come from ``candidates``. Documents in keep-priority order; a drop is never chained through a dropped document;
-        documents without shingles are always kept. Shingle keys are spooled to a temporary
+        compared come from ``candidates``. Documents in keep-priority order; a drop is never
+        chained through a dropped document; documents without shingles are always kept. Shingle keys are spooled to a temporary
         file (4 bytes per distinct shingle, in ``temp_dir``), removed when the job ends.
     verify : bool, default True
         False: fingerprint-only decisions, faster and without temporary disk: documents in

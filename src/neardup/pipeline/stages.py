@@ -79,6 +79,7 @@ __all__ = [
     "exact_copies",
     "gather",
     "gather_array",
+    "gather_spans",
     "id_buckets",
     "load",
     "pairs_task",
@@ -132,7 +133,12 @@ def gather(work: str, stage: str, tasks: Iterable[str | int], p: int,
     of every task of ``stage``, end to end, each column one array filled in place. One task's
     file is open at a time: a memory-mapped file holds a descriptor while any view of it
     lives, and a stage of a near-copy family can have tens of thousands of tasks."""
-    spans = list(slices(work, stage, tasks, p, cut))
+    return gather_spans(work, stage, list(slices(work, stage, tasks, p, cut)), columns)
+
+
+def gather_spans(work: str, stage: str, spans: list[tuple[str | int, int, int]],
+                 columns: dict[str, Any]) -> dict[str, np.ndarray]:  # fmt: skip
+    """:func:`gather` over ``spans`` (``(task, lo, hi)``, as :func:`slices` yields them)."""
     total = sum(hi - lo for _, lo, hi in spans)
     out = {}
     for name, dtype in columns.items():
@@ -434,10 +440,9 @@ def _hash_range(h: np.ndarray, b: int, buckets: int) -> tuple[int, int]:
 def shard_repeats(work: str, buckets: int, s: int) -> tuple[np.ndarray, list[list[Any]]]:
     """Shard ``s``'s repeated ids found by the ids stage's ``buckets`` tasks: their places in
     the shard and their records ``[source, line, message]``, in the same order (by task)."""
-    records = []
-    for b, lo, hi in slices(work, "ids", range(buckets), s):
-        records += read_records(work, "ids", b, "rep", lo, hi)
-    return gather(work, "ids", range(buckets), s, {"place": np.int64})["place"], records
+    spans = list(slices(work, "ids", range(buckets), s))
+    records = [r for b, lo, hi in spans for r in read_records(work, "ids", b, "rep", lo, hi)]
+    return gather_spans(work, "ids", spans, {"place": np.int64})["place"], records
 
 
 def _confirm_repeats(
