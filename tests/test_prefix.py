@@ -10,6 +10,7 @@ import shutil
 import tempfile
 import warnings
 from pathlib import Path
+from unittest.mock import patch
 
 import naive
 import numpy as np
@@ -25,6 +26,7 @@ import neardup
 from neardup.core import prefix
 from neardup.core.verify import as_shingle_sets, decide_verified, priority_order
 from neardup.errors import InputError
+from neardup.pipeline import stage_prefix
 
 THRESHOLDS = [0.05, 0.3, 0.5, 0.6, 2 / 3, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0]
 
@@ -235,14 +237,15 @@ def test_cli_candidates_prefix(tmp_path):
 
 
 @pytest.mark.slow
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(*RUN_CASES)
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(*RUN_CASES, st.sampled_from([1, 2, 3, stage_prefix.FAMILY_DOCS]))
 def test_staged_prefix_run_is_the_one_process_run(docs, shard_docs, threads, threshold, keep,
-                                                  common, copies):  # fmt: skip
+                                                  common, copies, family):  # fmt: skip
     """Kept bytes, decisions, near misses and the report's page: the staged stages find the
-    candidates the one-process kernel finds, for any shard size and thread count."""
+    candidates the one-process kernel finds, for any shard size and thread count, and keys
+    held by more than ``family`` prefixes (families: no pairs, decided whole) change nothing."""
     docs = _copied(docs, copies) + docs[:2]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, patch.object(stage_prefix, "FAMILY_DOCS", family):
         where = Path(tmp)
         _write(where / "in.jsonl", docs)
         kw = dict(threshold=threshold, keep=keep, common_shingles=common, candidates="prefix")
@@ -327,3 +330,64 @@ def test_prefix_pairs_are_the_positional_filter_at_the_first_common_key(sets, th
     for a, b in itertools.combinations(range(len(sets)), 2):  # every pair at the threshold
         if sets[a] and sets[b] and naive.jaccard(sets[a], sets[b]) >= threshold:
             assert (a, b) in want
+
+
+@settings(max_examples=150, deadline=None)
+@given(sets=key_sets(30, universe=50, max_keys=25), threshold=st.sampled_from(THRESHOLDS),
+       most=st.integers(1, 6))  # fmt: skip
+def test_families_and_pairs_cover_every_pair_at_the_threshold(sets, threshold, most):
+    """Keys held by more than ``most`` prefixes make no pairs but link their documents to the
+    key's first (a star each, by brute force over the prefixes); every pair at the threshold is
+    a pair or has both documents in one component of the links."""
+    s = _csr(sets)
+    pre = prefix.prefix_sets(s, threshold, prefix.rank_counts(s.keys))
+    doc = np.repeat(np.arange(len(sets)), np.diff(pre.offsets))
+    at = np.arange(len(doc)) - pre.offsets[doc]
+    pairs = prefix.prefix_pairs(pre.keys, doc, at, s.sizes[doc], threshold, most)
+    links = prefix.family_edges(pre.keys, doc, most)
+    want = set()
+    for k in np.unique(pre.keys).tolist():
+        held = sorted(doc[pre.keys == k].tolist())
+        if len(held) > most:
+            want |= {(held[0], d) for d in held[1:]}
+    assert [tuple(e) for e in links.tolist()] == sorted(want)
+    label = list(range(len(sets)))
+    for a, b in links.tolist():  # one component of each chain of links
+        ra, rb = _root(label, a), _root(label, b)
+        label[max(ra, rb)] = min(ra, rb)
+    found = {tuple(p) for p in pairs.tolist()}
+    for a, b in itertools.combinations(range(len(sets)), 2):
+        if sets[a] and sets[b] and naive.jaccard(sets[a], sets[b]) >= threshold:
+            assert (a, b) in found or _root(label, a) == _root(label, b)
+
+
+def _root(label: list[int], x: int) -> int:
+    while label[x] != x:
+        x = label[x]
+    return x
+
+
+def test_a_near_copy_family_costs_a_check_a_member_in_a_staged_run(tmp_path):
+    """300 near copies of one page (and 300 other pages) in shards of 50: the family makes no
+    candidate pairs (44,850 before families), each copy is checked against the one kept page,
+    and the bytes are the one-process run's."""
+    rng = np.random.default_rng(5)
+    vocab = [f"w{i}" for i in range(20000)]
+    page = rng.choice(vocab, 120).tolist()
+    docs = []
+    for i in range(300):
+        near = list(page)
+        near[int(rng.integers(120))] = f"own{i}"
+        docs += [" ".join(near), " ".join(rng.choice(vocab, 120).tolist())]
+    _write(tmp_path / "in.jsonl", docs)
+    work = tmp_path / "work"
+    ref = _run(tmp_path, "one")
+    got = _run(tmp_path, "staged", shard_docs=50, work_dir=work, threads=2)
+    assert (tmp_path / "staged.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
+    assert int((~ref.kept).sum()) == 299
+    _same_near_misses(got, ref)
+    one, staged = (tmp_path / "one.html").read_text(), (tmp_path / "staged.html").read_text()
+    assert _near_section(staged) == _near_section(one) and _counts(staged) == _counts(one)
+    pairs = sum(len(np.load(f)) for f in (work / "pairs").glob("*/pairs.npy"))
+    links = sum(len(np.load(f)) for f in (work / "pairs").glob("*/fam.npy"))
+    assert pairs < 300 and 299 <= links < 600

@@ -598,8 +598,9 @@ def test_a_near_copy_family_of_many_tasks_runs_with_few_descriptors(tmp_path):
     and components tasks, whose files the components tasks read one at a time (on either
     candidate generator: the stages after the candidates are shared). With 256 file
     descriptors the staged run ends with the one-process run's bytes (it stopped on "too many
-    open files" when every task's file stayed mapped until all were read)."""
-    candidates = "prefix"
+    open files" when every task's file stayed mapped until all were read). Fingerprint
+    candidates: prefix candidates make these copies one family, not pairs."""
+    candidates = "fingerprint"
     base = " ".join(f"w{k}" for k in range(60))
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"id": i, "text": f"{base} own{i}"}) + "\n"

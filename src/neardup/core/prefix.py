@@ -32,6 +32,7 @@ from neardup.core.similarity import ShingleSets, run_chunks
 __all__ = [
     "COUNT_BITS",
     "PrefixSets",
+    "family_edges",
     "rank_counts",
     "min_overlap",
     "prefix_keep",
@@ -122,21 +123,36 @@ def prefix_sets(
     return PrefixSets(poff, pkeys)
 
 
+def _key_groups(keys: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries sorted by key then position (``order``) and each key's run in that order
+    (``starts``, ``ends``)."""
+    order = np.lexsort((pos, keys))
+    k = keys[order]
+    cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1], True])
+    return order, cut[:-1], cut[1:]
+
+
 def prefix_pairs(
-    keys: np.ndarray, pos: np.ndarray, at: np.ndarray, size: np.ndarray, t: float
+    keys: np.ndarray,
+    pos: np.ndarray,
+    at: np.ndarray,
+    size: np.ndarray,
+    t: float,
+    most: int | None = None,
 ) -> np.ndarray:
     """The candidate pairs among the prefix entries ``(keys[i], pos[i])`` (any order; a
     position once per key; ``at[i]``: the key's place in the document's prefix, ``size[i]``:
     the document's set size): positions that share a key and pass the positional filter at
     their first common key, as int64 rows ``(a, b)``, ``a < b``, each pair once, sorted: the
-    pairs the one-process pass examines (:func:`prefix_keep`), kept or not."""
-    order = np.lexsort((pos, keys))
-    k = keys[order]
-    cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1], True])
-    starts, ends = cut[:-1], cut[1:]
-    many = ends - starts >= 2
-    starts, ends = starts[many], ends[many]
+    pairs the one-process pass examines (:func:`prefix_keep`), kept or not. With ``most``, a
+    key held by more than ``most`` entries makes no pairs here (:func:`family_edges` links
+    them instead)."""
+    order, starts, ends = _key_groups(keys, pos)
     m = ends - starts
+    many = m >= 2
+    if most is not None:
+        many &= m <= most
+    starts, ends, m = starts[many], ends[many], m[many]
     out = np.empty((int(np.sum(m * (m - 1) // 2)), 2), dtype=np.int64)
     got = PK.group_pairs(
         np.ascontiguousarray(pos[order], dtype=np.int64),
@@ -145,6 +161,25 @@ def prefix_pairs(
         starts, ends, float(t), out,
     )  # fmt: skip
     return unique_pairs(out[:got])
+
+
+def family_edges(keys: np.ndarray, pos: np.ndarray, most: int) -> np.ndarray:
+    """The families of the prefix entries ``(keys[i], pos[i])``: the positions of each key held
+    by more than ``most`` entries, linked to the key's first position, as int64 rows ``(first,
+    other)``, each once, sorted. Such a key would make about ``most**2 / 2`` pairs; a family is
+    decided as a whole instead (its members are in one component), where a document is checked
+    against the family's kept documents only, so that near copies of one page cost one check a
+    member, not one a pair."""
+    order, starts, ends = _key_groups(keys, pos)
+    big = np.flatnonzero(ends - starts > most)
+    if len(big) == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    m = ends[big] - starts[big]
+    p = np.asarray(pos, dtype=np.int64)[order]
+    first = np.repeat(p[starts[big]], m - 1)
+    at = np.arange(int(np.sum(m - 1)), dtype=np.int64)
+    at += np.repeat(starts[big] + 1 - np.r_[0, np.cumsum(m - 1)[:-1]], m - 1)
+    return unique_pairs(np.stack([first, p[at]], axis=1))
 
 
 def unique_pairs(pairs: np.ndarray) -> np.ndarray:

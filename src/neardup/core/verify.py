@@ -317,13 +317,21 @@ def _nearest_misses(near: tuple, kept: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def _keep_or_drop(
-    greedy: _Greedy, candidates: str, docs: np.ndarray, is_rep: np.ndarray, pairs: Any
+    greedy: _Greedy,
+    candidates: str,
+    docs: np.ndarray,
+    is_rep: np.ndarray,
+    pairs: Any,
+    counts: np.ndarray | None = None,
 ) -> None:
     """The keep/drop pass over the representatives ``docs`` (in priority order), with the
-    candidates of ``candidates``: prefix filtering, the given ``pairs`` or the search."""
+    candidates of ``candidates``: prefix filtering (in the key order of ``counts``, else of
+    these sets), the given ``pairs`` or the search."""
     if candidates == "prefix":
         g, sets, t = greedy, greedy.sets, greedy.t
-        pre = prefix_sets(sets, t, rank_counts(sets.keys, g.threads), g.threads, take=is_rep)
+        if counts is None:
+            counts = rank_counts(sets.keys, g.threads)
+        pre = prefix_sets(sets, t, counts, g.threads, take=is_rep)
         g.checks, g.candidates = prefix_keep(
             sets, docs, pre, t, (g.kept_for, g.inter, g.union), g.near, g.threads
         )
@@ -350,6 +358,7 @@ def decide_verified(
     exclude: np.ndarray | None = None,
     near_misses: bool = False,
     candidates: str = "fingerprint",
+    counts: np.ndarray | None = None,
 ) -> VerifiedDecisions:
     """Keep or drop each document, every drop verified against the document kept for it.
 
@@ -397,6 +406,10 @@ def decide_verified(
         (:mod:`neardup.core.prefix`): every pair at or above the threshold is a candidate, so
         the decisions are those of the rule over all pairs, and keys that many documents hold
         (templates) make no candidates. ``distance``, ``blocks`` and ``pairs`` are then unused.
+    counts : ndarray of uint32, optional
+        With ``candidates="prefix"``: the key order, as :func:`neardup.core.prefix.rank_counts`
+        of a whole corpus these documents are part of (default: of these sets). The decisions
+        do not depend on it; the candidates, their checks and the near misses do.
 
     Returns
     -------
@@ -443,7 +456,7 @@ def decide_verified(
     d = distance_for_threshold(t) if distance is None else int(distance)
     near = tuple(np.full(n if near_misses else 0, v, dtype=np.int64) for v in (-1, 0, 1))
     greedy = _Greedy(sets, fp, t, d, blocks, nthreads, kept_for, inter, union, near)
-    _keep_or_drop(greedy, candidates, docs, is_rep, pairs)
+    _keep_or_drop(greedy, candidates, docs, is_rep, pairs, counts)
 
     _follow_representatives(rep, is_rep, sizes, kept_for, inter, union)
     kept = kept_for < 0

@@ -70,10 +70,11 @@ def _both_ways(out: str, a: np.ndarray, b: np.ndarray, parts: int,
 
 
 def edges_task(out: str, work: str, stage: str, task: str, offsets: list[int], aside: bool,
-               parts: int) -> dict[str, int]:  # fmt: skip
-    """The pairs of ``task`` (of ``stage``), those of documents found in the index dropped with
-    ``aside``, saved both ways by partition (``e``) and once by their first end's (``u``)."""
-    pairs = np.asarray(load(work, stage, task, "pairs"), dtype=np.int64).reshape(-1, 2)
+               parts: int, name: str = "pairs") -> dict[str, int]:  # fmt: skip
+    """The pairs ``name`` of ``task`` (of ``stage``), those of documents found in the index
+    dropped with ``aside``, saved both ways by partition (``e``) and once by their first end's
+    (``u``)."""
+    pairs = np.asarray(load(work, stage, task, name), dtype=np.int64).reshape(-1, 2)
     if aside and len(pairs):
         pos, local = distinct_nodes(pairs)
         off = np.asarray(offsets, dtype=np.int64)

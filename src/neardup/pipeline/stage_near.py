@@ -87,15 +87,17 @@ def near_task(out: str, work: str, plan: DedupPlan, offsets: list[int],
 
 
 def near_pick_task(out: str, work: str, plan: DedupPlan, offsets: list[int], tasks: list[str],
-                   s: int, top: int) -> dict[str, Any]:  # fmt: skip
+                   s: int, top: int, decide: int = 0) -> dict[str, Any]:  # fmt: skip
     """The nearest miss of each of shard ``s``'s kept documents, from every near task of
-    ``tasks`` (``d``, ``e``, ``jac``, ``d`` ascending); returns what the report shows of them:
-    the ``top`` of highest Jaccard (ties in input order) as ``[jaccard, d, e, id of d, id of
-    e]``, and their :func:`~neardup.pipeline.report.near_counts`."""
-    cols = gather(work, "near", tasks, s,
-                  {k: np.float64 if k in ("jac", "ekey") else np.int64 for k in _COLUMNS},
-                  "cuts")  # fmt: skip
-    d, e, jac, ekey = (cols[k] for k in _COLUMNS)
+    ``tasks`` and the first ``decide`` decide tasks (those of prefix candidates find the near
+    misses within families; ``d``, ``e``, ``jac``, ``d`` ascending); returns what the report
+    shows of them: the ``top`` of highest Jaccard (ties in input order) as ``[jaccard, d, e, id
+    of d, id of e]``, and their :func:`~neardup.pipeline.report.near_counts`."""
+    types = {k: np.float64 if k in ("jac", "ekey") else np.int64 for k in _COLUMNS}
+    cols = gather(work, "near", tasks, s, types, "cuts")
+    more = gather(work, "decide", range(decide), s, {f"n{k}": t for k, t in types.items()},
+                  "ncuts")  # fmt: skip
+    d, e, jac, ekey = (np.concatenate([cols[k], more[f"n{k}"]]) for k in _COLUMNS)
     d, e, jac, _ = _best(d, e, jac, ekey)
     nbytes = save(out, d=d, e=e, jac=jac)
     rows = np.lexsort((d, -jac))[:top]

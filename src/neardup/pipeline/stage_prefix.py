@@ -7,17 +7,27 @@ counters of every shard summed: the corpus order) -> prefix (per shard: the pref
 documents that take part, as (key, position) entries cut by ranges of the key space) ->
 prefix-pairs (per key range: the pairs of positions that share a key, cut by ranges of the
 first position) -> pairs (per position range: each pair once, as the verify stage reads them).
+
+A key that more than :data:`FAMILY_DOCS` prefixes hold (near copies of one page, or pages that
+share rare words) makes no pairs: its documents are linked into one family (``fam``: each to
+the key's first document), which the components stage keeps in one component, and the decide
+stage decides such a component with prefix candidates over its documents, checking each only
+against the component's kept documents (:func:`neardup.core.verify.decide_verified`). A family
+of ``m`` near copies then costs about ``m`` checks instead of ``m**2 / 2`` verified pairs.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from neardup.core.prefix import prefix_pairs, prefix_sets, rank_counts, unique_pairs
+from neardup.core.prefix import family_edges, prefix_pairs, prefix_sets, rank_counts, unique_pairs
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stages import copies_in, gather, inbox, key_stage, load, save, shard_sets
 
-__all__ = ["count_task", "dedupe_task", "merge_task", "pairs_task", "prefix_task"]
+__all__ = ["FAMILY_DOCS", "count_task", "dedupe_task", "merge_task", "pairs_task", "prefix_task"]
+
+#: Keys held by more prefixes than this make a family, not pairs (about 2,000 pairs a key).
+FAMILY_DOCS = 64
 
 
 def count_task(out: str, work: str, plan: DedupPlan, s: int) -> dict[str, int]:
@@ -56,23 +66,29 @@ def prefix_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, copie
 
 
 def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, b: int,
-               bounds: list[int]) -> dict[str, int]:  # fmt: skip
-    """The candidate pairs of positions that share a key of range ``b`` (from every shard's
-    prefix entries, :func:`~neardup.core.prefix.prefix_pairs`), cut (``c``) by the range of
-    ``bounds`` (ascending global positions) that holds each pair's first position."""
+               bounds: list[int], most: int) -> dict[str, int]:  # fmt: skip
+    """The candidate pairs of positions that share a key of range ``b`` held by at most
+    ``most`` prefixes (from every shard's prefix entries,
+    :func:`~neardup.core.prefix.prefix_pairs`), and the family links of the keys held by more
+    (``f``, :func:`~neardup.core.prefix.family_edges`), each cut (``c``, ``cf``) by the range
+    of ``bounds`` (ascending global positions) that holds its first position."""
     cols = gather(work, "prefix", range(n_shards), b,
                   {"k": np.uint32, "p": np.int64, "j": np.int32, "s": np.int64})  # fmt: skip
     k, p, j, size = cols["k"], cols["p"], cols["j"], cols["s"]
     moved = len(k) * 24
-    pairs = prefix_pairs(k, p, j, size, plan.threshold)
-    cuts = np.searchsorted(pairs[:, 0], bounds).astype(np.int64)
-    return {"pairs": len(pairs), "moved": moved, "bytes": save(out, pairs=pairs, c=cuts)}
+    pairs = prefix_pairs(k, p, j, size, plan.threshold, most)
+    fam = family_edges(k, p, most)
+    nbytes = save(out, pairs=pairs, c=np.searchsorted(pairs[:, 0], bounds).astype(np.int64),
+                  f=fam, cf=np.searchsorted(fam[:, 0], bounds).astype(np.int64))  # fmt: skip
+    return {"pairs": len(pairs), "family": len(fam), "moved": moved, "bytes": nbytes}
 
 
 def dedupe_task(out: str, work: str, tasks: list[str], r: int) -> dict[str, int]:
     """Range ``r``'s pairs from every prefix-pairs task, each pair once (sorted): the
-    candidate pairs the verify stage reads."""
+    candidate pairs the verify stage reads; and its family links (``fam``), each once."""
     pairs = inbox(work, "prefix-pairs", tasks, r, "pairs")
-    moved = len(pairs) * 16
+    fam = unique_pairs(inbox(work, "prefix-pairs", tasks, r, "f", "cf"))
+    moved = (len(pairs) + len(fam)) * 16
     pairs = unique_pairs(pairs)
-    return {"pairs": len(pairs), "moved": moved, "bytes": save(out, pairs=pairs)}
+    return {"pairs": len(pairs), "family": len(fam), "moved": moved,
+            "bytes": save(out, pairs=pairs, fam=fam)}  # fmt: skip

@@ -73,8 +73,8 @@ _MANIFEST = "manifest.json"
 #: its files' sizes and CRC-32, the inputs' stamps hold device, inode and status-change time, the
 #: near tasks keep each pair's keep key (ekey), the scan its sets' digests (the exact stage); 5:
 #: the common stage its sets' digests too (the exact stage on the sets without common shingles);
-#: 6: the prefix candidates' stages
-_VERSION = 6
+#: 6: the prefix candidates' stages; 7: their family links, decided with prefix candidates
+_VERSION = 7
 
 
 @dataclass
@@ -114,6 +114,8 @@ class StagedRun:
     template: dict[str, Any] | None = None  #: clusters that look like a template (the hint)
     copies: int = 0  #: tasks of the exact stage (verified), each of ``copy_pairs`` links
     copy_pairs: int = 0  #: documents linked to an earlier copy of their shingle set
+    family_tasks: list[str] = field(default_factory=list)  #: pairs tasks with family links
+    family_links: int = 0  #: links of documents to their family's first (prefix candidates)
 
     @property
     def offsets(self) -> list[int]:
@@ -402,13 +404,15 @@ def _prefix_search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[st
           [(str(s), (r.work, plan, s, off[s], run.copies, k)) for s in shards])  # fmt: skip
     bounds = list(off)
     grouped = r.map("prefix-pairs", P.pairs_task,
-                    [(str(b), (r.work, plan, len(run.sizes), b, bounds)) for b in range(k)],
-                    memory=_shard_memory(plan))  # fmt: skip
+                    [(str(b), (r.work, plan, len(run.sizes), b, bounds, P.FAMILY_DOCS))
+                     for b in range(k)], memory=_shard_memory(plan))  # fmt: skip
     names = [str(p) for p in range(k)]
     found = r.map("pairs", P.dedupe_task,
                   [(nm, (r.work, [str(b) for b in range(k)], p)) for p, nm in enumerate(names)],
                   memory=_shard_memory(plan))  # fmt: skip
     run.moved_bytes = sum(f["moved"] for f in grouped) + sum(f["moved"] for f in found)
+    run.family_links = sum(f["family"] for f in found)
+    run.family_tasks = [nm for nm, f in zip(names, found, strict=True) if f["family"]]
     return _verify(r, plan, off, names, found)
 
 
@@ -460,22 +464,24 @@ MAX_ROUNDS = 200
 def _components(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str],
                 pairs: int) -> tuple[list[str], int]:  # fmt: skip
     """The connected components of the ``pairs`` edges held by tasks ``names`` (of the verify
-    stage, or of the pairs stage without verification) and of the exact stage's links, in
+    stage, or of the pairs stage without verification), of the exact stage's links and of the
+    prefix candidates' family links (:mod:`neardup.pipeline.stage_prefix`), in
     tasks of about ``shard_docs`` edges (:mod:`neardup.pipeline.stage_components`); returns the
     cc-route tasks and the number of decide groups, of about ``shard_docs`` documents each
     (whole components)."""
-    pairs += run.copy_pairs
+    pairs += run.copy_pairs + run.family_links
     if pairs == 0:
         return [], 0
     stage = "verify" if plan.verify else "pairs"
     aside = _sketch_aside(run)
     off = run.offsets
     parts = min(-(-pairs // plan.shard_docs), len(run.sizes))
-    sources = [(t, stage, t) for t in names]
-    sources += [(f"exact-{b}", "exact", str(b)) for b in range(run.copies)]
-    names = [name for name, _, _ in sources]
+    sources = [(t, stage, t, "pairs") for t in names]
+    sources += [(f"exact-{b}", "exact", str(b), "pairs") for b in range(run.copies)]
+    sources += [(f"family-{t}", "pairs", t, "fam") for t in run.family_tasks]
+    names = [name for name, _, _, _ in sources]
     r.map(C.EDGES, C.edges_task,
-          [(name, (r.work, st, t, off, aside, parts)) for name, st, t in sources])  # fmt: skip
+          [(name, (r.work, st, t, off, aside, parts, a)) for name, st, t, a in sources])  # fmt: skip
     if parts == 1:
         labels = "cc-labels"
         infos = r.map(labels, C.labels_task, [("0", (r.work, names))])
@@ -526,8 +532,10 @@ def _near(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
            for s in shards])  # fmt: skip
     tasks = run.verify_tasks
     r.map("near", N.near_task, [(t, (r.work, plan, off, t)) for t in tasks])
+    decide = run.n_decide if plan.candidates == "prefix" else 0  # near misses in families
     picks = r.map("near-pick", N.near_pick_task,
-                  [(str(s), (r.work, plan, off, tasks, s, REPORT_NEAR)) for s in shards])  # fmt: skip
+                  [(str(s), (r.work, plan, off, tasks, s, REPORT_NEAR, decide))
+                   for s in shards])  # fmt: skip
     rows = sorted((row for p in picks for row in p["top"]), key=lambda row: (-row[0], row[1]))
     pairs = [{"kept": row[3], "nearest": row[4], "jaccard": row[0]} for row in rows[:REPORT_NEAR]]
     counts = np.sum([p["counts"] for p in picks], axis=0, dtype=np.int64).tolist()
