@@ -381,13 +381,20 @@ def test_a_near_copy_family_costs_a_check_a_member_in_a_staged_run(tmp_path):
         docs += [" ".join(near), " ".join(rng.choice(vocab, 120).tolist())]
     _write(tmp_path / "in.jsonl", docs)
     work = tmp_path / "work"
-    ref = _run(tmp_path, "one")
-    got = _run(tmp_path, "staged", shard_docs=50, work_dir=work, threads=2)
+    ref = _run(tmp_path, "one", json_summary=tmp_path / "one.json")
+    got = _run(tmp_path, "staged", shard_docs=50, work_dir=work, threads=2,
+               json_summary=tmp_path / "staged.json")  # fmt: skip
     assert (tmp_path / "staged.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
     assert int((~ref.kept).sum()) == 299
     _same_near_misses(got, ref)
     one, staged = (tmp_path / "one.html").read_text(), (tmp_path / "staged.html").read_text()
     assert _near_section(staged) == _near_section(one) and _counts(staged) == _counts(one)
+    family = [json.loads((tmp_path / f"{t}.json").read_text())["largest_family"]
+              for t in ("one", "staged")]  # fmt: skip
+    assert family[0] == family[1] and family[0]["first"] == "d0"
+    assert 290 <= family[0]["documents"] <= 300  # the copies that kept the rarest shingle
+    assert family[0]["pairs"] == family[0]["documents"] * (family[0]["documents"] - 1) // 2
+    assert "largest family" in one and "largest family" in staged
     pairs = sum(len(np.load(f)) for f in (work / "pairs").glob("*/pairs.npy"))
     links = sum(len(np.load(f)) for f in (work / "pairs").glob("*/fam.npy"))
     assert pairs < 300 and 299 <= links < 600

@@ -30,6 +30,7 @@ from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import ahead_groups, compile_ahead, dedup_groups
 from neardup.pipeline.plan import DEFAULT_SHARD_DOCS, resolve_candidates
 from neardup.pipeline.plan import search_distance as plan_distance
+from neardup.pipeline.result import family_note
 from neardup.pipeline.workdir import check_work_dir
 
 PROG = "neardup dedup"
@@ -58,6 +59,8 @@ def _summary_lines(
             f"{size(s['temp_bytes'])} temporary disk"
         )
     lines += _common_lines(s)
+    if (note := family_note(s)) is not None:
+        lines.append(f"largest family   {note}")
     if against:
         if against["verified"] == "sketch":
             how = (

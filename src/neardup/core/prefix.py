@@ -33,6 +33,8 @@ __all__ = [
     "COUNT_BITS",
     "PrefixSets",
     "family_edges",
+    "key_groups",
+    "largest_family",
     "rank_counts",
     "min_overlap",
     "prefix_keep",
@@ -123,7 +125,7 @@ def prefix_sets(
     return PrefixSets(poff, pkeys)
 
 
-def _key_groups(keys: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def key_groups(keys: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The entries sorted by key then position (``order``) and each key's run in that order
     (``starts``, ``ends``)."""
     order = np.lexsort((pos, keys))
@@ -147,7 +149,7 @@ def prefix_pairs(
     pairs the one-process pass examines (:func:`prefix_keep`), kept or not. With ``most``, a
     key held by more than ``most`` entries makes no pairs here (:func:`family_edges` links
     them instead)."""
-    order, starts, ends = _key_groups(keys, pos)
+    order, starts, ends = key_groups(keys, pos)
     m = ends - starts
     many = m >= 2
     if most is not None:
@@ -170,7 +172,7 @@ def family_edges(keys: np.ndarray, pos: np.ndarray, most: int) -> np.ndarray:
     decided as a whole instead (its members are in one component), where a document is checked
     against the family's kept documents only, so that near copies of one page cost one check a
     member, not one a pair."""
-    order, starts, ends = _key_groups(keys, pos)
+    order, starts, ends = key_groups(keys, pos)
     big = np.flatnonzero(ends - starts > most)
     if len(big) == 0:
         return np.zeros((0, 2), dtype=np.int64)
@@ -206,10 +208,11 @@ def prefix_keep(
     decided: tuple[np.ndarray, np.ndarray, np.ndarray],
     near: tuple[Any, ...],
     threads: int = 1,
-) -> tuple[int, int]:
+) -> tuple[int, int, tuple[int, int]]:
     """Decide ``docs`` (representatives in priority order) with prefix candidates
     (:func:`neardup.core.prefix_kernels.prefix_keep`), filling ``decided`` (``kept_for``,
-    ``inter``, ``union``) and ``near`` in place; returns (checks, candidates)."""
+    ``inter``, ``union``) and ``near`` in place; returns (checks, candidates, the largest
+    family: :func:`largest_family`)."""
     kept_for, inter, union = decided
     shared = shared_keys(pre)
     table, shift = PK.key_table(shared)
@@ -225,4 +228,16 @@ def prefix_keep(
         np.full(len(shared), -1, dtype=index), np.empty(slots, dtype=index), t, kept_for,
         inter, union, *near,
     )  # fmt: skip
-    return int(checks), int(cands)
+    return int(checks), int(cands), largest_family(pre, ids)
+
+
+def largest_family(pre: PrefixSets, ids: np.ndarray) -> tuple[int, int]:
+    """The most prefixes that hold one key (``ids``: each prefix entry's shared key, -1 for a
+    key no other prefix holds), ties to the smallest key, and the first document that holds
+    it; ``(0, -1)`` when no two prefixes share a key."""
+    held = np.bincount(ids[ids >= 0])
+    if len(held) == 0:
+        return 0, -1
+    g = int(np.argmax(held))
+    first = int(np.argmax(ids == g))
+    return int(held[g]), int(np.searchsorted(pre.offsets, first, side="right") - 1)

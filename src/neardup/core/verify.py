@@ -125,6 +125,9 @@ class VerifiedDecisions:
         threshold; ties to the earliest); -1 for a dropped document or one without candidates.
     near_jaccard : ndarray of float64, optional
         The exact Jaccard with ``near_for``; NaN where ``near_for`` is -1.
+    family : (int, int) or None
+        With prefix candidates: the most documents whose prefixes share one key, and the first
+        of them (:func:`neardup.core.prefix.largest_family`); None otherwise.
     """
 
     kept: np.ndarray
@@ -136,6 +139,7 @@ class VerifiedDecisions:
     candidates: int = 0
     near_for: np.ndarray | None = None
     near_jaccard: np.ndarray | None = None
+    family: tuple[int, int] | None = None
 
     @property
     def dropped(self) -> np.ndarray:
@@ -176,6 +180,7 @@ class _Greedy:
         self.near = near  # (near_for, its intersections, its unions); empty arrays: not kept
         self.checks = 0
         self.candidates = 0
+        self.family: tuple[int, int] | None = None  # prefix candidates: the largest family
 
     def run_pairs(self, docs: np.ndarray, local: np.ndarray) -> None:
         adj_off, adj = _earlier_adjacency(len(docs), local)
@@ -332,7 +337,7 @@ def _keep_or_drop(
         if counts is None:
             counts = rank_counts(sets.keys, g.threads)
         pre = prefix_sets(sets, t, counts, g.threads, take=is_rep)
-        g.checks, g.candidates = prefix_keep(
+        g.checks, g.candidates, g.family = prefix_keep(
             sets, docs, pre, t, (g.kept_for, g.inter, g.union), g.near, g.threads
         )
     elif candidates != "fingerprint":
@@ -468,4 +473,4 @@ def decide_verified(
     dist[dropped] = popcount(fp[dropped] ^ fp[kept_for[dropped]])
     near_for, near_jac = _nearest_misses(near, kept) if near_misses else (None, None)
     return VerifiedDecisions(kept, kept_for, jac, dist, empty, greedy.checks, greedy.candidates,
-                             near_for, near_jac)  # fmt: skip
+                             near_for, near_jac, greedy.family)  # fmt: skip

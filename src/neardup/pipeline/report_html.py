@@ -29,6 +29,7 @@ from neardup.pipeline.report import (
     jaccard_range,
     json_id,
 )
+from neardup.pipeline.result import family_note
 
 __all__ = ["render"]
 
@@ -380,6 +381,8 @@ def _summary_rows(s: Mapping[str, Any], settings: Mapping[str, Any]) -> list[tup
              + _e(_how(against, s)))
         )  # fmt: skip
     rows += _common_rows(s)
+    if (note := family_note(s)) is not None:
+        rows.append(("largest family", _e(note)))
     rows += [(str(k), _e(v)) for k, v in settings.items()]
     return rows
 

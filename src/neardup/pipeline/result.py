@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,9 +13,11 @@ from neardup._optional import require
 from neardup.core.decide import Decisions
 from neardup.core.verify import NO_SHINGLES_WARN_FRACTION, VerifiedDecisions
 from neardup.pipeline.against import IndexCheck
+from neardup.pipeline.report import json_id
 from neardup.pipeline.scan import Scan
+from neardup.pipeline.stage_prefix import FAMILY_DOCS
 
-__all__ = ["DedupResult", "common_figures", "report_no_shingles"]
+__all__ = ["DedupResult", "common_figures", "family_figures", "family_note", "report_no_shingles"]
 
 
 def common_figures(common: dict[str, Any] | None, template: dict[str, Any] | None) -> dict:
@@ -29,6 +31,30 @@ def common_figures(common: dict[str, Any] | None, template: dict[str, Any] | Non
     if template is not None:
         out["template_hint"] = dict(template)
     return out
+
+
+def family_figures(documents: int, first: Any) -> dict:
+    """The summary's ``largest_family`` (prefix candidates): the most documents whose prefixes
+    share one shingle, the candidate pairs they could make (``documents * (documents - 1) /
+    2``) and the id of the first (``first``, as the clusters file writes it); only when two or
+    more documents share one."""
+    if documents < 2:
+        return {}
+    return {"largest_family": {"documents": int(documents),
+                               "pairs": int(documents) * (int(documents) - 1) // 2,
+                               "first": first}}  # fmt: skip
+
+
+def family_note(summary: Mapping[str, Any]) -> str | None:
+    """The summary's ``largest_family`` in words, when more than
+    :data:`~neardup.pipeline.stage_prefix.FAMILY_DOCS` documents share a prefix shingle (what
+    makes a family cost time: documents checked against its kept ones); None otherwise."""
+    fam = summary.get("largest_family")
+    if not isinstance(fam, Mapping) or int(fam["documents"]) <= FAMILY_DOCS:
+        return None
+    return (f"{int(fam['documents']):,} documents share a rare shingle (the first: id "
+            f"{fam['first']}): up to {int(fam['pairs']):,} candidate pairs, each checked only "
+            f"against the family's kept documents")  # fmt: skip
 
 
 @dataclass
@@ -323,6 +349,9 @@ class DedupResult:
                 temp_bytes=self.temp_bytes,
             )
             out.update(common_figures(self.common, self.template))
+            if self.verified.family is not None:
+                m, first = self.verified.family
+                out.update(family_figures(m, json_id(self.ids[first]) if m >= 2 else None))
         if self.against is not None:
             a = self.against
             out["against"] = {

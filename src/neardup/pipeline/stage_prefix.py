@@ -20,7 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from neardup.core.prefix import family_edges, prefix_pairs, prefix_sets, rank_counts, unique_pairs
+from neardup.core.prefix import (
+    family_edges,
+    key_groups,
+    prefix_pairs,
+    prefix_sets,
+    rank_counts,
+    unique_pairs,
+)
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stages import copies_in, gather, inbox, key_stage, load, save, shard_sets
 
@@ -80,7 +87,18 @@ def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, b: int,
     fam = family_edges(k, p, most)
     nbytes = save(out, pairs=pairs, c=np.searchsorted(pairs[:, 0], bounds).astype(np.int64),
                   f=fam, cf=np.searchsorted(fam[:, 0], bounds).astype(np.int64))  # fmt: skip
-    return {"pairs": len(pairs), "family": len(fam), "moved": moved, "bytes": nbytes}
+    return {"pairs": len(pairs), "family": len(fam), "moved": moved, "bytes": nbytes,
+            "largest": _largest(k, p)}  # fmt: skip
+
+
+def _largest(keys: np.ndarray, pos: np.ndarray) -> list[int]:
+    """``[documents, first position]`` of the key the most prefix entries hold (ties to the
+    smallest key); ``[0, -1]`` for none."""
+    order, starts, ends = key_groups(keys, pos)
+    if len(starts) == 0:
+        return [0, -1]
+    g = int(np.argmax(ends - starts))
+    return [int(ends[g] - starts[g]), int(pos[order[starts[g]]])]
 
 
 def dedupe_task(out: str, work: str, tasks: list[str], r: int) -> dict[str, int]:

@@ -53,9 +53,10 @@ from neardup.pipeline import stages as S
 from neardup.pipeline.executors import LocalExecutor, Progress, run_task
 from neardup.pipeline.plan import SEARCH_BYTES_PER_DOC, TASK_BYTES_PER_DOC, DedupPlan
 from neardup.pipeline.read_cache import forget, local_file, renew
-from neardup.pipeline.result import common_figures, report_no_shingles
+from neardup.pipeline.report import json_id
+from neardup.pipeline.result import common_figures, family_figures, report_no_shingles
 from neardup.pipeline.scan import check_key_kinds, check_parquet_schemas
-from neardup.pipeline.shard_write import write_task
+from neardup.pipeline.shard_write import PositionLookup, write_task
 from neardup.pipeline.workdir import DONE, LOCK, locked, read_json, replace_files, write_object
 from neardup.pipeline.write import register_outputs, write_summary
 
@@ -116,6 +117,7 @@ class StagedRun:
     copy_pairs: int = 0  #: documents linked to an earlier copy of their shingle set
     family_tasks: list[str] = field(default_factory=list)  #: pairs tasks with family links
     family_links: int = 0  #: links of documents to their family's first (prefix candidates)
+    family: list[Any] | None = None  #: the largest family: documents, the first, its id
 
     @property
     def offsets(self) -> list[int]:
@@ -412,6 +414,10 @@ def _prefix_search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[st
                   memory=_shard_memory(plan))  # fmt: skip
     run.moved_bytes = sum(f["moved"] for f in grouped) + sum(f["moved"] for f in found)
     run.family_links = sum(f["family"] for f in found)
+    m, first = max((g["largest"] for g in grouped), key=lambda x: x[0], default=[0, -1])
+    if m >= 2:  # the first max: ranges ascend by key, as the one-process pass breaks ties
+        look = PositionLookup(r.work, np.asarray(off))
+        run.family = [m, first, json_id(look.ids(np.array([first]))[0])]
     run.family_tasks = [nm for nm, f in zip(names, found, strict=True) if f["family"]]
     return _verify(r, plan, off, names, found)
 
@@ -1267,10 +1273,16 @@ def build_result(plan: DedupPlan, run: StagedRun, near_arrays: bool = True) -> A
             near_for, near_jac = _near_arrays(run)
         result.verified = VerifiedDecisions(kept, np.where(kept, -1, surv), jac,
                                             np.where(kept, -1, dist), sizes == 0,
-                                            near_for=near_for, near_jaccard=near_jac)  # fmt: skip
+                                            near_for=near_for, near_jaccard=near_jac,
+                                            family=_family(run))  # fmt: skip
         result.threshold = plan.threshold
         result.temp_bytes = sum(run.temp_bytes.values())
     return result
+
+
+def _family(run: StagedRun) -> tuple[int, int] | None:
+    """The largest family as :class:`~neardup.core.verify.VerifiedDecisions` holds it."""
+    return None if run.family is None else (int(run.family[0]), int(run.family[1]))
 
 
 def _near_arrays(run: StagedRun) -> tuple[np.ndarray, np.ndarray]:
@@ -1307,6 +1319,8 @@ def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:
                    no_shingles=run.no_shingles,
                    temp_bytes=sum(run.temp_bytes.values()))  # fmt: skip
         out.update(common_figures(run.common, run.template))
+        if run.family is not None:
+            out.update(family_figures(run.family[0], run.family[2]))
     if run.against is not None:
         a = run.against
         out["against"] = {"index": a["path"], "dropped": a["found"], "already_in_index": a["own"],
