@@ -398,3 +398,14 @@ def test_a_near_copy_family_costs_a_check_a_member_in_a_staged_run(tmp_path):
     pairs = sum(len(np.load(f)) for f in (work / "pairs").glob("*/pairs.npy"))
     links = sum(len(np.load(f)) for f in (work / "pairs").glob("*/fam.npy"))
     assert pairs < 300 and 299 <= links < 600
+
+
+def test_no_prefix_entries_make_no_pairs_and_no_family():
+    none = np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.int64)
+    assert prefix.family_edges(*none, 1).shape == (0, 2)
+    assert (
+        prefix.prefix_pairs(*none, np.zeros(0, np.int64), np.zeros(0, np.int64), 0.8, 1).shape[0]
+        == 0
+    )
+    order, starts, ends = prefix.key_groups(*none)
+    assert len(order) == len(starts) == len(ends) == 0

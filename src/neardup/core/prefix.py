@@ -130,6 +130,8 @@ def key_groups(keys: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarra
     (``starts``, ``ends``)."""
     order = np.lexsort((pos, keys))
     k = keys[order]
+    if len(k) == 0:
+        return order, np.zeros(0, np.int64), np.zeros(0, np.int64)
     cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1], True])
     return order, cut[:-1], cut[1:]
 
