@@ -47,6 +47,7 @@ from neardup.io.writers import OutputSet
 from neardup.pipeline import common_shingles as T
 from neardup.pipeline import stage_against as A
 from neardup.pipeline import stage_components as C
+from neardup.pipeline import stage_decide as D
 from neardup.pipeline import stage_near as N
 from neardup.pipeline import stage_prefix as P
 from neardup.pipeline import stages as S
@@ -441,7 +442,7 @@ def _decide(r: _Runner, plan: DedupPlan, run: StagedRun, names: list[str], pairs
     routes, k = _components(r, plan, run, names, pairs)
     run.n_decide = k
     off = run.offsets  # one list that every task shares (sent to a cluster once)
-    infos = r.map("decide", S.decide_task,
+    infos = r.map("decide", D.decide_task,
                   [(str(t), (r.work, plan, off, routes, t)) for t in range(k)])  # fmt: skip
     run.template = template_hint([row for i in infos for row in i.get("templates", [])])
 

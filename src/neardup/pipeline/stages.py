@@ -32,18 +32,15 @@ import itertools
 import json
 import os
 import pickle
-import warnings
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from neardup.core.common import cluster_templates
-from neardup.core.decide import keep_key, keep_order
+from neardup.core.decide import keep_key
 from neardup.core.search import find_all
 from neardup.core.similarity import ShingleSets, pair_jaccard, set_fingerprints
-from neardup.core.verify import decide_verified, priority_order
 from neardup.distributed.plan import (
     ShardPlan,
     distinct_nodes,
@@ -75,7 +72,7 @@ __all__ = [
     "count_lines",
     "key_stage",
     "shard_sets",
-    "decide_task",
+    "gather_sets",
     "exact_copies",
     "gather",
     "gather_array",
@@ -606,7 +603,7 @@ def _subset(sets: ShingleSets, idx: np.ndarray) -> ShingleSets:
     return ShingleSets(offsets, np.ascontiguousarray(window[at]))
 
 
-def _gather_sets(work: str, offsets: np.ndarray, pos: np.ndarray,
+def gather_sets(work: str, offsets: np.ndarray, pos: np.ndarray,
                  stage: str = "scan") -> ShingleSets:  # fmt: skip
     """The shingle sets of the documents at global positions ``pos`` (ascending), from their
     shards' spills (of ``stage``, :func:`key_stage`)."""
@@ -736,7 +733,7 @@ def verify_task(
         none = {"mpairs": pairs, "mjac": np.zeros(0)} if plan.near_misses else {}
         return {"pairs": 0, "bytes": save(out, pairs=pairs, jac=np.zeros(0), **none)}
     pos, local = distinct_nodes(pairs)
-    sets = _gather_sets(work, np.asarray(offsets, dtype=np.int64), pos, key_stage(plan))
+    sets = gather_sets(work, np.asarray(offsets, dtype=np.int64), pos, key_stage(plan))
     jac = pair_jaccard(sets, local, threads=1)
     ok = jac >= plan.threshold - _SLACK
     missed = {}
@@ -744,88 +741,6 @@ def verify_task(
         missed = {"mpairs": pairs[~ok], "mjac": jac[~ok]}
     nbytes = save(out, pairs=pairs[ok], jac=jac[ok], **missed)
     return {"pairs": int(ok.sum()), "bytes": nbytes}
-
-
-# ---------------------------------------------------------------------------------- decide
-def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes: list[str],
-                k: int) -> dict[str, int]:  # fmt: skip
-    """The decisions for group ``k`` of components (its edges read from the cc-route tasks
-    ``routes``; :mod:`neardup.pipeline.stage_components`): every member of a cluster of two or
-    more as a row ``(label, pos, survivor, jaccard)`` sorted by label then position, and the
-    dropped positions, ascending. With prefix candidates and a report, also the near misses
-    within the components (:func:`_near_rows`)."""
-    edges = inbox(work, "cc-route", routes, k)
-    nodes, local = distinct_nodes(edges)  # every node of the group is in one of its edges
-    off = np.asarray(offsets, dtype=np.int64)
-    n = len(nodes)
-    near = plan.verify and plan.near_misses and plan.candidates == "prefix"
-    if n == 0:  # a group whose range of labels holds no component
-        rows = _near_rows(off, nodes, None, None, None) if near else {}
-        return {"dropped": 0, "bytes": save(out, label=nodes, pos=nodes, surv=nodes,
-                                             jac=np.zeros(0), drop=nodes, **rows)}  # fmt: skip
-    values = keep_values(work, plan, off, nodes)
-    pos = np.arange(n, dtype=np.int64)
-    templates, rows = [], {}
-    if plan.verify:
-        sets = _gather_sets(work, off, nodes, key_stage(plan))
-        d = _decide_group(work, plan, off, nodes, sets, local, values)
-        surv = np.where(d.kept_for < 0, pos, d.kept_for)
-        jac = np.where(d.kept_for < 0, 1.0, d.jaccard)
-        if near:
-            rows = _near_rows(off, nodes, d.near_for, d.near_jaccard,
-                              keep_key(plan.keep, values, n))  # fmt: skip
-        if plan.common_shingles is None:  # the run's hint: clusters that look like a template
-            templates = cluster_templates(sets, surv, nodes, int(off[-1]),
-                                          lambda p: _gather_sets(work, off, p))  # fmt: skip
-    else:  # the rule of the one-process run, over the group's whole components
-        fp = gather_array(work, off, nodes, "fp", np.uint64)
-        order = priority_order(n, plan.keep, values)
-        kept_for = keep_order(fp, order, plan.distance, pairs=local)
-        surv = np.where(kept_for < 0, pos, kept_for)
-        jac = np.full(n, np.nan)
-    label = pos.copy()
-    np.minimum.at(label, surv, pos)
-    label = label[surv]
-    size = np.bincount(label, minlength=n)
-    member = size[label] >= 2
-    at = np.flatnonzero(member)
-    at = at[np.lexsort((at, label[at]))]
-    nbytes = save(out, label=nodes[label[at]], pos=nodes[at], surv=nodes[surv[at]],
-                   jac=jac[at], drop=nodes[surv != pos], **rows)  # fmt: skip
-    return {"dropped": int(np.count_nonzero(surv != pos)), "bytes": nbytes,
-            "templates": templates}  # fmt: skip
-
-
-def _decide_group(work: str, plan: DedupPlan, off: np.ndarray, nodes: np.ndarray,
-                  sets: ShingleSets, local: np.ndarray, values: Any) -> Any:  # fmt: skip
-    """The verified decisions of a group's documents ``nodes``: with prefix candidates, those
-    of prefix filtering over the group in the corpus order (the prefix-merge stage), so that a
-    family (:mod:`neardup.pipeline.stage_prefix`) costs a check per member and kept document;
-    else over the group's verified pairs ``local``."""
-    sfp = gather_array(work, off, nodes, "sfp", np.uint64, key_stage(plan))
-    how: dict[str, Any] = {"pairs": local}
-    if plan.candidates == "prefix":
-        counts = np.asarray(load(work, "prefix-merge", 0, "counts"))
-        how = {"candidates": "prefix", "counts": counts, "near_misses": plan.near_misses}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return decide_verified(sets, sfp, plan.threshold, keep=plan.keep, lengths=values,
-                               threads=1, **how)  # fmt: skip
-
-
-def _near_rows(off: np.ndarray, nodes: np.ndarray, near_for: Any, near_jac: Any,
-               key: Any) -> dict[str, np.ndarray]:  # fmt: skip
-    """The near misses the decisions of a group found: each kept document ``nd`` with a kept
-    candidate before it, its nearest ``ne``, their Jaccard ``njac`` and ``ne``'s keep key
-    ``nekey`` (0 for ``keep="first"``), ``nd`` ascending, cut (``ncuts``) by shard, as the near
-    stage's rows (:mod:`neardup.pipeline.stage_near`)."""
-    has = np.flatnonzero(near_for >= 0) if near_for is not None else np.zeros(0, np.int64)
-    e = near_for[has] if len(has) else has
-    ekey = np.zeros(len(has)) if key is None else np.asarray(key, np.float64)[e]
-    d = nodes[has]
-    return {"nd": d, "ne": nodes[e], "njac": np.asarray(near_jac, np.float64)[has]
-            if len(has) else np.zeros(0), "nekey": ekey,
-            "ncuts": np.searchsorted(d, off).astype(np.int64)}  # fmt: skip
 
 
 def keep_values(work: str, plan: DedupPlan, offsets: np.ndarray, pos: np.ndarray) -> Any:
