@@ -6,22 +6,19 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
 import naive
 import numpy as np
 import pytest
+from cli import Result, invoke
 
 import neardup
 from neardup.index import Index
 from neardup.io.sources import InputPath
 from neardup.pipeline import plan as plan_module
 from neardup.pipeline.plan import build_plan, sizes_for
-
-_MAIN = [sys.executable, "-c", "from neardup.cli.main import main; main()"]
 
 
 def _jsonl(path: Path, prefix: str, docs: list[str]) -> Path:
@@ -30,8 +27,10 @@ def _jsonl(path: Path, prefix: str, docs: list[str]) -> Path:
     return path
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*_MAIN, "dedup", *args], capture_output=True, text=True)
+def _cli(*args: str) -> Result:
+    """``neardup dedup args`` in this process (the console script's entry point): a fresh
+    process for each run only added its start-up (imports, kernels loaded from the cache)."""
+    return invoke("neardup", "dedup", *args, text=True)
 
 
 def _contents(ix: str, fps: np.ndarray) -> list[tuple]:
