@@ -332,6 +332,7 @@ def test_prefix_pairs_are_the_positional_filter_at_the_first_common_key(sets, th
             assert (a, b) in want
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(sets=key_sets(30, universe=50, max_keys=25), threshold=st.sampled_from(THRESHOLDS),
        most=st.integers(1, 6))  # fmt: skip
@@ -367,6 +368,7 @@ def _root(label: list[int], x: int) -> int:
     return x
 
 
+@pytest.mark.slow
 def test_a_near_copy_family_costs_a_check_a_member_in_a_staged_run(tmp_path):
     """300 near copies of one page (and 300 other pages) in shards of 50: the family makes no
     candidate pairs (44,850 before families), each copy is checked against the one kept page,
