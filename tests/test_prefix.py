@@ -409,5 +409,6 @@ def test_no_prefix_entries_make_no_pairs_and_no_family():
         prefix.prefix_pairs(*none, np.zeros(0, np.int64), np.zeros(0, np.int64), 0.8, 1).shape[0]
         == 0
     )
-    order, starts, ends = prefix.key_groups(*none)
-    assert len(order) == len(starts) == len(ends) == 0
+    groups = prefix.KeyGroups(*none)
+    assert len(groups.order) == len(groups.starts) == len(groups.ends) == 0
+    assert groups.largest() == (0, -1)

@@ -33,7 +33,7 @@ __all__ = [
     "COUNT_BITS",
     "PrefixSets",
     "family_edges",
-    "key_groups",
+    "KeyGroups",
     "largest_family",
     "rank_counts",
     "min_overlap",
@@ -125,15 +125,52 @@ def prefix_sets(
     return PrefixSets(poff, pkeys)
 
 
-def key_groups(keys: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The entries sorted by key then position (``order``) and each key's run in that order
-    (``starts``, ``ends``)."""
-    order = np.lexsort((pos, keys))
-    k = keys[order]
-    if len(k) == 0:
-        return order, np.zeros(0, np.int64), np.zeros(0, np.int64)
-    cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1], True])
-    return order, cut[:-1], cut[1:]
+class KeyGroups:
+    """The prefix entries ``(keys[i], pos[i])`` grouped by key, sorted once: ``order`` (by key,
+    then position) and each key's run in that order (``starts``, ``ends``)."""
+
+    def __init__(self, keys: np.ndarray, pos: np.ndarray) -> None:
+        self.pos = np.asarray(pos, dtype=np.int64)
+        self.order = np.lexsort((self.pos, keys))
+        k = keys[self.order]
+        cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1], True]) if len(k) else np.zeros(1, int)
+        self.starts, self.ends = cut[:-1].astype(np.int64), cut[1:].astype(np.int64)
+
+    def pairs(
+        self, at: np.ndarray, size: np.ndarray, t: float, most: int | None = None
+    ) -> np.ndarray:
+        """The candidate pairs (:func:`prefix_pairs`) of the keys held by 2 to ``most``
+        entries."""
+        m = self.ends - self.starts
+        many = m >= 2
+        if most is not None:
+            many &= m <= most
+        starts, ends, m = self.starts[many], self.ends[many], m[many]
+        out = np.empty((int(np.sum(m * (m - 1) // 2)), 2), dtype=np.int64)
+        got = PK.group_pairs(
+            np.ascontiguousarray(self.pos[self.order]),
+            np.ascontiguousarray(at[self.order], dtype=np.int64),
+            np.ascontiguousarray(size[self.order], dtype=np.int64),
+            starts, ends, float(t), out,
+        )  # fmt: skip
+        return unique_pairs(out[:got])
+
+    def links(self, most: int) -> np.ndarray:
+        """The family links (:func:`family_edges`) of the keys held by more than ``most``
+        entries."""
+        p = self.pos[self.order]
+        size = self.ends - self.starts
+        group = np.repeat(np.arange(len(size)), size)  # each sorted entry's key run
+        other = (size[group] > most) & (np.arange(len(p)) != self.starts[group])
+        return unique_pairs(np.stack([p[self.starts[group[other]]], p[other]], axis=1))
+
+    def largest(self) -> tuple[int, int]:
+        """The most entries one key holds (ties to the smallest key) and its first position;
+        ``(0, -1)`` for no entries."""
+        if len(self.starts) == 0:
+            return 0, -1
+        g = int(np.argmax(self.ends - self.starts))
+        return int(self.ends[g] - self.starts[g]), int(self.pos[self.order[self.starts[g]]])
 
 
 def prefix_pairs(
@@ -151,20 +188,7 @@ def prefix_pairs(
     pairs the one-process pass examines (:func:`prefix_keep`), kept or not. With ``most``, a
     key held by more than ``most`` entries makes no pairs here (:func:`family_edges` links
     them instead)."""
-    order, starts, ends = key_groups(keys, pos)
-    m = ends - starts
-    many = m >= 2
-    if most is not None:
-        many &= m <= most
-    starts, ends, m = starts[many], ends[many], m[many]
-    out = np.empty((int(np.sum(m * (m - 1) // 2)), 2), dtype=np.int64)
-    got = PK.group_pairs(
-        np.ascontiguousarray(pos[order], dtype=np.int64),
-        np.ascontiguousarray(at[order], dtype=np.int64),
-        np.ascontiguousarray(size[order], dtype=np.int64),
-        starts, ends, float(t), out,
-    )  # fmt: skip
-    return unique_pairs(out[:got])
+    return KeyGroups(keys, pos).pairs(at, size, t, most)
 
 
 def family_edges(keys: np.ndarray, pos: np.ndarray, most: int) -> np.ndarray:
@@ -174,16 +198,7 @@ def family_edges(keys: np.ndarray, pos: np.ndarray, most: int) -> np.ndarray:
     decided as a whole instead (its members are in one component), where a document is checked
     against the family's kept documents only, so that near copies of one page cost one check a
     member, not one a pair."""
-    order, starts, ends = key_groups(keys, pos)
-    big = np.flatnonzero(ends - starts > most)
-    if len(big) == 0:
-        return np.zeros((0, 2), dtype=np.int64)
-    m = ends[big] - starts[big]
-    p = np.asarray(pos, dtype=np.int64)[order]
-    first = np.repeat(p[starts[big]], m - 1)
-    at = np.arange(int(np.sum(m - 1)), dtype=np.int64)
-    at += np.repeat(starts[big] + 1 - np.r_[0, np.cumsum(m - 1)[:-1]], m - 1)
-    return unique_pairs(np.stack([first, p[at]], axis=1))
+    return KeyGroups(keys, pos).links(most)
 
 
 def unique_pairs(pairs: np.ndarray) -> np.ndarray:

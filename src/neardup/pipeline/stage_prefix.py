@@ -20,14 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from neardup.core.prefix import (
-    family_edges,
-    key_groups,
-    prefix_pairs,
-    prefix_sets,
-    rank_counts,
-    unique_pairs,
-)
+from neardup.core.prefix import KeyGroups, prefix_sets, rank_counts, unique_pairs
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stages import copies_in, gather, inbox, key_stage, load, save, shard_sets
 
@@ -76,29 +69,20 @@ def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, b: int,
                bounds: list[int], most: int) -> dict[str, int]:  # fmt: skip
     """The candidate pairs of positions that share a key of range ``b`` held by at most
     ``most`` prefixes (from every shard's prefix entries,
-    :func:`~neardup.core.prefix.prefix_pairs`), and the family links of the keys held by more
+    :func:`~neardup.core.prefix.prefix_pairs`) and the family links of the keys held by more
     (``f``, :func:`~neardup.core.prefix.family_edges`), each cut (``c``, ``cf``) by the range
-    of ``bounds`` (ascending global positions) that holds its first position."""
+    of ``bounds`` (ascending global positions) that holds its first position; the result's
+    ``largest`` is the range's largest key's ``[documents, first position]``."""
     cols = gather(work, "prefix", range(n_shards), b,
                   {"k": np.uint32, "p": np.int64, "j": np.int32, "s": np.int64})  # fmt: skip
     k, p, j, size = cols["k"], cols["p"], cols["j"], cols["s"]
     moved = len(k) * 24
-    pairs = prefix_pairs(k, p, j, size, plan.threshold, most)
-    fam = family_edges(k, p, most)
+    groups = KeyGroups(k, p)  # sorted once for the pairs, the links and the largest
+    pairs, fam = groups.pairs(j, size, plan.threshold, most), groups.links(most)
     nbytes = save(out, pairs=pairs, c=np.searchsorted(pairs[:, 0], bounds).astype(np.int64),
                   f=fam, cf=np.searchsorted(fam[:, 0], bounds).astype(np.int64))  # fmt: skip
     return {"pairs": len(pairs), "family": len(fam), "moved": moved, "bytes": nbytes,
-            "largest": _largest(k, p)}  # fmt: skip
-
-
-def _largest(keys: np.ndarray, pos: np.ndarray) -> list[int]:
-    """``[documents, first position]`` of the key the most prefix entries hold (ties to the
-    smallest key); ``[0, -1]`` for none."""
-    order, starts, ends = key_groups(keys, pos)
-    if len(starts) == 0:
-        return [0, -1]
-    g = int(np.argmax(ends - starts))
-    return [int(ends[g] - starts[g]), int(pos[order[starts[g]]])]
+            "largest": list(groups.largest())}  # fmt: skip
 
 
 def dedupe_task(out: str, work: str, tasks: list[str], r: int) -> dict[str, int]:
