@@ -238,7 +238,7 @@ def _peak_rss() -> int:
 def child(args: argparse.Namespace) -> None:
     n = args.n
     temp = 0
-    if args.method in ("neardup", "verified", "verified-fingerprint"):
+    if args.method in ("neardup", "verified", "verified-fingerprint", "verified-bands"):
         src = args.corpus
         if n < args.total:
             src = os.path.join(args.workdir, f"head{n}.jsonl")
@@ -249,7 +249,7 @@ def child(args: argparse.Namespace) -> None:
                     g.write(line)
         t0 = time.perf_counter()
         threshold = args.threshold if args.method.startswith("verified") else 0.0
-        cands = "fingerprint" if args.method == "verified-fingerprint" else None
+        cands = {"verified-fingerprint": "fingerprint", "verified-bands": "bands"}.get(args.method)
         dropped, temp = run_neardup(src, args.workdir, args.distance, args.window, threshold,
                                     cands)  # fmt: skip
     else:
@@ -323,6 +323,11 @@ def main() -> None:
         action="store_true",
         help="also run verified neardup with --candidates fingerprint (the default is prefix)",
     )
+    ap.add_argument(
+        "--band-candidates",
+        action="store_true",
+        help="also run verified neardup with --candidates bands (MinHash bands)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", default=None, help="where the corpus is written (default tmp)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -359,6 +364,8 @@ def main() -> None:
         runs = [("verified", n, t) for n in sizes for t in thresholds]
         if args.fingerprint_candidates:
             runs += [("verified-fingerprint", n, t) for n in sizes for t in thresholds]
+        if args.band_candidates:
+            runs += [("verified-bands", n, t) for n in sizes for t in thresholds]
         runs += [("neardup", n, d) for n in sizes for d in dists]
         runs += peers
         rows = []
@@ -377,6 +384,9 @@ def main() -> None:
     names = {
         "verified": "neardup dedup, verified J>={d}" + win + " (file to file)",
         "verified-fingerprint": "neardup dedup --candidates fingerprint, verified J>={d}"
+        + win
+        + " (file to file)",
+        "verified-bands": "neardup dedup --candidates bands, verified J>={d}"
         + win
         + " (file to file)",
         "neardup": "neardup dedup --no-verify, d={d}" + win + " (file to file)",

@@ -138,7 +138,7 @@ def main() -> None:
               f"MB; {len(i):,} pairs at Jaccard >= {args.threshold:g} (exact truth)")  # fmt: skip
         rows = {}
         me = [sys.executable, str(Path(__file__).resolve()), "--threshold", str(args.threshold)]
-        for tool in ("prefix", "fingerprint"):
+        for tool in ("prefix", "bands", "fingerprint"):
             rows[f"neardup --candidates {tool}"] = _run(
                 me + ["--child", tool, str(corpus), f"{tmp}/{tool}.json"],
                 Path(f"{tmp}/{tool}.json"),

@@ -13,7 +13,8 @@ output.
 A run other than ``today`` is compared with today's output of the same size, so keep
 ``today`` in ``--runs``. ``today``, ``local`` and ``dask`` take ``--candidates fingerprint``;
 runs named ``...-prefix`` (``today-prefix``, ``local-prefix``, ``dask-prefix``) take
-``--candidates prefix`` (the default) and are compared with ``today-prefix``.
+``--candidates prefix`` (the default) and are compared with ``today-prefix``; runs named
+``...-bands`` take ``--candidates bands`` and are compared with ``today-bands``.
 """
 
 from __future__ import annotations
@@ -97,14 +98,17 @@ def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
         "local": ["--shard-docs", str(ns.shard_docs)],
         "dask": ["--shard-docs", str(ns.shard_docs), "--workers", str(ns.workers)],
     }
-    prefix = ["--candidates", "prefix"]
-    runs.update({f"{k}-prefix": v + prefix for k, v in list(runs.items())})
+    prefix, bands = ["--candidates", "prefix"], ["--candidates", "bands"]
+    base = list(runs.items())
+    runs.update({f"{k}-prefix": v + prefix for k, v in base})
+    runs.update({f"{k}-bands": v + bands for k, v in base})
     for k in ("today", "local", "dask"):  # the default is prefix: these name the other one
         runs[k] = runs[k] + ["--candidates", "fingerprint"]
     for name, extra in runs.items():
         if name not in ns.runs.split(","):
             continue
-        first = "today-prefix" if name.endswith("-prefix") else "today"
+        first = next((f"today-{c}" for c in ("prefix", "bands") if name.endswith(f"-{c}")),
+                     "today")  # fmt: skip
         ref = os.path.join(tmp, f"{first}-{n}.jsonl")  # what the run's kept bytes must equal
         out = ref if name == first else os.path.join(tmp, f"{name}.jsonl")
         summary = os.path.join(tmp, f"{name}.json")

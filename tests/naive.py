@@ -709,3 +709,48 @@ def dedup_kept(texts, threshold: float, keep: str, verify: bool, values=None) ->
     d = distance_for_threshold(threshold)
     kept_for, _ = decide_verified(sets, fps, threshold, order, distance=d)
     return [k < 0 for k in kept_for]
+
+
+# -- MinHash band keys, in pure Python -------------------------------------------------------------
+
+
+def band_keys(keys, bands: int, rows: int) -> list[int]:
+    """The ``bands`` MinHash band keys of a set of uint32 ``keys`` (none for an empty set), as
+    neardup.core.band_kernels documents them: per band ``i`` each key mixed to
+    ``fmix64(key) * a_i + c_i``, its row the top 32 bits' share, a row's value its least, an
+    empty row borrowing by the probe sequence, the rows chained through fmix64."""
+    if not keys:
+        return []
+    mixed = [_fmix64(int(k)) for k in keys]
+    out = []
+    for i in range(bands):
+        mul = _fmix64(((i + 1) * 0x9E3779B97F4A7C15) & _M64) | 1
+        add = _fmix64(mul)
+        low: list = [None] * rows
+        for h in mixed:
+            v = (h * mul + add) & _M64
+            j = ((v >> 32) * rows) >> 32
+            if low[j] is None or v < low[j]:
+                low[j] = v
+        h = _fmix64(((i + 1) * 0x9E3779B97F4A7C15) & _M64)
+        for j in range(rows):
+            src, tries = j, 0
+            while low[src] is None:
+                tries += 1
+                if tries <= 4096:
+                    probe = (i << 32) | (j << 16) | tries
+                    src = ((_fmix64(probe) >> 32) * rows) >> 32
+                else:
+                    src = (src + 1) % rows
+            h = _fmix64(h ^ low[src])
+        out.append(h)
+    return out
+
+
+def band_pairs(sets, bands: int, rows: int) -> set[tuple[int, int]]:
+    """Every pair ``(i, j)``, ``i < j``, of non-empty sets that share a band key."""
+    held: dict[int, list[int]] = {}
+    for d, s in enumerate(sets):
+        for k in band_keys(sorted(s), bands, rows):
+            held.setdefault(k, []).append(d)
+    return {(a, b) for ds in held.values() for x, a in enumerate(ds) for b in ds[x + 1 :] if a != b}

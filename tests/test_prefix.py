@@ -7,10 +7,7 @@ import itertools
 import json
 import math
 import shutil
-import tempfile
 import warnings
-from pathlib import Path
-from unittest.mock import patch
 
 import naive
 import numpy as np
@@ -20,7 +17,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import BIG, COPY, EDITED, EMPTY, SINGLE, UNRELATED, key_sets
 from test_staged import _copied
-from test_staged_near import RUN_CASES, _counts, _near_section, _run, _same_near_misses, _write
+from test_staged_near import (
+    RUN_CASES,
+    _counts,
+    _near_section,
+    _run,
+    _same_near_misses,
+    _write,
+    staged_is_one_process,
+)
 
 import neardup
 from neardup.core import prefix
@@ -178,7 +183,7 @@ def test_dedup_with_prefix_candidates(tmp_path):
     r = neardup.dedup(texts, candidates="prefix")
     assert r.kept.tolist() == [True, False, True] and r.jaccard[1] == 1.0
     with pytest.raises(ValueError, match="candidates must be one of"):
-        neardup.dedup(texts, candidates="bands")
+        neardup.dedup(texts, candidates="minhash")
     with pytest.raises(ValueError, match="verify=False"):
         neardup.dedup(texts, candidates="prefix", verify=False)
 
@@ -244,19 +249,8 @@ def test_staged_prefix_run_is_the_one_process_run(docs, shard_docs, threads, thr
     """Kept bytes, decisions, near misses and the report's page: the staged stages find the
     candidates the one-process kernel finds, for any shard size and thread count, and keys
     held by more than ``family`` prefixes (families: no pairs, decided whole) change nothing."""
-    docs = _copied(docs, copies) + docs[:2]
-    with tempfile.TemporaryDirectory() as tmp, patch.object(stage_prefix, "FAMILY_DOCS", family):
-        where = Path(tmp)
-        _write(where / "in.jsonl", docs)
-        kw = dict(threshold=threshold, keep=keep, common_shingles=common, candidates="prefix")
-        ref = _run(where, "one", **kw)
-        got = _run(where, "staged", **kw, shard_docs=shard_docs, threads=threads)
-        assert (where / "staged.jsonl").read_bytes() == (where / "one.jsonl").read_bytes()
-        assert got.labels.tolist() == ref.labels.tolist()
-        _same_near_misses(got, ref)
-        one, staged = (where / "one.html").read_text(), (where / "staged.html").read_text()
-        assert _near_section(staged) == _near_section(one)
-        assert _counts(staged) == _counts(one)
+    kw = dict(threshold=threshold, keep=keep, common_shingles=common, candidates="prefix")
+    staged_is_one_process(_copied(docs, copies) + docs[:2], family, kw, shard_docs, threads)
 
 
 def _pages(n: int, seed: int = 3) -> list[str]:

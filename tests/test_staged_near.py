@@ -50,6 +50,27 @@ def _same_near_misses(got, ref) -> None:
     assert got.kept.tolist() == ref.kept.tolist()
 
 
+def staged_is_one_process(docs: list[str], family: int, kw: dict, shard_docs: int,
+                          threads: int) -> None:  # fmt: skip
+    """A staged run of ``docs`` (keys held by more than ``family`` documents make families)
+    writes the one-process run's bytes, labels, near misses and report."""
+    from unittest.mock import patch
+
+    from neardup.pipeline import stage_prefix
+
+    with tempfile.TemporaryDirectory() as tmp, patch.object(stage_prefix, "FAMILY_DOCS", family):
+        where = Path(tmp)
+        _write(where / "in.jsonl", docs)
+        ref = _run(where, "one", **kw)
+        got = _run(where, "staged", **kw, shard_docs=shard_docs, threads=threads)
+        assert (where / "staged.jsonl").read_bytes() == (where / "one.jsonl").read_bytes()
+        assert got.labels.tolist() == ref.labels.tolist()
+        _same_near_misses(got, ref)
+        one, staged = (where / "one.html").read_text(), (where / "staged.html").read_text()
+        assert _near_section(staged) == _near_section(one)
+        assert _counts(staged) == _counts(one)
+
+
 #: (docs, shard_docs, threads, threshold, keep, common_shingles, copies) of a staged run
 RUN_CASES = (
     word_docs(WORDS, 14),

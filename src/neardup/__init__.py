@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Layout": "neardup.core.layout",
     "choose_blocks": "neardup.core.cost",
+    "Bands": "neardup.core.bands",
     "Matches": "neardup.core.matches",
     "cluster_groups": "neardup.core.search",
     "find_all": "neardup.core.search",
@@ -37,6 +38,7 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
+    from neardup.core.bands import Bands
     from neardup.core.cost import choose_blocks
     from neardup.core.layout import Layout
     from neardup.core.matches import Matches
@@ -69,6 +71,7 @@ __all__ = [
     "compute",
     "PRESETS",
     "dedup",
+    "Bands",
     "decide",
     "DedupResult",
     "Index",

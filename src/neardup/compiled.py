@@ -53,6 +53,8 @@ GROUPS = {
     "verify": (os.path.join(_ROOT, "core", "verify_kernels.py"), "greedy_keep", 2),
     # prefix candidates: the counts, the prefixes and the pass that keeps or drops
     "prefix": (os.path.join(_ROOT, "core", "prefix_kernels.py"), "prefix_keep", 3),
+    # band candidates' MinHash band keys (with the prefix group's pass)
+    "bands": (os.path.join(_ROOT, "core", "band_kernels.py"), "band_keys", 1),
     # an index's queries: the tree walk (not the all-pairs search's kernels)
     "query": (os.path.join(_ROOT, "core", "tree_kernels.py"), "_walk", 10),
     "index": (os.path.join(_ROOT, "index", "_kernels.py"), "", 1),

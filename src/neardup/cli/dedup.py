@@ -19,6 +19,7 @@ from neardup.cli.fingerprint import (
 from neardup.cli.progress import Progress, TaskProgress, progress_option
 from neardup.cli.report import report_option
 from neardup.cli.style import announce_compile, plural, saved, size
+from neardup.core.bands import MAX_BANDS, MAX_ROWS, Bands
 from neardup.core.common import check_common
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, keep_field
 from neardup.core.verify import distance_for_threshold
@@ -28,7 +29,7 @@ from neardup.io.hf import is_saved_dataset, load_saved_dataset
 from neardup.io.sources import InputPath, expand_inputs
 from neardup.io.writers import OutputSet
 from neardup.pipeline.ahead import ahead_groups, compile_ahead, dedup_groups
-from neardup.pipeline.plan import DEFAULT_SHARD_DOCS, resolve_candidates
+from neardup.pipeline.plan import DEFAULT_SHARD_DOCS, resolve_candidates, resolve_scheme
 from neardup.pipeline.plan import search_distance as plan_distance
 from neardup.pipeline.result import family_note
 from neardup.pipeline.workdir import check_work_dir
@@ -175,6 +176,21 @@ class CommonShingles(click.ParamType):
             )
 
 
+def _band_option(candidates: str | None, bands: int | None, rows: int | None,
+                 threshold: float) -> tuple[str | None, tuple[int, int] | None]:  # fmt: skip
+    """``--candidates`` with ``--bands`` and ``--rows``, which imply ``bands``, and the scheme
+    of band candidates at ``threshold`` (None for others)."""
+    if (bands is not None or rows is not None) and candidates not in (None, "bands"):
+        raise click.UsageError(
+            f"--bands and --rows set the scheme of --candidates bands, not of --candidates "
+            f"{candidates}: drop one of them"
+        )
+    if bands is not None or rows is not None:
+        candidates = "bands"
+    scheme = resolve_scheme(Bands(bands, rows) if candidates == "bands" else None, threshold)
+    return candidates, scheme
+
+
 def _check_verified_only(no_verify: bool, common: float | int | None,
                          candidates: str | None) -> None:  # fmt: skip
     """Options of a verified run, refused with ``--no-verify``."""
@@ -183,7 +199,7 @@ def _check_verified_only(no_verify: bool, common: float | int | None,
             "--common-shingles leaves shingles out of the verified comparison; it does "
             "nothing with --no-verify: drop one of them"
         )
-    if no_verify and candidates not in (None, "fingerprint"):
+    if no_verify and candidates not in (None, "fingerprint"):  # --bands and --rows: "bands"
         raise click.UsageError(
             f"--candidates {candidates} finds candidates in the shingle sets of a verified "
             "run; with --no-verify the fingerprints decide: drop one of them"
@@ -262,13 +278,29 @@ def _check_verified_only(no_verify: bool, common: float | int | None,
 )
 @click.option(
     "--candidates",
-    type=click.Choice(["fingerprint", "prefix"]),
+    type=click.Choice(["prefix", "bands", "fingerprint"]),
     default=None,
     help="Where the verified pairs come from: ('prefix') documents that share one of their "
     "rarest shingles: every pair at --threshold is found, and pages that share only a "
-    "template are not compared; or documents whose set fingerprints are within --distance "
-    "bits. Default: prefix, or fingerprint with --no-verify, --distance, --blocks or "
-    "--device cuda.",
+    "template are not compared; ('bands') documents that share a MinHash band (--bands, "
+    "--rows), as MinHash-LSH dedups do; or documents whose set fingerprints are within "
+    "--distance bits. Default: prefix, or fingerprint with --no-verify, --distance, --blocks "
+    "or --device cuda.",
+)
+@click.option(
+    "--bands",
+    "n_bands",
+    type=click.IntRange(1, MAX_BANDS),
+    default=None,
+    help="MinHash bands of --candidates bands (implies it). Default: the fewest that find a "
+    "pair at --threshold with probability 0.999.",
+)
+@click.option(
+    "--rows",
+    type=click.IntRange(1, MAX_ROWS),
+    default=None,
+    help="MinHash rows a band (--candidates bands; implies it). Default: the most whose bands "
+    "fit in 256 MinHash values a document.",
 )
 @click.option(
     "--blocks",
@@ -372,7 +404,8 @@ def _check_verified_only(no_verify: bool, common: float | int | None,
 def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_list: str | None,
           removed: str | None, report_path: str | None, keep: str, threshold: float,
           no_verify: bool, distance: int | None, common_shingles: float | int | None,
-          candidates: str | None, blocks: int | None, preset: str, window: int | None, in_format: str, lines: bool,
+          candidates: str | None, n_bands: int | None, rows: int | None,
+          blocks: int | None, preset: str, window: int | None, in_format: str, lines: bool,
           field: str | None, column: str | None, id_field: str, skip_bad: bool,
           threads: int | None, quiet: bool, progress_mode: str, json_summary: str | None,
           against: str | None, update: bool, device: str, temp_dir: str | None,
@@ -389,8 +422,8 @@ def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_
 
     Verified (default): documents in --keep order; one is dropped only when the exact Jaccard
     of its shingle set with an already kept document's is >= --threshold, never through a
-    chain of drops. Candidates are documents whose set fingerprints differ in at most
-    --distance bits; with --common-shingles, the shingles of more than that share of the
+    chain of drops. Candidates come from --candidates (prefix filtering by default); with
+    --common-shingles, the shingles of more than that share of the
     documents take no part (templates, boilerplate). Shingle keys are spooled to a temporary
     file in --temp-dir or TMPDIR (4 bytes per distinct shingle), removed at the end. Documents
     without shingles are always kept.
@@ -411,6 +444,7 @@ def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_
     search_distance = _check_options(output, json_summary, against, update, blocks,
                                       no_verify, threshold, distance)  # fmt: skip
     cluster = _check_cluster(scheduler, workers, ray_address, device, against)
+    candidates, scheme = _band_option(candidates, n_bands, rows, threshold)
     _check_verified_only(no_verify, common_shingles, candidates)
     candidates = resolve_candidates(candidates, not no_verify, distance=distance, blocks=blocks,
                                     device=device)  # fmt: skip
@@ -424,11 +458,11 @@ def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_
         settings = {"inputs": " ".join(inputs), "distance": search_distance, "keep": keep,
                     "preset": preset, "window": fingerprinter.window}  # fmt: skip
         if not no_verify:
-            settings["threshold"] = threshold
+            settings.update(threshold=threshold, candidates=candidates)
         if common_shingles is not None:
             settings["common_shingles"] = common_shingles
-        if not no_verify:
-            settings["candidates"] = candidates
+        if scheme is not None and not no_verify:
+            settings["bands"] = list(scheme)
         extras = _extra_outputs(inputs, output, dataset, report_path, settings, text_field,
                                 id_field)  # fmt: skip
         _check_outputs(inputs, files, output, clusters_path, drop_list, json_summary, against,
@@ -442,7 +476,8 @@ def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_
             against=against, update=update, extra_outputs=extras, device=device,
             temp_dir=temp_dir, shard_docs=shard_docs, work_dir=work_dir,
             clean_work_dir=clean_work_dir, memory=memory, collect=False, removed=removed,
-            common_shingles=common_shingles, candidates=candidates,
+            common_shingles=common_shingles,
+            candidates=candidates if scheme is None else Bands(*scheme),
         )  # fmt: skip
         _require_extras(files, against, device, cluster)
         source = [InputPath(p) for p in inputs] if dataset is None else dataset
@@ -597,6 +632,8 @@ def _run(source: Any, options: dict[str, Any], files: list[Any], quiet: bool,
             bar.message(message)
 
     verify, candidates = options["verify"], options["candidates"]  # resolved by dedup()
+    if isinstance(candidates, Bands):
+        candidates = "bands"
     later = ahead_groups(verify, candidates)
     groups = dedup_groups(files or None, verify, options["against"] is not None, candidates)
     first = [g for g in groups if g not in later]

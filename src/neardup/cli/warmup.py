@@ -84,6 +84,7 @@ def _runs(tmp: str, p: dict[str, str]) -> Iterator[list[str]]:
     yield ["dedup", p["unicode"], "-o", out("u.jsonl"), "--drop-list", out("u.drops.txt")]
     yield ["dedup", p["unicode"], "--no-verify", "-o", out("n.jsonl")]
     yield ["dedup", p["ascii"], "--candidates", "fingerprint", "-o", out("f.jsonl")]
+    yield ["dedup", p["ascii"], "--candidates", "bands", "-o", out("b.jsonl")]
     yield ["fingerprint", p["lines"], "--lines", "-o", out("lines.fps.txt")]
     yield ["find-all", p["fps"], "-o", out("pairs.jsonl")]
     yield ["clusters", p["fps"], "-o", out("clusters.jsonl")]

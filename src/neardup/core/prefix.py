@@ -40,6 +40,7 @@ __all__ = [
     "prefix_keep",
     "prefix_pairs",
     "prefix_sets",
+    "shared_ids",
     "shared_keys",
     "unique_pairs",
 ]
@@ -209,10 +210,10 @@ def unique_pairs(pairs: np.ndarray) -> np.ndarray:
     return pairs[np.r_[True, np.any(pairs[1:] != pairs[:-1], axis=1)]]
 
 
-def shared_keys(pre: PrefixSets) -> np.ndarray:
-    """The keys (sorted, unique uint32) that two or more of the prefixes hold: the only keys
-    that make candidates."""
-    k = np.sort(pre.keys)
+def shared_keys(keys: np.ndarray) -> np.ndarray:
+    """The keys (sorted, unique) that two or more of the prefix entries ``keys`` hold: the
+    only keys that make candidates."""
+    k = np.sort(keys)
     d = k[1:][k[1:] == k[:-1]]
     return d[np.r_[True, d[1:] != d[:-1]]] if len(d) else d
 
@@ -225,27 +226,47 @@ def prefix_keep(
     decided: tuple[np.ndarray, np.ndarray, np.ndarray],
     near: tuple[Any, ...],
     threads: int = 1,
+    positional: bool = True,
 ) -> tuple[int, int, tuple[int, int]]:
     """Decide ``docs`` (representatives in priority order) with prefix candidates
     (:func:`neardup.core.prefix_kernels.prefix_keep`), filling ``decided`` (``kept_for``,
     ``inter``, ``union``) and ``near`` in place; returns (checks, candidates, the largest
-    family: :func:`largest_family`)."""
+    family: :func:`largest_family`). ``pre`` may hold any keys a document shares with its
+    candidates: with ``positional`` False (band keys, :mod:`neardup.core.bands`) their places
+    are not ranks and only the size filter applies."""
     kept_for, inter, union = decided
-    shared = shared_keys(pre)
-    table, shift = PK.key_table(shared)
-    ids = np.empty(len(pre.keys), dtype=np.int32)  # fewer than 2**31 shared keys
-    run_chunks(lambda lo, hi: PK.key_ids(table, shift, pre.keys, ids, lo, hi),
-               len(ids), threads)  # fmt: skip
+    ids, n_shared = shared_ids(pre.keys, threads)
     # the index holds kept documents' shared prefix keys only: most prefix keys of distinct
     # pages are held by no other prefix, so this is a fraction of the prefixes
     slots = int(np.count_nonzero(ids >= 0))
     index = np.int32 if slots < 2**31 - 1 else np.int64
     checks, cands = PK.prefix_keep(
         sets.offsets, sets.keys, np.ascontiguousarray(docs, dtype=np.int64), pre.offsets, ids,
-        np.full(len(shared), -1, dtype=index), np.empty(slots, dtype=index), t, kept_for,
-        inter, union, *near,
+        np.full(n_shared, -1, dtype=index), np.empty(slots, dtype=index), t, positional,
+        kept_for, inter, union, *near,
     )  # fmt: skip
     return int(checks), int(cands), largest_family(pre, ids)
+
+
+def shared_ids(keys: np.ndarray, threads: int = 1) -> tuple[np.ndarray, int]:
+    """Each entry's shared key as an index (int32, -1 for a key no other entry holds) and the
+    number of shared keys: uint32 keys through a hash table, others by a sort."""
+    if keys.dtype == np.uint32:
+        shared = shared_keys(keys)
+        table, shift = PK.key_table(shared)
+        ids = np.empty(len(keys), dtype=np.int32)  # fewer than 2**31 shared keys
+        run_chunks(lambda lo, hi: PK.key_ids(table, shift, keys, ids, lo, hi),
+                   len(ids), threads)  # fmt: skip
+        return ids, len(shared)
+    order = np.argsort(keys)
+    k = keys[order]
+    group = np.cumsum(np.r_[True, k[1:] != k[:-1]]) - 1 if len(k) else np.zeros(0, np.int64)
+    held = np.bincount(group)
+    many = held >= 2
+    dense = np.where(many, np.cumsum(many) - 1, -1).astype(np.int32)
+    ids = np.empty(len(keys), dtype=np.int32)
+    ids[order] = dense[group]
+    return ids, int(np.count_nonzero(many))
 
 
 def largest_family(pre: PrefixSets, ids: np.ndarray) -> tuple[int, int]:

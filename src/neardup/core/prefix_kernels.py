@@ -139,7 +139,7 @@ def _may_reach(sx, i, sy, j, t):
 
 @njit(cache=True, nogil=True)
 def prefix_keep(
-    offsets, keys, docs, poff, ids, head, nxt, t, kept_for, inter, union,
+    offsets, keys, docs, poff, ids, head, nxt, t, positional, kept_for, inter, union,
     near_for, near_inter, near_union,
 ):  # fmt: skip
     """Keep or drop ``docs`` (class representatives in priority order, ``kept_for`` -2 while
@@ -148,7 +148,8 @@ def prefix_keep(
     order, are ``ids[poff[d]:poff[d + 1]]``: each an index below ``n_shared`` of a key that two
     or more prefixes hold (the only keys that can pair documents), or -1. A candidate shares a
     prefix key and passes the positional filter (:func:`_may_reach`) at the first key it
-    shares. Only kept documents are indexed, in ``head`` (one entry a shared key, all -1) and
+    shares (with ``positional`` False, the keys' places are not ranks, as with band keys: the
+    size filter alone). Only kept documents are indexed, in ``head`` (one entry a shared key, all -1) and
     ``nxt`` (one slot a prefix key that is shared: ``ids >= 0``), int32 or int64. With
     ``near_for`` of length ``n`` (else empty), each checked pair under ``t`` is offered as a
     near miss. Returns (set intersections computed, candidate pairs examined)."""
@@ -173,7 +174,9 @@ def prefix_keep(
                 if seen[r] != q:
                     seen[r] = q
                     y = docs[r]
-                    if _may_reach(sd, j - poff[d], offsets[y + 1] - offsets[y], at[e], t):
+                    i = np.int64(j - poff[d]) if positional else np.int64(0)
+                    k = np.int64(at[e]) if positional else np.int64(0)
+                    if _may_reach(sd, i, offsets[y + 1] - offsets[y], k, t):
                         buf[m] = r
                         m += 1
                 e = nxt[e]

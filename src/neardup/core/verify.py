@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from neardup.core import verify_kernels as VK
+from neardup.core.bands import band_scheme, band_sets
 from neardup.core.bits import as_fingerprints, popcount
 from neardup.core.decide import KEEP_POLICIES, priority_order
 from neardup.core.layout import Layout
@@ -328,20 +329,28 @@ def _keep_or_drop(
     is_rep: np.ndarray,
     pairs: Any,
     counts: np.ndarray | None = None,
+    scheme: tuple[int | None, int | None] = (None, None),
 ) -> None:
     """The keep/drop pass over the representatives ``docs`` (in priority order), with the
     candidates of ``candidates``: prefix filtering (in the key order of ``counts``, else of
-    these sets), the given ``pairs`` or the search."""
-    if candidates == "prefix":
-        g, sets, t = greedy, greedy.sets, greedy.t
-        if counts is None:
-            counts = rank_counts(sets.keys, g.threads)
-        pre = prefix_sets(sets, t, counts, g.threads, take=is_rep)
+    these sets), MinHash bands (``scheme``: bands, rows, as given to
+    :func:`~neardup.core.bands.band_scheme`), the given ``pairs`` or the search."""
+    g, sets, t = greedy, greedy.sets, greedy.t
+    if candidates in ("prefix", "bands"):
+        if candidates == "bands":
+            pre = band_sets(sets, *band_scheme(t, *scheme), g.threads, take=is_rep)
+        else:
+            if counts is None:
+                counts = rank_counts(sets.keys, g.threads)
+            pre = prefix_sets(sets, t, counts, g.threads, take=is_rep)
         g.checks, g.candidates, g.family = prefix_keep(
-            sets, docs, pre, t, (g.kept_for, g.inter, g.union), g.near, g.threads
-        )
+            sets, docs, pre, t, (g.kept_for, g.inter, g.union), g.near, g.threads,
+            positional=candidates == "prefix",
+        )  # fmt: skip
     elif candidates != "fingerprint":
-        raise ValueError(f"candidates must be 'fingerprint' or 'prefix', not {candidates!r}")
+        raise ValueError(
+            f"candidates must be 'prefix', 'bands' or 'fingerprint', not {candidates!r}"
+        )
     elif pairs is None:
         Layout(greedy.distance + 1, greedy.distance)  # validates distance with a clear message
         greedy.solve(docs)
@@ -364,6 +373,8 @@ def decide_verified(
     near_misses: bool = False,
     candidates: str = "fingerprint",
     counts: np.ndarray | None = None,
+    bands: int | None = None,
+    rows: int | None = None,
 ) -> VerifiedDecisions:
     """Keep or drop each document, every drop verified against the document kept for it.
 
@@ -405,16 +416,22 @@ def decide_verified(
         Also find each kept document's nearest miss (``near_for``, ``near_jaccard``): the kept
         candidate before it with the highest Jaccard, all under the threshold. The decisions
         are the same; the checks that fail then run to the exact intersection (for a report).
-    candidates : {"fingerprint", "prefix"}
+    candidates : {"fingerprint", "prefix", "bands"}
         Where the candidates come from: documents whose ``fingerprints`` differ in at most
         ``distance`` bits, or (``"prefix"``) documents that share a key of their prefixes
         (:mod:`neardup.core.prefix`): every pair at or above the threshold is a candidate, so
         the decisions are those of the rule over all pairs, and keys that many documents hold
-        (templates) make no candidates. ``distance``, ``blocks`` and ``pairs`` are then unused.
+        (templates) make no candidates; or (``"bands"``) documents that share a MinHash band
+        (:mod:`neardup.core.bands`): a pair at the threshold with probability 0.999 by
+        default. ``distance``, ``blocks`` and ``pairs`` are then unused.
     counts : ndarray of uint32, optional
         With ``candidates="prefix"``: the key order, as :func:`neardup.core.prefix.rank_counts`
         of a whole corpus these documents are part of (default: of these sets). The decisions
         do not depend on it; the candidates, their checks and the near misses do.
+    bands, rows : int, optional
+        With ``candidates="bands"``: the scheme, ``bands`` bands of ``rows`` MinHash rows
+        (:func:`neardup.core.bands.band_scheme` chooses what is not given from the
+        threshold).
 
     Returns
     -------
@@ -461,8 +478,7 @@ def decide_verified(
     d = distance_for_threshold(t) if distance is None else int(distance)
     near = tuple(np.full(n if near_misses else 0, v, dtype=np.int64) for v in (-1, 0, 1))
     greedy = _Greedy(sets, fp, t, d, blocks, nthreads, kept_for, inter, union, near)
-    _keep_or_drop(greedy, candidates, docs, is_rep, pairs, counts)
-
+    _keep_or_drop(greedy, candidates, docs, is_rep, pairs, counts, (bands, rows))
     _follow_representatives(rep, is_rep, sizes, kept_for, inter, union)
     kept = kept_for < 0
     dropped = ~kept

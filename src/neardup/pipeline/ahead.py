@@ -49,15 +49,17 @@ COMPILE_AHEAD_SPARE_CPUS = 1.5
 WAIT_SECONDS = 300.0
 
 #: kernel groups the child compiles, for a dedup verified with fingerprint candidates
-#: ("verify"), with prefix candidates ("prefix") or fingerprint-only ("search")
-_GROUPS = {"verify": ["search", "verify"], "prefix": ["prefix"], "search": ["search"]}
+#: ("verify"), with prefix candidates ("prefix"), with bands ("bands") or fingerprint-only
+#: ("search")
+_GROUPS = {"verify": ["search", "verify"], "prefix": ["prefix"], "bands": ["prefix", "bands"],
+           "search": ["search"]}  # fmt: skip
 
 
 def _mode(verify: bool, candidates: str = "fingerprint") -> str:
     """The kernels a dedup decides with: a key of :data:`_GROUPS`."""
     if not verify:
         return "search"
-    return "prefix" if candidates == "prefix" else "verify"
+    return candidates if candidates in ("prefix", "bands") else "verify"
 
 
 def ahead_groups(verify: bool, candidates: str = "fingerprint") -> list[str]:
@@ -195,13 +197,13 @@ def _compile(mode: str) -> None:
     keys = np.r_[0:10, 0:9, 99, 50:60].astype(np.uint32)
     with ShingleSpool() as spool:  # read back memory-mapped, the type the job's sets have
         spool.append(np.array([0, 10, 20, 30], dtype=np.int64), keys)
-        candidates = "prefix" if mode == "prefix" else "fingerprint"
+        candidates = mode if mode in ("prefix", "bands") else "fingerprint"
         decide_verified_sets(spool.sets(), lengths, DEFAULT_DEDUP_THRESHOLD,
                              candidates=candidates)  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
-    """``python -m neardup.pipeline.ahead verify|prefix|search``."""
+    """``python -m neardup.pipeline.ahead verify|prefix|bands|search``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent's Ctrl-C: finish, then exit
     if len(argv) != 1 or argv[0] not in _GROUPS:
         print("usage: python -m neardup.pipeline.ahead verify|prefix|search", file=sys.stderr)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from neardup.core.bands import Bands
 from neardup.core.bits import as_fingerprints
 from neardup.core.common import template_hint
 from neardup.core.decide import (
@@ -155,6 +156,7 @@ def decide_verified_sets(
     device: str = "cpu",
     near_misses: bool = False,
     candidates: str = "fingerprint",
+    scheme: tuple[int, int] | None = None,
 ) -> VerifiedDecisions:
     """:func:`neardup.core.verify.decide_verified` over the set fingerprints of ``sets``; with
     ``client`` the candidate pairs are found on that Dask cluster
@@ -164,7 +166,8 @@ def decide_verified_sets(
     also finds each kept document's nearest miss under the threshold (for the report).
     ``candidates="prefix"`` finds the candidates by prefix filtering instead
     (:mod:`neardup.core.prefix`: every pair at the threshold; ``client``, ``device``,
-    ``distance`` and ``blocks`` then take no part).
+    ``distance`` and ``blocks`` then take no part), ``"bands"`` by MinHash bands of the
+    ``scheme`` (bands, rows; :mod:`neardup.core.bands`).
 
     Examples
     --------
@@ -180,6 +183,7 @@ def decide_verified_sets(
             return decide_verified(
                 sets, fp, threshold, keep=keep, lengths=lengths, threads=threads,
                 exclude=exclude, near_misses=near_misses, candidates=candidates,
+                **_scheme_args(scheme),
             )  # fmt: skip
         if _on_gpu(device, client) or client is not None:
             if client is None:
@@ -236,7 +240,7 @@ def dedup(
     collect: bool = True,
     removed: str | os.PathLike | None = None,
     common_shingles: float | int | None = None,
-    candidates: str | None = None,
+    candidates: str | Bands | None = None,
 ) -> Any:
     """Find near-duplicate documents and choose one survivor per cluster.
 
@@ -395,14 +399,19 @@ def dedup(
         Default: every shingle counts. Without it, a run whose largest clusters look like
         pages sharing a template says so (``result.template``, the summary's
         ``template_hint``).
-    candidates : {"prefix", "fingerprint"}, optional
+    candidates : {"prefix", "bands", "fingerprint"} or Bands, optional
         Verified dedup: where the candidate pairs that are verified come from. ``"prefix"``:
         documents that share one of their rarest shingles (prefix filtering,
         :mod:`neardup.core.prefix`): every pair at the threshold is found, so the decisions are
         those of the rule over all pairs, and pages that share only a template are not
         candidates, so a templated site costs what distinct pages cost. ``"fingerprint"``:
         documents whose set fingerprints differ in at most ``distance`` bits, a search that
-        finds nearly every pair at the threshold (and the only one on a GPU). Default:
+        finds nearly every pair at the threshold (and the only one on a GPU). ``"bands"`` or
+        ``Bands(bands=B, rows=R)``: documents that share one of ``B`` MinHash bands of ``R``
+        rows (:mod:`neardup.core.bands`; chosen from the threshold unless given: a pair at
+        the threshold is a candidate with probability 0.999), what MinHash-LSH dedups use;
+        pages that share a template are candidates of each other at the rate of its S-curve
+        (0.3 at Jaccard 0.53 with the 30 x 7 of threshold 0.8). Default:
         ``"prefix"``, or ``"fingerprint"`` when ``verify=False`` or ``distance``, ``blocks`` or
         ``device="cuda"`` is given (:func:`neardup.pipeline.plan.resolve_candidates`).
 
@@ -677,6 +686,7 @@ def _decide(run: _Run, plan: DedupPlan, opts: _Options) -> DedupResult:
     if verified is not None:
         result.verified, result.threshold = verified, plan.threshold
         result.temp_bytes, result.candidates = temp_bytes, plan.candidates
+        result.scheme = plan.scheme
         result.common, result.template = common, template
         report_no_shingles(len(verified.kept), verified.n_no_shingles, opts.log)
     if opts.log is not None:
@@ -685,6 +695,12 @@ def _decide(run: _Run, plan: DedupPlan, opts: _Options) -> DedupResult:
     if run.scan is not None:
         result.bytes_in = run.scan.bytes_in
     return result
+
+
+def _scheme_args(scheme: tuple[int, int] | None) -> dict[str, int]:
+    """``bands=`` and ``rows=`` of :func:`~neardup.core.verify.decide_verified` for a band
+    ``scheme`` (none for other candidates)."""
+    return {} if scheme is None else {"bands": scheme[0], "rows": scheme[1]}
 
 
 def _verified(
@@ -708,7 +724,7 @@ def _verified(
             used, values, plan.threshold, keep=plan.keep, distance=plan.distance_given,
             blocks=plan.blocks, threads=opts.threads, client=opts.client,
             exclude=run.exclude, device=opts.device, near_misses=_near(opts.extra_outputs),
-            candidates=plan.candidates,
+            candidates=plan.candidates, scheme=plan.scheme,
         )  # fmt: skip
         if common is not None:  # documents without shingles as read; all common: beside them
             verified = replace(verified, no_shingles=sets.sizes == 0)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from neardup.core.bands import Bands
 from neardup.core.common import check_common
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, keep_field
 from neardup.core.similarity import check_threshold, distance_for_threshold
@@ -133,8 +134,11 @@ class DedupPlan:
     #: shingles in more than this share (float) or number (int) of the documents take no part
     #: in the candidates or the verification (None: all do)
     common_shingles: float | int | None = None
-    #: where a verified run's candidates come from: ``"fingerprint"`` or ``"prefix"``
+    #: where a verified run's candidates come from: ``"fingerprint"``, ``"prefix"`` or
+    #: ``"bands"``
     candidates: str = "fingerprint"
+    #: with ``candidates="bands"``: (bands, rows) of the MinHash band scheme
+    scheme: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if self.clean_work_dir and self.work_dir is None:
@@ -179,6 +183,8 @@ class DedupPlan:
             spec["common"] = self.common_shingles
         if self.candidates != "fingerprint":
             spec["candidates"] = self.candidates
+        if self.scheme is not None:
+            spec["scheme"] = list(self.scheme)
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -229,30 +235,33 @@ def _check_common(common: Any, verify: bool) -> float | int | None:
 
 
 #: where a verified run's candidates may come from (:func:`neardup.core.verify.decide_verified`)
-CANDIDATES = ("fingerprint", "prefix")
+CANDIDATES = ("fingerprint", "prefix", "bands")
 
 
 def resolve_candidates(
-    candidates: str | None,
+    candidates: str | Bands | None,
     verify: bool,
     *,
     distance: int | None = None,
     blocks: int | None = None,
     device: str = "cpu",
 ) -> str:
-    """``candidates`` checked, or chosen when None: ``"prefix"`` for a verified run on the CPU
-    (every pair at the threshold, and a templated site costs what distinct pages cost:
-    docs/guides/threshold.md), ``"fingerprint"`` without verification or when the caller
-    set what only the fingerprint search uses (``distance``, ``blocks``, a GPU ``device``).
+    """``candidates`` checked (a :class:`~neardup.core.bands.Bands` is ``"bands"``), or chosen
+    when None: ``"prefix"`` for a verified run on the CPU (every pair at the threshold, and a
+    templated site costs what distinct pages cost: docs/guides/threshold.md),
+    ``"fingerprint"`` without verification or when the caller set what only the fingerprint
+    search uses (``distance``, ``blocks``, a GPU ``device``).
 
     Raises
     ------
     ValueError
-        An unknown generator, or ``"prefix"`` without verification.
+        An unknown generator, or ``"prefix"`` or ``"bands"`` without verification.
     """
     if candidates is None:
         fingerprint = not verify or distance is not None or blocks is not None or device != "cpu"
         return "fingerprint" if fingerprint else "prefix"
+    if isinstance(candidates, Bands):
+        candidates = "bands"
     if candidates not in CANDIDATES:
         raise ValueError(f"candidates must be one of {', '.join(CANDIDATES)} (got {candidates!r})")
     if candidates != "fingerprint" and not verify:
@@ -262,6 +271,13 @@ def resolve_candidates(
             "decide: drop one of them"
         )
     return candidates
+
+
+def resolve_scheme(candidates: str | Bands | None, threshold: float) -> tuple[int, int] | None:
+    """The (bands, rows) of band candidates at ``threshold`` (None for other candidates)."""
+    if isinstance(candidates, Bands):
+        return candidates.scheme(threshold)
+    return Bands().scheme(threshold) if candidates == "bands" else None
 
 
 def _expand(data: Any, fmt: str, output: Any) -> tuple[list[str], list[InputFile]]:
@@ -291,7 +307,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
                client: bool = False, staged_only: bool = False, device: str = "cpu",
                one_process: Sequence[str] = (),
                common_shingles: float | int | None = None,
-               candidates: str | None = None) -> DedupPlan:  # fmt: skip
+               candidates: str | Bands | None = None) -> DedupPlan:  # fmt: skip
     """The :class:`DedupPlan` of a dedup run: options checked, defaults applied, file inputs
     expanded (``data`` a path or list of paths; anything else is in-memory input and gets no
     shards) and, for a staged run (:func:`is_staged`), cut into shards.
@@ -327,6 +343,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
     check_work_dir(work_dir)
     d = _check_rule(verify, threshold, distance, keep, blocks)
     common = _check_common(common_shingles, verify)
+    scheme = resolve_scheme(candidates, threshold) if verify else None
     candidates = resolve_candidates(candidates, verify, distance=distance, blocks=blocks,
                                     device=device)  # fmt: skip
     if shard_docs is not None and shard_docs < 1:
@@ -358,6 +375,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
         work_dir=_work_path(work_dir) if staged else None, clean_work_dir=clean_work_dir,
         inputs=tuple(inputs), staged=staged,
         search_docs=search, device=device, common_shingles=common, candidates=candidates,
+        scheme=scheme,
     )  # fmt: skip
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from neardup import config
 from neardup._optional import require
+from neardup.core.bands import candidate_probability
 from neardup.io.display import size
 from neardup.pipeline.report import (
     REPORT_EMBED_CHARS,
@@ -334,8 +335,15 @@ def _subtitle(s: Mapping[str, Any], settings: Mapping[str, Any], has_jaccard: bo
         verified = has_jaccard
     if verified:
         at = f" at least {float(t):g}" if t is not None else " at least the threshold"
-        if s.get("candidates", settings.get("candidates")) == "prefix":
+        how = s.get("candidates", settings.get("candidates"))
+        scheme = s.get("bands", settings.get("bands"))
+        if how == "prefix":
             whose = "that share one of their rarest shingles (every pair at the threshold)"
+        elif how == "bands" and scheme:
+            b, r = scheme
+            p = candidate_probability(float(t), int(b), int(r)) if t is not None else None
+            odds = f" (a pair at the threshold with probability {p:.4f})" if p else ""
+            whose = f"that share one of {_e(b)} MinHash bands of {_e(r)} rows{odds}"
         else:
             whose = f"whose fingerprints differ{within}"
         return (

@@ -108,7 +108,10 @@ class DedupResult:
         :func:`neardup.pipeline.report.near_misses`), so that the report needs no array of
         them.
     candidates : str or None
-        Verified dedup: where the verified pairs came from (``"prefix"`` or ``"fingerprint"``).
+        Verified dedup: where the verified pairs came from (``"prefix"``, ``"bands"`` or
+        ``"fingerprint"``).
+    scheme : (int, int) or None
+        With ``candidates="bands"``: the bands and rows (the summary's ``bands``).
     """
 
     ids: list[Any]
@@ -127,6 +130,7 @@ class DedupResult:
     against: IndexCheck | None = None
     near: dict[str, Any] | None = None
     candidates: str | None = None
+    scheme: tuple[int, int] | None = None
     common: dict[str, Any] | None = None
     template: dict[str, Any] | None = None
 
@@ -348,6 +352,8 @@ class DedupResult:
                 no_shingles=self.verified.n_no_shingles,
                 temp_bytes=self.temp_bytes,
             )
+            if self.scheme is not None:
+                out["bands"] = list(self.scheme)
             out.update(common_figures(self.common, self.template))
             if self.verified.family is not None:
                 m, first = self.verified.family

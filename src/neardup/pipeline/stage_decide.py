@@ -41,7 +41,7 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
     nodes, local = distinct_nodes(edges)  # every node of the group is in one of its edges
     off = np.asarray(offsets, dtype=np.int64)
     n = len(nodes)
-    near = plan.verify and plan.near_misses and plan.candidates == "prefix"
+    near = plan.verify and plan.near_misses and plan.candidates != "fingerprint"
     if n == 0:  # a group whose range of labels holds no component
         rows = _near_rows(off, nodes, None, None, None) if near else {}
         return {"dropped": 0, "bytes": save(out, label=nodes, pos=nodes, surv=nodes,
@@ -82,14 +82,17 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
 def _decide_group(work: str, plan: DedupPlan, off: np.ndarray, nodes: np.ndarray,
                   sets: ShingleSets, local: np.ndarray, values: Any) -> Any:  # fmt: skip
     """The verified decisions of a group's documents ``nodes``: with prefix candidates, those
-    of prefix filtering over the group in the corpus order (the prefix-merge stage), so that a
-    family (:mod:`neardup.pipeline.stage_prefix`) costs a check per member and kept document;
-    else over the group's verified pairs ``local``."""
+    of prefix filtering over the group in the corpus order (the prefix-merge stage), with
+    bands those of the bands, so that a family (:mod:`neardup.pipeline.stage_prefix`) costs a
+    check per member and kept document; else over the group's verified pairs ``local``."""
     sfp = gather_array(work, off, nodes, "sfp", np.uint64, key_stage(plan))
     how: dict[str, Any] = {"pairs": local}
     if plan.candidates == "prefix":
         counts = np.asarray(load(work, "prefix-merge", 0, "counts"))
         how = {"candidates": "prefix", "counts": counts, "near_misses": plan.near_misses}
+    elif plan.scheme is not None:
+        b, rows = plan.scheme
+        how = {"candidates": "bands", "bands": b, "rows": rows, "near_misses": plan.near_misses}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         return decide_verified(sets, sfp, plan.threshold, keep=plan.keep, lengths=values,

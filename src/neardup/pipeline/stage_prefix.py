@@ -1,10 +1,12 @@
 """The candidate stages of a staged verified dedup with prefix candidates
-(``candidates="prefix"``, :mod:`neardup.core.prefix`), in place of the fingerprint search's split
-and pairs: every pair at the threshold, the same candidates as the one-process run's.
+(``candidates="prefix"``, :mod:`neardup.core.prefix`) or MinHash bands (``"bands"``,
+:mod:`neardup.core.bands`), in place of the fingerprint search's split and pairs: the same
+candidates as the one-process run's.
 
 prefix-count (per shard: its keys counted in the rank counters) -> prefix-merge (one task: the
 counters of every shard summed: the corpus order) -> prefix (per shard: the prefixes of its
-documents that take part, as (key, position) entries cut by ranges of the key space) ->
+documents that take part, as (key, position) entries cut by ranges of the key space; with
+bands, their band keys, and no counts before) ->
 prefix-pairs (per key range: the pairs of positions that share a key, cut by ranges of the
 first position) -> pairs (per position range: each pair once, as the verify stage reads them).
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from neardup.core.bands import band_sets
 from neardup.core.prefix import KeyGroups, prefix_sets, rank_counts, unique_pairs
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stages import copies_in, gather, inbox, key_stage, load, save, shard_sets
@@ -46,23 +49,38 @@ def merge_task(out: str, work: str, n_shards: int) -> dict[str, int]:
 
 def prefix_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, copies: int,
                 ranges: int) -> dict[str, int]:  # fmt: skip
-    """The prefix entries of shard ``s``'s documents with shingles that are not copies of an
-    earlier set (the exact stage's ``copies`` tasks), as ``k`` (key) and ``p`` (global
-    position), cut (``c``) into ``ranges`` ranges of the key space."""
+    """The prefix entries (with bands: the band keys) of shard ``s``'s documents with shingles
+    that are not copies of an earlier set (the exact stage's ``copies`` tasks), as ``k``
+    (key), ``p`` (global position), ``j`` (the key's place in the prefix; 0 for a band) and
+    ``s`` (the set's size), cut (``c``) into ``ranges`` ranges of the key space."""
     sets = shard_sets(work, s, key_stage(plan))
     take = sets.sizes > 0
     if copies:
         take[copies_in(work, copies, s) - offset] = False
-    counts = np.asarray(load(work, "prefix-merge", 0, "counts"))
-    pre = prefix_sets(sets, plan.threshold, counts, take=take)
+    if plan.scheme is not None:
+        pre = band_sets(sets, *plan.scheme, take=take)
+    else:
+        counts = np.asarray(load(work, "prefix-merge", 0, "counts"))
+        pre = prefix_sets(sets, plan.threshold, counts, take=take)
     lengths = np.diff(pre.offsets)
     doc = np.repeat(np.arange(len(take), dtype=np.int64), lengths)
     at = np.arange(len(doc), dtype=np.int64) - pre.offsets[doc]  # the key's place in its prefix
-    part = (pre.keys.astype(np.uint64) * np.uint64(ranges)) >> np.uint64(32)
+    if plan.scheme is not None:
+        at[:] = 0  # a band's place says nothing of the overlap: the size filter alone
+    part = key_range(pre.keys, ranges)
     order = np.argsort(part, kind="stable")
     cuts = np.searchsorted(part[order], np.arange(ranges + 1)).astype(np.int64)
     return {"bytes": save(out, k=pre.keys[order], p=doc[order] + offset,
                           j=at[order].astype(np.int32), s=sets.sizes[doc[order]], c=cuts)}  # fmt: skip
+
+
+def key_range(keys: np.ndarray, ranges: int) -> np.ndarray:
+    """The range of ``ranges`` equal ranges of the key space (uint32 or uint64) that holds each
+    key (uint64), by its top 32 bits: ranges ascend with the keys."""
+    top = keys.astype(np.uint64)
+    if keys.dtype == np.uint64:
+        top = top >> np.uint64(32)
+    return (top * np.uint64(ranges)) >> np.uint64(32)
 
 
 def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, b: int,
@@ -73,10 +91,11 @@ def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, b: int,
     (``f``, :func:`~neardup.core.prefix.family_edges`), each cut (``c``, ``cf``) by the range
     of ``bounds`` (ascending global positions) that holds its first position; the result's
     ``largest`` is the range's largest key's ``[documents, first position]``."""
+    key = np.uint64 if plan.scheme is not None else np.uint32
     cols = gather(work, "prefix", range(n_shards), b,
-                  {"k": np.uint32, "p": np.int64, "j": np.int32, "s": np.int64})  # fmt: skip
+                  {"k": key, "p": np.int64, "j": np.int32, "s": np.int64})  # fmt: skip
     k, p, j, size = cols["k"], cols["p"], cols["j"], cols["s"]
-    moved = len(k) * 24
+    moved = len(k) * (20 + k.itemsize)
     groups = KeyGroups(k, p)  # sorted once for the pairs, the links and the largest
     pairs, fam = groups.pairs(j, size, plan.threshold, most), groups.links(most)
     nbytes = save(out, pairs=pairs, c=np.searchsorted(pairs[:, 0], bounds).astype(np.int64),

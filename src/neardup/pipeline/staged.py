@@ -371,7 +371,7 @@ def _copies(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
 def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str], int]:
     """Split, pairs and (verified) verify; returns the tasks holding the edges to decide on,
     and the number of edges."""
-    if plan.candidates == "prefix":
+    if plan.candidates in ("prefix", "bands"):
         return _prefix_search(r, plan, run)
     n = run.n
     per_task = min(plan.search_docs, max(SEARCH_PER_SHARD_DOC * plan.shard_docs, ONE_TASK_SEARCH))
@@ -396,12 +396,14 @@ def _search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str], int
 
 
 def _prefix_search(r: _Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str], int]:
-    """The candidates of prefix filtering (:mod:`neardup.pipeline.stage_prefix`), then verify;
-    returns the verify tasks and the number of pairs that reached the threshold."""
+    """The candidates of prefix filtering or of bands (:mod:`neardup.pipeline.stage_prefix`),
+    then verify; returns the verify tasks and the number of pairs that reached the
+    threshold."""
     shards = range(len(run.sizes))
     off = run.offsets
-    r.map("prefix-count", P.count_task, [(str(s), (r.work, plan, s)) for s in shards])
-    r.map("prefix-merge", P.merge_task, [("0", (r.work, len(run.sizes)))])
+    if plan.candidates == "prefix":  # the corpus order of the keys
+        r.map("prefix-count", P.count_task, [(str(s), (r.work, plan, s)) for s in shards])
+        r.map("prefix-merge", P.merge_task, [("0", (r.work, len(run.sizes)))])
     k = len(run.sizes)  # key ranges, and position ranges: about a shard's worth each
     r.map("prefix", P.prefix_task,
           [(str(s), (r.work, plan, s, off[s], run.copies, k)) for s in shards])  # fmt: skip
@@ -539,7 +541,7 @@ def _near(r: _Runner, plan: DedupPlan, run: StagedRun) -> None:
            for s in shards])  # fmt: skip
     tasks = run.verify_tasks
     r.map("near", N.near_task, [(t, (r.work, plan, off, t)) for t in tasks])
-    decide = run.n_decide if plan.candidates == "prefix" else 0  # near misses in families
+    decide = run.n_decide if plan.candidates != "fingerprint" else 0  # near misses in families
     picks = r.map("near-pick", N.near_pick_task,
                   [(str(s), (r.work, plan, off, tasks, s, REPORT_NEAR, decide))
                    for s in shards])  # fmt: skip
@@ -1263,7 +1265,7 @@ def build_result(plan: DedupPlan, run: StagedRun, near_arrays: bool = True) -> A
     result.near = run.near
     result.common, result.template = run.common, run.template
     if plan.verify:
-        result.candidates = plan.candidates
+        result.candidates, result.scheme = plan.candidates, plan.scheme
         shards = [s for s in range(len(run.sizes)) if run.sizes[s]]
         sizes = np.concatenate(
             [np.diff(S.load(run.work, "scan", s, "koff")) for s in shards] or [np.zeros(0)]
@@ -1319,6 +1321,8 @@ def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:
         out.update(threshold=plan.threshold, candidates=plan.candidates,
                    no_shingles=run.no_shingles,
                    temp_bytes=sum(run.temp_bytes.values()))  # fmt: skip
+        if plan.scheme is not None:
+            out["bands"] = list(plan.scheme)
         out.update(common_figures(run.common, run.template))
         if run.family is not None:
             out.update(family_figures(run.family[0], run.family[2]))
