@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
         help="words of a templated page's own",
     )
     ap.add_argument("--candidates", nargs="+", default=["fingerprint", "prefix"],
-                    choices=["fingerprint", "prefix"], help="candidate generators to run")  # fmt: skip
+                    choices=["fingerprint", "prefix", "bands"], help="candidate generators to run")  # fmt: skip
     ap.add_argument("--sites", type=int, default=1, help="sites of the templated corpora")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each case, the fastest shown")
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> None:
         runs += [("fingerprint", f) for f in args.shares if "fingerprint" in args.candidates]
         for cand, share in runs:
             label = f"neardup F={share if share is not None else 'off'}"
-            label += " prefix" if cand == "prefix" else ""
+            label += f" {cand}" if cand != "fingerprint" else ""
             slow = share is None and cand == "fingerprint"
             if slow and templated and args.off_max is not None and n > args.off_max:
                 print(f"{name:<18} {label:<26}  (not run: --off-max {args.off_max:,})")

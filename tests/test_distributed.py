@@ -171,7 +171,8 @@ def test_verified_dedup_on_dask_gives_the_same_decisions(client):
     corpus = os.path.join(os.path.dirname(__file__), "..", "data", "sample", "corpus.jsonl")
     texts = [json.loads(x)["text"] for x in open(corpus)]
     texts += texts[:50]  # exact copies: classes of identical sets across the pairs
-    for kw in ({}, {"threshold": 0.9, "keep": "longest"}, {"verify": False}):
+    for kw in ({}, {"threshold": 0.9, "keep": "longest"}, {"verify": False},
+               {"candidates": "bands"}):  # fmt: skip
         here = neardup.dedup(texts, **kw)
         there = neardup.dedup(texts, client=client, **kw)
         assert here.n_dropped >= 150

@@ -317,6 +317,23 @@ def test_dask_common_shingles_same_bytes(client, tmp_path):
 
 
 @pytest.mark.slow
+def test_dask_band_candidates_same_bytes(client, tmp_path):
+    """--candidates bands on a Dask cluster: the band keys, their pairs and families and the
+    decide tasks run on the workers, and the outputs are the one-process run's."""
+    docs = naive.text_families(150, seed=11, vocab=60, words=(8, 20), wordless=0.0)
+    _write(tmp_path / "in.jsonl", docs)
+    src = [InputPath(tmp_path / "in.jsonl")]
+    one, outs = _outputs(tmp_path, "one"), _outputs(tmp_path, "dask")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ref = dedup(src, candidates="bands", **one)
+        got = dedup(src, candidates="bands", client=client, shard_docs=25, **outs)
+    assert _read(outs) == _read(one)
+    assert got.kept.tolist() == ref.kept.tolist() and ref.n_dropped > 0
+    assert got.summary()["bands"] == ref.summary()["bands"] == [30, 7]
+
+
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
 def test_dask_against_and_update_same_bytes_and_index(client, tmp_path):
     from neardup.index import Index
