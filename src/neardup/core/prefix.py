@@ -242,31 +242,26 @@ def prefix_keep(
     index = np.int32 if slots < 2**31 - 1 else np.int64
     checks, cands = PK.prefix_keep(
         sets.offsets, sets.keys, np.ascontiguousarray(docs, dtype=np.int64), pre.offsets, ids,
-        np.full(n_shared, -1, dtype=index), np.empty(slots, dtype=index), t, positional,
+        np.full(n_shared, -1, dtype=index), slots, t, positional,
         kept_for, inter, union, *near,
     )  # fmt: skip
     return int(checks), int(cands), largest_family(pre, ids)
 
 
 def shared_ids(keys: np.ndarray, threads: int = 1) -> tuple[np.ndarray, int]:
-    """Each entry's shared key as an index (int32, -1 for a key no other entry holds) and the
-    number of shared keys: uint32 keys through a hash table, others by a sort."""
+    """Each entry's shared key as an index in the sorted shared keys (int32, -1 for a key no
+    other entry holds) and the number of shared keys, through a hash table of the shared keys
+    (uint32 or uint64)."""
+    shared = shared_keys(keys)
+    ids = np.empty(len(keys), dtype=np.int32)  # fewer than 2**31 shared keys
     if keys.dtype == np.uint32:
-        shared = shared_keys(keys)
         table, shift = PK.key_table(shared)
-        ids = np.empty(len(keys), dtype=np.int32)  # fewer than 2**31 shared keys
-        run_chunks(lambda lo, hi: PK.key_ids(table, shift, keys, ids, lo, hi),
-                   len(ids), threads)  # fmt: skip
-        return ids, len(shared)
-    order = np.argsort(keys)
-    k = keys[order]
-    group = np.cumsum(np.r_[True, k[1:] != k[:-1]]) - 1 if len(k) else np.zeros(0, np.int64)
-    held = np.bincount(group)
-    many = held >= 2
-    dense = np.where(many, np.cumsum(many) - 1, -1).astype(np.int32)
-    ids = np.empty(len(keys), dtype=np.int32)
-    ids[order] = dense[group]
-    return ids, int(np.count_nonzero(many))
+        fill = lambda lo, hi: PK.key_ids(table, shift, keys, ids, lo, hi)  # noqa: E731
+    else:
+        tkeys, tidx, bits = PK.key_table64(shared)
+        fill = lambda lo, hi: PK.key_ids64(tkeys, tidx, bits, keys, ids, lo, hi)  # noqa: E731
+    run_chunks(fill, len(ids), threads)
+    return ids, len(shared)
 
 
 def largest_family(pre: PrefixSets, ids: np.ndarray) -> tuple[int, int]:

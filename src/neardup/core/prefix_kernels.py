@@ -16,7 +16,16 @@ import numpy as np
 from neardup.compiled import njit
 from neardup.core.verify_kernels import drops_for, min_intersection
 
-__all__ = ["count_keys", "group_pairs", "key_ids", "key_table", "prefix_keep", "prefixes"]
+__all__ = [
+    "count_keys",
+    "group_pairs",
+    "key_ids",
+    "key_ids64",
+    "key_table",
+    "key_table64",
+    "prefix_keep",
+    "prefixes",
+]
 
 #: Multiplier of the slot hash (Knuth's, 2^32 / golden ratio): keys are hash bits already, the
 #: product spreads any structure left in their low bits.
@@ -129,6 +138,44 @@ def key_ids(table, shift, pkeys, ids, lo, hi):
             h = (h + 1) & mask
 
 
+_MIX64 = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True, nogil=True)
+def key_table64(shared):
+    """An open-addressing table of the unique 64-bit keys ``shared``, at most half full:
+    (keys, indexes, bits); a slot's index is -1 when empty, and a key starts at the slot of
+    the top ``bits`` bits of its product with the golden ratio."""
+    bits = 4
+    while (1 << bits) < 2 * shared.shape[0]:
+        bits += 1
+    tkeys = np.zeros(1 << bits, dtype=np.uint64)
+    tidx = np.full(1 << bits, -1, dtype=np.int32)
+    mask = (1 << bits) - 1
+    for i in range(shared.shape[0]):
+        h = np.int64((shared[i] * _MIX64) >> np.uint64(64 - bits))
+        while tidx[h] >= 0:
+            h = (h + 1) & mask
+        tkeys[h] = shared[i]
+        tidx[h] = i
+    return tkeys, tidx, bits
+
+
+@njit(cache=True, nogil=True)
+def key_ids64(tkeys, tidx, bits, keys, ids, lo, hi):
+    """``ids[j]``: the index in ``shared`` of ``keys[j]`` by the :func:`key_table64` of
+    ``shared``, or -1, for ``j`` in ``[lo, hi)``."""
+    mask = (1 << bits) - 1
+    for j in range(lo, hi):
+        h = np.int64((keys[j] * _MIX64) >> np.uint64(64 - bits))
+        ids[j] = -1
+        while tidx[h] >= 0:
+            if tkeys[h] == keys[j]:
+                ids[j] = tidx[h]
+                break
+            h = (h + 1) & mask
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _may_reach(sx, i, sy, j, t):
     """Whether sets of ``sx`` and ``sy`` keys whose first common key in the corpus order is the
@@ -139,7 +186,7 @@ def _may_reach(sx, i, sy, j, t):
 
 @njit(cache=True, nogil=True)
 def prefix_keep(
-    offsets, keys, docs, poff, ids, head, nxt, t, positional, kept_for, inter, union,
+    offsets, keys, docs, poff, ids, head, slots, t, positional, kept_for, inter, union,
     near_for, near_inter, near_union,
 ):  # fmt: skip
     """Keep or drop ``docs`` (class representatives in priority order, ``kept_for`` -2 while
@@ -149,12 +196,14 @@ def prefix_keep(
     or more prefixes hold (the only keys that can pair documents), or -1. A candidate shares a
     prefix key and passes the positional filter (:func:`_may_reach`) at the first key it
     shares (with ``positional`` False, the keys' places are not ranks, as with band keys: the
-    size filter alone). Only kept documents are indexed, in ``head`` (one entry a shared key, all -1) and
-    ``nxt`` (one slot a prefix key that is shared: ``ids >= 0``), int32 or int64. With
+    size filter alone). Only kept documents are indexed, in ``head`` (one entry a shared key,
+    all -1; int32, or int64 from 2**31 entries) and ``slots`` entries of its dtype (one a
+    prefix key that is shared: ``ids >= 0``). With
     ``near_for`` of length ``n`` (else empty), each checked pair under ``t`` is offered as a
     near miss. Returns (set intersections computed, candidate pairs examined)."""
-    who = np.empty(nxt.shape[0], dtype=np.int32)  # a rank in docs; its place in the prefix
-    at = np.empty(nxt.shape[0], dtype=np.int32)
+    # an entry's next entry, its document (a rank in docs), the key's place in that document's
+    # prefix and the document's set size, side by side: a step of a key's list reads one line
+    ent = np.empty((slots, 4), dtype=head.dtype)
     seen = np.full(docs.shape[0], -1, dtype=np.int64)
     buf = np.empty(docs.shape[0], dtype=np.int64)
     used = 0
@@ -170,16 +219,15 @@ def prefix_keep(
                 continue
             e = head[g]
             while e >= 0:
-                r = who[e]
+                r = ent[e, 1]
                 if seen[r] != q:
                     seen[r] = q
-                    y = docs[r]
                     i = np.int64(j - poff[d]) if positional else np.int64(0)
-                    k = np.int64(at[e]) if positional else np.int64(0)
-                    if _may_reach(sd, i, offsets[y + 1] - offsets[y], k, t):
+                    k = np.int64(ent[e, 2]) if positional else np.int64(0)
+                    if _may_reach(sd, i, np.int64(ent[e, 3]), k, t):
                         buf[m] = r
                         m += 1
-                e = nxt[e]
+                e = ent[e, 0]
         cands += m
         found = False
         if m:
@@ -197,9 +245,10 @@ def prefix_keep(
         for j in range(poff[d], poff[d + 1]):
             g = ids[j]
             if g >= 0:
-                nxt[used] = head[g]
-                who[used] = np.int32(q)
-                at[used] = np.int32(j - poff[d])
+                ent[used, 0] = head[g]
+                ent[used, 1] = q
+                ent[used, 2] = j - poff[d]
+                ent[used, 3] = sd
                 head[g] = used
                 used += 1
     return checks, cands
