@@ -236,14 +236,13 @@ def prefix_keep(
     are not ranks and only the size filter applies."""
     kept_for, inter, union = decided
     ids, n_shared = shared_ids(pre.keys, threads)
-    # the index holds kept documents' shared prefix keys only: most prefix keys of distinct
-    # pages are held by no other prefix, so this is a fraction of the prefixes
-    slots = int(np.count_nonzero(ids >= 0))
-    index = np.int32 if slots < 2**31 - 1 else np.int64
+    # each shared key's slots, side by side: room for every prefix that holds it (most prefix
+    # keys of distinct pages are held by no other prefix, so this is a fraction of them)
+    base = np.zeros(n_shared + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ids[ids >= 0], minlength=n_shared), out=base[1:])
     checks, cands = PK.prefix_keep(
         sets.offsets, sets.keys, np.ascontiguousarray(docs, dtype=np.int64), pre.offsets, ids,
-        np.full(n_shared, -1, dtype=index), slots, t, positional,
-        kept_for, inter, union, *near,
+        base, t, positional, kept_for, inter, union, *near,
     )  # fmt: skip
     return int(checks), int(cands), largest_family(pre, ids)
 

@@ -180,13 +180,19 @@ def key_ids64(tkeys, tidx, bits, keys, ids, lo, hi):
 def _may_reach(sx, i, sy, j, t):
     """Whether sets of ``sx`` and ``sy`` keys whose first common key in the corpus order is the
     ``i``-th of the one and the ``j``-th of the other can reach Jaccard ``t``: they share at
-    most ``1 + min(sx - i - 1, sy - j - 1)`` keys (the positional filter)."""
-    return 1 + min(sx - i - 1, sy - j - 1) >= min_intersection(sx, sy, t)
+    most ``1 + min(sx - i - 1, sy - j - 1)`` keys (the positional filter). The exact count
+    (:func:`~neardup.core.verify_kernels.min_intersection`) is asked only of pairs that pass
+    its real-number bound ``t * (sx + sy) / (1 + t)``, less a margin of float rounding."""
+    most = 1 + min(sx - i - 1, sy - j - 1)
+    s = sx + sy
+    if most < t * s / (1.0 + t) - 1e-9 * s:
+        return False
+    return most >= min_intersection(sx, sy, t)
 
 
 @njit(cache=True, nogil=True)
 def prefix_keep(
-    offsets, keys, docs, poff, ids, head, slots, t, positional, kept_for, inter, union,
+    offsets, keys, docs, poff, ids, base, t, positional, kept_for, inter, union,
     near_for, near_inter, near_union,
 ):  # fmt: skip
     """Keep or drop ``docs`` (class representatives in priority order, ``kept_for`` -2 while
@@ -196,17 +202,18 @@ def prefix_keep(
     or more prefixes hold (the only keys that can pair documents), or -1. A candidate shares a
     prefix key and passes the positional filter (:func:`_may_reach`) at the first key it
     shares (with ``positional`` False, the keys' places are not ranks, as with band keys: the
-    size filter alone). Only kept documents are indexed, in ``head`` (one entry a shared key,
-    all -1; int32, or int64 from 2**31 entries) and ``slots`` entries of its dtype (one a
-    prefix key that is shared: ``ids >= 0``). With
-    ``near_for`` of length ``n`` (else empty), each checked pair under ``t`` is offered as a
-    near miss. Returns (set intersections computed, candidate pairs examined)."""
-    # an entry's next entry, its document (a rank in docs), the key's place in that document's
-    # prefix and the document's set size, side by side: a step of a key's list reads one line
-    ent = np.empty((slots, 4), dtype=head.dtype)
+    size filter alone). Only kept documents are indexed: shared key ``g`` holds its kept
+    documents side by side in slots ``base[g]`` to ``base[g + 1]`` (int64, ``n_shared + 1``:
+    room for every prefix that holds it), so a walk of a key reads memory in order instead of
+    chasing links. With ``near_for`` of length ``n`` (else empty), each checked pair under
+    ``t`` is offered as a near miss. Returns (set intersections computed, candidate pairs
+    examined)."""
+    # a slot's document (a rank in docs), the key's place in its prefix and its set size
+    # (int32: fewer than 2**31 documents in one pass)
+    ent = np.empty((base[-1], 3), dtype=np.int32)
+    fill = base[:-1].copy()
     seen = np.full(docs.shape[0], -1, dtype=np.int64)
     buf = np.empty(docs.shape[0], dtype=np.int64)
-    used = 0
     checks = 0
     cands = 0
     for q in range(docs.shape[0]):
@@ -217,17 +224,15 @@ def prefix_keep(
             g = ids[j]
             if g < 0:
                 continue
-            e = head[g]
-            while e >= 0:
-                r = ent[e, 1]
+            for e in range(base[g], fill[g]):
+                r = ent[e, 0]
                 if seen[r] != q:
                     seen[r] = q
                     i = np.int64(j - poff[d]) if positional else np.int64(0)
-                    k = np.int64(ent[e, 2]) if positional else np.int64(0)
-                    if _may_reach(sd, i, np.int64(ent[e, 3]), k, t):
+                    k = np.int64(ent[e, 1]) if positional else np.int64(0)
+                    if _may_reach(sd, i, np.int64(ent[e, 2]), k, t):
                         buf[m] = r
                         m += 1
-                e = ent[e, 0]
         cands += m
         found = False
         if m:
@@ -245,12 +250,11 @@ def prefix_keep(
         for j in range(poff[d], poff[d + 1]):
             g = ids[j]
             if g >= 0:
-                ent[used, 0] = head[g]
-                ent[used, 1] = q
-                ent[used, 2] = j - poff[d]
-                ent[used, 3] = sd
-                head[g] = used
-                used += 1
+                e = fill[g]
+                ent[e, 0] = q
+                ent[e, 1] = j - poff[d]
+                ent[e, 2] = sd
+                fill[g] = e + 1
     return checks, cands
 
 
