@@ -184,7 +184,7 @@ def _record(draw) -> bytes:
     return line
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     lines=st.lists(_record(), max_size=12),
     crlf=st.booleans(),
@@ -200,7 +200,7 @@ def test_jsonl_blocks_read_as_the_python_reader_reads_lines(
     assert _same(_parsed(data, id_field=id_field, size=size), _expected(data, id_field=id_field))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(lines=st.lists(_record(), max_size=8), limit=st.integers(0, 40), depth=st.integers(0, 4))
 @pytest.mark.slow
 def test_size_and_depth_bounds_as_the_python_reader(lines, limit, depth):

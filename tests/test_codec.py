@@ -79,7 +79,7 @@ def test_round_trip_and_lookups_match_numpy(seed):
                 assert first == np.searchsorted(v, np.uint64((x >> shift) << shift))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(values=fingerprints(max_size=300), shift=st.integers(0, 63))
 @pytest.mark.slow
 def test_property_matches_numpy(values, shift):

@@ -7,15 +7,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 import warnings
 from decimal import Decimal
-from pathlib import Path
 
 import naive
 import numpy as np
 import pytest
+from cli import Result, invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,8 +24,6 @@ from neardup.core.verify import priority_order
 from neardup.fingerprints import Fingerprinter
 
 WORDS = ["apple", "berry", "cherry", "date", "elder", "fig", "grape", "hazel"]
-ROOT = Path(__file__).resolve().parents[1]
-_MAIN = [sys.executable, "-c", "from neardup.cli.main import main; main()"]
 
 
 @pytest.fixture
@@ -118,7 +114,7 @@ def test_common_shingles_needs_verification():
 
 
 @pytest.mark.slow
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(
     st.lists(st.lists(st.sampled_from(WORDS), max_size=10).map(" ".join), min_size=1, max_size=25),
     st.sampled_from([0.2, 0.5, 0.9, 2, 3, 6]),
@@ -210,11 +206,14 @@ def test_hint_names_a_template_not_copies():
     assert r.summary()["clusters"] == 1 and "template_hint" not in r.summary()
 
 
-def _cli(*args: str, cwd) -> subprocess.CompletedProcess:
-    """``neardup dedup`` as a process of its own, on this checkout's sources."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run([*_MAIN, "dedup", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=600)  # fmt: skip
+def _cli(*args: str, cwd) -> Result:
+    """``neardup dedup`` run in this process (click's CliRunner) from directory ``cwd``."""
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return invoke("neardup", "dedup", *args, text=True)
+    finally:
+        os.chdir(before)
 
 
 @pytest.mark.slow

@@ -7,13 +7,12 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
 import naive
 import pytest
+from cli import Result, invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,8 +22,6 @@ from neardup.io.readers import KEY_DATE, KEY_NUMBER, priority_value
 from neardup.io.sources import InputPath
 
 WORDS = ["apple", "berry", "cherry", "date", "elder", "fig", "grape"]
-_MAIN = [sys.executable, "-c", "from neardup.cli.main import main; main()"]
-_ROOT = Path(__file__).resolve().parents[1]
 _BASE = datetime.datetime(2024, 3, 1, tzinfo=datetime.timezone.utc)
 
 
@@ -56,10 +53,14 @@ def _outs(where: Path, tag: str) -> dict:
     return {k: where / f"{tag}.{k}" for k in names}
 
 
-def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    """``neardup`` of these sources run in ``cwd``."""
-    env = {**os.environ, "PYTHONPATH": str(_ROOT / "src")}
-    return subprocess.run([*_MAIN, *args], cwd=cwd, capture_output=True, text=True, env=env)
+def _cli(cwd: Path, *args: str) -> Result:
+    """``neardup`` run in this process (click's CliRunner) from directory ``cwd``."""
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return invoke("neardup", *args, text=True)
+    finally:
+        os.chdir(before)
 
 
 def _quiet_dedup(*args, **kw):

@@ -314,7 +314,7 @@ OPTIONS = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.text(alphabet=ALPHABET, max_size=60), max_size=6), OPTIONS)
 @pytest.mark.slow
 def test_kernels_match_naive_pipeline(texts, options):
@@ -484,7 +484,7 @@ def _key_sets(features):
     return [keys[off[i] : off[i + 1]].tolist() for i in range(len(off) - 1)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.text(alphabet=ALPHABET, max_size=80), max_size=6), OPTIONS)
 @pytest.mark.slow
 def test_features_many_match_naive_pipeline(texts, options):

@@ -242,7 +242,7 @@ def test_cli_candidates_prefix(tmp_path):
 
 
 @pytest.mark.slow
-@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(*RUN_CASES, st.sampled_from([1, 2, 3, stage_prefix.FAMILY_DOCS]))
 def test_staged_prefix_run_is_the_one_process_run(docs, shard_docs, threads, threshold, keep,
                                                   common, copies, family):  # fmt: skip

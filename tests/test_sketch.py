@@ -24,7 +24,7 @@ from neardup.core.verify import decide_verified, priority_order
 THRESHOLDS = [0.5, 0.75, 0.8, 0.9, 0.95, 1.0]
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(sets=key_sets(), words=st.sampled_from([2, 3, 4, 16]))
 @pytest.mark.slow
 def test_sketches_match_the_pure_python_version(sets, words):

@@ -29,7 +29,7 @@ def test_directory_output_joins_to_the_one_file_output(
     tmp_path_factory, shard_docs, keep_work, kind
 ):
     tmp = tmp_path_factory.mktemp("dir")
-    docs = naive.text_families(120, seed=shard_docs, vocab=60, words=(6, 14), wordless=0)
+    docs = naive.text_families(60, seed=shard_docs, vocab=60, words=(6, 14), wordless=0)
     if kind == "jsonl":
         _write(tmp / "in.jsonl", docs)
         src, fmt, ext = [InputPath(tmp / "in.jsonl")], "auto", ".jsonl"

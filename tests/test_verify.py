@@ -262,7 +262,7 @@ def check_invariants(d, sets, fps, threshold, distance, order):
                 assert naive.jaccard(a, b) < threshold
 
 
-@settings(max_examples=200)
+@settings(max_examples=100)
 @given(
     case=cases(),
     longest=st.booleans(),
