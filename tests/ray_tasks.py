@@ -35,14 +35,18 @@ def bad_line(out: str, i: int) -> int:
 
 def sleepy(marks: str, i: int) -> int:
     """Marks ``marks/started-i``, then (the first task) waits for another task to start, or
-    (the others) sleeps 5 s (long enough for a loaded machine to report the first task's end
-    while another runs), then marks ``marks/done-i``."""
+    (the others) waits for ``marks/interrupted`` (the caller's Ctrl-C) and half a second more,
+    then marks ``marks/done-i``: a task still running after the interrupt ends that way."""
     open(os.path.join(marks, f"started-{i}"), "w").close()
     deadline = time.monotonic() + 60
     if i == 0:
         while len(glob.glob(os.path.join(marks, "started-*"))) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)
     else:
-        time.sleep(5.0)
+        while not os.path.exists(os.path.join(marks, "interrupted")):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        time.sleep(0.5)
     open(os.path.join(marks, f"done-{i}"), "w").close()
     return i
