@@ -20,6 +20,7 @@ __all__ = [
     "fmix64",
     "fnv1a64",
     "popcount",
+    "scaled_top",
     "put_utf8",
     "string_key",
 ]
@@ -51,6 +52,13 @@ def popcount(x):
     x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
     x = (x + (x >> np.uint64(4))) & _M4
     return (x * _H01) >> _S56
+
+
+@njit(cache=True, nogil=True, inline="always")
+def scaled_top(h, n):
+    """The uint64 ``h``'s top 32 bits scaled to ``[0, n)`` (multiply-shift, int64; ``n`` <
+    2**32): a hash's bucket among ``n``."""
+    return np.int64(((h >> np.uint64(32)) * np.uint64(n)) >> np.uint64(32))
 
 
 @njit(cache=True, nogil=True)

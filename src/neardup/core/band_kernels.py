@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.compiled import njit
-from neardup.primitives import GOLDEN, fmix64
+from neardup.primitives import GOLDEN, fmix64, scaled_top
 
 __all__ = ["band_keys"]
 
@@ -26,12 +26,6 @@ _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 _S16 = np.uint64(16)
 _S32 = np.uint64(32)
 _TRIES = 4096
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _row(v, r):
-    """The row of ``r`` that the mixed key ``v`` falls in: the top 32 bits' share (int64)."""
-    return np.int64(((v >> _S32) * np.uint64(r)) >> _S32)
 
 
 @njit(cache=True, nogil=True)
@@ -58,7 +52,7 @@ def band_keys(offsets, keys, poff, b, r, out, lo, hi):
             low[:] = _ALL
             for p in range(e - a):
                 v = mixed[p] * mul + add
-                j = _row(v, r)
+                j = scaled_top(v, r)
                 low[j] = min(low[j], v)
             h = fmix64(np.uint64(i + 1) * GOLDEN)
             for j in range(r):
@@ -68,7 +62,7 @@ def band_keys(offsets, keys, poff, b, r, out, lo, hi):
                     tries += 1
                     if tries <= _TRIES:
                         probe = salt | (np.uint64(j) << _S16) | np.uint64(tries)
-                        src = _row(fmix64(probe), r)
+                        src = scaled_top(fmix64(probe), r)
                     else:
                         src = (src + 1) % r
                 h = fmix64(h ^ low[src])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.compiled import njit
-from neardup.primitives import FNV_PRIME, GOLDEN, fmix64, popcount
+from neardup.primitives import FNV_PRIME, GOLDEN, fmix64, popcount, scaled_top
 
 __all__ = ["differing_bits", "fill_sketch_words"]
 
@@ -20,15 +20,8 @@ __all__ = ["differing_bits", "fill_sketch_words"]
 _SEED = np.uint64(0x2545F4914F6CDD1D)
 _SALT = np.uint64(0xD6E8FEB86659FD93)
 _STEP = FNV_PRIME
-_S32 = np.uint64(32)
 _ONE = np.uint64(1)
 _TRIES = 4096
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _bucket(h, nb):
-    """``h``'s top 32 bits scaled to ``[0, nb)`` (multiply-shift; ``nb`` < 2**32)."""
-    return np.int64(((h >> _S32) * np.uint64(nb)) >> _S32)
 
 
 @njit(cache=True, nogil=True)
@@ -61,7 +54,7 @@ def fill_sketch_words(offsets, keys, out, lo, hi):
         full[:] = False
         for p in range(a, e):
             g = fmix64(fmix64(np.uint64(keys[p]) + GOLDEN) ^ _SEED)
-            b = _bucket(g, nb)
+            b = scaled_top(g, nb)
             if not full[b] or g < best[b]:
                 best[b] = g
                 full[b] = True
@@ -72,7 +65,7 @@ def fill_sketch_words(offsets, keys, out, lo, hi):
             while not full[src]:
                 tries += 1
                 if tries <= _TRIES:
-                    src = _bucket(fmix64(salt * _STEP + np.uint64(tries)), nb)
+                    src = scaled_top(fmix64(salt * _STEP + np.uint64(tries)), nb)
                 else:
                     src = (src + 1) % nb
             bit = fmix64(best[src] ^ (salt * _SALT)) & _ONE
