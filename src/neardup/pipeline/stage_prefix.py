@@ -64,9 +64,10 @@ def prefix_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, copie
         pre = prefix_sets(sets, plan.threshold, counts, take=take)
     lengths = np.diff(pre.offsets)
     doc = np.repeat(np.arange(len(take), dtype=np.int64), lengths)
-    at = np.arange(len(doc), dtype=np.int64) - pre.offsets[doc]  # the key's place in its prefix
-    if plan.scheme is not None:
-        at[:] = 0  # a band's place says nothing of the overlap: the size filter alone
+    if plan.scheme is not None:  # a band's place says nothing of the overlap: size filter alone
+        at = np.zeros(len(doc), dtype=np.int64)
+    else:  # the key's place in its prefix
+        at = np.arange(len(doc), dtype=np.int64) - pre.offsets[doc]
     part = key_range(pre.keys, ranges)
     order = np.argsort(part, kind="stable")
     cuts = np.searchsorted(part[order], np.arange(ranges + 1)).astype(np.int64)
