@@ -23,6 +23,7 @@ import numpy as np
 from neardup.distributed.plan import indexed_components
 from neardup.pipeline import staged
 from neardup.pipeline.executors import LocalExecutor
+from neardup.pipeline.runner import Runner
 from neardup.pipeline.stages import save
 
 
@@ -62,7 +63,7 @@ def rounds(work: str, pairs: np.ndarray, n: int, ranges: int, tasks: int) -> dic
         verify = False
         shard_docs = max(1, -(-len(pairs) // ranges))
 
-    r = staged._Runner(work, LocalExecutor(), None)
+    r = Runner(work, LocalExecutor(), None)
     t = time.perf_counter()
     staged._components(r, Plan, run, names, len(pairs))  # type: ignore[arg-type]
     wall = time.perf_counter() - t

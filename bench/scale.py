@@ -10,8 +10,8 @@ output.
 
     python bench/scale.py --docs 1e6 [--docs 4e6] [--shard-docs 250000] [--workers 2]
 
-A run other than ``today`` is compared with today's output of the same size, so keep
-``today`` in ``--runs``. ``today``, ``local`` and ``dask`` take ``--candidates fingerprint``;
+Each run's kept bytes are compared with those of the first run of the same candidates and size
+(``today``, else ``local``, else ``dask``). ``today``, ``local`` and ``dask`` take ``--candidates fingerprint``;
 runs named ``...-prefix`` (``today-prefix``, ``local-prefix``, ``dask-prefix``) take
 ``--candidates prefix`` (the default) and are compared with ``today-prefix``; runs named
 ``...-bands`` take ``--candidates bands`` and are compared with ``today-bands``.
@@ -107,8 +107,10 @@ def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
     for name, extra in runs.items():
         if name not in ns.runs.split(","):
             continue
-        first = next((f"today-{c}" for c in ("prefix", "bands") if name.endswith(f"-{c}")),
-                     "today")  # fmt: skip
+        kind = next((f"-{c}" for c in ("prefix", "bands") if name.endswith(f"-{c}")), "")
+        # the kept bytes are compared with the first run of the same generator (today's if run)
+        first = next(f"{k}{kind}" for k in ("today", "local", "dask")
+                     if f"{k}{kind}" in ns.runs.split(",") or k == "dask")  # fmt: skip
         ref = os.path.join(tmp, f"{first}-{n}.jsonl")  # what the run's kept bytes must equal
         out = ref if name == first else os.path.join(tmp, f"{name}.jsonl")
         summary = os.path.join(tmp, f"{name}.json")

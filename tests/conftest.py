@@ -5,6 +5,9 @@ import pytest
 from hypothesis import settings
 
 sys.path.insert(0, os.path.dirname(__file__))
+# every task of a staged dedup may read only the stages its step declares
+# (neardup.pipeline.layout), in this process and in the workers and commands it starts
+os.environ["NEARDUP_CHECK_LAYOUT"] = "1"
 
 from neardup import config  # noqa: E402
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from neardup.pipeline import staged
 from neardup.pipeline.executors import LocalExecutor
+from neardup.pipeline.runner import Runner
 from neardup.pipeline.stage_components import partition
 from neardup.pipeline.stages import inbox, load
 
@@ -33,7 +34,7 @@ def _components(work: str, edges: list[tuple[int, int]], n: int, n_tasks: int,
     sizes = [len(c) for c in np.array_split(np.arange(n), n_shards)]
     run = staged.StagedRun(work, sizes, [1] * n_shards)
     plan = SimpleNamespace(verify=False, shard_docs=shard_docs)
-    r = staged._Runner(work, LocalExecutor(2), None)
+    r = Runner(work, LocalExecutor(2), None)
     return staged._components(r, plan, run, names, len(e))  # type: ignore[arg-type]
 
 

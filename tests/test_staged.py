@@ -25,7 +25,7 @@ from neardup.core.verify import priority_order
 from neardup.errors import InputError
 from neardup.fingerprints import Fingerprinter
 from neardup.io.sources import InputPath
-from neardup.pipeline import staged
+from neardup.pipeline import staged, staged_result
 from neardup.pipeline.plan import build_plan
 
 WORDS = ["apple", "berry", "cherry", "date", "elder", "fig", "grape"]
@@ -511,7 +511,7 @@ def test_parquet_and_text_outputs_written_by_the_shards(tmp_path, kind, monkeypa
     def refuse(*a, **k):
         raise AssertionError("the caller loaded every document's arrays")
 
-    monkeypatch.setattr(staged, "_scan_arrays", refuse)
+    monkeypatch.setattr(staged_result, "_scan_arrays", refuse)
     got = dedup(src, output=tmp_path / out, shard_docs=7, collect=False,
                 work_dir=tmp_path / "work")  # fmt: skip
     assert got.summary()["dropped"] == int((~ref.kept).sum()) > 0

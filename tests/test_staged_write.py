@@ -4,6 +4,7 @@ any per-document array, and the outputs are the one-process run's, byte for byte
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from pathlib import Path
@@ -15,7 +16,8 @@ import pytest
 from neardup import dedup
 from neardup.errors import InputError
 from neardup.io.sources import InputPath
-from neardup.pipeline import shard_write, staged, stages, write
+from neardup.pipeline import parts, shard_write, staged, staged_result, stages, write
+from neardup.pipeline.stage_table import STAGES
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -157,8 +159,8 @@ def test_commit_reads_no_per_document_array(tmp_path, monkeypatch, kind):
     def refuse(*a, **k):
         raise AssertionError("the commit read a per-document array")
 
-    monkeypatch.setattr(staged, "_scan_arrays", refuse)
-    commit = staged._commit_parts
+    monkeypatch.setattr(staged_result, "_scan_arrays", refuse)
+    commit = staged.commit_parts
     calls = []
 
     def guarded(*args):
@@ -167,13 +169,18 @@ def test_commit_reads_no_per_document_array(tmp_path, monkeypatch, kind):
                 m.setattr(mod, name, refuse)
             calls.append(commit(*args))
 
-    monkeypatch.setattr(staged, "_commit_parts", guarded)
+    monkeypatch.setattr(staged, "commit_parts", guarded)
     got = dedup(src, output=tmp_path / "out" / output, shard_docs=4, threads=2, collect=False)
     assert calls and got.summary()["kept"] < got.summary()["documents"]
     a, b = tmp_path / "out" / output, ref / output
     assert (_tree(a) if a.is_dir() else a.read_bytes()) == (
         _tree(b) if b.is_dir() else b.read_bytes()
     )
+
+
+def _replace_step(monkeypatch, step: str, fn) -> None:
+    """The tasks of ``step`` run ``fn`` in place of the step's function, for the test."""
+    monkeypatch.setitem(STAGES, step, dataclasses.replace(STAGES[step], fn=fn))
 
 
 def _leftovers(where: Path) -> list[str]:
@@ -184,7 +191,7 @@ def _leftovers(where: Path) -> list[str]:
 def test_input_changed_during_the_run_is_refused(tmp_path, monkeypatch, kind):
     src = _parquet_inputs(tmp_path) if kind == "parquet" else _text_inputs(tmp_path)
     changed = tmp_path / ("in2.parquet" if kind == "parquet" else "dir/s1/001.txt")
-    task = staged.write_task
+    task = STAGES["write"].fn
 
     def rewrite_then_write(out, work, plan, offsets, n_decide, s, first_line):
         if s == 0:  # the input rewritten (same size) after it was scanned
@@ -195,7 +202,7 @@ def test_input_changed_during_the_run_is_refused(tmp_path, monkeypatch, kind):
             changed.write_bytes(bytes(data))
         return task(out, work, plan, offsets, n_decide, s, first_line)
 
-    monkeypatch.setattr(staged, "write_task", rewrite_then_write)
+    _replace_step(monkeypatch, "write", rewrite_then_write)
     (tmp_path / "out").mkdir()
     out = tmp_path / "out" / ("kept.parquet" if kind == "parquet" else "kept")
     with pytest.raises(InputError, match=f"{changed.name}: changed while dedup ran"):
@@ -208,7 +215,7 @@ def test_parquet_input_changed_before_written_is_named(tmp_path, monkeypatch, ho
     """A Parquet input with fewer rows than were scanned, or no longer Parquet, when the write
     stage reads it again: the error says it changed (not that its data is bad)."""
     src = _parquet_inputs(tmp_path)
-    task = staged.write_task
+    task = STAGES["write"].fn
     short = tmp_path / "in2.parquet"
 
     def cut_then_write(out, work, plan, offsets, n_decide, s, first_line):
@@ -218,7 +225,7 @@ def test_parquet_input_changed_before_written_is_named(tmp_path, monkeypatch, ho
             short.write_bytes(b"PAR1" + b"x" * 100)
         return task(out, work, plan, offsets, n_decide, s, first_line)
 
-    monkeypatch.setattr(staged, "write_task", cut_then_write)
+    _replace_step(monkeypatch, "write", cut_then_write)
     (tmp_path / "out").mkdir()
     with pytest.raises(InputError, match=r"in2.parquet: changed while dedup ran") as e:
         dedup(src, output=tmp_path / "out" / "k.parquet", shard_docs=5, threads=1)
@@ -245,13 +252,13 @@ def test_unreadable_parquet_part_of_input_is_named(tmp_path, monkeypatch):
 
 def test_failed_parquet_commit_leaves_nothing(tmp_path, monkeypatch):
     src = _parquet_inputs(tmp_path)
-    join = staged._join_parquet_parts
+    join = parts._join_parquet_parts
 
     def half(*a):
         join(*a)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(staged, "_join_parquet_parts", half)
+    monkeypatch.setattr(parts, "_join_parquet_parts", half)
     (tmp_path / "out").mkdir()
     with pytest.raises(OSError, match="No space left"):
         dedup(src, output=tmp_path / "out" / "k.parquet", clusters=tmp_path / "out" / "c.jsonl",
@@ -267,7 +274,7 @@ def test_text_commit_stopped_halfway_resumes(tmp_path, monkeypatch):
     ref = tmp_path / "ref" / "kept"
     ref.parent.mkdir()
     dedup(src, output=ref)
-    move, moved = staged._move, []
+    move, moved = parts._move, []
 
     def stop_after_two(a, b, keep):
         if len(moved) == 2:
@@ -275,15 +282,15 @@ def test_text_commit_stopped_halfway_resumes(tmp_path, monkeypatch):
         moved.append(a)
         move(a, b, keep)
 
-    monkeypatch.setattr(staged, "_move", stop_after_two)
+    monkeypatch.setattr(parts, "_move", stop_after_two)
     (tmp_path / "out").mkdir()
     out, work = tmp_path / "out" / "kept", tmp_path / "work"
     with pytest.raises(KeyboardInterrupt):
         dedup(src, output=out, shard_docs=6, work_dir=work, collect=False)
     assert os.listdir(tmp_path / "out") == [] and len(moved) == 2
-    monkeypatch.setattr(staged, "_move", move)
-    task, again = staged.write_task, []
-    monkeypatch.setattr(staged, "write_task", lambda out, *a: again.append(a) or task(out, *a))
+    monkeypatch.setattr(parts, "_move", move)
+    task, again = STAGES["write"].fn, []
+    _replace_step(monkeypatch, "write", lambda out, **k: again.append(k) or task(out, **k))
     dedup(src, output=out, shard_docs=6, work_dir=work, collect=False)
     assert _tree(out) == _tree(ref) and again == []
     assert _leftovers(tmp_path / "out") == []

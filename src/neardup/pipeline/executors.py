@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import types
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
@@ -44,7 +44,8 @@ Progress = Callable[[str, int, int], None]
 
 
 def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: Any,
-             sums: bool = False, fresh: bool = False) -> Any:  # fmt: skip
+             sums: bool = False, fresh: bool = False,
+             check: Callable[[str, Iterable[str]], None] | None = None) -> Any:  # fmt: skip
     """``fn(out, *args)`` with ``out`` a fresh directory that becomes ``work/stage/name`` when
     ``fn`` returns, with its completion record beside its files: its (JSON) result and the
     size of each file it wrote, with ``sums`` (a work directory kept for a later run) their
@@ -53,7 +54,9 @@ def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: An
     (:func:`~neardup.pipeline.workdir.check_task`), its result read back. On object storage
     (``work`` a URL) ``out`` is a local temporary directory whose files are put in place, the
     completion record last (:func:`~neardup.pipeline.workdir.publish_task`). ``fresh``: the
-    caller found the task unfinished (its record is not looked for: a request saved)."""
+    caller found the task unfinished (its record is not looked for: a request saved);
+    ``check``: called with the stage and the names of the files the task wrote, before anything
+    records it finished (:func:`neardup.pipeline.layout.check_written`)."""
     final = os.path.join(work, stage, name)
     remote = is_url(work)
     if not fresh and _finished(final, remote):
@@ -69,6 +72,8 @@ def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: An
         result = fn(tmp, *args)
         # on object storage the sizes are what a rerun checks (a listing), not the CRC-32
         record = {"result": result, "files": record_files(tmp, sums and not remote)}
+        if check is not None:
+            check(stage, record["files"])
         if remote:
             publish_task(tmp, final, record)
             shutil.rmtree(tmp, ignore_errors=True)

@@ -46,7 +46,7 @@ from neardup.pipeline.result import DedupResult, report_no_shingles
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
 from neardup.pipeline.spool import ShingleSpool, subset_sets
 from neardup.pipeline.staged import run_staged
-from neardup.pipeline.staged import summary as staged_summary
+from neardup.pipeline.staged_result import summary as staged_summary
 from neardup.pipeline.stages import check_search_device
 from neardup.pipeline.workdir import check_work_dir
 from neardup.pipeline.write import (
@@ -483,7 +483,7 @@ class StagedSummary:
         self._summary = summary
 
     def summary(self) -> dict[str, Any]:
-        """The run's summary (:func:`neardup.pipeline.staged.summary`)."""
+        """The run's summary (:func:`neardup.pipeline.staged_result.summary`)."""
         return self._summary
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from neardup.core.sketch import Sketches, set_sketches
 from neardup.io.blocks import hash_ids
+from neardup.pipeline import layout
 from neardup.pipeline.against import (
     IndexCheck,
     check_index,
@@ -108,7 +109,7 @@ def against_task(out: str, work: str, plan: DedupPlan, s: int, aside: list[Any])
 
 def found_entries(work: str, s: int) -> list[Any]:
     """The entry each found document of shard ``s`` was dropped for, in shard order."""
-    return read_json(os.path.join(work, "against", str(s), "entries.json"), list)
+    return read_json(layout.path(work, "against", s, "entries.json"), list)
 
 
 def index_split_task(out: str, work: str, s: int, offset: int, parts: int) -> dict[str, int]:

@@ -52,6 +52,7 @@ from neardup.errors import InputError, reading_back
 from neardup.index.storage import NPY_HEADERS
 from neardup.io.blocks import hash_ids, id_key, iter_blocks, line_format
 from neardup.io.files import input_size, read_path
+from neardup.pipeline import layout
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.read_cache import local_file
 from neardup.pipeline.scan import SeenDocuments, first_kinds
@@ -108,7 +109,7 @@ def save(out: str, **arrays: np.ndarray) -> int:
 
 def load(work: str, stage: str, task: str | int, name: str) -> np.ndarray:
     """Array ``name`` written by task ``task`` of ``stage`` (memory-mapped)."""
-    path = os.path.join(work, stage, str(task), f"{name}.npy")
+    path = layout.path(work, stage, task, name)
     with reading_back(path), NPY_HEADERS:  # np.load parses its header with ast
         return np.load(local_file(path), mmap_mode="r")
 
@@ -161,7 +162,7 @@ def inbox(work: str, stage: str, tasks: list[str], p: int, name: str = "e",
 
 def load_ids(work: str, shard: int) -> list[Any]:
     """The ids of shard ``shard``'s documents, in input order."""
-    path = os.path.join(work, "scan", str(shard), "ids.pkl")
+    path = layout.path(work, "scan", shard, "ids.pkl")
     with reading_back(path), open(local_file(path), "rb") as f:
         return pickle.load(f)
 
@@ -383,7 +384,7 @@ def read_records(work: str, stage: str, task: str | int, name: str, lo: int = 0,
     hi = len(at) - 1 if hi is None else hi
     if hi <= lo:
         return []
-    path = os.path.join(work, stage, str(task), f"{name}.jsonl")
+    path = layout.path(work, stage, task, f"{name}.jsonl")
     with reading_back(path), open(local_file(path), "rb") as f:
         f.seek(int(at[lo]))
         return [json.loads(line) for line in f.read(int(at[hi] - at[lo])).splitlines()]
@@ -579,7 +580,7 @@ def shard_sets(work: str, s: int, stage: str = "scan") -> ShingleSets:
     n = int(koff[-1])
     if n == 0:  # an empty file cannot be mapped
         return ShingleSets(koff, np.zeros(0, dtype=np.uint32))
-    path = os.path.join(work, stage, str(s), "keys.u32")
+    path = layout.path(work, stage, s, "keys.u32")
     with reading_back(path):
         return ShingleSets(koff, np.memmap(local_file(path), dtype=np.uint32, mode="r", shape=(n,)))
 

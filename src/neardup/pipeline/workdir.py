@@ -27,19 +27,33 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
+import tempfile
 import zlib
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from neardup.errors import InputError, damaged, reading_back
 from neardup.io import objects
-from neardup.io.files import is_url
+from neardup.io.display import size
+from neardup.io.files import file_stamp, is_url
+from neardup.io.leftovers import TEMP_SUFFIX, remove_leftovers, temp_prefix
+from neardup.pipeline.read_cache import forget, renew
+
+if TYPE_CHECKING:
+    from neardup.pipeline.plan import DedupPlan
 
 __all__ = [
     "DONE",
     "LOCK",
     "check_task",
     "check_work_dir",
+    "clean_work_dir",
+    "finished_names",
+    "interrupted_note",
+    "kept_tasks",
+    "open_work_dir",
+    "stage_bytes",
     "locked",
     "publish_task",
     "read_done",
@@ -294,3 +308,208 @@ def locked(work: str) -> Iterator[None]:
             os.ftruncate(fd, 0)
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+_MANIFEST = "manifest.json"
+
+
+#: 2: the scan spills hold their id hashes sorted; 3: bad records in files; 4: each task records
+#: its files' sizes and CRC-32, the inputs' stamps hold device, inode and status-change time, the
+#: near tasks keep each pair's keep key (ekey), the scan its sets' digests (the exact stage); 5:
+#: the common stage its sets' digests too (the exact stage on the sets without common shingles);
+#: 6: the prefix candidates' stages; 7: their family links, decided with prefix candidates
+_VERSION = 7
+
+
+@contextlib.contextmanager
+def open_work_dir(plan: DedupPlan, stamps: Mapping[str, tuple] | None = None) -> Iterator[str]:
+    """The run's work directory: ``plan.work_dir`` (made, or resumed when its manifest is this
+    plan's and its inputs' ``stamps`` (:func:`~neardup.io.files.file_stamp`, taken here when
+    not given) are those it recorded; refused in one line otherwise), locked for the run
+    (:func:`~neardup.pipeline.workdir.locked`: a second run is refused), else a temporary one
+    removed at the end (named as :mod:`neardup.io.leftovers` says, so that one left by a run
+    killed outright is removed by the next run, or ``neardup clean``)."""
+    if plan.work_dir is None:
+        where = tempfile.gettempdir()
+        remove_leftovers(where)  # the work directories of runs killed outright
+        work = tempfile.mkdtemp(prefix=temp_prefix("neardup-work"), suffix=TEMP_SUFFIX, dir=where)
+        try:
+            yield work
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
+    work = plan.work_dir
+    if stamps is None:
+        stamps = {f.path: file_stamp(f.path) for f in plan.files}
+    inputs = json.loads(json.dumps([[p, stamp] for p, stamp in stamps.items()]))
+    manifest = {"version": _VERSION, "plan": plan.key(), "inputs": inputs}
+    if is_url(work):
+        with _object_work_dir(work, manifest):
+            yield work
+        return
+    path = os.path.join(work, _MANIFEST)
+    if os.path.isdir(work) and not _ours(work):
+        raise _not_ours(work)
+    os.makedirs(work, exist_ok=True)
+    with locked(work):
+        if os.path.exists(path):
+            _check_manifest(work, read_json(path), manifest)
+            _remove_half_written(work)
+        elif set(os.listdir(work)) - {LOCK, f"{_MANIFEST}.tmp"}:
+            raise _not_ours(work)
+        else:
+            write_object(path, manifest)
+        yield work
+
+
+@contextlib.contextmanager
+def _object_work_dir(work: str, manifest: dict[str, Any]) -> Iterator[None]:
+    """:func:`open_work_dir` for a prefix of object storage (not locked: it has no lock), this
+    process's local copies of its files removed at the end
+    (:mod:`neardup.pipeline.read_cache`)."""
+    objects.writable_root(work, "a work directory")
+    names = _top_names(work)
+    if _MANIFEST in names:
+        _check_manifest(work, read_json(f"{work}/{_MANIFEST}"), manifest)
+    elif names:
+        raise _not_ours(work)
+    else:
+        write_object(f"{work}/{_MANIFEST}", manifest)
+    renew(work)
+    try:
+        yield
+    finally:
+        forget(work)
+
+
+def _top_names(work: str) -> set[str]:
+    """The names right under the prefix ``work`` of object storage (files and prefixes)."""
+    return {name.split("/", 1)[0] for name in objects.sizes(work)}
+
+
+def _ours(work: str) -> bool:
+    """Whether the directory ``work`` is empty or holds a work directory's manifest or lock."""
+    names = set(os.listdir(work))
+    return not names or _MANIFEST in names or LOCK in names
+
+
+def _not_ours(work: str) -> InputError:
+    return InputError(work, None, "is not empty and holds no neardup work: give a new or "
+                      "empty --work-dir")  # fmt: skip
+
+
+def _check_manifest(work: str, found: dict[str, Any], manifest: dict[str, Any]) -> None:
+    """Refuse the work directory ``work`` whose manifest ``found`` is not ``manifest``: of
+    another format version, of inputs changed since, or of another plan."""
+    other = InputError(work, None, "holds the work of a different dedup command: give another "
+                       "--work-dir, or remove this one to start over")  # fmt: skip
+    if found.get("version") != _VERSION:  # an older neardup's, its stamps of another form
+        raise other
+    if found.get("inputs") != manifest["inputs"]:
+        raise InputError(work, None, "holds work on inputs that changed since: give "
+                         "another --work-dir, or remove this one to start over")  # fmt: skip
+    if found.get("plan") != manifest["plan"]:
+        raise other
+
+
+def _remove_half_written(work: str) -> None:
+    """The task directories a stopped run left half written (``<task>.tmp-<token>``)."""
+    for name in os.listdir(work):
+        stage = os.path.join(work, name)
+        if os.path.isdir(stage):
+            for t in os.listdir(stage):
+                if ".tmp-" in t:
+                    shutil.rmtree(os.path.join(stage, t), ignore_errors=True)
+
+
+def interrupted_note(plan: DedupPlan) -> str:
+    """One line: what a run of ``plan`` stopped by Ctrl-C kept, and how to resume it."""
+    work = plan.work_dir
+    if work is None:
+        return ("nothing is kept (its work directory was temporary); with --work-dir DIR a "
+                "run stopped can resume")  # fmt: skip
+    manifest = os.path.join(work, _MANIFEST)
+    if not (objects.exists(manifest) if is_url(work) else os.path.exists(manifest)):
+        return f"nothing is kept in {work} yet"
+    return (f"the finished tasks are kept in {work} ({size(_dir_bytes(work))}): run the same "
+            "command again, with the same --work-dir, to resume")  # fmt: skip
+
+
+def clean_work_dir(work: str, stages: Iterable[str]) -> list[str]:
+    """Remove what a run wrote in its work directory ``work``: its manifest, lock file and the
+    directories of its ``stages``; then ``work`` itself, unless something else is left there
+    (not neardup's: kept). Returns the names left, sorted."""
+    if is_url(work):
+        return _clean_object_work_dir(work, stages)
+    for name in sorted(os.listdir(work)):
+        path = os.path.join(work, name)
+        if name in stages and os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif name in (_MANIFEST, _MANIFEST + ".tmp", LOCK) and os.path.isfile(path):
+            os.remove(path)
+    left = sorted(os.listdir(work))
+    if not left:
+        os.rmdir(work)
+    return left
+
+
+def _clean_object_work_dir(work: str, stages: Iterable[str]) -> list[str]:
+    """:func:`clean_work_dir` for a prefix of object storage."""
+    stages, names = set(stages), _top_names(work)
+    gone = [f"{work}/{name}" for name in sorted(names & stages)]
+    objects.remove(gone, work, recursive=True)
+    if _MANIFEST in names:
+        objects.remove([f"{work}/{_MANIFEST}"], work)
+    return sorted(names - stages - {_MANIFEST})
+
+
+def kept_tasks(work: str) -> int:
+    """The tasks finished in ``work`` (a work directory: each stage a directory of tasks)."""
+    if is_url(work):
+        return sum(name.count("/") == 2 and name.endswith(f"/{DONE}")
+                   for name in objects.sizes(work))  # fmt: skip
+    return sum(
+        _finished(work, stage, task)
+        for stage in os.listdir(work)
+        if os.path.isdir(os.path.join(work, stage))
+        for task in os.listdir(os.path.join(work, stage))
+        if ".tmp-" not in task
+    )
+
+
+def _dir_bytes(path: str) -> int:
+    if is_url(path):
+        return sum(objects.sizes(path).values())
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def _finished(work: str, stage: str, name: str) -> bool:
+    """Whether task ``name`` of ``stage`` finished in ``work`` (by an earlier run: reused)."""
+    return os.path.exists(os.path.join(work, stage, name, DONE))
+
+
+def finished_names(work: str, stage: str, names: Sequence[str]) -> set[str]:
+    """The tasks of ``names`` of ``stage`` that finished in ``work`` (on object storage: by one
+    listing)."""
+    if not is_url(work):
+        return {name for name in names if _finished(work, stage, name)}
+    found = objects.sizes(f"{work}/{stage}")
+    return {name for name in names if f"{name}/{DONE}" in found}
+
+
+def stage_bytes(work: str) -> dict[str, int]:
+    if is_url(work):
+        out: dict[str, int] = {}
+        for name, n in objects.sizes(work).items():
+            if "/" in name:
+                stage = name.split("/", 1)[0]
+                out[stage] = out.get(stage, 0) + n
+        return dict(sorted(out.items()))
+    out = {}
+    for stage in sorted(os.listdir(work)):
+        root = os.path.join(work, stage)
+        if os.path.isdir(root):
+            out[stage] = sum(
+                os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(root) for f in fs
+            )
+    return out

@@ -1,0 +1,94 @@
+"""What runs a staged dedup's stages (:mod:`neardup.pipeline.staged`): each stage mapped over
+its tasks on an executor, every task through :func:`~neardup.pipeline.executors.run_task`."""
+
+from __future__ import annotations
+
+import functools
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from neardup.io.files import is_url, reading_copies
+from neardup.pipeline import layout
+from neardup.pipeline.executors import Progress, run_task
+from neardup.pipeline.read_cache import renew
+from neardup.pipeline.stage_table import STAGES
+from neardup.pipeline.workdir import finished_names
+
+__all__ = ["Runner", "peak_rss"]
+
+
+class Runner:
+    """Maps stage functions over tasks on the executor, each through :func:`run_task`, with
+    ``copies``: the temporary copies of the piped inputs (:func:`neardup.io.files.spooled`),
+    which a task reads in place of the pipe, in whatever process it runs."""
+
+    def __init__(self, work: str, executor: Any, progress: Progress | None,
+                 copies: tuple[tuple[str, str], ...] = (), sums: bool = False) -> None:  # fmt: skip
+        self.work, self.executor, self.progress = work, executor, progress
+        #: each piped input and its copy, which tasks read in its place
+        self.copies = copies
+        #: tasks record their files' CRC-32 (a work directory a later run may resume)
+        self.sums = sums
+        self.seconds: dict[str, float] = {}
+        self.tasks: dict[str, int] = {}
+        self.peak_rss: dict[str, int] = {}  #: this process's peak RSS (bytes) after each stage
+        self.reused: dict[str, int] = {}  #: tasks found finished (a run resumed), by stage
+
+    def map(self, step: str, tasks: Sequence[tuple[str, dict[str, Any]]],
+            memory: int | None = None, round: int | None = None) -> list:  # fmt: skip
+        """The tasks (name, arguments by the function's parameter names) of ``step``
+        (:data:`~neardup.pipeline.stage_table.STAGES`), each ``fn(out, **arguments)``;
+        ``memory``: the bytes a task holds at its peak (the plan's estimate, for an executor that
+        places tasks by memory); ``round``: a numbered stage's round (``cc-large-0``...)."""
+        stage = STAGES[step].stage
+        if round is not None:
+            stage = stage.replace("*", str(round))
+        t0 = time.perf_counter()
+        finished = finished_names(self.work, stage, [name for name, _ in tasks])
+        done = len(finished)
+        self.reused[stage] = self.reused.get(stage, 0) + done
+        if hasattr(self.progress, "reused"):  # no rate from tasks reused
+            self.progress.reused[stage] = done
+        generation = uuid.uuid4().hex  # the local copies of object storage's files, renewed
+        renew(self.work, generation)
+        # on object storage a task the listing found unfinished does not look for its record
+        fresh = is_url(self.work)
+        keys = tuple(tasks[0][1]) if tasks else ()
+        # the arguments by place, the same for every task, so that an executor sends one that
+        # every task shares (the plan, the shard offsets) once (executors.shared_args)
+        args = [(self.copies, self.sums, generation, fresh and name not in finished, self.work,
+                 step, stage, name, keys, *(a[k] for k in keys)) for name, a in tasks]  # fmt: skip
+        out = self.executor.map(_run_task, args, stage, self.progress, memory=memory)
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
+        self.tasks[stage] = self.tasks.get(stage, 0) + len(tasks)
+        self.peak_rss[stage] = peak_rss()
+        return out
+
+
+def _run_task(copies: tuple[tuple[str, str], ...], sums: bool, generation: str, fresh: bool,
+              work: str, step: str, stage: str, name: str, keys: tuple[str, ...],
+              *values: Any) -> Any:  # fmt: skip
+    """Task ``name`` of ``step`` (writing ``stage``), :func:`run_task` of the step's function
+    with its arguments ``keys`` = ``values``, reading each piped input of ``copies`` from its
+    copy; ``sums``: its files' CRC-32 recorded too; ``generation``: its stage's, for the local
+    copies of a work directory on object storage (:mod:`neardup.pipeline.read_cache`);
+    ``fresh``: not finished when the stage began (no record to look for)."""
+    entry = STAGES[step]
+    if len(keys) != len(values):
+        raise TypeError(f"step {step!r}: {len(values)} values for arguments {keys}")
+    fn = functools.partial(entry.fn, **dict(zip(keys, values, strict=True)))
+    renew(work, generation)
+    with reading_copies(copies), layout.reading(step, entry.reads):
+        return run_task(work, stage, name, fn, sums=sums, fresh=fresh,
+                        check=layout.check_written)  # fmt: skip
+
+
+def peak_rss() -> int:
+    """Peak resident memory of this process so far, in bytes (0 where unknown)."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
