@@ -24,7 +24,7 @@ from neardup.distributed.plan import indexed_components
 from neardup.pipeline import staged
 from neardup.pipeline.executors import LocalExecutor
 from neardup.pipeline.runner import Runner
-from neardup.pipeline.stages import save
+from neardup.pipeline.task_files import save
 
 
 def graph(n: int, chain: int, seed: int = 0) -> np.ndarray:

@@ -5,8 +5,9 @@ Documents are JSONL lines of 60 random words out of 20,000 (about 420 bytes of t
 ids, as ``bench/memory.py`` writes them); a share (``--dups``) are planted near-duplicates of an
 earlier document with 1-3 words replaced. Each run is its own process; it reports wall time, the
 peak RSS of the calling process and the largest peak RSS among its children (the Dask workers),
-the temporary disk of each stage and whether the kept documents are byte-identical to today's
-output.
+the temporary disk of each stage, the bytes its processes read from the storage device (not
+from the page cache; Dask workers count once they have exited) and whether the kept documents
+are byte-identical.
 
     python bench/scale.py --docs 1e6 [--docs 4e6] [--shard-docs 250000] [--workers 2]
 
@@ -39,9 +40,11 @@ WRAP = (
     "except SystemExit as e:\n"
     "    code = e.code or 0\n"
     "wall = time.perf_counter() - t\n"
-    "me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-    "kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-    "open(sys.argv[1], 'w').write(json.dumps([code, wall, me, kids]))\n"
+    "me = resource.getrusage(resource.RUSAGE_SELF)\n"
+    "kids = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "disk = (me.ru_inblock + kids.ru_inblock) * 512\n"
+    "out = [code, wall, me.ru_maxrss, kids.ru_maxrss, disk]\n"
+    "open(sys.argv[1], 'w').write(json.dumps(out))\n"
 )
 
 
@@ -81,10 +84,11 @@ def run(args: list[str], tmp: str) -> dict:
     if p.returncode or not os.path.exists(stats):
         raise SystemExit(f"neardup {' '.join(args)} failed ({p.returncode})")
     with open(stats) as f:
-        code, wall, me, kids = json.load(f)
+        code, wall, me, kids, disk = json.load(f)
     if code:
         raise SystemExit(f"neardup {' '.join(args)} failed ({code})")
-    return {"wall": wall, "rss_mb": me / 1024, "children_rss_mb": kids / 1024}
+    return {"wall": wall, "rss_mb": me / 1024, "children_rss_mb": kids / 1024,
+            "disk_read_mb": disk / 1e6}  # fmt: skip
 
 
 def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
@@ -150,7 +154,8 @@ def _line(r: dict) -> str:
     return (
         f"{r['n']:>9,} {r['name']:<6} wall {r['wall']:7.1f} s  caller {r['rss_mb']:7.0f} MB  "
         f"largest child {r['children_rss_mb']:6.0f} MB  temp {r['temp_mb']:7.1f} MB  "
-        f"shuffle {r['shuffle_mb']:6.1f} MB  dropped {r['dropped']:,}  "
+        f"shuffle {r['shuffle_mb']:6.1f} MB  read from disk {r['disk_read_mb']:7.1f} MB  "
+        f"dropped {r['dropped']:,}  "
         f"same bytes as today: {r['same']}\n          stages {r['seconds']}\n"
         f"          temp per stage (MB) {r['stage_temp_mb']}\n"
         f"          caller peak RSS after each stage (MB) {r['stage_rss_mb']}"

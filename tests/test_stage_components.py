@@ -19,7 +19,7 @@ from neardup.pipeline import staged
 from neardup.pipeline.executors import LocalExecutor
 from neardup.pipeline.runner import Runner
 from neardup.pipeline.stage_components import partition
-from neardup.pipeline.stages import inbox, load
+from neardup.pipeline.task_files import inbox, load
 
 
 def _components(work: str, edges: list[tuple[int, int]], n: int, n_tasks: int,

@@ -14,7 +14,7 @@ from neardup.pipeline import layout
 from neardup.pipeline.executors import LocalExecutor
 from neardup.pipeline.runner import Runner
 from neardup.pipeline.stage_table import STAGES
-from neardup.pipeline.stages import load, save
+from neardup.pipeline.task_files import load, save
 
 
 def test_every_step_declares_its_stage_and_what_it_reads():

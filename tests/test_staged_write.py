@@ -16,7 +16,7 @@ import pytest
 from neardup import dedup
 from neardup.errors import InputError
 from neardup.io.sources import InputPath
-from neardup.pipeline import parts, shard_write, staged, staged_result, stages, write
+from neardup.pipeline import parts, shard_write, staged, staged_result, task_files, write
 from neardup.pipeline.stage_table import STAGES
 
 pa = pytest.importorskip("pyarrow")
@@ -165,7 +165,7 @@ def test_commit_reads_no_per_document_array(tmp_path, monkeypatch, kind):
 
     def guarded(*args):
         with monkeypatch.context() as m:  # no task runs now: the stages are done
-            for mod, name in ((np, "load"), (stages, "load"), (stages, "load_ids")):
+            for mod, name in ((np, "load"), (task_files, "load"), (task_files, "load_ids")):
                 m.setattr(mod, name, refuse)
             calls.append(commit(*args))
 

@@ -31,7 +31,8 @@ from neardup.core.common import (
 from neardup.core.similarity import ShingleSets, resolve_threads, set_fingerprints
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.spool import ShingleSpool, subset_sets
-from neardup.pipeline.stages import by_digest, load, save, set_digests, shard_sets
+from neardup.pipeline.stages import by_digest, set_digests
+from neardup.pipeline.task_files import load, save, shard_sets
 
 __all__ = ["count_task", "filter_common", "filter_task", "merge_task", "templates"]
 

@@ -45,9 +45,9 @@ from neardup.pipeline.plan import DedupPlan, build_plan
 from neardup.pipeline.result import DedupResult, report_no_shingles
 from neardup.pipeline.scan import Scan, fingerprint_texts, scan_files, unique_ids
 from neardup.pipeline.spool import ShingleSpool, subset_sets
+from neardup.pipeline.stage_search import check_search_device
 from neardup.pipeline.staged import run_staged
 from neardup.pipeline.staged_result import summary as staged_summary
-from neardup.pipeline.stages import check_search_device
 from neardup.pipeline.workdir import check_work_dir
 from neardup.pipeline.write import (
     register_outputs,

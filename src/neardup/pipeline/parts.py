@@ -17,7 +17,7 @@ from neardup.io import objects
 from neardup.io.files import is_url, open_output_stream
 from neardup.io.writers import OutputSet
 from neardup.pipeline import layout
-from neardup.pipeline import stages as S
+from neardup.pipeline import task_files as F
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.read_cache import local_file
 from neardup.pipeline.staged_run import StagedRun
@@ -37,7 +37,7 @@ def index_lines(work: str, parts: int) -> Iterator[bytes]:
 
     def lines(p: int) -> Iterator[tuple[bytes, int]]:
         path = layout.path(work, "index-clusters", p, "clusters.jsonl")
-        first = S.load(work, "index-clusters", p, "first").tolist()
+        first = F.load(work, "index-clusters", p, "first").tolist()
         return zip(part_lines(path, len(first)), first)  # the lines first: they are checked
 
     for line, _ in heapq.merge(*(lines(p) for p in range(parts)), key=lambda x: x[1]):

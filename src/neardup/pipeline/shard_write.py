@@ -16,8 +16,9 @@ from neardup.core.bits import popcount
 from neardup.io.blocks import iter_blocks, kept_lines
 from neardup.io.files import open_input
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.stages import ByteRange, gather_array, load, load_ids, save
+from neardup.pipeline.stages import ByteRange
 from neardup.pipeline.stream import concat
+from neardup.pipeline.task_files import gather_array, load, load_ids, save
 from neardup.pipeline.write import copy_file, json_id, parquet_schema, write_parquet_rows
 
 __all__ = ["PositionLookup", "write_task"]

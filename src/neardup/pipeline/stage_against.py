@@ -33,7 +33,7 @@ from neardup.pipeline.against import (
 )
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stage_components import partition
-from neardup.pipeline.stages import (
+from neardup.pipeline.task_files import (
     load,
     load_ids,
     read_records,

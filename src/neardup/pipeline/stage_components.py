@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from neardup.distributed.plan import distinct_nodes, indexed_components
-from neardup.pipeline.stages import gather_array, inbox, load, save
+from neardup.pipeline.task_files import gather_array, inbox, load, save
 
 __all__ = [
     "EDGES",

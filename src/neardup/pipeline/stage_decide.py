@@ -17,7 +17,7 @@ from neardup.core.similarity import ShingleSets
 from neardup.core.verify import decide_verified, priority_order
 from neardup.distributed.plan import distinct_nodes
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.stages import (
+from neardup.pipeline.task_files import (
     gather_array,
     gather_sets,
     inbox,

@@ -22,8 +22,8 @@ from neardup.distributed.plan import distinct_nodes
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.report import json_id, near_counts
 from neardup.pipeline.shard_write import PositionLookup
-from neardup.pipeline.stages import gather, gather_array, keep_values, load, save
 from neardup.pipeline.stream import concat
+from neardup.pipeline.task_files import gather, gather_array, keep_values, load, save
 
 __all__ = ["near_kept_task", "near_pick_task", "near_task"]
 

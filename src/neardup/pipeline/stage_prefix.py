@@ -25,7 +25,8 @@ import numpy as np
 from neardup.core.bands import band_sets
 from neardup.core.prefix import KeyGroups, prefix_sets, rank_counts, unique_pairs
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.stages import copies_in, gather, inbox, key_stage, load, save, shard_sets
+from neardup.pipeline.stages import copies_in
+from neardup.pipeline.task_files import gather, inbox, key_stage, load, save, shard_sets
 
 __all__ = ["FAMILY_DOCS", "count_task", "dedupe_task", "merge_task", "pairs_task", "prefix_task"]
 

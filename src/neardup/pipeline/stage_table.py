@@ -27,6 +27,7 @@ from neardup.pipeline import stage_components as C
 from neardup.pipeline import stage_decide as D
 from neardup.pipeline import stage_near as N
 from neardup.pipeline import stage_prefix as P
+from neardup.pipeline import stage_search as Q
 from neardup.pipeline import stages as S
 from neardup.pipeline.shard_write import write_task
 
@@ -71,16 +72,16 @@ STAGES: dict[str, Step] = {
         Step("common", T.filter_task, ("scan", "common-merge")),
         Step("exact", S.exact_copies, ("scan", "common", "against")),
         # candidates, by the fingerprint search: one task, or split into buckets
-        Step("search", S.search_task, ("scan", "common", "exact"), "pairs"),
-        Step("split", S.split_task, ("scan", "common", "exact")),
-        Step("search-buckets", S.pairs_task, ("split",), "pairs"),
+        Step("search", Q.search_task, ("scan", "common", "exact"), "pairs"),
+        Step("split", Q.split_task, ("scan", "common", "exact")),
+        Step("search-buckets", Q.pairs_task, ("split",), "pairs"),
         # candidates, by prefix filtering (prefix-count and prefix-merge) or by bands
         Step("prefix-count", P.count_task, _SETS),
         Step("prefix-merge", P.merge_task, ("prefix-count",)),
         Step("prefix", P.prefix_task, ("scan", "common", "exact", "prefix-merge")),
         Step("prefix-pairs", P.pairs_task, ("prefix", *_SETS)),
         Step("prefix-dedupe", P.dedupe_task, ("prefix-pairs",), "pairs"),
-        Step("verify", S.verify_task, ("pairs", *_SETS)),
+        Step("verify", Q.verify_task, ("pairs", *_SETS)),
         Step("cc-edges", C.edges_task, ("verify", "pairs", "exact", "against")),
         Step("cc-labels", C.labels_task, ("cc-edges",)),
         Step("cc-large", C.large_star_task, ("cc-edges", "cc-small-*"), "cc-large-*"),

@@ -37,6 +37,7 @@ from neardup.pipeline import stage_against as A
 from neardup.pipeline import stage_components as C
 from neardup.pipeline import stage_prefix as P
 from neardup.pipeline import stages as S
+from neardup.pipeline import task_files as F
 from neardup.pipeline.executors import LocalExecutor, Progress
 from neardup.pipeline.parts import commit_parts, index_clusters
 from neardup.pipeline.plan import SEARCH_BYTES_PER_DOC, TASK_BYTES_PER_DOC, DedupPlan
@@ -91,7 +92,7 @@ def _scan(r: Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | Non
     shingleless = [i["no_shingles"] for i in infos]
     _drop_repeats(r, plan, run, repeats, k, shingleless)
     for s in range(len(run.sizes)):  # one shard's bad records at a time, in input order
-        bad = S.read_records(r.work, "scan", s, "bad") if infos[s]["bad"] else []
+        bad = F.read_records(r.work, "scan", s, "bad") if infos[s]["bad"] else []
         bad += S.shard_repeats(r.work, k, s)[1] if s in repeats else []
         for source, line, message in sorted(bad, key=lambda b: order((s, *b))):
             run.skipped += 1
@@ -318,7 +319,7 @@ def _near(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
     aside = _sketch_aside(run)
     r.map("near-kept",
           [(str(s), dict(work=r.work, offsets=off, n_decide=run.n_decide, s=s, aside=aside,
-                         keys=S.key_stage(plan)))
+                         keys=F.key_stage(plan)))
            for s in shards])  # fmt: skip
     tasks = run.verify_tasks
     r.map("near", [(t, dict(work=r.work, plan=plan, offsets=off, task=t)) for t in tasks])
@@ -400,8 +401,8 @@ def _check_survivors(plan: DedupPlan, run: StagedRun, index: Any) -> None:
     for s in range(len(run.sizes)):
         if run.sizes[s]:
             ids, fps, new = _survivors(run.work, s, run.sizes[s])
-            where = SimpleNamespace(files=plan.files, source=S.load(run.work, "scan", s, "src"),
-                                    record=S.load(run.work, "scan", s, "rec"))  # fmt: skip
+            where = SimpleNamespace(files=plan.files, source=F.load(run.work, "scan", s, "src"),
+                                    record=F.load(run.work, "scan", s, "rec"))  # fmt: skip
             check_survivors(index, ids, fps, new, where)  # type: ignore[arg-type]
 
 
@@ -409,8 +410,8 @@ def _survivors(work: str, s: int, n: int) -> tuple[list[Any], np.ndarray, np.nda
     """Shard ``s``'s ids, fingerprints and the documents to add to the index (kept, and not
     held by it as themselves)."""
     new = np.zeros(n, dtype=bool)
-    new[np.asarray(S.load(work, "write", s, "new"))] = True
-    return S.load_ids(work, s), np.asarray(S.load(work, "scan", s, "fp")), new
+    new[np.asarray(F.load(work, "write", s, "new"))] = True
+    return F.load_ids(work, s), np.asarray(F.load(work, "scan", s, "fp")), new
 
 
 def _add_parts(run: StagedRun, index: Any) -> None:

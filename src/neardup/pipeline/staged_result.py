@@ -13,7 +13,7 @@ import numpy as np
 
 from neardup.pipeline import layout
 from neardup.pipeline import stage_against as A
-from neardup.pipeline import stages as S
+from neardup.pipeline import task_files as F
 from neardup.pipeline.parts import decoded, index_clusters, index_lines, part_lines
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.result import common_figures, family_figures
@@ -66,11 +66,11 @@ def _scan_arrays(plan: DedupPlan, run: StagedRun) -> Any:
     shards = [s for s in range(len(run.sizes)) if run.sizes[s]]
 
     def cat(name: str, dtype: Any) -> np.ndarray:
-        return concat([np.asarray(S.load(run.work, "scan", s, name)) for s in shards], dtype)
+        return concat([np.asarray(F.load(run.work, "scan", s, name)) for s in shards], dtype)
 
     ids: list[Any] = []
     for s in shards:
-        ids.extend(S.load_ids(run.work, s))
+        ids.extend(F.load_ids(run.work, s))
     return Scan(list(plan.files), ids, cat("src", np.int32), cat("rec", np.int64),
                 cat("len", np.int64), cat("fp", np.uint64), run.skipped,
                 run.bytes_in)  # fmt: skip
@@ -90,10 +90,10 @@ def build_result(plan: DedupPlan, run: StagedRun, near_arrays: bool = True) -> A
     pos = np.arange(n, dtype=np.int64)
     labels, surv, jac = pos.copy(), pos.copy(), np.full(n, np.nan)
     for k in range(run.n_decide):
-        p = np.asarray(S.load(run.work, "decide", k, "pos"))
-        labels[p] = S.load(run.work, "decide", k, "label")
-        surv[p] = S.load(run.work, "decide", k, "surv")
-        jac[p] = S.load(run.work, "decide", k, "jac")
+        p = np.asarray(F.load(run.work, "decide", k, "pos"))
+        labels[p] = F.load(run.work, "decide", k, "label")
+        surv[p] = F.load(run.work, "decide", k, "surv")
+        jac[p] = F.load(run.work, "decide", k, "jac")
     fp = scan.fingerprints
     dist = popcount(fp ^ fp[surv]).astype(np.int64) if n else np.zeros(0, np.int64)
     kept = surv == pos
@@ -110,7 +110,7 @@ def build_result(plan: DedupPlan, run: StagedRun, near_arrays: bool = True) -> A
         result.candidates, result.scheme = plan.candidates, plan.scheme
         shards = [s for s in range(len(run.sizes)) if run.sizes[s]]
         sizes = np.concatenate(
-            [np.diff(S.load(run.work, "scan", s, "koff")) for s in shards] or [np.zeros(0)]
+            [np.diff(F.load(run.work, "scan", s, "koff")) for s in shards] or [np.zeros(0)]
         )
         jac[kept] = np.nan
         near_for = near_jac = None
@@ -136,9 +136,9 @@ def _near_arrays(run: StagedRun) -> tuple[np.ndarray, np.ndarray]:
     near-pick tasks; -1 and NaN where a document has none."""
     near_for, near_jac = np.full(run.n, -1, dtype=np.int64), np.full(run.n, np.nan)
     for s in range(len(run.sizes)):
-        d = np.asarray(S.load(run.work, "near-pick", s, "d"))
-        near_for[d] = S.load(run.work, "near-pick", s, "e")
-        near_jac[d] = S.load(run.work, "near-pick", s, "jac")
+        d = np.asarray(F.load(run.work, "near-pick", s, "d"))
+        near_for[d] = F.load(run.work, "near-pick", s, "e")
+        near_jac[d] = F.load(run.work, "near-pick", s, "jac")
     return near_for, near_jac
 
 

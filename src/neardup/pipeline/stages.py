@@ -1,27 +1,19 @@
-"""The stages of a dedup run, each a plain function of one shard (or one bucket, or one group of
-clusters) of a :class:`~neardup.pipeline.plan.DedupPlan` and a few small inputs.
+"""The first stages of a staged dedup run, each a plain function of one shard (or one range of
+id hashes or set digests) of a :class:`~neardup.pipeline.plan.DedupPlan` and a few small inputs.
 
 Every stage function takes the directory to write its results in (``out``, made fresh by the
 caller and renamed into place when the function returns) and reads what earlier stages wrote in
-the run's work directory (``work``): so a task's inputs and outputs are files, and what goes
-between the caller and a task is a few integers (see :mod:`neardup.pipeline.staged`). Positions
-are global: a document's shard offset plus its place in the shard.
+the run's work directory (``work``, :mod:`neardup.pipeline.layout`): so a task's inputs and
+outputs are files, and what goes between the caller and a task is a few integers. Positions
+are global: a document's shard offset plus its place in the shard. The whole flow, each step
+and what it reads and writes, is :mod:`neardup.pipeline.stage_table`.
 
-scan (read, parse and fingerprint one shard; spill its ids, record numbers, lengths,
-fingerprints and, verified, its shingle keys, set fingerprints and set digests) -> ids (ids
-repeated across shards) -> exact (verified: the documents whose shingle set is a copy of an
-earlier one's in keep order, by digest range; each is linked to the first copy, Jaccard 1, and
-left out of the search) -> split (each shard's search fingerprints bucketed per table group) ->
-pairs (one bucket's candidate pairs, :func:`neardup.distributed.plan.shard_pairs`) -> verify
-(exact Jaccard of a bucket's pairs; only pairs that reach the threshold are kept) -> components
-(connected components of the verified pairs and the exact stage's links, in tasks over
-partitions of the positions; in
-:mod:`neardup.pipeline.stage_components`) -> decide (the keep-order rule of
-:func:`neardup.core.verify.decide_verified`, or :func:`neardup.core.decide.keep_order` for
-fingerprint-only dedup) -> near (for a report, each kept document's nearest miss; in
-:mod:`neardup.pipeline.stage_near`) -> write (each shard its kept lines, its drop list and the
-clusters it leads; in :mod:`neardup.pipeline.shard_write`).
-"""
+lines (each shard's lines counted) -> scan (read, parse and fingerprint one shard; spill its
+ids, record numbers, lengths, fingerprints and, verified, its shingle keys, set fingerprints
+and set digests) -> ids (ids repeated across shards) -> dedup-ids (the documents of repeated
+ids taken out of the spills) -> exact (verified: the documents whose shingle set is a copy of
+an earlier one's in keep order, by digest range; each is linked to the first copy, Jaccard 1,
+and left out of the candidate search)."""
 
 from __future__ import annotations
 
@@ -29,32 +21,20 @@ import contextlib
 import hashlib
 import io
 import itertools
-import json
 import os
 import pickle
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from neardup.core.decide import keep_key
-from neardup.core.search import find_all
-from neardup.core.similarity import ShingleSets, pair_jaccard, set_fingerprints
-from neardup.distributed.plan import (
-    ShardPlan,
-    distinct_nodes,
-    shard_edges,
-    shard_ids,
-    shard_pairs,
-)
-from neardup.errors import InputError, reading_back
-from neardup.index.storage import NPY_HEADERS
+from neardup.core.similarity import ShingleSets, set_fingerprints
+from neardup.errors import InputError
 from neardup.io.blocks import hash_ids, id_key, iter_blocks, line_format
 from neardup.io.files import input_size, read_path
-from neardup.pipeline import layout
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.read_cache import local_file
 from neardup.pipeline.scan import SeenDocuments, first_kinds
 from neardup.pipeline.stream import (
     block_bytes,
@@ -64,107 +44,38 @@ from neardup.pipeline.stream import (
     input_items,
     reads_in_blocks,
 )
+from neardup.pipeline.task_files import (
+    by_shard,
+    gather,
+    gather_array,
+    gather_spans,
+    keep_values,
+    key_stage,
+    load,
+    load_ids,
+    read_records,
+    save,
+    save_records,
+    shard_sets,
+    slices,
+    subset_sets,
+)
 
 __all__ = [
     "ByteRange",
     "by_digest",
-    "check_search_device",
-    "inbox",
+    "copies_in",
     "count_lines",
-    "key_stage",
-    "shard_sets",
-    "gather_sets",
+    "drop_docs",
     "exact_copies",
-    "gather",
-    "gather_array",
-    "gather_spans",
     "id_buckets",
-    "load",
-    "pairs_task",
-    "save",
-    "save_records",
+    "input_bytes",
+    "key_kinds",
     "repeated_ids",
     "scan_shard",
-    "slices",
-    "search_task",
     "set_digests",
-    "split_task",
-    "verify_task",
+    "shard_repeats",
 ]
-
-#: Slack below the threshold when the verify stage filters pairs: the decide stage compares
-#: again exactly, so a pair at the threshold is never lost to rounding.
-_SLACK = 1e-9
-
-
-def save(out: str, **arrays: np.ndarray) -> int:
-    """Write each array as ``out/NAME.npy``; the bytes written."""
-    n = 0
-    for name, a in arrays.items():
-        path = os.path.join(out, f"{name}.npy")
-        np.save(path, a)
-        n += os.path.getsize(path)
-    return n
-
-
-def load(work: str, stage: str, task: str | int, name: str) -> np.ndarray:
-    """Array ``name`` written by task ``task`` of ``stage`` (memory-mapped)."""
-    path = layout.path(work, stage, task, name)
-    with reading_back(path), NPY_HEADERS:  # np.load parses its header with ast
-        return np.load(local_file(path), mmap_mode="r")
-
-
-def slices(work: str, stage: str, tasks: Iterable[str | int], p: int,
-           cut: str = "c") -> Iterator[tuple[str | int, int, int]]:  # fmt: skip
-    """``(task, lo, hi)`` of each task of ``stage`` whose slice ``p`` (a partition, group or
-    shard), by its array of cuts ``cut``, holds anything: the reader's share of every writer."""
-    for t in tasks:
-        c = load(work, stage, t, cut)
-        lo, hi = int(c[p]), int(c[p + 1])
-        if hi > lo:
-            yield t, lo, hi
-
-
-def gather(work: str, stage: str, tasks: Iterable[str | int], p: int,
-           columns: dict[str, Any], cut: str = "c") -> dict[str, np.ndarray]:  # fmt: skip
-    """Slice ``p`` (by the cuts ``cut``, :func:`slices`) of the arrays ``columns`` (name: dtype)
-    of every task of ``stage``, end to end, each column one array filled in place. One task's
-    file is open at a time: a memory-mapped file holds a descriptor while any view of it
-    lives, and a stage of a near-copy family can have tens of thousands of tasks."""
-    return gather_spans(work, stage, list(slices(work, stage, tasks, p, cut)), columns)
-
-
-def gather_spans(work: str, stage: str, spans: list[tuple[str | int, int, int]],
-                 columns: dict[str, Any]) -> dict[str, np.ndarray]:  # fmt: skip
-    """:func:`gather` over ``spans`` (``(task, lo, hi)``, as :func:`slices` yields them)."""
-    total = sum(hi - lo for _, lo, hi in spans)
-    out = {}
-    for name, dtype in columns.items():
-        whole: np.ndarray | None = None
-        at = 0
-        for t, lo, hi in spans:
-            src = load(work, stage, t, name)
-            if whole is None:
-                whole = np.empty((total, *src.shape[1:]), dtype=dtype)
-            whole[at : at + hi - lo] = src[lo:hi]
-            at += hi - lo
-            del src  # closes the mapping before the next file opens
-        out[name] = whole if whole is not None else np.zeros(0, dtype=dtype)
-    return out
-
-
-def inbox(work: str, stage: str, tasks: list[str], p: int, name: str = "e",
-          cut: str = "c") -> np.ndarray:  # fmt: skip
-    """Partition (or group) ``p``'s slice of edges ``name`` of every task of ``stage``, end to
-    end, shape (k, 2)."""
-    return gather(work, stage, tasks, p, {name: np.int64}, cut)[name].reshape(-1, 2)
-
-
-def load_ids(work: str, shard: int) -> list[Any]:
-    """The ids of shard ``shard``'s documents, in input order."""
-    path = layout.path(work, "scan", shard, "ids.pkl")
-    with reading_back(path), open(local_file(path), "rb") as f:
-        return pickle.load(f)
 
 
 # ---------------------------------------------------------------------------------- scan
@@ -364,32 +275,6 @@ def by_digest(digests: np.ndarray, sizes: np.ndarray) -> dict[str, np.ndarray]:
     return dict(zip(_DIGESTS, (hi[order], lo[order], place[order]), strict=True))
 
 
-def save_records(out: str, name: str, records: list[list[Any]]) -> int:
-    """Bad records ``[source, line, message]`` as JSON lines ``name.jsonl``, with ``name.npy``
-    the byte offset of each line and of the end; returns the bytes written."""
-    at = [0]
-    with open(os.path.join(out, f"{name}.jsonl"), "wb") as f:
-        for rec in records:
-            f.write(json.dumps(rec, ensure_ascii=False).encode("utf-8") + b"\n")
-            at.append(f.tell())
-    return os.path.getsize(os.path.join(out, f"{name}.jsonl")) + save(
-        out, **{name: np.asarray(at, dtype=np.int64)}
-    )
-
-
-def read_records(work: str, stage: str, task: str | int, name: str, lo: int = 0,
-                 hi: int | None = None) -> list[list[Any]]:  # fmt: skip
-    """Records ``lo`` to ``hi`` of :func:`save_records`' ``name`` in a task's results."""
-    at = load(work, stage, task, name)
-    hi = len(at) - 1 if hi is None else hi
-    if hi <= lo:
-        return []
-    path = layout.path(work, stage, task, f"{name}.jsonl")
-    with reading_back(path), open(local_file(path), "rb") as f:
-        f.seek(int(at[lo]))
-        return [json.loads(line) for line in f.read(int(at[hi] - at[lo])).splitlines()]
-
-
 def id_buckets(n_shards: int) -> int:
     """Tasks of the repeated-ids check: a power of two, about one per shard (1 for one)."""
     return 1 << max(0, (max(1, n_shards) - 1).bit_length())
@@ -454,7 +339,7 @@ def _confirm_repeats(
         return s, p - int(offsets[s])
 
     wanted: dict[int, Any] = {}  # the ids of ``docs`` only, one shard's list read at a time
-    for s, p in _by_shard(offsets, docs):
+    for s, p in by_shard(offsets, docs):
         ids = load_ids(work, s)
         wanted.update((int(q), ids[int(q) - int(offsets[s])]) for q in p.tolist())
     ident = wanted.__getitem__
@@ -487,7 +372,7 @@ def drop_docs(out: str, work: str, plan: DedupPlan, s: int, buckets: int) -> dic
     no_shingles = 0
     if plan.verify:
         sets = _sets(work, s)
-        sub = _subset(sets, np.flatnonzero(keep))
+        sub = subset_sets(sets, np.flatnonzero(keep))
         arrays.update(koff=sub.offsets, sfp=np.asarray(load(work, "scan", s, "sfp"))[keep])
         sub.keys.tofile(os.path.join(out, "keys.u32"))
         no_shingles = int(np.count_nonzero(sub.sizes == 0))
@@ -566,193 +451,9 @@ def copies_in(work: str, tasks: int, s: int) -> np.ndarray:
     return pairs.reshape(-1, 2)[:, 1].copy()
 
 
-# ------------------------------------------------------------------------------ candidates
-def key_stage(plan: DedupPlan) -> str:
-    """The stage whose spills hold the shingle sets that the candidates and the verification
-    use: ``"common"`` (the sets without the common shingles) with ``plan.common_shingles``,
-    else ``"scan"``."""
-    return "scan" if plan.common_shingles is None else "common"
-
-
-def shard_sets(work: str, s: int, stage: str = "scan") -> ShingleSets:
-    """Shard ``s``'s shingle sets as ``stage`` spilled them, the keys memory-mapped."""
-    koff = load(work, stage, s, "koff")
-    n = int(koff[-1])
-    if n == 0:  # an empty file cannot be mapped
-        return ShingleSets(koff, np.zeros(0, dtype=np.uint32))
-    path = layout.path(work, stage, s, "keys.u32")
-    with reading_back(path):
-        return ShingleSets(koff, np.memmap(local_file(path), dtype=np.uint32, mode="r", shape=(n,)))
-
-
 def _sets(work: str, s: int) -> ShingleSets:
     """Shard ``s``'s shingle sets as the scan spilled them (:func:`shard_sets`)."""
     return shard_sets(work, s)
-
-
-def _subset(sets: ShingleSets, idx: np.ndarray) -> ShingleSets:
-    """The sets at ``idx`` (ascending), copied into memory."""
-    starts = np.asarray(sets.offsets[idx], dtype=np.int64)
-    sizes = np.asarray(sets.offsets[idx + 1], dtype=np.int64) - starts
-    offsets = np.zeros(len(idx) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    if offsets[-1] == 0:
-        return ShingleSets(offsets, np.zeros(0, dtype=np.uint32))
-    lo, hi = int(starts.min()), int((starts + sizes).max())
-    window = np.asarray(sets.keys[lo:hi])
-    at = np.repeat(starts - lo - offsets[:-1], sizes) + np.arange(offsets[-1], dtype=np.int64)
-    return ShingleSets(offsets, np.ascontiguousarray(window[at]))
-
-
-def gather_sets(work: str, offsets: np.ndarray, pos: np.ndarray,
-                 stage: str = "scan") -> ShingleSets:  # fmt: skip
-    """The shingle sets of the documents at global positions ``pos`` (ascending), from their
-    shards' spills (of ``stage``, :func:`key_stage`)."""
-    parts = [_subset(shard_sets(work, s, stage), p - offsets[s])
-             for s, p in _by_shard(offsets, pos)]  # fmt: skip
-    sizes = concat([np.diff(p.offsets) for p in parts], np.int64)
-    out = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=out[1:])
-    return ShingleSets(out, concat([p.keys for p in parts], np.uint32))
-
-
-def gather_array(work: str, offsets: np.ndarray, pos: np.ndarray, name: str, dtype: Any,
-                 stage: str = "scan") -> np.ndarray:  # fmt: skip
-    """Array ``name`` of a per-shard stage's tasks (the scan spills) at global positions
-    ``pos`` (ascending)."""
-    parts = [np.asarray(load(work, stage, s, name))[p - offsets[s]]
-             for s, p in _by_shard(offsets, pos)]  # fmt: skip
-    return concat(parts, dtype)
-
-
-def _by_shard(offsets: np.ndarray, pos: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    """``pos`` (global, ascending) cut by shard: ``[(shard, its positions)]``, shards in order,
-    each with at least one position."""
-    cuts = np.searchsorted(pos, offsets)
-    return [(s, pos[cuts[s] : cuts[s + 1]]) for s in range(len(offsets) - 1)
-            if cuts[s + 1] > cuts[s]]  # fmt: skip
-
-
-def split_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, sp: ShardPlan,
-               copies: int = 0) -> int:  # fmt: skip
-    """Shard ``s``'s search fingerprints (verified: set fingerprints of documents with
-    shingles, but for the copies the exact stage's ``copies`` tasks found) bucketed for each
-    table group of ``sp``; returns the bytes written."""
-    fp, pos = _search_fps(work, plan, s, offset, copies)
-    nbytes = 0
-    for g in range(len(sp.groups)):
-        sid = shard_ids(fp, sp, g)
-        order = np.argsort(sid, kind="stable")
-        cuts = np.searchsorted(sid[order], np.arange(sp.n_shards + 1)).astype(np.int64)
-        nbytes += save(out, **{f"v{g}": fp[order], f"p{g}": pos[order], f"c{g}": cuts})
-    return nbytes
-
-
-def _search_fps(work: str, plan: DedupPlan, s: int, offset: int,
-                copies: int = 0) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """Shard ``s``'s search fingerprints and their global positions (verified: the set
-    fingerprints of the documents with shingles, but for the copies of an earlier set that the
-    exact stage's ``copies`` tasks found; else every document's fingerprint)."""
-    if plan.verify:
-        take = np.diff(load(work, key_stage(plan), s, "koff")) > 0
-        if copies:
-            take[copies_in(work, copies, s) - offset] = False
-        pos = np.flatnonzero(take)
-        fp = np.asarray(load(work, key_stage(plan), s, "sfp"))[pos]
-    else:
-        fp = np.asarray(load(work, "scan", s, "fp"))
-        pos = np.arange(len(fp))
-    return fp, pos.astype(np.int64) + np.int64(offset)
-
-
-def check_search_device(device: str, client: Any = None) -> None:
-    """Before any stage runs: ``device="cuda"`` needs a usable GPU here, or with a Dask
-    ``client`` on every worker; else one line (:class:`~neardup.gpu.DeviceUnavailable`)."""
-    if device == "cpu":
-        return
-    if client is not None:
-        from neardup.distributed import check_workers
-
-        check_workers(client, device)
-    else:
-        from neardup.gpu import use_gpu
-
-        use_gpu(device)
-
-
-def search_task(out: str, work: str, plan: DedupPlan, offsets: list[int], threads: int,
-                copies: int = 0) -> dict:  # fmt: skip
-    """Every candidate pair (fingerprint-only: cluster edges) in one task, by the search the
-    one-process job uses (:func:`neardup.core.search.find_all`, its cost model's scheme): for
-    corpora whose search fingerprints fit one task. The copies that the exact stage's
-    ``copies`` tasks found are left out."""
-    parts = [_search_fps(work, plan, s, offsets[s], copies) for s in range(len(offsets) - 1)]
-    fp, pos = concat([p[0] for p in parts], np.uint64), concat([p[1] for p in parts], np.int64)
-    if plan.verify:
-        found = find_all(fp, plan.distance, plan.blocks, threads=threads, device=plan.device)
-    else:
-        found = _value_edges(fp, plan, threads)
-    pairs = pos[found].reshape(-1, 2)
-    return {"pairs": len(pairs), "bytes": save(out, pairs=pairs), "moved": 0}
-
-
-def _value_edges(fp: np.ndarray, plan: DedupPlan, threads: int) -> np.ndarray:
-    """Fingerprint-only candidate edges (positions into ``fp``), as
-    :func:`neardup.distributed.plan.shard_edges` makes them: each distinct value searched once,
-    by its first document, and every other copy of a value linked to that first one."""
-    values, first, value = np.unique(fp, return_index=True, return_inverse=True)
-    copies = np.flatnonzero(first[value] != np.arange(len(fp)))
-    found = find_all(values, plan.distance, plan.blocks, threads=threads, device=plan.device)
-    return np.concatenate([np.stack([first[value[copies]], copies], axis=1),
-                           np.sort(first[found].reshape(-1, 2), axis=1)])  # fmt: skip
-
-
-def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, sp: ShardPlan, g: int,
-               b: int) -> dict[str, int]:  # fmt: skip
-    """Candidate pairs (fingerprint-only dedup: cluster edges) of bucket ``b`` of group ``g``,
-    from every shard's split, as global positions."""
-    pieces = []
-    for s in range(n_shards):
-        c = load(work, "split", s, f"c{g}")
-        lo, hi = int(c[b]), int(c[b + 1])
-        pieces.append(
-            (load(work, "split", s, f"v{g}")[lo:hi], load(work, "split", s, f"p{g}")[lo:hi])
-        )
-    moved = sum(len(v) for v, _ in pieces) * 16
-    search = shard_pairs if plan.verify else shard_edges
-    pairs = search(pieces, sp, g, plan.device)
-    return {"pairs": len(pairs), "bytes": save(out, pairs=pairs), "moved": moved}
-
-
-def verify_task(
-    out: str, work: str, plan: DedupPlan, offsets: list[int], task: str, lo: int, hi: int
-) -> dict[str, int]:
-    """Exact Jaccard of candidate pairs ``lo`` to ``hi`` of a search task, the keys read from
-    both documents' shards; keeps the pairs that reach the threshold."""
-    pairs = np.asarray(load(work, "pairs", task, "pairs")[lo:hi])
-    if len(pairs) == 0:
-        none = {"mpairs": pairs, "mjac": np.zeros(0)} if plan.near_misses else {}
-        return {"pairs": 0, "bytes": save(out, pairs=pairs, jac=np.zeros(0), **none)}
-    pos, local = distinct_nodes(pairs)
-    sets = gather_sets(work, np.asarray(offsets, dtype=np.int64), pos, key_stage(plan))
-    jac = pair_jaccard(sets, local, threads=1)
-    ok = jac >= plan.threshold - _SLACK
-    missed = {}
-    if plan.near_misses:  # the report's near misses are chosen among these after the decisions
-        missed = {"mpairs": pairs[~ok], "mjac": jac[~ok]}
-    nbytes = save(out, pairs=pairs[ok], jac=jac[ok], **missed)
-    return {"pairs": int(ok.sum()), "bytes": nbytes}
-
-
-def keep_values(work: str, plan: DedupPlan, offsets: np.ndarray, pos: np.ndarray) -> Any:
-    """The keep order's values of the documents at global positions ``pos`` (ascending):
-    characters for ``keep="longest"``, the keep field's values for ``"max:FIELD"``, None for
-    ``"first"``."""
-    if plan.keep == "first":
-        return None
-    if plan.key_field is None:
-        return gather_array(work, offsets, pos, "len", np.int64)
-    return gather_array(work, offsets, pos, "prio", np.float64)
 
 
 def key_kinds(work: str, plan: DedupPlan, s: int) -> list[list[Any]]:

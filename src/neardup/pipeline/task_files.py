@@ -1,0 +1,210 @@
+"""A staged dedup's tasks' files read and written (:mod:`neardup.pipeline.layout` says where
+each lives): arrays as ``.npy`` files (read memory-mapped), records as JSON lines, a shard's
+ids, its shingle sets, and the slices of every task of a stage that one task of the next
+stage reads. Positions are global: a document's shard offset plus its place in the shard."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from neardup.core.similarity import ShingleSets
+from neardup.errors import reading_back
+from neardup.index.storage import NPY_HEADERS
+from neardup.pipeline import layout
+from neardup.pipeline.plan import DedupPlan
+from neardup.pipeline.read_cache import local_file
+from neardup.pipeline.stream import concat
+
+__all__ = [
+    "by_shard",
+    "gather",
+    "gather_array",
+    "gather_sets",
+    "gather_spans",
+    "inbox",
+    "keep_values",
+    "key_stage",
+    "load",
+    "load_ids",
+    "read_records",
+    "save",
+    "save_records",
+    "shard_sets",
+    "slices",
+    "subset_sets",
+]
+
+
+def save(out: str, **arrays: np.ndarray) -> int:
+    """Write each array as ``out/NAME.npy``; the bytes written."""
+    n = 0
+    for name, a in arrays.items():
+        path = os.path.join(out, f"{name}.npy")
+        np.save(path, a)
+        n += os.path.getsize(path)
+    return n
+
+
+def load(work: str, stage: str, task: str | int, name: str) -> np.ndarray:
+    """Array ``name`` written by task ``task`` of ``stage`` (memory-mapped)."""
+    path = layout.path(work, stage, task, name)
+    with reading_back(path), NPY_HEADERS:  # np.load parses its header with ast
+        return np.load(local_file(path), mmap_mode="r")
+
+
+def slices(work: str, stage: str, tasks: Iterable[str | int], p: int,
+           cut: str = "c") -> Iterator[tuple[str | int, int, int]]:  # fmt: skip
+    """``(task, lo, hi)`` of each task of ``stage`` whose slice ``p`` (a partition, group or
+    shard), by its array of cuts ``cut``, holds anything: the reader's share of every writer."""
+    for t in tasks:
+        c = load(work, stage, t, cut)
+        lo, hi = int(c[p]), int(c[p + 1])
+        if hi > lo:
+            yield t, lo, hi
+
+
+def gather(work: str, stage: str, tasks: Iterable[str | int], p: int,
+           columns: dict[str, Any], cut: str = "c") -> dict[str, np.ndarray]:  # fmt: skip
+    """Slice ``p`` (by the cuts ``cut``, :func:`slices`) of the arrays ``columns`` (name: dtype)
+    of every task of ``stage``, end to end, each column one array filled in place. One task's
+    file is open at a time: a memory-mapped file holds a descriptor while any view of it
+    lives, and a stage of a near-copy family can have tens of thousands of tasks."""
+    return gather_spans(work, stage, list(slices(work, stage, tasks, p, cut)), columns)
+
+
+def gather_spans(work: str, stage: str, spans: list[tuple[str | int, int, int]],
+                 columns: dict[str, Any]) -> dict[str, np.ndarray]:  # fmt: skip
+    """:func:`gather` over ``spans`` (``(task, lo, hi)``, as :func:`slices` yields them)."""
+    total = sum(hi - lo for _, lo, hi in spans)
+    out = {}
+    for name, dtype in columns.items():
+        whole: np.ndarray | None = None
+        at = 0
+        for t, lo, hi in spans:
+            src = load(work, stage, t, name)
+            if whole is None:
+                whole = np.empty((total, *src.shape[1:]), dtype=dtype)
+            whole[at : at + hi - lo] = src[lo:hi]
+            at += hi - lo
+            del src  # closes the mapping before the next file opens
+        out[name] = whole if whole is not None else np.zeros(0, dtype=dtype)
+    return out
+
+
+def inbox(work: str, stage: str, tasks: list[str], p: int, name: str = "e",
+          cut: str = "c") -> np.ndarray:  # fmt: skip
+    """Partition (or group) ``p``'s slice of edges ``name`` of every task of ``stage``, end to
+    end, shape (k, 2)."""
+    return gather(work, stage, tasks, p, {name: np.int64}, cut)[name].reshape(-1, 2)
+
+
+def load_ids(work: str, shard: int) -> list[Any]:
+    """The ids of shard ``shard``'s documents, in input order."""
+    path = layout.path(work, "scan", shard, "ids.pkl")
+    with reading_back(path), open(local_file(path), "rb") as f:
+        return pickle.load(f)
+
+
+def save_records(out: str, name: str, records: list[list[Any]]) -> int:
+    """Bad records ``[source, line, message]`` as JSON lines ``name.jsonl``, with ``name.npy``
+    the byte offset of each line and of the end; returns the bytes written."""
+    at = [0]
+    with open(os.path.join(out, f"{name}.jsonl"), "wb") as f:
+        for rec in records:
+            f.write(json.dumps(rec, ensure_ascii=False).encode("utf-8") + b"\n")
+            at.append(f.tell())
+    return os.path.getsize(os.path.join(out, f"{name}.jsonl")) + save(
+        out, **{name: np.asarray(at, dtype=np.int64)}
+    )
+
+
+def read_records(work: str, stage: str, task: str | int, name: str, lo: int = 0,
+                 hi: int | None = None) -> list[list[Any]]:  # fmt: skip
+    """Records ``lo`` to ``hi`` of :func:`save_records`' ``name`` in a task's results."""
+    at = load(work, stage, task, name)
+    hi = len(at) - 1 if hi is None else hi
+    if hi <= lo:
+        return []
+    path = layout.path(work, stage, task, f"{name}.jsonl")
+    with reading_back(path), open(local_file(path), "rb") as f:
+        f.seek(int(at[lo]))
+        return [json.loads(line) for line in f.read(int(at[hi] - at[lo])).splitlines()]
+
+
+# ------------------------------------------------------------------------------ candidates
+def key_stage(plan: DedupPlan) -> str:
+    """The stage whose spills hold the shingle sets that the candidates and the verification
+    use: ``"common"`` (the sets without the common shingles) with ``plan.common_shingles``,
+    else ``"scan"``."""
+    return "scan" if plan.common_shingles is None else "common"
+
+
+def shard_sets(work: str, s: int, stage: str = "scan") -> ShingleSets:
+    """Shard ``s``'s shingle sets as ``stage`` spilled them, the keys memory-mapped."""
+    koff = load(work, stage, s, "koff")
+    n = int(koff[-1])
+    if n == 0:  # an empty file cannot be mapped
+        return ShingleSets(koff, np.zeros(0, dtype=np.uint32))
+    path = layout.path(work, stage, s, "keys.u32")
+    with reading_back(path):
+        return ShingleSets(koff, np.memmap(local_file(path), dtype=np.uint32, mode="r", shape=(n,)))
+
+
+def subset_sets(sets: ShingleSets, idx: np.ndarray) -> ShingleSets:
+    """The sets at ``idx`` (ascending), copied into memory."""
+    starts = np.asarray(sets.offsets[idx], dtype=np.int64)
+    sizes = np.asarray(sets.offsets[idx + 1], dtype=np.int64) - starts
+    offsets = np.zeros(len(idx) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    if offsets[-1] == 0:
+        return ShingleSets(offsets, np.zeros(0, dtype=np.uint32))
+    lo, hi = int(starts.min()), int((starts + sizes).max())
+    window = np.asarray(sets.keys[lo:hi])
+    at = np.repeat(starts - lo - offsets[:-1], sizes) + np.arange(offsets[-1], dtype=np.int64)
+    return ShingleSets(offsets, np.ascontiguousarray(window[at]))
+
+
+def gather_sets(work: str, offsets: np.ndarray, pos: np.ndarray,
+                 stage: str = "scan") -> ShingleSets:  # fmt: skip
+    """The shingle sets of the documents at global positions ``pos`` (ascending), from their
+    shards' spills (of ``stage``, :func:`key_stage`)."""
+    parts = [subset_sets(shard_sets(work, s, stage), p - offsets[s])
+             for s, p in by_shard(offsets, pos)]  # fmt: skip
+    sizes = concat([np.diff(p.offsets) for p in parts], np.int64)
+    out = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out[1:])
+    return ShingleSets(out, concat([p.keys for p in parts], np.uint32))
+
+
+def gather_array(work: str, offsets: np.ndarray, pos: np.ndarray, name: str, dtype: Any,
+                 stage: str = "scan") -> np.ndarray:  # fmt: skip
+    """Array ``name`` of a per-shard stage's tasks (the scan spills) at global positions
+    ``pos`` (ascending)."""
+    parts = [np.asarray(load(work, stage, s, name))[p - offsets[s]]
+             for s, p in by_shard(offsets, pos)]  # fmt: skip
+    return concat(parts, dtype)
+
+
+def by_shard(offsets: np.ndarray, pos: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``pos`` (global, ascending) cut by shard: ``[(shard, its positions)]``, shards in order,
+    each with at least one position."""
+    cuts = np.searchsorted(pos, offsets)
+    return [(s, pos[cuts[s] : cuts[s + 1]]) for s in range(len(offsets) - 1)
+            if cuts[s + 1] > cuts[s]]  # fmt: skip
+
+
+def keep_values(work: str, plan: DedupPlan, offsets: np.ndarray, pos: np.ndarray) -> Any:
+    """The keep order's values of the documents at global positions ``pos`` (ascending):
+    characters for ``keep="longest"``, the keep field's values for ``"max:FIELD"``, None for
+    ``"first"``."""
+    if plan.keep == "first":
+        return None
+    if plan.key_field is None:
+        return gather_array(work, offsets, pos, "len", np.int64)
+    return gather_array(work, offsets, pos, "prio", np.float64)
