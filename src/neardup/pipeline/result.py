@@ -17,7 +17,14 @@ from neardup.pipeline.report import json_id
 from neardup.pipeline.scan import Scan
 from neardup.pipeline.stage_prefix import FAMILY_DOCS
 
-__all__ = ["DedupResult", "common_figures", "family_figures", "family_note", "report_no_shingles"]
+__all__ = [
+    "DedupResult",
+    "common_figures",
+    "family_figures",
+    "family_note",
+    "report_no_shingles",
+    "summary_head",
+]
 
 
 def common_figures(common: dict[str, Any] | None, template: dict[str, Any] | None) -> dict:
@@ -43,6 +50,50 @@ def family_figures(documents: int, first: Any) -> dict:
     return {"largest_family": {"documents": int(documents),
                                "pairs": int(documents) * (int(documents) - 1) // 2,
                                "first": first}}  # fmt: skip
+
+
+def summary_head(
+    *,
+    documents: int,
+    skipped: int,
+    clusters: int,
+    dropped: int,
+    verified: bool,
+    threshold: float | None = None,
+    candidates: str | None = None,
+    no_shingles: int = 0,
+    temp_bytes: int = 0,
+    scheme: tuple[int, int] | None = None,
+    common: dict[str, Any] | None = None,
+    template: dict[str, Any] | None = None,
+    family: tuple[int, Any] | None = None,
+    against: dict[str, Any] | None = None,
+    bytes_in: int = 0,
+    bytes_out: int = 0,
+) -> dict[str, Any]:
+    """The summary's keys before ``seconds``, in their order, for a run in one process
+    (:meth:`DedupResult.summary`) and a staged run
+    (:func:`neardup.pipeline.staged_result.summary`) alike: the counts; verified, the
+    threshold, candidates (``bands``: the scheme), documents without shingles, temporary bytes,
+    the common shingles or the template hint and the largest family (``family``: its documents
+    and its first document's id); the index check (``against``, as the summary has it); and
+    the bytes read, written and saved."""
+    out: dict[str, Any] = {"documents": documents, "skipped": skipped, "clusters": clusters,
+                           "dropped": dropped, "kept": documents - dropped,
+                           "verified": verified}  # fmt: skip
+    if verified:
+        out.update(threshold=threshold, candidates=candidates, no_shingles=no_shingles,
+                   temp_bytes=temp_bytes)  # fmt: skip
+        if scheme is not None:
+            out["bands"] = list(scheme)
+        out.update(common_figures(common, template))
+        if family is not None:
+            out.update(family_figures(*family))
+    if against is not None:
+        out["against"] = against
+    if bytes_in:
+        out.update(bytes_in=bytes_in, bytes_out=bytes_out, bytes_saved=bytes_in - bytes_out)
+    return out
 
 
 def family_note(summary: Mapping[str, Any]) -> str | None:
@@ -337,42 +388,22 @@ class DedupResult:
     def summary(self) -> dict[str, Any]:
         """Counts, sizes and stage times as a JSON-ready dict."""
         total = sum(self.seconds.values())
-        out: dict[str, Any] = {
-            "documents": len(self),
-            "skipped": self.skipped,
-            "clusters": self.n_clusters,
-            "dropped": self.n_dropped,
-            "kept": len(self) - self.n_dropped,
-            "verified": self.verified is not None,
-        }
-        if self.verified is not None:
-            out.update(
-                threshold=self.threshold,
-                candidates=self.candidates,
-                no_shingles=self.verified.n_no_shingles,
-                temp_bytes=self.temp_bytes,
-            )
-            if self.scheme is not None:
-                out["bands"] = list(self.scheme)
-            out.update(common_figures(self.common, self.template))
-            if self.verified.family is not None:
-                m, first = self.verified.family
-                out.update(family_figures(m, json_id(self.ids[first]) if m >= 2 else None))
-        if self.against is not None:
-            a = self.against
-            out["against"] = {
-                "index": a.path,
-                "dropped": a.n_found,
-                "already_in_index": a.n_own,
-                "verified": a.how,
-                "distance": a.distance_limit,
-            }
-        if self.bytes_in:
-            out.update(
-                bytes_in=self.bytes_in,
-                bytes_out=self.bytes_out,
-                bytes_saved=self.bytes_in - self.bytes_out,
-            )
+        ver, a, family = self.verified, self.against, None
+        if ver is not None and ver.family is not None:
+            m, first = ver.family
+            family = (m, json_id(self.ids[first]) if m >= 2 else None)
+        against = None
+        if a is not None:
+            against = {"index": a.path, "dropped": a.n_found, "already_in_index": a.n_own,
+                       "verified": a.how, "distance": a.distance_limit}  # fmt: skip
+        out = summary_head(
+            documents=len(self), skipped=self.skipped, clusters=self.n_clusters,
+            dropped=self.n_dropped, verified=ver is not None, threshold=self.threshold,
+            candidates=self.candidates, no_shingles=0 if ver is None else ver.n_no_shingles,
+            temp_bytes=self.temp_bytes, scheme=self.scheme, common=self.common,
+            template=self.template, family=family, against=against, bytes_in=self.bytes_in,
+            bytes_out=self.bytes_out,
+        )  # fmt: skip
         out["seconds"] = {k: round(v, 3) for k, v in self.seconds.items()}
         out["seconds"]["total"] = round(total, 3)
         out["documents_per_second"] = round(len(self) / total) if total > 0 else None

@@ -16,7 +16,7 @@ from neardup.pipeline import stage_against as A
 from neardup.pipeline import task_files as F
 from neardup.pipeline.parts import decoded, index_clusters, index_lines, part_lines
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.result import common_figures, family_figures
+from neardup.pipeline.result import summary_head
 from neardup.pipeline.staged_run import StagedRun
 
 __all__ = ["StagedView", "build_result", "summary"]
@@ -151,30 +151,18 @@ def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:
     its ``path``, the ``bytes`` the run left there and whether it was ``removed``."""
     sec = {k: round(v, 3) for k, v in run.seconds.items()}
     total = run.seconds.get("total", 0.0)
-    out: dict[str, Any] = {
-        "documents": run.n,
-        "skipped": run.skipped,
-        "clusters": run.clusters,
-        "dropped": run.dropped,
-        "kept": run.n - run.dropped,
-        "verified": plan.verify,
-    }
-    if plan.verify:
-        out.update(threshold=plan.threshold, candidates=plan.candidates,
-                   no_shingles=run.no_shingles,
-                   temp_bytes=sum(run.temp_bytes.values()))  # fmt: skip
-        if plan.scheme is not None:
-            out["bands"] = list(plan.scheme)
-        out.update(common_figures(run.common, run.template))
-        if run.family is not None:
-            out.update(family_figures(run.family[0], run.family[2]))
-    if run.against is not None:
-        a = run.against
-        out["against"] = {"index": a["path"], "dropped": a["found"], "already_in_index": a["own"],
-                          "verified": a["how"], "distance": a["distance"]}  # fmt: skip
-    if run.bytes_in:
-        out.update(bytes_in=run.bytes_in, bytes_out=run.bytes_out,
-                   bytes_saved=run.bytes_in - run.bytes_out)  # fmt: skip
+    a = run.against
+    against = None if a is None else {
+        "index": a["path"], "dropped": a["found"], "already_in_index": a["own"],
+        "verified": a["how"], "distance": a["distance"]}  # fmt: skip
+    family = None if run.family is None else (run.family[0], run.family[2])
+    out = summary_head(
+        documents=run.n, skipped=run.skipped, clusters=run.clusters, dropped=run.dropped,
+        verified=plan.verify, threshold=plan.threshold, candidates=plan.candidates,
+        no_shingles=run.no_shingles, temp_bytes=sum(run.temp_bytes.values()),
+        scheme=plan.scheme, common=run.common, template=run.template, family=family,
+        against=against, bytes_in=run.bytes_in, bytes_out=run.bytes_out,
+    )  # fmt: skip
     out["seconds"] = sec
     resumed = any(run.reused.values())
     out["documents_per_second"] = round(run.n / total) if total > 0 and not resumed else None
