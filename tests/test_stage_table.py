@@ -67,6 +67,8 @@ def test_a_task_that_writes_an_undeclared_file_is_not_recorded(tmp_path, monkeyp
     _swap(monkeypatch, "own", fn=fine)
     assert r.map("own", [("0", {"s": 2}), ("1", {"s": 3})])[1]["bytes"] > 0
     assert len(load(str(tmp_path), "own", 1, "own")) == 3
+    with pytest.raises(TypeError, match="task '3' names other arguments"):
+        r.map("own", [("2", {"s": 1}), ("3", {"t": 1})])
 
 
 def test_a_task_that_reads_an_undeclared_stage_fails(tmp_path, monkeypatch):

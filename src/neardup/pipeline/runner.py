@@ -56,6 +56,9 @@ class Runner:
         # on object storage a task the listing found unfinished does not look for its record
         fresh = is_url(self.work)
         keys = tuple(tasks[0][1]) if tasks else ()
+        odd = next((name for name, a in tasks if set(a) != set(keys)), None)
+        if odd is not None:  # every task of a step names the same arguments
+            raise TypeError(f"step {step!r}: task {odd!r} names other arguments than {keys}")
         # the arguments by place, the same for every task, so that an executor sends one that
         # every task shares (the plan, the shard offsets) once (executors.shared_args)
         args = [(self.copies, self.sums, generation, fresh and name not in finished, self.work,
