@@ -104,10 +104,6 @@ def _check_read(stage: str) -> None:
     if held is None or os.environ.get("NEARDUP_CHECK_LAYOUT") != "1":
         return
     step, stages = held
-    if os.environ.get("NEARDUP_READS_LOG"):
-        with open(os.environ["NEARDUP_READS_LOG"], "a") as f:
-            f.write(f"{step} {_ROUND.sub('-*', stage)}\n")
-        return
     if _ROUND.sub("-*", stage) not in stages:
         raise RuntimeError(f"a task of step {step!r} read stage {stage!r}, which its entry in "
                            "neardup.pipeline.stage_table does not declare")  # fmt: skip

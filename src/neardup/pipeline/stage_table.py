@@ -55,7 +55,6 @@ class Step:
 
 
 _SETS = ("scan", "common")  # shingle keys: the scan's, or without the common shingles
-_COMPONENTS = ("cc-edges", "cc-labels", "cc-large-*", "cc-small-*")
 
 #: Every step, in the order a run may take them.
 STAGES: dict[str, Step] = {
@@ -96,5 +95,3 @@ STAGES: dict[str, Step] = {
         Step("index-clusters", A.index_clusters_task, ("index-split", "scan", "against")),
     )
 }
-assert all(s.stage in layout.FILES for s in STAGES.values())
-assert not set(_COMPONENTS) - set(layout.FILES)
