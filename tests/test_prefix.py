@@ -124,13 +124,13 @@ def test_key_counts_count_each_slot_on_any_thread_count():
 
 def test_prefixes_hold_the_rarest_keys():
     """A key that every document holds is never in a prefix while a document has enough keys of
-    its own; the prefix has s - o(s) + 1 keys."""
+    its own; the prefix has s - o(s) + 2 keys (two shared keys make a candidate)."""
     common = list(range(1000, 1008))
     sets = [set(common) | {10 * i + j for j in range(40)} for i in range(50)]
     s = _csr(sets)
     pre = prefix.prefix_sets(s, 0.8, prefix.rank_counts(s.keys))
     sizes = s.sizes
-    assert np.array_equal(np.diff(pre.offsets), sizes - prefix.min_overlap(sizes, 0.8) + 1)
+    assert np.array_equal(np.diff(pre.offsets), sizes - prefix.min_overlap(sizes, 0.8) + 2)
     assert not np.isin(pre.keys, common).any()
 
 
@@ -302,8 +302,10 @@ def _need(sa: int, sb: int, t: float) -> int:
 @pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(sets=key_sets(30, universe=50, max_keys=25), threshold=st.sampled_from(THRESHOLDS))
-def test_prefix_pairs_are_the_positional_filter_at_the_first_common_key(sets, threshold):
-    """The staged stage's pairs, by brute force over every pair of prefixes (rank order)."""
+def test_prefix_pairs_are_two_shared_keys_that_pass_the_positional_filter(sets, threshold):
+    """The staged stage's pairs, by brute force over every pair of prefixes (rank order): two
+    shared keys, each passing the positional filter there, or one where one common key can
+    reach the threshold; every pair at the threshold among them."""
     s = _csr(sets)
     pre = prefix.prefix_sets(s, threshold, prefix.rank_counts(s.keys))
     lists = [pre.keys[pre.offsets[d] : pre.offsets[d + 1]].tolist() for d in range(len(sets))]
@@ -313,9 +315,14 @@ def test_prefix_pairs_are_the_positional_filter_at_the_first_common_key(sets, th
             common = [k for k in lists[a] if k in lists[b]]
             if not common:
                 continue
-            i, j = lists[a].index(common[0]), lists[b].index(common[0])
             sa, sb = len(sets[a]), len(sets[b])
-            if 1 + min(sa - i - 1, sb - j - 1) >= _need(sa, sb, threshold):
+            need = _need(sa, sb, threshold)
+            weight = 0
+            for k in common:
+                i, j = lists[a].index(k), lists[b].index(k)
+                if min(i, j) + 1 + min(sa - i - 1, sb - j - 1) >= need:
+                    weight += 2 if need <= 1 else 1
+            if weight >= 2:
                 want.append((a, b))
     doc = np.repeat(np.arange(len(sets)), np.diff(pre.offsets))
     at = np.arange(len(doc)) - pre.offsets[doc]

@@ -5,9 +5,18 @@ Order the keys of all sets by how many documents hold them, rarest first (ties b
 ``s`` keys has Jaccard ``>= t`` with another only if they share at least ``o(s)`` keys, the
 smallest ``o`` with ``o / s >= t`` (float64, as the verification divides); so their
 *prefixes*, each set's ``s - o(s) + 1`` keys of lowest rank, share a key (the prefix-filtering
-lemma of exact set-similarity joins: Chaudhuri et al. 2006, Bayardo et al. 2007). Candidates are
-documents that share a prefix key: a superset of the pairs that reach the threshold, so the
-keep/drop rule over them decides exactly as over all pairs.
+lemma of exact set-similarity joins: Chaudhuri et al. 2006, Bayardo et al. 2007), and one key
+longer, ``s - o(s) + 2``, they share two: the ``k``-th of the ``o`` or more common keys in the
+corpus order has at most ``o - k`` common keys after it, so it sits at place ``s - o + k`` or
+earlier in each set. Candidates are documents whose prefixes share two keys
+(:data:`SHARED_KEYS`; one is enough where one common key can reach the threshold, as between
+sets of one or two keys), each passing the positional filter: a superset of the pairs that
+reach the threshold, so the keep/drop rule over them decides exactly as over all pairs.
+
+Two keys, not one, keep the candidates of unrelated documents flat as the corpus grows: the
+32-bit keys of distinct shingles collide more often the more shingles there are (about half a
+rejected candidate a document at 16M documents with one key), and two collisions between the
+same two documents are as rare at any size.
 
 Keys that many documents hold (templates, boilerplate, common phrases) come last in the order
 and stay out of the prefixes while a document has at least ``1 - t`` of its keys of its own, so
@@ -31,6 +40,7 @@ from neardup.core.similarity import ShingleSets, run_chunks
 
 __all__ = [
     "COUNT_BITS",
+    "SHARED_KEYS",
     "PrefixSets",
     "family_edges",
     "KeyGroups",
@@ -40,6 +50,7 @@ __all__ = [
     "prefix_keep",
     "prefix_pairs",
     "prefix_sets",
+    "clip_pairs",
     "shared_ids",
     "shared_keys",
     "unique_pairs",
@@ -48,6 +59,10 @@ __all__ = [
 #: log2 of the number of key counters (1 MiB of uint32, which the caches hold: a larger table
 #: costs a cache miss a key). Keys share counters, which only blurs the counts of rare keys.
 COUNT_BITS = 18
+
+#: Prefix keys two documents must share to be candidates (where one common key cannot reach
+#: the threshold); prefixes are ``SHARED_KEYS - 1`` keys longer than the one-key lemma's.
+SHARED_KEYS = 2
 
 
 def min_overlap(sizes: np.ndarray, t: float) -> np.ndarray:
@@ -106,12 +121,14 @@ def prefix_sets(
     counts: np.ndarray,
     threads: int = 1,
     take: np.ndarray | None = None,
+    shared: int = SHARED_KEYS,
 ) -> PrefixSets:
     """The prefixes of ``sets`` at threshold ``t`` under the order of ``counts``
-    (:func:`rank_counts` of the whole corpus): ``s - o(s) + 1`` keys each (:func:`min_overlap`),
-    none for an empty set or one left out by ``take`` (bool, n)."""
+    (:func:`rank_counts` of the whole corpus): ``s - o(s) + shared`` keys each, at most ``s``
+    (:func:`min_overlap`), none for an empty set or one left out by ``take`` (bool, n); the
+    prefixes in which candidates share ``shared`` keys (:func:`prefix_pairs`)."""
     sizes = sets.sizes
-    p = np.where(sizes > 0, sizes - min_overlap(sizes, t) + 1, 0)
+    p = np.where(sizes > 0, np.minimum(sizes, sizes - min_overlap(sizes, t) + shared), 0)
     if take is not None:
         p = np.where(take, p, 0)
     poff = np.zeros(len(sizes) + 1, dtype=np.int64)
@@ -138,23 +155,33 @@ class KeyGroups:
         self.starts, self.ends = cut[:-1].astype(np.int64), cut[1:].astype(np.int64)
 
     def pairs(
-        self, at: np.ndarray, size: np.ndarray, t: float, most: int | None = None
+        self,
+        at: np.ndarray,
+        size: np.ndarray,
+        t: float,
+        most: int | None = None,
+        need: int = SHARED_KEYS,
+        least: int | None = None,
     ) -> np.ndarray:
         """The candidate pairs (:func:`prefix_pairs`) of the keys held by 2 to ``most``
-        entries."""
+        entries; with ``least`` 1, every pair a key weighs for, each ``min(weight, need)``
+        times (the part of one range of keys, whose weights the ranges sum:
+        :func:`clip_pairs`)."""
         m = self.ends - self.starts
         many = m >= 2
         if most is not None:
             many &= m <= most
         starts, ends, m = self.starts[many], self.ends[many], m[many]
-        out = np.empty((int(np.sum(m * (m - 1) // 2)), 2), dtype=np.int64)
+        out = np.empty((need * int(np.sum(m * (m - 1) // 2)), 2), dtype=np.int64)
         got = PK.group_pairs(
             np.ascontiguousarray(self.pos[self.order]),
             np.ascontiguousarray(at[self.order], dtype=np.int64),
             np.ascontiguousarray(size[self.order], dtype=np.int64),
-            starts, ends, float(t), out,
+            starts, ends, float(t), int(need), out,
         )  # fmt: skip
-        return unique_pairs(out[:got])
+        if least is not None and least < need:
+            return clip_pairs(out[:got], need)
+        return unique_pairs(out[:got], need)
 
     def links(self, most: int) -> np.ndarray:
         """The family links (:func:`family_edges`) of the keys held by more than ``most``
@@ -181,15 +208,17 @@ def prefix_pairs(
     size: np.ndarray,
     t: float,
     most: int | None = None,
+    need: int = SHARED_KEYS,
 ) -> np.ndarray:
     """The candidate pairs among the prefix entries ``(keys[i], pos[i])`` (any order; a
     position once per key; ``at[i]``: the key's place in the document's prefix, ``size[i]``:
-    the document's set size): positions that share a key and pass the positional filter at
-    their first common key, as int64 rows ``(a, b)``, ``a < b``, each pair once, sorted: the
-    pairs the one-process pass examines (:func:`prefix_keep`), kept or not. With ``most``, a
-    key held by more than ``most`` entries makes no pairs here (:func:`family_edges` links
-    them instead)."""
-    return KeyGroups(keys, pos).pairs(at, size, t, most)
+    the document's set size): positions whose shared keys weigh ``need`` or more (one each
+    that passes the positional filter there, ``need`` where one common key can reach ``t``;
+    ``need`` 1 for band keys), as int64 rows ``(a, b)``, ``a < b``, each pair once, sorted:
+    the pairs the one-process pass examines (:func:`prefix_keep`), kept or not. With
+    ``most``, a key held by more than ``most`` entries makes no pairs here
+    (:func:`family_edges` links them instead)."""
+    return KeyGroups(keys, pos).pairs(at, size, t, most, need)
 
 
 def family_edges(keys: np.ndarray, pos: np.ndarray, most: int) -> np.ndarray:
@@ -202,12 +231,28 @@ def family_edges(keys: np.ndarray, pos: np.ndarray, most: int) -> np.ndarray:
     return KeyGroups(keys, pos).links(most)
 
 
-def unique_pairs(pairs: np.ndarray) -> np.ndarray:
-    """The rows of ``pairs`` (int64, shape (k, 2)) sorted, each once."""
+def unique_pairs(pairs: np.ndarray, least: int = 1) -> np.ndarray:
+    """The rows of ``pairs`` (int64, shape (k, 2)) that occur ``least`` times or more, sorted,
+    each once."""
+    rows, count = _row_counts(pairs)
+    return rows if least <= 1 else rows[count >= least]
+
+
+def clip_pairs(pairs: np.ndarray, most: int) -> np.ndarray:
+    """The rows of ``pairs`` (int64, shape (k, 2)) sorted, each ``min(count, most)`` times: a
+    range of keys' part of the weights that :func:`unique_pairs` with ``least`` sums over all
+    ranges."""
+    rows, count = _row_counts(pairs)
+    return np.repeat(rows, np.minimum(count, most), axis=0)
+
+
+def _row_counts(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``pairs`` (sorted) and how many times each occurs (int64)."""
     if len(pairs) == 0:
-        return pairs
+        return pairs, np.zeros(0, dtype=np.int64)
     pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
-    return pairs[np.r_[True, np.any(pairs[1:] != pairs[:-1], axis=1)]]
+    first = np.flatnonzero(np.r_[True, np.any(pairs[1:] != pairs[:-1], axis=1)])
+    return pairs[first], np.diff(np.r_[first, len(pairs)])
 
 
 def shared_keys(keys: np.ndarray) -> np.ndarray:
@@ -233,7 +278,7 @@ def prefix_keep(
     ``inter``, ``union``) and ``near`` in place; returns (checks, candidates, the largest
     family: :func:`largest_family`). ``pre`` may hold any keys a document shares with its
     candidates: with ``positional`` False (band keys, :mod:`neardup.core.bands`) their places
-    are not ranks and only the size filter applies."""
+    are not ranks, only the size filter applies and one shared key makes a candidate."""
     kept_for, inter, union = decided
     ids, n_shared = shared_ids(pre.keys, threads)
     # each shared key's slots, side by side: room for every prefix that holds it (most prefix
@@ -242,7 +287,7 @@ def prefix_keep(
     np.cumsum(np.bincount(ids[ids >= 0], minlength=n_shared), out=base[1:])
     checks, cands = PK.prefix_keep(
         sets.offsets, sets.keys, np.ascontiguousarray(docs, dtype=np.int64), pre.offsets, ids,
-        base, t, positional, kept_for, inter, union, *near,
+        base, t, positional, SHARED_KEYS if positional else 1, kept_for, inter, union, *near,
     )  # fmt: skip
     return int(checks), int(cands), largest_family(pre, ids)
 

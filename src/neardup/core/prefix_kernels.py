@@ -177,32 +177,38 @@ def key_ids64(tkeys, tidx, bits, keys, ids, lo, hi):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _may_reach(sx, i, sy, j, t):
-    """Whether sets of ``sx`` and ``sy`` keys whose first common key in the corpus order is the
-    ``i``-th of the one and the ``j``-th of the other can reach Jaccard ``t``: they share at
-    most ``1 + min(sx - i - 1, sy - j - 1)`` keys (the positional filter). The exact count
-    (:func:`~neardup.core.verify_kernels.min_intersection`) is asked only of pairs that pass
-    its real-number bound ``t * (sx + sy) / (1 + t)``, less a margin of float rounding."""
-    most = 1 + min(sx - i - 1, sy - j - 1)
+def _weight(sx, i, sy, j, t, need):
+    """What a key that sets of ``sx`` and ``sy`` keys share at the ``i``-th place of the one's
+    prefix and the ``j``-th of the other's counts towards the ``need`` shared keys that make
+    them candidates: 0 when they cannot reach Jaccard ``t`` (the positional filter: at most
+    ``min(i, j)`` common keys come before it, each earlier in both prefixes, and at most
+    ``min(sx - i - 1, sy - j - 1)`` after it), ``need`` when one common key can be enough
+    (:func:`~neardup.core.verify_kernels.min_intersection` at most 1), else 1. The exact count
+    is asked only of pairs that pass its real-number bound ``t * (sx + sy) / (1 + t)``, less a
+    margin of float rounding."""
+    most = min(i, j) + 1 + min(sx - i - 1, sy - j - 1)
     s = sx + sy
     if most < t * s / (1.0 + t) - 1e-9 * s:
-        return False
-    return most >= min_intersection(sx, sy, t)
+        return 0
+    c = min_intersection(sx, sy, t)
+    if most < c:
+        return 0
+    return need if c <= 1 else 1
 
 
 @njit(cache=True, nogil=True)
 def prefix_keep(
-    offsets, keys, docs, poff, ids, base, t, positional, kept_for, inter, union,
+    offsets, keys, docs, poff, ids, base, t, positional, need, kept_for, inter, union,
     near_for, near_inter, near_union,
 ):  # fmt: skip
     """Keep or drop ``docs`` (class representatives in priority order, ``kept_for`` -2 while
     undecided), each dropped for the first kept earlier document, in priority order, with
     Jaccard ``>= t`` among its candidates, else kept (-1). The keys of ``d``'s prefix, in rank
     order, are ``ids[poff[d]:poff[d + 1]]``: each an index below ``n_shared`` of a key that two
-    or more prefixes hold (the only keys that can pair documents), or -1. A candidate shares a
-    prefix key and passes the positional filter (:func:`_may_reach`) at the first key it
-    shares (with ``positional`` False, the keys' places are not ranks, as with band keys: the
-    size filter alone). Only kept documents are indexed: shared key ``g`` holds its kept
+    or more prefixes hold (the only keys that can pair documents), or -1. A candidate shares
+    prefix keys whose weights (:func:`_weight`: the positional filter at each) reach ``need``
+    (with ``positional`` False, the keys' places are not ranks, as with band keys: the size
+    filter alone). Only kept documents are indexed: shared key ``g`` holds its kept
     documents side by side in slots ``base[g]`` to ``base[g + 1]`` (int64, ``n_shared + 1``:
     room for every prefix that holds it), so a walk of a key reads memory in order instead of
     chasing links. With ``near_for`` of length ``n`` (else empty), each checked pair under
@@ -213,6 +219,7 @@ def prefix_keep(
     ent = np.empty((base[-1], 3), dtype=np.int32)
     fill = base[:-1].copy()
     seen = np.full(docs.shape[0], -1, dtype=np.int64)
+    score = np.zeros(docs.shape[0], dtype=np.int32)
     buf = np.empty(docs.shape[0], dtype=np.int64)
     checks = 0
     cands = 0
@@ -228,11 +235,19 @@ def prefix_keep(
                 r = ent[e, 0]
                 if seen[r] != q:
                     seen[r] = q
+                    score[r] = 0
+                    buf[m] = r
+                    m += 1
+                if score[r] < need:
                     i = np.int64(j - poff[d]) if positional else np.int64(0)
                     k = np.int64(ent[e, 1]) if positional else np.int64(0)
-                    if _may_reach(sd, i, np.int64(ent[e, 2]), k, t):
-                        buf[m] = r
-                        m += 1
+                    score[r] += _weight(sd, i, np.int64(ent[e, 2]), k, t, need)
+        c = 0
+        for x in range(m):
+            if score[buf[x]] >= need:
+                buf[c] = buf[x]
+                c += 1
+        m = c
         cands += m
         found = False
         if m:
@@ -259,18 +274,19 @@ def prefix_keep(
 
 
 @njit(cache=True, nogil=True)
-def group_pairs(pos, at, size, starts, ends, t, out):
+def group_pairs(pos, at, size, starts, ends, t, need, out):
     """The pairs of positions within each group ``pos[starts[g]:ends[g]]`` (the entries of one
     key, positions ascending; ``at``: the key's place in each document's prefix, ``size``: the
-    document's set size) that pass the positional filter (:func:`_may_reach`) at that key, as
-    rows ``(pos[i], pos[j])``, ``i < j``, written to ``out`` in order; returns the rows
-    written. At a pair's first common key the filter is the one-process run's; at a later one
-    it only rejects more, and the pair comes from its first key too."""
+    document's set size), each written to ``out`` as rows ``(pos[i], pos[j])``, ``i < j``, as
+    many times as the key weighs for the pair (:func:`_weight`: 0 to ``need``); returns the
+    rows written. A pair is a candidate when its rows over all keys reach ``need``, the rule
+    of :func:`prefix_keep`."""
     k = 0
     for g in range(starts.shape[0]):
         for i in range(starts[g], ends[g]):
             for j in range(i + 1, ends[g]):
-                if _may_reach(size[i], at[i], size[j], at[j], t):
+                w = _weight(size[i], at[i], size[j], at[j], t, need)
+                for _ in range(w):
                     out[k, 0] = pos[i]
                     out[k, 1] = pos[j]
                     k += 1

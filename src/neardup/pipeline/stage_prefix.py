@@ -7,8 +7,10 @@ prefix-count (per shard: its keys counted in the rank counters) -> prefix-merge 
 counters of every shard summed: the corpus order) -> prefix (per shard: the prefixes of its
 documents that take part, as (key, position) entries cut by ranges of the key space; with
 bands, their band keys, and no counts before) ->
-prefix-pairs (per key range: the pairs of positions that share a key, cut by ranges of the
-first position) -> pairs (per position range: each pair once, as the verify stage reads them).
+prefix-pairs (per key range: the pairs of positions that share a key, each as many times as
+the key weighs for it, cut by ranges of the first position) -> pairs (per position range: each
+pair whose weights over all ranges reach what a candidate needs, once, as the verify stage reads
+them).
 
 A key that more than :data:`FAMILY_DOCS` prefixes hold (near copies of one page, or pages that
 share rare words) makes no pairs: its documents are linked into one family (``fam``: each to
@@ -23,12 +25,20 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.core.bands import band_sets
-from neardup.core.prefix import KeyGroups, prefix_sets, rank_counts, unique_pairs
+from neardup.core.prefix import SHARED_KEYS, KeyGroups, prefix_sets, rank_counts, unique_pairs
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stages import copies_in
 from neardup.pipeline.task_files import gather, inbox, key_stage, load, save, shard_sets
 
-__all__ = ["FAMILY_DOCS", "count_task", "dedupe_task", "merge_task", "pairs_task", "prefix_task"]
+__all__ = [
+    "FAMILY_DOCS",
+    "count_task",
+    "dedupe_task",
+    "merge_task",
+    "need_keys",
+    "pairs_task",
+    "prefix_task",
+]
 
 #: Keys held by more prefixes than this make a family, not pairs (about 2,000 pairs a key).
 FAMILY_DOCS = 64
@@ -87,9 +97,10 @@ def key_range(keys: np.ndarray, ranges: int) -> np.ndarray:
 
 def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, b: int,
                bounds: list[int], most: int) -> dict[str, int]:  # fmt: skip
-    """The candidate pairs of positions that share a key of range ``b`` held by at most
-    ``most`` prefixes (from every shard's prefix entries,
-    :func:`~neardup.core.prefix.prefix_pairs`) and the family links of the keys held by more
+    """The pairs of positions that share a key of range ``b`` held by at most ``most``
+    prefixes, each as many times as the key weighs for it, up to what a candidate needs (from
+    every shard's prefix entries, :func:`~neardup.core.prefix.prefix_pairs`, whose sum over
+    the ranges the dedupe stage takes) and the family links of the keys held by more
     (``f``, :func:`~neardup.core.prefix.family_edges`), each cut (``c``, ``cf``) by the range
     of ``bounds`` (ascending global positions) that holds its first position; the result's
     ``largest`` is the range's largest key's ``[documents, first position]``."""
@@ -99,19 +110,27 @@ def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, b: int,
     k, p, j, size = cols["k"], cols["p"], cols["j"], cols["s"]
     moved = len(k) * (20 + k.itemsize)
     groups = KeyGroups(k, p)  # sorted once for the pairs, the links and the largest
-    pairs, fam = groups.pairs(j, size, plan.threshold, most), groups.links(most)
+    pairs = groups.pairs(j, size, plan.threshold, most, need_keys(plan), least=1)
+    fam = groups.links(most)
     nbytes = save(out, pairs=pairs, c=np.searchsorted(pairs[:, 0], bounds).astype(np.int64),
                   f=fam, cf=np.searchsorted(fam[:, 0], bounds).astype(np.int64))  # fmt: skip
     return {"pairs": len(pairs), "family": len(fam), "moved": moved, "bytes": nbytes,
             "largest": list(groups.largest())}  # fmt: skip
 
 
-def dedupe_task(out: str, work: str, tasks: list[str], r: int) -> dict[str, int]:
-    """Range ``r``'s pairs from every prefix-pairs task, each pair once (sorted): the
-    candidate pairs the verify stage reads; and its family links (``fam``), each once."""
+def need_keys(plan: DedupPlan) -> int:
+    """The shared keys that make two documents candidates: one band, or
+    :data:`~neardup.core.prefix.SHARED_KEYS` prefix keys."""
+    return 1 if plan.scheme is not None else SHARED_KEYS
+
+
+def dedupe_task(out: str, work: str, plan: DedupPlan, tasks: list[str], r: int) -> dict[str, int]:
+    """Range ``r``'s candidate pairs, each once (sorted): the pairs whose weights from every
+    prefix-pairs task reach :func:`need_keys`, which the verify stage reads; and its family
+    links (``fam``), each once."""
     pairs = inbox(work, "prefix-pairs", tasks, r, "pairs")
     fam = unique_pairs(inbox(work, "prefix-pairs", tasks, r, "f", "cf"))
     moved = (len(pairs) + len(fam)) * 16
-    pairs = unique_pairs(pairs)
+    pairs = unique_pairs(pairs, need_keys(plan))
     return {"pairs": len(pairs), "family": len(fam), "moved": moved,
             "bytes": save(out, pairs=pairs, fam=fam)}  # fmt: skip

@@ -186,7 +186,7 @@ def _prefix_search(r: Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str
                      for b in range(k)], memory=_shard_memory(plan))  # fmt: skip
     names = [str(p) for p in range(k)]
     found = r.map("prefix-dedupe",
-                  [(nm, dict(work=r.work, tasks=[str(b) for b in range(k)], r=p))
+                  [(nm, dict(work=r.work, plan=plan, tasks=[str(b) for b in range(k)], r=p))
                    for p, nm in enumerate(names)],
                   memory=_shard_memory(plan))  # fmt: skip
     run.moved_bytes = sum(f["moved"] for f in grouped) + sum(f["moved"] for f in found)
