@@ -129,6 +129,9 @@ def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
             temp_mb=s.get("temp_bytes", 0) / 1e6,
             stage_temp_mb={k: round(v["temp_bytes"] / 1e6, 1) for k, v in stages.items()},
             stage_rss_mb={k: round(v["caller_peak_rss"] / 1e6) for k, v in stages.items()},
+            stage_read_mb={
+                k: round(v.get("caller_disk_reads", 0) / 1e6) for k, v in stages.items()
+            },  # fmt: skip
             shuffle_mb=s.get("shuffle_bytes", 0) / 1e6,
             seconds=s["seconds"],
             same=name == first or (_same(out, ref) if os.path.exists(ref) else "not run"),
@@ -158,7 +161,8 @@ def _line(r: dict) -> str:
         f"dropped {r['dropped']:,}  "
         f"same bytes as today: {r['same']}\n          stages {r['seconds']}\n"
         f"          temp per stage (MB) {r['stage_temp_mb']}\n"
-        f"          caller peak RSS after each stage (MB) {r['stage_rss_mb']}"
+        f"          caller peak RSS after each stage (MB) {r['stage_rss_mb']}\n"
+        f"          caller's reads from disk in each stage (MB) {r['stage_read_mb']}"
     )
 
 

@@ -16,7 +16,7 @@ from neardup.pipeline.read_cache import renew
 from neardup.pipeline.stage_table import STAGES
 from neardup.pipeline.workdir import finished_names
 
-__all__ = ["Runner", "peak_rss"]
+__all__ = ["Runner", "disk_reads", "peak_rss"]
 
 
 class Runner:
@@ -34,6 +34,8 @@ class Runner:
         self.seconds: dict[str, float] = {}
         self.tasks: dict[str, int] = {}
         self.peak_rss: dict[str, int] = {}  #: this process's peak RSS (bytes) after each stage
+        #: the bytes this process read from storage devices in each stage (page cache misses)
+        self.disk_reads: dict[str, int] = {}
         self.reused: dict[str, int] = {}  #: tasks found finished (a run resumed), by stage
 
     def map(self, step: str, tasks: Sequence[tuple[str, dict[str, Any]]],
@@ -45,7 +47,7 @@ class Runner:
         stage = STAGES[step].stage
         if round is not None:
             stage = stage.replace("*", str(round))
-        t0 = time.perf_counter()
+        t0, read0 = time.perf_counter(), disk_reads()
         finished = finished_names(self.work, stage, [name for name, _ in tasks])
         done = len(finished)
         self.reused[stage] = self.reused.get(stage, 0) + done
@@ -67,6 +69,7 @@ class Runner:
         self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
         self.tasks[stage] = self.tasks.get(stage, 0) + len(tasks)
         self.peak_rss[stage] = peak_rss()
+        self.disk_reads[stage] = self.disk_reads.get(stage, 0) + disk_reads() - read0
         return out
 
 
@@ -86,6 +89,19 @@ def _run_task(copies: tuple[tuple[str, str], ...], sums: bool, generation: str, 
     with reading_copies(copies), layout.reading(step, entry.reads):
         return run_task(work, stage, name, fn, sums=sums, fresh=fresh,
                         check=layout.check_written)  # fmt: skip
+
+
+def disk_reads() -> int:
+    """The bytes this process has read from storage devices so far (``read_bytes`` of
+    ``/proc/self/io``: reads the page cache answered are not counted; 0 where unknown)."""
+    try:
+        with open("/proc/self/io", "rb") as f:
+            for line in f:
+                if line.startswith(b"read_bytes:"):
+                    return int(line.split()[1])
+    except OSError:  # not on Linux
+        pass
+    return 0
 
 
 def peak_rss() -> int:
