@@ -167,10 +167,7 @@ def load_array(directory: str, entry: dict[str, Any]) -> np.ndarray:
         )
     try:
         with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            with NPY_HEADERS:
-                shape, fortran, dtype = _read_header(f, version)
-            offset = f.tell()
+            shape, fortran, dtype, offset = read_npy_header(f)
     except Exception as e:  # a damaged header can fail in many ways (tokenize, syntax, ...)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CorruptIndexError(f"{path}: damaged array header ({first})") from None
@@ -201,6 +198,16 @@ def load_array(directory: str, entry: dict[str, Any]) -> np.ndarray:
 #: every header neardup reads (the index's arrays, a work directory's) is read under this lock;
 #: the data is mapped and read after, outside it.
 NPY_HEADERS = threading.Lock()
+
+
+def read_npy_header(f: Any) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """The header of the ``.npy`` file open at its start as ``f`` (binary): shape, Fortran
+    order, dtype and the byte offset of its data (``f`` is left there), parsed under
+    :data:`NPY_HEADERS`."""
+    version = np.lib.format.read_magic(f)
+    with NPY_HEADERS:
+        shape, fortran, dtype = _read_header(f, version)
+    return shape, fortran, dtype, f.tell()
 
 
 def _read_header(f: Any, version: tuple[int, int]) -> tuple[tuple[int, ...], bool, np.dtype]:

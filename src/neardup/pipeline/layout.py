@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import fnmatch
+import functools
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -133,12 +134,19 @@ def path(work: str, stage: str, task: str | int, name: str) -> str:
     in the work directory ``work``, or of the directory ``name`` whose files it declares
     (``files/*``: ``files``); ValueError where the layout does not declare it."""
     _check_read(stage)
+    return os.path.join(work, stage, str(task), _file_name(stage, name))
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_name(stage: str, name: str) -> str:
+    """What :func:`path` names in a task's directory (checked once per stage and name: a
+    stage's tasks read thousands of slices)."""
     if any(pattern.startswith(f"{name}/") for pattern in stage_files(stage)):
-        return os.path.join(work, stage, str(task), name)
+        return name
     name = name if "." in name else f"{name}.npy"
     if not _declared(stage, name):
         raise ValueError(f"the work directory's layout has no file {name!r} in stage {stage!r}")
-    return os.path.join(work, stage, str(task), name)
+    return name
 
 
 def check_written(stage: str, names: Iterable[str]) -> None:

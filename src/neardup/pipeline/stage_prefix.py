@@ -63,7 +63,7 @@ def prefix_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, copie
     """The prefix entries (with bands: the band keys) of shard ``s``'s documents with shingles
     that are not copies of an earlier set (the exact stage's ``copies`` tasks), as ``k``
     (key), ``p`` (global position), ``j`` (the key's place in the prefix; 0 for a band) and
-    ``s`` (the set's size), cut (``c``) into ``ranges`` ranges of the key space."""
+    ``s`` (the set's size, int32), cut (``c``) into ``ranges`` ranges of the key space."""
     sets = shard_sets(work, s, key_stage(plan))
     take = sets.sizes > 0
     if copies:
@@ -83,7 +83,8 @@ def prefix_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, copie
     order = np.argsort(part, kind="stable")
     cuts = np.searchsorted(part[order], np.arange(ranges + 1)).astype(np.int64)
     return {"bytes": save(out, k=pre.keys[order], p=doc[order] + offset,
-                          j=at[order].astype(np.int32), s=sets.sizes[doc[order]], c=cuts)}  # fmt: skip
+                          j=at[order].astype(np.int32), s=sets.sizes[doc[order]].astype(np.int32),
+                          c=cuts)}  # fmt: skip
 
 
 def key_range(keys: np.ndarray, ranges: int) -> np.ndarray:
@@ -106,9 +107,9 @@ def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, b: int,
     ``largest`` is the range's largest key's ``[documents, first position]``."""
     key = np.uint64 if plan.scheme is not None else np.uint32
     cols = gather(work, "prefix", range(n_shards), b,
-                  {"k": key, "p": np.int64, "j": np.int32, "s": np.int64})  # fmt: skip
+                  {"k": key, "p": np.int64, "j": np.int32, "s": np.int32})  # fmt: skip
     k, p, j, size = cols["k"], cols["p"], cols["j"], cols["s"]
-    moved = len(k) * (20 + k.itemsize)
+    moved = len(k) * (16 + k.itemsize)
     groups = KeyGroups(k, p)  # sorted once for the pairs, the links and the largest
     pairs = groups.pairs(j, size, plan.threshold, most, need_keys(plan), least=1)
     fam = groups.links(most)
