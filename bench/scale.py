@@ -129,6 +129,7 @@ def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
             temp_mb=s.get("temp_bytes", 0) / 1e6,
             stage_temp_mb={k: round(v["temp_bytes"] / 1e6, 1) for k, v in stages.items()},
             stage_rss_mb={k: round(v["caller_peak_rss"] / 1e6) for k, v in stages.items()},
+            stage_cpu={k: v.get("caller_cpu_seconds", 0) for k, v in stages.items()},
             stage_read_mb={
                 k: round(v.get("caller_disk_reads", 0) / 1e6) for k, v in stages.items()
             },  # fmt: skip
@@ -162,7 +163,8 @@ def _line(r: dict) -> str:
         f"same bytes as today: {r['same']}\n          stages {r['seconds']}\n"
         f"          temp per stage (MB) {r['stage_temp_mb']}\n"
         f"          caller peak RSS after each stage (MB) {r['stage_rss_mb']}\n"
-        f"          caller's reads from disk in each stage (MB) {r['stage_read_mb']}"
+        f"          caller's reads from disk in each stage (MB) {r['stage_read_mb']}\n"
+        f"          caller's CPU seconds in each stage {r['stage_cpu']}"
     )
 
 

@@ -479,6 +479,8 @@ def test_repeated_ids_spread_over_hash_ranges(shard_docs, repeats, collide):
         assert stages_run["ids"]["tasks"] == staged.S.id_buckets(shards) > shards // 2
         reads = [v["caller_disk_reads"] for v in stages_run.values()]  # page cache misses
         assert all(isinstance(b, int) and b >= 0 for b in reads)
+        assert all(v["caller_cpu_seconds"] >= 0 for v in stages_run.values())
+        assert stages_run["scan"]["caller_cpu_seconds"] > 0  # the threads' work is counted
         if bad_one:  # without --skip-bad, a repeat is the error and nothing is written
             with pytest.raises(InputError) as e:
                 dedup(src, shard_docs=shard_docs, output=where / "x.jsonl")

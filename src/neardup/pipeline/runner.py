@@ -36,6 +36,9 @@ class Runner:
         self.peak_rss: dict[str, int] = {}  #: this process's peak RSS (bytes) after each stage
         #: the bytes this process read from storage devices in each stage (page cache misses)
         self.disk_reads: dict[str, int] = {}
+        #: the CPU seconds of this process's threads in each stage (with the local executor,
+        #: the tasks' own: wall minus this is time spent waiting, on storage among others)
+        self.cpu: dict[str, float] = {}
         self.reused: dict[str, int] = {}  #: tasks found finished (a run resumed), by stage
 
     def map(self, step: str, tasks: Sequence[tuple[str, dict[str, Any]]],
@@ -47,7 +50,7 @@ class Runner:
         stage = STAGES[step].stage
         if round is not None:
             stage = stage.replace("*", str(round))
-        t0, read0 = time.perf_counter(), disk_reads()
+        t0, read0, cpu0 = time.perf_counter(), disk_reads(), time.process_time()
         finished = finished_names(self.work, stage, [name for name, _ in tasks])
         done = len(finished)
         self.reused[stage] = self.reused.get(stage, 0) + done
@@ -70,6 +73,7 @@ class Runner:
         self.tasks[stage] = self.tasks.get(stage, 0) + len(tasks)
         self.peak_rss[stage] = peak_rss()
         self.disk_reads[stage] = self.disk_reads.get(stage, 0) + disk_reads() - read0
+        self.cpu[stage] = self.cpu.get(stage, 0.0) + time.process_time() - cpu0
         return out
 
 

@@ -580,7 +580,7 @@ def _stages(r: Runner, plan: DedupPlan, on_bad: Any, progress: Any) -> StagedRun
         _near(r, plan, run)
     _write(r, plan, run)
     run.seconds, run.tasks, run.peak_rss = r.seconds, r.tasks, r.peak_rss
-    run.disk_reads = r.disk_reads
+    run.disk_reads, run.cpu = r.disk_reads, r.cpu
     run.temp_bytes = stage_bytes(r.work)
     run.bytes_in = S.input_bytes(plan)
     return run

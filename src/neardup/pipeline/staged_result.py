@@ -174,7 +174,8 @@ def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:
     out["stages"] = {
         k: {"tasks": run.tasks.get(k, 0), "reused": run.reused.get(k, 0),
             "temp_bytes": run.temp_bytes.get(k, 0), "caller_peak_rss": run.peak_rss.get(k, 0),
-            "caller_disk_reads": run.disk_reads.get(k, 0)}
+            "caller_disk_reads": run.disk_reads.get(k, 0),
+            "caller_cpu_seconds": round(run.cpu.get(k, 0.0), 3)}
         for k in run.tasks
     }  # fmt: skip
     if plan.work_dir is not None:

@@ -32,6 +32,7 @@ class StagedRun:
     moved_bytes: int = 0
     peak_rss: dict[str, int] = field(default_factory=dict)
     disk_reads: dict[str, int] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)
     against: dict[str, Any] | None = None  #: the index check: how, path, distance, found, own
     added: int = 0  #: documents added to the index (``update``)
     near: dict[str, Any] | None = None  #: the report's near misses (a report asked for them)
