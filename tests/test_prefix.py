@@ -333,6 +333,27 @@ def test_prefix_pairs_are_two_shared_keys_that_pass_the_positional_filter(sets, 
             assert (a, b) in want
 
 
+@settings(max_examples=100, deadline=None)
+@given(sets=key_sets(30, universe=50, max_keys=25), threshold=st.sampled_from(THRESHOLDS),
+       ranges=st.integers(1, 5))  # fmt: skip
+def test_pairs_summed_over_key_ranges_are_the_pairs_of_all_keys(sets, threshold, ranges):
+    """The staged split: each range of the key space gives its pairs, each as many times as
+    its keys weigh for it up to two (clip_pairs); the pairs whose rows over all ranges reach
+    two are the pairs of all keys at once, so a pair whose two shared keys fall in different
+    ranges is found."""
+    s = _csr(sets)
+    pre = prefix.prefix_sets(s, threshold, prefix.rank_counts(s.keys))
+    doc = np.repeat(np.arange(len(sets)), np.diff(pre.offsets))
+    at = np.arange(len(doc)) - pre.offsets[doc]
+    size = s.sizes[doc]
+    part = stage_prefix.key_range(pre.keys, ranges)
+    rows = [prefix.KeyGroups(pre.keys[part == r], doc[part == r])
+            .pairs(at[part == r], size[part == r], threshold, least=1) for r in range(ranges)]  # fmt: skip
+    summed = prefix.unique_pairs(np.concatenate(rows), prefix.SHARED_KEYS)
+    whole = prefix.prefix_pairs(pre.keys, doc, at, size, threshold)
+    assert np.array_equal(summed.reshape(-1, 2), whole.reshape(-1, 2))
+
+
 @pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(sets=key_sets(30, universe=50, max_keys=25), threshold=st.sampled_from(THRESHOLDS),

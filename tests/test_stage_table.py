@@ -10,11 +10,12 @@ import os
 import numpy as np
 import pytest
 
+from neardup.errors import InputError
 from neardup.pipeline import layout
 from neardup.pipeline.executors import LocalExecutor
 from neardup.pipeline.runner import Runner
 from neardup.pipeline.stage_table import STAGES
-from neardup.pipeline.task_files import load, save
+from neardup.pipeline.task_files import gather, load, read_rows, save
 
 
 def test_every_step_declares_its_stage_and_what_it_reads():
@@ -90,3 +91,28 @@ def test_a_task_that_reads_an_undeclared_stage_fails(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="step 'cc-labels' read stage 'own'"):
         r.map("cc-labels", [("1", {"work": work})])
     assert int(np.sum(load(work, "own", 0, "own"))) == 3  # the caller reads any stage
+
+
+def test_slices_are_read_as_written_and_a_rewritten_or_cut_file_is_read_anew(tmp_path):
+    """read_rows (the slices every task of a stage reads) gives what the file holds: any rows
+    of 1-d and 2-d arrays, an array rewritten in place (its header parsed again, not the one
+    remembered), and a file cut short is a damaged file named in one line."""
+    work = str(tmp_path)
+    out = layout.task_dir(work, "prefix-pairs", 0)
+    os.makedirs(out)
+    pairs = np.arange(40, dtype=np.int64).reshape(20, 2)
+    save(out, pairs=pairs, c=np.array([0, 7, 20]), f=np.zeros((0, 2), np.int64),
+         cf=np.zeros(3, np.int64))  # fmt: skip
+    for lo, hi in [(0, 20), (3, 9), (5, 5), (19, 20)]:
+        assert np.array_equal(read_rows(work, "prefix-pairs", 0, "pairs", lo, hi), pairs[lo:hi])
+    got = gather(work, "prefix-pairs", [0, 0], 1, {"pairs": np.int64})["pairs"]
+    assert np.array_equal(got, np.concatenate([pairs[7:20], pairs[7:20]]))
+    with pytest.raises(InputError, match="rows 4 to 30 of an array of 20"):
+        read_rows(work, "prefix-pairs", 0, "pairs", 4, 30)
+    save(out, pairs=pairs[:5] * 3)  # rewritten: another shape and other values
+    assert np.array_equal(read_rows(work, "prefix-pairs", 0, "pairs"), pairs[:5] * 3)
+    path = os.path.join(out, "pairs.npy")
+    os.truncate(path, os.path.getsize(path) - 8)
+    with pytest.raises(InputError, match="pairs.npy.*cut short") as e:
+        read_rows(work, "prefix-pairs", 0, "pairs")
+    assert "\n" not in str(e.value)
