@@ -348,7 +348,7 @@ def test_pairs_summed_over_key_ranges_are_the_pairs_of_all_keys(sets, threshold,
     size = s.sizes[doc]
     part = stage_prefix.key_range(pre.keys, ranges)
     rows = [prefix.KeyGroups(pre.keys[part == r], doc[part == r])
-            .pairs(at[part == r], size[part == r], threshold, least=1) for r in range(ranges)]  # fmt: skip
+            .pairs(at[part == r], size[part == r], threshold, part=True) for r in range(ranges)]  # fmt: skip
     summed = prefix.unique_pairs(np.concatenate(rows), prefix.SHARED_KEYS)
     whole = prefix.prefix_pairs(pre.keys, doc, at, size, threshold)
     assert np.array_equal(summed.reshape(-1, 2), whole.reshape(-1, 2))

@@ -161,12 +161,12 @@ class KeyGroups:
         t: float,
         most: int | None = None,
         need: int = SHARED_KEYS,
-        least: int | None = None,
+        part: bool = False,
     ) -> np.ndarray:
         """The candidate pairs (:func:`prefix_pairs`) of the keys held by 2 to ``most``
-        entries; with ``least`` 1, every pair a key weighs for, each ``min(weight, need)``
-        times (the part of one range of keys, whose weights the ranges sum:
-        :func:`clip_pairs`)."""
+        entries; with ``part`` (these keys are one range of the key space, whose weights the
+        ranges sum), every pair the keys weigh for, each ``min(weight, need)`` times
+        (:func:`clip_pairs`)."""
         m = self.ends - self.starts
         many = m >= 2
         if most is not None:
@@ -179,9 +179,7 @@ class KeyGroups:
             np.ascontiguousarray(size[self.order], dtype=np.int64),
             starts, ends, float(t), int(need), out,
         )  # fmt: skip
-        if least is not None and least < need:
-            return clip_pairs(out[:got], need)
-        return unique_pairs(out[:got], need)
+        return clip_pairs(out[:got], need) if part else unique_pairs(out[:got], need)
 
     def links(self, most: int) -> np.ndarray:
         """The family links (:func:`family_edges`) of the keys held by more than ``most``

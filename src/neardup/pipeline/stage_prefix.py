@@ -111,7 +111,7 @@ def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, b: int,
     k, p, j, size = cols["k"], cols["p"], cols["j"], cols["s"]
     moved = len(k) * (16 + k.itemsize)
     groups = KeyGroups(k, p)  # sorted once for the pairs, the links and the largest
-    pairs = groups.pairs(j, size, plan.threshold, most, need_keys(plan), least=1)
+    pairs = groups.pairs(j, size, plan.threshold, most, need_keys(plan), part=True)
     fam = groups.links(most)
     nbytes = save(out, pairs=pairs, c=np.searchsorted(pairs[:, 0], bounds).astype(np.int64),
                   f=fam, cf=np.searchsorted(fam[:, 0], bounds).astype(np.int64))  # fmt: skip

@@ -1,11 +1,12 @@
 """A staged dedup's tasks' files read and written (:mod:`neardup.pipeline.layout` says where
-each lives): arrays as ``.npy`` files (a whole array memory-mapped, a slice read), records as JSON lines, a shard's
-ids, its shingle sets, and the slices of every task of a stage that one task of the next
-stage reads. Positions are global: a document's shard offset plus its place in the shard."""
+each lives): arrays as ``.npy`` files (a whole array memory-mapped, a slice read), records as
+JSON lines, a shard's ids, its shingle sets, and the slices of every task of a stage that one
+task of the next stage reads. Positions are global: a document's shard offset plus its place in the shard."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
 from collections.abc import Iterable, Iterator
@@ -80,7 +81,7 @@ def read_rows(work: str, stage: str, task: str | int, name: str, lo: int = 0,
         if not 0 <= lo <= hi <= n:
             raise ValueError(f"rows {lo} to {hi} of an array of {n}")
         out = np.empty((hi - lo, *shape[1:]), dtype=dtype)
-        f.seek(offset + lo * (out.nbytes // max(1, hi - lo)))
+        f.seek(offset + lo * dtype.itemsize * math.prod(shape[1:]))
         got = f.readinto(memoryview(out).cast("B")) if out.nbytes else 0
         if got != out.nbytes:
             raise ValueError(f"{got} bytes where {out.nbytes} were due: the file is cut short")
