@@ -107,6 +107,10 @@ def test_slices_are_read_as_written_and_a_rewritten_or_cut_file_is_read_anew(tmp
         assert np.array_equal(read_rows(work, "prefix-pairs", 0, "pairs", lo, hi), pairs[lo:hi])
     got = gather(work, "prefix-pairs", [0, 0], 1, {"pairs": np.int64})["pairs"]
     assert np.array_equal(got, np.concatenate([pairs[7:20], pairs[7:20]]))
+    three = gather(work, "prefix-pairs", [0, 0, 0], 0, {"pairs": np.int64})["pairs"]  # in place
+    assert np.array_equal(three, np.concatenate([pairs[:7]] * 3))
+    narrow = gather(work, "prefix-pairs", [0, 0, 0], 1, {"pairs": np.int32})["pairs"]  # converted
+    assert narrow.dtype == np.int32 and np.array_equal(narrow, np.concatenate([pairs[7:20]] * 3))
     with pytest.raises(InputError, match="rows 4 to 30 of an array of 20"):
         read_rows(work, "prefix-pairs", 0, "pairs", 4, 30)
     save(out, pairs=pairs[:5] * 3)  # rewritten: another shape and other values

@@ -22,6 +22,7 @@ from neardup.config import DEFAULT_DEDUP_DISTANCE
 from neardup.core import decide_kernels as DK
 from neardup.core.bits import as_fingerprints, popcount
 from neardup.core.layout import Layout
+from neardup.core.order import lexorder
 from neardup.core.search import find_all
 
 __all__ = [
@@ -140,7 +141,7 @@ def priority_order(
     pos = np.arange(n, dtype=np.int64)
     if key is None:
         return pos
-    return np.lexsort((pos, key)).astype(np.int64)
+    return lexorder((pos, key)).astype(np.int64)
 
 
 def _class_leaders(fp: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from neardup.core import prefix_kernels as PK
+from neardup.core.order import lexorder, row_counts
 from neardup.core.similarity import ShingleSets, run_chunks
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "largest_family",
     "rank_counts",
     "min_overlap",
+    "need_keys",
     "prefix_keep",
     "prefix_pairs",
     "prefix_sets",
@@ -63,6 +65,13 @@ COUNT_BITS = 18
 #: Prefix keys two documents must share to be candidates (where one common key cannot reach
 #: the threshold); prefixes are ``SHARED_KEYS - 1`` keys longer than the one-key lemma's.
 SHARED_KEYS = 2
+
+
+def need_keys(positional: bool = True) -> int:
+    """The shared keys that make two documents candidates: :data:`SHARED_KEYS` prefix keys,
+    each at a place that passes the positional filter; one key where the places are not ranks
+    (band keys, :mod:`neardup.core.bands`)."""
+    return SHARED_KEYS if positional else 1
 
 
 def min_overlap(sizes: np.ndarray, t: float) -> np.ndarray:
@@ -149,7 +158,7 @@ class KeyGroups:
 
     def __init__(self, keys: np.ndarray, pos: np.ndarray) -> None:
         self.pos = np.asarray(pos, dtype=np.int64)
-        self.order = np.lexsort((self.pos, keys))
+        self.order = lexorder((self.pos, keys))
         k = keys[self.order]
         cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1], True]) if len(k) else np.zeros(1, int)
         self.starts, self.ends = cut[:-1].astype(np.int64), cut[1:].astype(np.int64)
@@ -232,7 +241,7 @@ def family_edges(keys: np.ndarray, pos: np.ndarray, most: int) -> np.ndarray:
 def unique_pairs(pairs: np.ndarray, least: int = 1) -> np.ndarray:
     """The rows of ``pairs`` (int64, shape (k, 2)) that occur ``least`` times or more, sorted,
     each once."""
-    rows, count = _row_counts(pairs)
+    rows, count = row_counts(pairs)
     return rows if least <= 1 else rows[count >= least]
 
 
@@ -240,17 +249,8 @@ def clip_pairs(pairs: np.ndarray, most: int) -> np.ndarray:
     """The rows of ``pairs`` (int64, shape (k, 2)) sorted, each ``min(count, most)`` times: a
     range of keys' part of the weights that :func:`unique_pairs` with ``least`` sums over all
     ranges."""
-    rows, count = _row_counts(pairs)
+    rows, count = row_counts(pairs)
     return np.repeat(rows, np.minimum(count, most), axis=0)
-
-
-def _row_counts(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of ``pairs`` (sorted) and how many times each occurs (int64)."""
-    if len(pairs) == 0:
-        return pairs, np.zeros(0, dtype=np.int64)
-    pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
-    first = np.flatnonzero(np.r_[True, np.any(pairs[1:] != pairs[:-1], axis=1)])
-    return pairs[first], np.diff(np.r_[first, len(pairs)])
 
 
 def shared_keys(keys: np.ndarray) -> np.ndarray:
@@ -285,7 +285,7 @@ def prefix_keep(
     np.cumsum(np.bincount(ids[ids >= 0], minlength=n_shared), out=base[1:])
     checks, cands = PK.prefix_keep(
         sets.offsets, sets.keys, np.ascontiguousarray(docs, dtype=np.int64), pre.offsets, ids,
-        base, t, positional, SHARED_KEYS if positional else 1, kept_for, inter, union, *near,
+        base, t, positional, need_keys(positional), kept_for, inter, union, *near,
     )  # fmt: skip
     return int(checks), int(cands), largest_family(pre, ids)
 

@@ -18,6 +18,7 @@ from neardup.core.bits import as_fingerprints
 from neardup.core.cost import choose_blocks, choose_scheme
 from neardup.core.layout import Layout, Scheme, TableSpec
 from neardup.core.matches import Matches
+from neardup.core.order import lexorder
 
 __all__ = [
     "find_all",
@@ -367,7 +368,7 @@ class PermutedTables:
         if not parts_q:
             return Matches.empty(len(queries))
         qi, ci, di = np.concatenate(parts_q), np.concatenate(parts_c), np.concatenate(parts_d)
-        order = np.lexsort((ci, di, qi))
+        order = lexorder((ci, di, qi))
         return Matches.from_sorted(qi[order], ci[order], di[order], len(queries))
 
 
@@ -416,5 +417,5 @@ def query(
         pairs = engine.join_pairs(q, c, scheme, threads=_threads(n, threads), memory=memory)
         qi, ci = pairs[:, 0], pairs[:, 1]
     di = np.bitwise_count(q[qi] ^ c[ci]).astype(np.int64)
-    order = np.lexsort((ci, di, qi))
+    order = lexorder((ci, di, qi))
     return Matches.from_sorted(qi[order], ci[order], di[order], len(q))

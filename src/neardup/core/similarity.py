@@ -19,6 +19,7 @@ import numpy as np
 from neardup.config import default_threads
 from neardup.core import verify_kernels as VK
 from neardup.core.bits import as_fingerprints
+from neardup.core.order import lexorder
 from neardup.core.search import find_all
 
 __all__ = [
@@ -207,7 +208,7 @@ def identical_classes(sets: ShingleSets, rank: np.ndarray, threads: int) -> np.n
         sets.keys,
     )
     nonempty = np.flatnonzero(sets.sizes > 0)
-    order = nonempty[np.lexsort((rank[nonempty], hashes[nonempty]))]
+    order = nonempty[lexorder((rank[nonempty], hashes[nonempty]))]
     rep = np.full(n, -1, dtype=np.int64)
     h = hashes[order]
     shared = np.zeros(n, dtype=np.bool_)  # documents whose hash is not unique: keys compared
@@ -475,7 +476,7 @@ def _with_identical_pairs(cand: np.ndarray, rep: np.ndarray, n: int) -> np.ndarr
     """``cand`` plus every pair of documents with identical non-empty sets, sorted, unique."""
     members = np.flatnonzero(rep >= 0)
     members = members[np.bincount(rep[members], minlength=n)[rep[members]] >= 2]
-    order = members[np.lexsort((members, rep[members]))]  # classes together, ascending
+    order = members[lexorder((members, rep[members]))]  # classes together, ascending
     extra = [cand]
     for g in np.split(order, np.flatnonzero(np.diff(rep[order])) + 1):
         a, b = np.triu_indices(len(g), k=1)

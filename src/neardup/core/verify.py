@@ -43,6 +43,7 @@ from neardup.core.bands import band_scheme, band_sets
 from neardup.core.bits import as_fingerprints, popcount
 from neardup.core.decide import KEEP_POLICIES, priority_order
 from neardup.core.layout import Layout
+from neardup.core.order import lexorder
 from neardup.core.prefix import prefix_keep, prefix_sets, rank_counts
 from neardup.core.search import PermutedTables, find_all, resolve_layout
 from neardup.core.similarity import (
@@ -157,7 +158,7 @@ def _earlier_adjacency(m: int, local: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """For positions ``0..m-1``, the earlier positions paired with each, ascending (CSR)."""
     lo = np.minimum(local[:, 0], local[:, 1])
     hi = np.maximum(local[:, 0], local[:, 1])
-    order = np.lexsort((lo, hi))
+    order = lexorder((lo, hi))
     adj = np.ascontiguousarray(lo[order])
     adj_off = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(np.bincount(hi, minlength=m), out=adj_off[1:])
@@ -230,7 +231,7 @@ class _Greedy:
             q = queries[lo : lo + PROBE_BATCH]
             r = tables.probe(self.fp[q])
             r_qi = r.query_index
-            order = np.lexsort((r.ids, r_qi))
+            order = lexorder((r.ids, r_qi))
             qi = r_qi[order]
             cands = np.ascontiguousarray(kept[r.ids[order]])
             uq, starts = np.unique(qi, return_index=True)
@@ -262,7 +263,7 @@ def _without(rep: np.ndarray, rank: np.ndarray, exclude: np.ndarray) -> np.ndarr
     rep[exclude] = -1
     orphans = np.flatnonzero((rep >= 0) & exclude[np.maximum(rep, 0)])
     if len(orphans):
-        order = orphans[np.lexsort((rank[orphans], rep[orphans]))]
+        order = orphans[lexorder((rank[orphans], rep[orphans]))]
         head = np.ones(len(order), dtype=bool)
         head[1:] = rep[order[1:]] != rep[order[:-1]]
         leader = order[head][np.cumsum(head) - 1]

@@ -29,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from neardup.core.layout import Layout, Part, Scheme
+from neardup.core.order import lexorder
 from neardup.core.search import (
     clusters_from_pairs,
     pairs_for_tables,
@@ -282,7 +283,7 @@ def shard_edges(
     fp, pos = _concat(pieces)
     if len(fp) < 2:
         return _EMPTY_PAIRS.copy()
-    order = np.lexsort((pos, fp))
+    order = lexorder((pos, fp))
     fs, ps = fp[order], pos[order]
     first = np.empty(len(fs), dtype=bool)
     first[0] = True

@@ -27,6 +27,7 @@ from neardup.core.bits import as_fingerprints
 from neardup.core.cost import choose_query_blocks as choose_index_blocks
 from neardup.core.layout import Layout
 from neardup.core.matches import Matches
+from neardup.core.order import lexorder
 from neardup.index import _batch_kernels as bk
 from neardup.index import _kernels
 from neardup.index.backend import IndexBackend, check_query_distance
@@ -204,7 +205,7 @@ def merge_matches(parts: list[PartMatches], id_type: str | None, n: int) -> Matc
     key = np.concatenate([p.key for p in parts])
     d = np.concatenate([p.distance for p in parts])
     ids = np.concatenate([p.id for p in parts])
-    order = np.lexsort((key, d, qi))
+    order = lexorder((key, d, qi))
     return Matches.from_sorted(qi[order], ids[order], d[order], n)
 
 

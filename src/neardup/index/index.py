@@ -28,6 +28,7 @@ from neardup.core.bits import as_fingerprints
 from neardup.core.cost import choose_query_blocks as choose_index_blocks
 from neardup.core.layout import Layout
 from neardup.core.matches import Matches
+from neardup.core.order import lexorder
 from neardup.core.similarity import check_threshold, distance_for_threshold
 from neardup.core.sketch import SKETCH_WORDS, Sketches, as_sketches, check_sketch_words
 from neardup.errors import IdError
@@ -475,7 +476,7 @@ class Index(IndexBackend):
         segs = self._segs
         qi, si, rows, d = self._probe(q, distance, threads, segs)
         keys, values = probe.ids_of(self.path, segs, self.id_type, si, rows)
-        order = np.lexsort((keys, d, qi))
+        order = lexorder((keys, d, qi))
         return Matches.from_sorted(qi[order], values[order], d[order], len(q))
 
     def nearest(
@@ -492,7 +493,7 @@ class Index(IndexBackend):
         segs = self._segs
         qi, si, rows, d = self._probe(q, distance, threads, segs)
         keys = probe.row_keys(segs, si, rows)
-        order = np.lexsort((keys, d, qi))
+        order = lexorder((keys, d, qi))
         qi, si, rows, d = qi[order], si[order], rows[order], d[order]
         head = np.ones(len(qi), dtype=bool)
         head[1:] = qi[1:] != qi[:-1]
@@ -576,7 +577,7 @@ class Index(IndexBackend):
                 parts.append((qi + lo, si, rows, dist, jac))
             qi, si, rows, dist, jac = verified.concat(parts)
         keys, values = probe.ids_of(self.path, self._segs, self.id_type, si, rows)
-        order = np.lexsort((keys, dist, -jac, qi))
+        order = lexorder((keys, dist, -jac, qi))
         return Matches.from_sorted(qi[order], values[order], dist[order], len(sk), jac[order])
 
     def _decide_candidates(

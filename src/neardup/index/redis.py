@@ -35,6 +35,7 @@ from neardup.config import DEFAULT_DEDUP_DISTANCE
 from neardup.core.bits import as_fingerprints
 from neardup.core.layout import Layout
 from neardup.core.matches import Matches
+from neardup.core.order import lexorder
 from neardup.index.backend import CAPABILITIES, IndexBackend
 from neardup.index.redis_store import (
     FORMAT_VERSION,
@@ -274,7 +275,7 @@ class RedisIndex(IndexBackend):
         keep = d <= k
         qi, fp, key, d = qi[keep], fp[keep], key[keep], d[keep]
         # one match per (query, id): a record is in every table and may repeat after a retry
-        order = np.lexsort((fp, key, qi))
+        order = lexorder((fp, key, qi))
         qi, fp, key, d = qi[order], fp[order], key[order], d[order]
         first = np.ones(len(qi), dtype=bool)
         first[1:] = (qi[1:] != qi[:-1]) | (key[1:] != key[:-1]) | (fp[1:] != fp[:-1])
@@ -299,7 +300,7 @@ class RedisIndex(IndexBackend):
         not used."""
         q = as_fingerprints(fingerprints, "fingerprints")
         qi, key, d, raw = self._probe(q, distance)
-        order = np.lexsort((key, d, qi))
+        order = lexorder((key, d, qi))
         if self.id_type == "str":
             ids = np.empty(len(order), dtype=object)
             ids[:] = [raw[i][8:].decode("utf-8") for i in order.tolist()]

@@ -11,6 +11,7 @@ import numpy as np
 
 from neardup._optional import require
 from neardup.core.decide import Decisions
+from neardup.core.order import lexorder
 from neardup.core.verify import NO_SHINGLES_WARN_FRACTION, VerifiedDecisions
 from neardup.pipeline.against import IndexCheck
 from neardup.pipeline.report import json_id
@@ -249,7 +250,7 @@ class DedupResult:
     def cluster_members(self) -> np.ndarray:
         """Positions of the members of clusters with >= 2 members, by cluster then position."""
         pos = np.flatnonzero(self.decisions.in_cluster)
-        return pos[np.lexsort((pos, self.labels[pos]))]
+        return pos[lexorder((pos, self.labels[pos]))]
 
     @property
     def clusters(self) -> Any:

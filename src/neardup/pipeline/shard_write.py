@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from neardup.core.bits import popcount
+from neardup.core.order import lexorder
 from neardup.io.blocks import iter_blocks, kept_lines
 from neardup.io.files import open_input
 from neardup.pipeline.plan import DedupPlan
@@ -60,7 +61,7 @@ def _rows_for(work: str, n_decide: int, lo: int, hi: int) -> dict[str, np.ndarra
         a, b = np.searchsorted(drop, [lo, hi])
         cols["drop"].append(np.asarray(drop[a:b]))
     out = {k: concat(v, np.float64 if k == "jac" else np.int64) for k, v in cols.items()}
-    order = np.lexsort((out["pos"], out["label"]))
+    order = lexorder((out["pos"], out["label"]))
     for name in ("label", "pos", "surv", "jac"):
         out[name] = out[name][order]
     out["drop"] = np.sort(out["drop"])

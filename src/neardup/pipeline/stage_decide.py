@@ -13,6 +13,7 @@ import numpy as np
 
 from neardup.core.common import cluster_templates
 from neardup.core.decide import keep_key, keep_order
+from neardup.core.order import lexorder
 from neardup.core.similarity import ShingleSets
 from neardup.core.verify import decide_verified, priority_order
 from neardup.distributed.plan import distinct_nodes
@@ -72,7 +73,7 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
     size = np.bincount(label, minlength=n)
     member = size[label] >= 2
     at = np.flatnonzero(member)
-    at = at[np.lexsort((at, label[at]))]
+    at = at[lexorder((at, label[at]))]
     nbytes = save(out, label=nodes[label[at]], pos=nodes[at], surv=nodes[surv[at]],
                    jac=jac[at], drop=nodes[surv != pos], **rows)  # fmt: skip
     return {"dropped": int(np.count_nonzero(surv != pos)), "bytes": nbytes,

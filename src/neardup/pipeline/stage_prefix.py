@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.core.bands import band_sets
-from neardup.core.prefix import SHARED_KEYS, KeyGroups, prefix_sets, rank_counts, unique_pairs
+from neardup.core.prefix import KeyGroups, need_keys, prefix_sets, rank_counts, unique_pairs
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stages import copies_in
 from neardup.pipeline.task_files import gather, inbox, key_stage, load, save, shard_sets
@@ -35,7 +35,6 @@ __all__ = [
     "count_task",
     "dedupe_task",
     "merge_task",
-    "need_keys",
     "pairs_task",
     "prefix_task",
 ]
@@ -111,7 +110,7 @@ def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, b: int,
     k, p, j, size = cols["k"], cols["p"], cols["j"], cols["s"]
     moved = len(k) * (16 + k.itemsize)
     groups = KeyGroups(k, p)  # sorted once for the pairs, the links and the largest
-    pairs = groups.pairs(j, size, plan.threshold, most, need_keys(plan), part=True)
+    pairs = groups.pairs(j, size, plan.threshold, most, need_keys(plan.scheme is None), part=True)
     fam = groups.links(most)
     nbytes = save(out, pairs=pairs, c=np.searchsorted(pairs[:, 0], bounds).astype(np.int64),
                   f=fam, cf=np.searchsorted(fam[:, 0], bounds).astype(np.int64))  # fmt: skip
@@ -119,19 +118,13 @@ def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, b: int,
             "largest": list(groups.largest())}  # fmt: skip
 
 
-def need_keys(plan: DedupPlan) -> int:
-    """The shared keys that make two documents candidates: one band, or
-    :data:`~neardup.core.prefix.SHARED_KEYS` prefix keys."""
-    return 1 if plan.scheme is not None else SHARED_KEYS
-
-
 def dedupe_task(out: str, work: str, plan: DedupPlan, tasks: list[str], r: int) -> dict[str, int]:
     """Range ``r``'s candidate pairs, each once (sorted): the pairs whose weights from every
-    prefix-pairs task reach :func:`need_keys`, which the verify stage reads; and its family
-    links (``fam``), each once."""
+    prefix-pairs task reach :func:`~neardup.core.prefix.need_keys`, which the verify stage
+    reads; and its family links (``fam``), each once."""
     pairs = inbox(work, "prefix-pairs", tasks, r, "pairs")
     fam = unique_pairs(inbox(work, "prefix-pairs", tasks, r, "f", "cf"))
     moved = (len(pairs) + len(fam)) * 16
-    pairs = unique_pairs(pairs, need_keys(plan))
+    pairs = unique_pairs(pairs, need_keys(plan.scheme is None))
     return {"pairs": len(pairs), "family": len(fam), "moved": moved,
             "bytes": save(out, pairs=pairs, fam=fam)}  # fmt: skip

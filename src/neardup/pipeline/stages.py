@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from neardup.core.decide import keep_key
+from neardup.core.order import lexorder
 from neardup.core.similarity import ShingleSets, set_fingerprints
 from neardup.errors import InputError
 from neardup.io.blocks import hash_ids, id_key, iter_blocks, line_format
@@ -271,7 +272,7 @@ def by_digest(digests: np.ndarray, sizes: np.ndarray) -> dict[str, np.ndarray]:
     """
     place = np.flatnonzero(sizes > 0).astype(np.int64)
     hi, lo = digests[place, 0], digests[place, 1]
-    order = np.lexsort((place, lo, hi))
+    order = lexorder((place, lo, hi))
     return dict(zip(_DIGESTS, (hi[order], lo[order], place[order]), strict=True))
 
 
@@ -296,7 +297,7 @@ def repeated_ids(out: str, work: str, plan: DedupPlan, sizes: list[int], b: int,
         hashes.append(np.asarray(h[lo:hi]))
         places.append(np.asarray(load(work, "scan", s, "idh_place")[lo:hi]) + offsets[s])
     h, pos = concat(hashes, np.uint64), concat(places, np.int64)
-    order = np.lexsort((pos, h))
+    order = lexorder((pos, h))
     h, pos = h[order], pos[order]
     same = np.flatnonzero(h[1:] == h[:-1])
     docs = np.unique(np.concatenate([pos[same], pos[same + 1]]))
@@ -408,7 +409,7 @@ def exact_copies(out: str, work: str, plan: DedupPlan, offsets: list[int], b: in
     key = keep_key(plan.keep, keep_values(work, plan, off, p), len(p)) if len(p) else None
     if key is None:  # "first": input order
         key = np.zeros(len(p), np.int64)
-    order = np.lexsort((p, key, d[:, 1], d[:, 0]))  # each class in keep order: its first leads
+    order = lexorder((p, key, d[:, 1], d[:, 0]))  # each class in keep order: its first leads
     d, p = d[order], p[order]
     lead = np.r_[True, np.any(d[1:] != d[:-1], axis=1)] if len(p) else np.zeros(0, bool)
     first = p[lead][np.cumsum(lead) - 1]
@@ -437,7 +438,7 @@ def _shared_digests(work: str, off: np.ndarray, b: int, buckets: int,
     p = concat([x for _, x in parts], np.int64)
     if len(p) < 2:
         return d[:0], p[:0]
-    order = np.lexsort((d[:, 1], d[:, 0]))
+    order = lexorder((d[:, 1], d[:, 0]))
     same = np.all(d[order][1:] == d[order][:-1], axis=1)
     shared = order[np.r_[same, False] | np.r_[False, same]]  # in a class of two or more
     shared = shared[np.argsort(p[shared], kind="stable")]  # read shard by shard, in order

@@ -69,10 +69,11 @@ _MOST_HEADERS = 1 << 16
 
 
 def read_rows(work: str, stage: str, task: str | int, name: str, lo: int = 0,
-              hi: int | None = None) -> np.ndarray:  # fmt: skip
+              hi: int | None = None, into: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """Rows ``lo`` to ``hi`` (default: the last) of array ``name`` written by task ``task``
     of ``stage``, read with one open and one read (not mapped: a slice of a file read once
-    costs less read than mapped)."""
+    costs less read than mapped); with ``into`` (``hi - lo`` rows, contiguous), read straight
+    into it where the dtypes match, else converted into it, and ``into`` returned."""
     path = layout.path(work, stage, task, name)
     with reading_back(path), open(local_file(path), "rb") as f:
         shape, dtype, offset = _header(f)
@@ -80,12 +81,18 @@ def read_rows(work: str, stage: str, task: str | int, name: str, lo: int = 0,
         hi = n if hi is None else hi
         if not 0 <= lo <= hi <= n:
             raise ValueError(f"rows {lo} to {hi} of an array of {n}")
-        out = np.empty((hi - lo, *shape[1:]), dtype=dtype)
+        direct = into is not None and into.dtype == dtype and into.flags.c_contiguous
+        out = into if direct else np.empty((hi - lo, *shape[1:]), dtype=dtype)
+        if out.shape != (hi - lo, *shape[1:]):
+            raise ValueError(f"rows of shape {shape[1:]} read into an array of {out.shape}")
         f.seek(offset + lo * dtype.itemsize * math.prod(shape[1:]))
         got = f.readinto(memoryview(out).cast("B")) if out.nbytes else 0
         if got != out.nbytes:
             raise ValueError(f"{got} bytes where {out.nbytes} were due: the file is cut short")
-        return out if shape else out.reshape(())
+    if into is not None and not direct:
+        into[...] = out
+        return into
+    return out if shape else out.reshape(())
 
 
 def _header(f: Any) -> tuple[tuple[int, ...], np.dtype, int]:
@@ -134,10 +141,12 @@ def gather_spans(work: str, stage: str, spans: list[tuple[str | int, int, int]],
         whole: np.ndarray | None = None
         at = 0
         for t, lo, hi in spans:
-            src = read_rows(work, stage, t, name, lo, hi)
-            if whole is None:
+            if whole is None:  # the first slice's header gives the rows' shape
+                src = read_rows(work, stage, t, name, lo, hi)
                 whole = np.empty((total, *src.shape[1:]), dtype=dtype)
-            whole[at : at + hi - lo] = src
+                whole[: hi - lo] = src
+            else:
+                read_rows(work, stage, t, name, lo, hi, into=whole[at : at + hi - lo])
             at += hi - lo
         out[name] = whole if whole is not None else np.zeros(0, dtype=dtype)
     return out

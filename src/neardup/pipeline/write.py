@@ -16,6 +16,7 @@ import numpy as np
 
 from neardup import config
 from neardup._optional import require
+from neardup.core.order import lexorder
 from neardup.errors import InputError
 from neardup.fingerprints.batch import threads_for
 from neardup.io.blocks import iter_blocks, kept_lines
@@ -52,7 +53,7 @@ _RECORD_FILES = (".jsonl", ".ndjson", ".json", ".parquet", ".pq")
 def _kept_by_file(scan: Scan, kept: np.ndarray) -> list[np.ndarray]:
     """Sorted kept record numbers of each input file."""
     src, rec = scan.source[kept], scan.record[kept]
-    order = np.lexsort((rec, src))
+    order = lexorder((rec, src))
     src, rec = src[order], rec[order]
     cuts = np.searchsorted(src, np.arange(len(scan.files) + 1))
     return [rec[cuts[k] : cuts[k + 1]] for k in range(len(scan.files))]
