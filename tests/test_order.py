@@ -26,9 +26,8 @@ def columns(draw):
             continue
         info = np.iinfo(dtype)
         lo = draw(st.sampled_from([int(info.min), 0, -5 if info.min < 0 else 0]))
-        hi = draw(
-            st.sampled_from([int(info.max), lo + 3, lo + 2**33 if info.max > 2**34 else lo + 7])
-        )
+        wide = [lo + 2**33, lo + 2**60] if info.max > 2**61 else [lo + 7]
+        hi = draw(st.sampled_from([int(info.max), lo + 3, *wide]))
         vals = draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n))
         cols.append(np.array(vals, dtype=dtype))
     return cols
@@ -47,7 +46,10 @@ def test_lexorder_packs_and_falls_back():
     narrow = [rng.integers(0, 1000, 5000), rng.integers(0, 2**32, 5000).astype(np.uint32)]
     wide = [rng.integers(0, 2**62, 5000), rng.integers(-(2**62), 2**62, 5000)]
     floats = [rng.random(5000)]
-    for cols in (narrow, wide, floats):
+    tight = [rng.integers(0, 2**60, 5000)]  # no room for row numbers: distinct values
+    tight_ties = [rng.integers(0, 2**60, 5000) // 2**58]  # ... and ties, sorted stably
+    tight_ties[0][0] = 2**60 - 1
+    for cols in (narrow, wide, floats, tight, tight_ties):
         assert np.array_equal(lexorder(cols), np.lexsort(cols))
 
 

@@ -153,13 +153,18 @@ def prefix_sets(
 
 
 class KeyGroups:
-    """The prefix entries ``(keys[i], pos[i])`` grouped by key, sorted once: ``order`` (by key,
-    then position) and each key's run in that order (``starts``, ``ends``)."""
+    """The prefix entries ``(keys[i], pos[i])`` of the keys that two or more entries hold,
+    grouped by key, sorted once: ``order`` (the entries of shared keys, by key, then position)
+    and each shared key's run in that order (``starts``, ``ends``). Most prefix keys are held
+    by one entry; only the others are sorted (through :func:`shared_ids`' hash table), which
+    costs a tenth of sorting every entry."""
 
     def __init__(self, keys: np.ndarray, pos: np.ndarray) -> None:
         self.pos = np.asarray(pos, dtype=np.int64)
-        self.order = lexorder((self.pos, keys))
-        k = keys[self.order]
+        ids, _ = shared_ids(np.asarray(keys))  # a shared key's rank among the shared keys
+        held = np.flatnonzero(ids >= 0)
+        self.order = held[lexorder((self.pos[held], ids[held]))]
+        k = ids[self.order]
         cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1], True]) if len(k) else np.zeros(1, int)
         self.starts, self.ends = cut[:-1].astype(np.int64), cut[1:].astype(np.int64)
 
@@ -201,7 +206,7 @@ class KeyGroups:
 
     def largest(self) -> tuple[int, int]:
         """The most entries one key holds (ties to the smallest key) and its first position;
-        ``(0, -1)`` for no entries."""
+        ``(0, -1)`` when no key is held by two entries."""
         if len(self.starts) == 0:
             return 0, -1
         g = int(np.argmax(self.ends - self.starts))

@@ -42,8 +42,6 @@ __all__ = [
     "near_misses",
     "read_clusters",
     "report_ids",
-    "result_clusters",
-    "result_index_rows",
     "result_texts",
     "sample_clusters",
     "sample_positions",
@@ -427,28 +425,6 @@ def texts_from_records(
     return found
 
 
-def result_clusters(result: Any) -> list[dict[str, Any]]:
-    """The clusters of a :class:`~neardup.pipeline.result.DedupResult` as the ``--clusters``
-    file has them (ids in :func:`json_id` form)."""
-    out = []
-    for c in result.iter_clusters():
-        c["kept"] = json_id(c["kept"])
-        c["members"] = [json_id(m) for m in c["members"]]
-        out.append(c)
-    return out
-
-
-def result_index_rows(result: Any) -> list[dict[str, Any]]:
-    """The index rows of a :class:`~neardup.pipeline.result.DedupResult` (``against=``) as the
-    ``--clusters`` file has them (see :func:`split_index_rows`; ids in :func:`json_id` form)."""
-    out = []
-    for c in result.iter_index_clusters():
-        c["kept"] = json_id(c["kept"])
-        c["members"] = [json_id(m) for m in c["members"]]
-        out.append(c)
-    return out
-
-
 def result_texts(
     result: Any, data: Any, wanted: set[Any], text_field: str = "text", id_field: str | None = "id"
 ) -> dict[Any, str]:
@@ -498,11 +474,7 @@ def write_result_report(
     >>> write_result_report("report.html", r, texts)  # doctest: +SKIP
     """
     n = config.REPORT_SAMPLE if sample is None else sample
-    if hasattr(result, "report_clusters"):  # a staged run: its clusters read from its parts
-        count, clusters, index_rows = result.report_clusters()
-    else:
-        clusters, index_rows = result_clusters(result), result_index_rows(result)
-        count = len(clusters)
+    count, clusters, index_rows = result.report_clusters()
     digest = digest_clusters(clusters, count, sample_positions(count, n))
     near = near_misses(result)
     wanted = digest.ids() | near_miss_ids(near)

@@ -357,6 +357,15 @@ class DedupResult:
                 row["jaccards"] = jac[g].tolist()
             yield row
 
+    def report_clusters(self) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
+        """The number of clusters, the clusters (:meth:`iter_clusters`) and the index's rows
+        (:meth:`iter_index_clusters`) as the ``--clusters`` file has them, ids in
+        :func:`~neardup.pipeline.report.json_id` form: what the report reads of any run
+        (a staged run's :meth:`~neardup.pipeline.staged_result.StagedView.report_clusters`
+        reads them from its parts)."""
+        clusters = [_json_ids(c) for c in self.iter_clusters()]
+        return len(clusters), clusters, [_json_ids(c) for c in self.iter_index_clusters()]
+
     def filter(self, data: Any) -> Any:
         """``data``, the in-memory input that was deduplicated, without its dropped documents
         (and without records skipped as bad).
@@ -448,3 +457,10 @@ def report_no_shingles(n: int, no_shingles: int, log: Callable[[str], None] | No
         log(f"warning: {message}")
     else:
         warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def _json_ids(cluster: dict[str, Any]) -> dict[str, Any]:
+    """``cluster`` with its ``kept`` and ``members`` ids in :func:`json_id` form."""
+    cluster["kept"] = json_id(cluster["kept"])
+    cluster["members"] = [json_id(m) for m in cluster["members"]]
+    return cluster

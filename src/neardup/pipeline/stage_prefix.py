@@ -79,7 +79,8 @@ def prefix_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, copie
     else:  # the key's place in its prefix
         at = np.arange(len(doc), dtype=np.int64) - pre.offsets[doc]
     part = key_range(pre.keys, ranges)
-    order = np.argsort(part, kind="stable")
+    narrow = part.astype(np.uint16) if ranges <= 1 << 16 else part  # numpy's radix sort
+    order = np.argsort(narrow, kind="stable")
     cuts = np.searchsorted(part[order], np.arange(ranges + 1)).astype(np.int64)
     return {"bytes": save(out, k=pre.keys[order], p=doc[order] + offset,
                           j=at[order].astype(np.int32), s=sets.sizes[doc[order]].astype(np.int32),
