@@ -11,6 +11,10 @@ are byte-identical.
 
     python bench/scale.py --docs 1e6 [--docs 4e6] [--shard-docs 250000] [--workers 2]
 
+At the end a table gives each run's search + verify per document, its ratio to the same run at
+the smallest size (the cost per document as the corpus grows), and its wall, caller peak RSS and
+temporary disk against the one-process run of the same generator and size (``today...``).
+
 Each run's kept bytes are compared with those of the first run of the same candidates and size
 (``today``, else ``local``, else ``dask``). ``today``, ``local`` and ``dask`` take ``--candidates fingerprint``;
 runs named ``...-prefix`` (``today-prefix``, ``local-prefix``, ``dask-prefix``) take
@@ -168,6 +172,43 @@ def _line(r: dict) -> str:
     )
 
 
+#: The stages of search + verify: the candidate stages of every generator and verify (a
+#: one-process run reports them as one).
+SEARCH = ("split", "search", "pairs", "prefix-count", "prefix-merge", "prefix", "prefix-pairs",
+          "verify", "search+verify")  # fmt: skip
+
+
+def table(rows: list[dict]) -> str:
+    """The runs as one table: search + verify per document, its ratio to the same run at the
+    smallest size, and wall, caller peak RSS and temporary disk against the one-process run
+    (``today...``) of the same generator and size."""
+    head = ("| documents | run | wall | caller RSS | largest child | temp | shuffle | search + "
+            "verify | per document | vs smallest n | wall, RSS, temp vs one process |")  # fmt: skip
+    out = [head, "|---:|---|" + "---:|" * 9]
+    per = {}
+    for r in rows:
+        sv = sum(v for k, v in r["seconds"].items() if k in SEARCH)
+        per[r["name"], r["n"]] = sv / r["n"] * 1e6
+    smallest = {}
+    for r in rows:
+        smallest.setdefault(r["name"], r["n"])
+    for r in rows:
+        us = per[r["name"], r["n"]]
+        flat = us / per[r["name"], smallest[r["name"]]]
+        kind = next((f"-{c}" for c in ("prefix", "bands") if r["name"].endswith(f"-{c}")), "")
+        base = next((b for b in rows if b["name"] == f"today{kind}" and b["n"] == r["n"]), None)
+        vs = ""
+        if base is not None and base is not r:
+            vs = (f"{r['wall'] / base['wall']:.2f}x, {r['rss_mb'] / base['rss_mb']:.2f}x, "
+                  f"{r['temp_mb'] / max(base['temp_mb'], 1e-9):.2f}x")  # fmt: skip
+        out.append(
+            f"| {r['n']:,} | {r['name']} | {r['wall']:.1f} s | {r['rss_mb']:,.0f} MB | "
+            f"{r['children_rss_mb']:,.0f} MB | {r['temp_mb']:,.0f} MB | {r['shuffle_mb']:,.0f} MB | "
+            f"{us * r['n'] / 1e6:.2f} s | {us:.2f} µs | {flat:.2f}x | {vs} |"
+        )
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--docs", action="append", type=float, help="corpus sizes (repeat)")
@@ -181,8 +222,8 @@ def main() -> None:
     sizes = [int(x) for x in (ns.docs or [1e6])]
     with tempfile.TemporaryDirectory(dir=ns.dir) as tmp:
         t0 = time.perf_counter()
-        for n in sizes:
-            measure(n, ns, tmp)
+        rows = [r for n in sizes for r in measure(n, ns, tmp)]
+        print(table(rows))
         print(f"total {time.perf_counter() - t0:.0f} s; load: {os.getloadavg()}")
 
 
