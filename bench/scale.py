@@ -10,6 +10,7 @@ from the page cache; Dask workers count once they have exited) and whether the k
 are byte-identical.
 
     python bench/scale.py --docs 1e6 [--docs 4e6] [--shard-docs 250000] [--workers 2]
+        [--today-src OTHER_CHECKOUT/src]
 
 At the end a table gives each run's search + verify per document, its ratio to the same run at
 the smallest size (the cost per document as the corpus grows), and its wall, caller peak RSS and
@@ -78,13 +79,15 @@ def write_docs(path: str, n: int, dups: float, seed: int = 0) -> None:
             f.write("\n".join(lines) + "\n")
 
 
-def run(args: list[str], tmp: str) -> dict:
-    """One ``neardup`` command in its own process: exit code, wall, peak RSS (MB) of it and of
-    its largest child."""
+def run(args: list[str], tmp: str, src: str | None = None) -> dict:
+    """One ``neardup`` command in its own process (importing neardup from ``src``, a checkout's
+    ``src`` directory, when given): exit code, wall, peak RSS (MB) of it and of its largest
+    child."""
     stats = os.path.join(tmp, "stats.json")
     if os.path.exists(stats):
         os.remove(stats)  # a run that dies before writing its own is not read as the last one's
-    p = subprocess.run([sys.executable, "-c", WRAP, stats, *args], check=False)
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(src)) if src else None
+    p = subprocess.run([sys.executable, "-c", WRAP, stats, *args], check=False, env=env)
     if p.returncode or not os.path.exists(stats):
         raise SystemExit(f"neardup {' '.join(args)} failed ({p.returncode})")
     with open(stats) as f:
@@ -122,7 +125,8 @@ def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
         ref = os.path.join(tmp, f"{first}-{n}.jsonl")  # what the run's kept bytes must equal
         out = ref if name == first else os.path.join(tmp, f"{name}.jsonl")
         summary = os.path.join(tmp, f"{name}.json")
-        r = run(["dedup", docs, "-q", "-o", out, "--json-summary", summary, *extra], tmp)
+        src = ns.today_src if name.startswith("today") else None
+        r = run(["dedup", docs, "-q", "-o", out, "--json-summary", summary, *extra], tmp, src)
         with open(summary) as f:
             s = json.load(f)
         stages = s.get("stages", {})
@@ -218,6 +222,9 @@ def main() -> None:
     ap.add_argument("--dups", type=float, default=0.1, help="share of planted near-copies")
     ap.add_argument("--dir", default=None, help="where outputs go (default: TMPDIR)")
     ap.add_argument("--corpora", default=None, help="keep the generated corpora here, for reuse")
+    ap.add_argument("--today-src", default=None,
+                    help="the src directory of another checkout (say, the commit before a "
+                    "change), which the today... runs import neardup from")  # fmt: skip
     ns = ap.parse_args()
     sizes = [int(x) for x in (ns.docs or [1e6])]
     with tempfile.TemporaryDirectory(dir=ns.dir) as tmp:
