@@ -434,3 +434,29 @@ def test_no_prefix_entries_make_no_pairs_and_no_family():
     groups = prefix.KeyGroups(*none)
     assert len(groups.order) == len(groups.starts) == len(groups.ends) == 0
     assert groups.largest() == (0, -1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    entries=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 40)), max_size=60),
+    wide=st.booleans(),
+)
+def test_key_groups_are_the_shared_keys_by_key_then_position(entries, wide):
+    """KeyGroups holds the entries of the keys held twice or more (32-bit prefix keys or 64-bit
+    band keys), sorted by key then position, one run a key, and the largest run (ties to the
+    smallest key) with its first position: as brute force over the entries."""
+    entries = list(dict.fromkeys(entries))  # a position once per key
+    keys = np.array([k for k, _ in entries], dtype=np.uint64 if wide else np.uint32)
+    if wide:
+        keys = keys * np.uint64(0x9E3779B97F4A7C15)  # spread over 64 bits, distinct still
+    pos = np.array([p for _, p in entries], dtype=np.int64).reshape(-1)
+    g = prefix.KeyGroups(keys, pos)
+    held = {}
+    for k, p in zip(keys.tolist(), pos.tolist(), strict=True):
+        held.setdefault(k, []).append(p)
+    runs = sorted((k, sorted(ps)) for k, ps in held.items() if len(ps) >= 2)
+    got = [(int(keys[g.order[a]]), pos[g.order[a:z]].tolist())
+           for a, z in zip(g.starts.tolist(), g.ends.tolist(), strict=True)]  # fmt: skip
+    assert got == runs
+    best = max(runs, key=lambda r: len(r[1]), default=None)  # the first of the largest
+    assert g.largest() == ((len(best[1]), best[1][0]) if best else (0, -1))
