@@ -28,7 +28,15 @@ from neardup.core.bands import band_sets
 from neardup.core.prefix import KeyGroups, need_keys, prefix_sets, rank_counts, unique_pairs
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stages import copies_in
-from neardup.pipeline.task_files import gather, inbox, key_stage, load, save, shard_sets
+from neardup.pipeline.task_files import (
+    gather_spans,
+    inbox,
+    key_stage,
+    load,
+    save,
+    shard_sets,
+    slices,
+)
 
 __all__ = [
     "FAMILY_DOCS",
@@ -61,9 +69,12 @@ def prefix_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, copie
                 ranges: int) -> dict[str, int]:  # fmt: skip
     """The prefix entries (with bands: the band keys) of shard ``s``'s documents with shingles
     that are not copies of an earlier set (the exact stage's ``copies`` tasks), as ``k``
-    (key), ``p`` (global position), ``j`` (the key's place in the prefix; 0 for a band) and
-    ``s`` (the set's size, int32), cut (``c``) into ``ranges`` ranges of the key space."""
+    (key), ``p`` (the document's place in the shard, int32: the reader adds the shard's
+    ``offset``), ``j`` (the key's place in the prefix; 0 for a band) and ``s`` (the set's size,
+    int32), cut (``c``) into ``ranges`` ranges of the key space."""
     sets = shard_sets(work, s, key_stage(plan))
+    if len(sets.sizes) >= 1 << 31:
+        raise ValueError(f"shard {s} holds {len(sets.sizes):,} documents, more than 2**31 - 1")
     take = sets.sizes > 0
     if copies:
         take[copies_in(work, copies, s) - offset] = False
@@ -82,7 +93,7 @@ def prefix_task(out: str, work: str, plan: DedupPlan, s: int, offset: int, copie
     narrow = part.astype(np.uint16) if ranges <= 1 << 16 else part  # numpy's radix sort
     order = np.argsort(narrow, kind="stable")
     cuts = np.searchsorted(part[order], np.arange(ranges + 1)).astype(np.int64)
-    return {"bytes": save(out, k=pre.keys[order], p=doc[order] + offset,
+    return {"bytes": save(out, k=pre.keys[order], p=doc[order].astype(np.int32),
                           j=at[order].astype(np.int32), s=sets.sizes[doc[order]].astype(np.int32),
                           c=cuts)}  # fmt: skip
 
@@ -104,12 +115,16 @@ def pairs_task(out: str, work: str, plan: DedupPlan, n_shards: int, b: int,
     the ranges the dedupe stage takes) and the family links of the keys held by more
     (``f``, :func:`~neardup.core.prefix.family_edges`), each cut (``c``, ``cf``) by the range
     of ``bounds`` (ascending global positions) that holds its first position; the result's
-    ``largest`` is the range's largest key's ``[documents, first position]``."""
+    ``largest`` is the range's largest key's ``[documents, first position]``. ``bounds`` are
+    also the shards' first positions: each shard's places become positions."""
     key = np.uint64 if plan.scheme is not None else np.uint32
-    cols = gather(work, "prefix", range(n_shards), b,
-                  {"k": key, "p": np.int64, "j": np.int32, "s": np.int32})  # fmt: skip
-    k, p, j, size = cols["k"], cols["p"], cols["j"], cols["s"]
-    moved = len(k) * (16 + k.itemsize)
+    spans = list(slices(work, "prefix", range(n_shards), b))
+    cols = gather_spans(work, "prefix", spans,
+                        {"k": key, "p": np.int32, "j": np.int32, "s": np.int32})  # fmt: skip
+    k, j, size = cols["k"], cols["j"], cols["s"]
+    first = np.repeat([bounds[int(t)] for t, _, _ in spans], [hi - lo for _, lo, hi in spans])
+    p = cols["p"] + first.astype(np.int64)
+    moved = len(k) * (12 + k.itemsize)
     groups = KeyGroups(k, p)  # sorted once for the pairs, the links and the largest
     pairs = groups.pairs(j, size, plan.threshold, most, need_keys(plan.scheme is None), part=True)
     fam = groups.links(most)

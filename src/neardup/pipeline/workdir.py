@@ -317,8 +317,9 @@ _MANIFEST = "manifest.json"
 #: its files' sizes and CRC-32, the inputs' stamps hold device, inode and status-change time, the
 #: near tasks keep each pair's keep key (ekey), the scan its sets' digests (the exact stage); 5:
 #: the common stage its sets' digests too (the exact stage on the sets without common shingles);
-#: 6: the prefix candidates' stages; 7: their family links, decided with prefix candidates
-_VERSION = 7
+#: 6: the prefix candidates' stages; 7: their family links, decided with prefix candidates; 8:
+#: prefix entries hold the document's place in its shard (int32), not its global position
+_VERSION = 8
 
 
 @contextlib.contextmanager
