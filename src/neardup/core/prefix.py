@@ -156,8 +156,8 @@ class KeyGroups:
     """The prefix entries ``(keys[i], pos[i])`` of the keys that two or more entries hold,
     grouped by key, sorted once: ``order`` (the entries of shared keys, by key, then position)
     and each shared key's run in that order (``starts``, ``ends``). Most prefix keys are held
-    by one entry; only the others are sorted (through :func:`shared_ids`' hash table), which
-    costs a tenth of sorting every entry."""
+    by one entry (four in five at 1M generated documents); only the others' entries, found
+    through :func:`shared_ids`' hash table, are sorted."""
 
     def __init__(self, keys: np.ndarray, pos: np.ndarray) -> None:
         self.pos = np.asarray(pos, dtype=np.int64)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from neardup.core.order import lexorder
+from neardup.core.order import row_counts
 from neardup.distributed.plan import distinct_nodes, indexed_components
 from neardup.pipeline.task_files import gather_array, inbox, load, save
 
@@ -89,9 +89,7 @@ def edges_task(out: str, work: str, stage: str, task: str, offsets: list[int], a
 def _neighbourhoods(e: np.ndarray) -> tuple[np.ndarray, ...]:
     """The distinct edges ``(a, b)`` sorted by ``a`` then ``b``: ``a``, ``b``, each node's
     (distinct ``a``) first edge, its degree and ``m``, the smallest of it and its neighbours."""
-    if len(e):
-        e = e[lexorder((e[:, 1], e[:, 0]))]
-        e = e[np.r_[True, np.any(e[1:] != e[:-1], axis=1)]]
+    e = row_counts(e)[0]
     a, b = e[:, 0], e[:, 1]
     starts = np.flatnonzero(np.r_[True, a[1:] != a[:-1]]) if len(a) else np.zeros(0, np.int64)
     deg = np.diff(np.r_[starts, len(a)])

@@ -1,7 +1,9 @@
 """A staged dedup's tasks' files read and written (:mod:`neardup.pipeline.layout` says where
 each lives): arrays as ``.npy`` files (a whole array memory-mapped, a slice read), records as
 JSON lines, a shard's ids, its shingle sets, and the slices of every task of a stage that one
-task of the next stage reads. Positions are global: a document's shard offset plus its place in the shard."""
+task of the next stage reads. Positions are global: a document's shard offset plus its place in
+the shard (the prefix stage's entries hold the place alone, int32, and their reader adds the
+offset)."""
 
 from __future__ import annotations
 
