@@ -117,6 +117,50 @@ def test_staged_matches_job_and_naive(docs, shard_docs, threads, threshold, keep
             assert got.summary().get(k) == ref.summary().get(k)
 
 
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        word_docs(WORDS, 12),
+        st.integers(0, 1000).map(
+            lambda seed: naive.text_families(40, seed, vocab=60, words=(8, 20))
+        ),
+    ),
+    st.sampled_from([0.5, 0.8, 1.0]),
+    st.sampled_from(["first", "longest"]),
+    st.booleans(),
+    st.sampled_from(["prefix", "bands", "fingerprint"]),
+    st.sampled_from([None, 0.3]),
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 80), st.integers(0, 2)), max_size=8),
+)
+@pytest.mark.slow
+def test_one_task_decides_a_small_run_as_the_stages_do(docs, threshold, keep, verify,
+                                                        candidates, common, copies):  # fmt: skip
+    """A staged run that fits in one process (no ``shard_docs``) decides every document in one
+    task (``decide-all``): the bytes, labels and summary of the run through the candidate,
+    component and decide stages, and the naive rule's decisions (on random words, or on
+    families of near-copies)."""
+    docs = _copied(docs, copies) + docs[:3]
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp)
+        _write(where / "in.jsonl", docs)
+        src = [InputPath(where / "in.jsonl")]
+        common = common if verify else None
+        kw = dict(threshold=threshold, keep=keep, verify=verify, common_shingles=common,
+                  candidates=candidates if verify else None)  # fmt: skip
+        whole, outs = _outputs(where, "whole"), _outputs(where, "staged")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            ref = dedup(src, **kw, **outs, shard_docs=2, threads=2)
+            got = dedup(src, **kw, **whole, work_dir=where / "w", threads=2)
+        assert _read(whole) == _read(outs)
+        assert got.labels.tolist() == ref.labels.tolist()
+        assert "decide" in got.summary()["seconds"] and "exact" not in got.summary()["seconds"]
+        if candidates == "prefix" or not verify:
+            assert got.kept.tolist() == _naive_kept(docs, threshold, keep, verify, common)
+        for k in ("dropped", "no_shingles", "common_shingles", "template_hint"):
+            assert got.summary().get(k) == ref.summary().get(k)
+
+
 def _copied(docs: list[str], copies: list[tuple[int, int, int]]) -> list[str]:
     """``docs`` with each ``(source, place, style)`` of ``copies`` inserted: a copy of document
     ``source`` (modulo their number) at ``place`` (modulo), before or after it, its shingle set
@@ -459,11 +503,20 @@ def test_repeated_ids_spread_over_hash_ranges(shard_docs, repeats, collide):
     for a, b in repeats:
         ids[max(a, b)] = ids[min(a, b)]
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        if collide:
-            from neardup.pipeline import stages
+        if collide:  # every id hash the scan keeps is 0
+            from neardup.pipeline.scan import SeenDocuments
 
-            same = lambda ids: np.zeros(len(ids), dtype=np.uint64)  # noqa: E731
-            stack.enter_context(pytest.MonkeyPatch.context()).setattr(stages, "hash_ids", same)
+            add = SeenDocuments.add
+
+            def colliding(self, batch, bad):
+                keep = add(self, batch, bad)
+                if self.hash_parts:
+                    self.hash_parts[-1] = np.zeros_like(self.hash_parts[-1])
+                return keep
+
+            stack.enter_context(pytest.MonkeyPatch.context()).setattr(
+                SeenDocuments, "add", colliding
+            )
         where = Path(tmp)
         _write(where / "in.jsonl", docs, ids)
         src = [InputPath(where / "in.jsonl")]

@@ -27,6 +27,7 @@ __all__ = [
     "reaches",
     "reaches_near",
     "set_classes",
+    "set_digests",
     "set_hashes",
     "set_minhash",
     "set_simhash",
@@ -48,6 +49,33 @@ def set_hashes(offsets, keys, out, lo, hi):
             h = (h ^ np.uint64(keys[p])) * _C1
             h = (h << _S27) | (h >> _S37)
         out[d] = fmix64(h)
+
+
+_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+_C3 = np.uint64(0x9FB21C651E98DF25)
+_S31 = np.uint64(31)
+_S33 = np.uint64(33)
+
+
+@njit(cache=True, nogil=True)
+def set_digests(offsets, keys, out, lo, hi):
+    """``out[d, 0]``, ``out[d, 1]``: a 128-bit digest of the key sequence of document ``d``, two
+    64-bit lanes of different multipliers, rotations and seeds (lane 0 is :func:`set_hashes`):
+    equal sets give equal digests; two different sets share one with odds of about 2**-128
+    for keys not chosen to collide."""
+    for d in range(lo, hi):
+        a = offsets[d]
+        b = offsets[d + 1]
+        h = np.uint64(b - a) * GOLDEN
+        g = (np.uint64(b - a) + _C3) * _C2
+        for p in range(a, b):
+            k = np.uint64(keys[p])
+            h = (h ^ k) * _C1
+            h = (h << _S27) | (h >> _S37)
+            g = (g + k) * _C3
+            g = ((g << _S31) | (g >> _S33)) ^ _C2
+        out[d, 0] = fmix64(h)
+        out[d, 1] = fmix64(g ^ _C3)
 
 
 @njit(cache=True, nogil=True)

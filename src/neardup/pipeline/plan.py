@@ -139,6 +139,9 @@ class DedupPlan:
     candidates: str = "fingerprint"
     #: with ``candidates="bands"``: (bands, rows) of the MinHash band scheme
     scheme: tuple[int, int] | None = None
+    #: a staged run of at most this many documents decides them all in one task (their
+    #: candidates and the rule over the whole corpus at once, as one process does); 0: never
+    whole_docs: int = 0
 
     def __post_init__(self) -> None:
         if self.clean_work_dir and self.work_dir is None:
@@ -175,7 +178,7 @@ class DedupPlan:
             "fields": [self.text_field, self.id_field, self.fmt, self.skip_bad],
             "outputs": [self.output, self.clusters, self.drop_list]
             + ([self.removed] if self.removed is not None else []),
-            "search": self.search_docs,
+            "search": [self.search_docs, self.whole_docs],
             "near": [self.near_misses, self.cluster_parts],
             "against": [_against_key(self.against), self.update],
         }  # fmt: skip
@@ -363,6 +366,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
     if staged and shard_docs is None and slots > 1:
         per = spread(per, _cut_docs(files, text_field, id_field), slots)
     shards = cut_shards(files, per, text_field, id_field) if staged else []
+    whole = shard_docs is None and not client and not staged_only and device == "cpu"
     fper = fingerprinter if fingerprinter is not None else Fingerprinter(preset)
     return DedupPlan(
         files=tuple(files), shards=tuple(shards), fingerprinter=fper, verify=verify,
@@ -375,7 +379,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
         work_dir=_work_path(work_dir) if staged else None, clean_work_dir=clean_work_dir,
         inputs=tuple(inputs), staged=staged,
         search_docs=search, device=device, common_shingles=common, candidates=candidates,
-        scheme=scheme,
+        scheme=scheme, whole_docs=budget // ONE_PROCESS_BYTES_PER_DOC if whole else 0,
     )  # fmt: skip
 
 

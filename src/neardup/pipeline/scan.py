@@ -223,7 +223,9 @@ class SeenDocuments:
     the GIL when the block kernel read them (the few hash matches compared in Python), else
     with a dict of the ids, as Python compares them (no kernel to compile for small inputs)."""
 
-    def __init__(self, files: list[InputFile], check_ids: bool = True) -> None:
+    def __init__(
+        self, files: list[InputFile], check_ids: bool = True, hashes: bool = False
+    ) -> None:
         self.files = files
         self.check_ids = check_ids  #: False: repeated ids are another stage's to find
         self.ids: list[Any] = []
@@ -233,6 +235,8 @@ class SeenDocuments:
         self.fp_parts: list[np.ndarray] = []
         self.prio_parts: list[np.ndarray] = []  #: keep-field values (with a keep field)
         self.kind_parts: list[np.ndarray] = []
+        self.hash_parts: list[np.ndarray] = []  #: id hashes (:func:`hash_ids`), with ``hashes``
+        self.hashes = hashes
         self._starts: list[int] = []  # first document of each part
         self._first_at: dict[Any, tuple[int, int]] | None = None  # id key -> (file, record)
         self._table: IdTable | None = None
@@ -287,6 +291,9 @@ class SeenDocuments:
         self.rec_parts.append(d.numbers[kept])
         self.len_parts.append(d.lengths[kept])
         self.fp_parts.append(batch.fingerprints[kept])
+        if self.hashes:  # the block kernel's, else hashed here
+            h = d.id_hashes if d.id_hashes is not None else hash_ids(d.ids)
+            self.hash_parts.append(h[kept])
         if d.priority is not None and d.priority_kind is not None:
             self.prio_parts.append(d.priority[kept])
             self.kind_parts.append(d.priority_kind[kept])

@@ -19,6 +19,7 @@ from neardup.core.verify import decide_verified, priority_order
 from neardup.distributed.plan import distinct_nodes
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.task_files import (
+    all_sets,
     gather_array,
     gather_sets,
     inbox,
@@ -26,9 +27,10 @@ from neardup.pipeline.task_files import (
     key_stage,
     load,
     save,
+    subset_sets,
 )
 
-__all__ = ["decide_task"]
+__all__ = ["decide_all_task", "decide_task"]
 
 
 def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes: list[str],
@@ -49,7 +51,8 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
                                              jac=np.zeros(0), drop=nodes, **rows)}  # fmt: skip
     values = keep_values(work, plan, off, nodes)
     pos = np.arange(n, dtype=np.int64)
-    templates, rows = [], {}
+    templates: list = []
+    rows: dict[str, np.ndarray] = {}
     if plan.verify:
         sets = gather_sets(work, off, nodes, key_stage(plan))
         d = _decide_group(work, plan, off, nodes, sets, local, values)
@@ -67,6 +70,17 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
         kept_for = keep_order(fp, order, plan.distance, pairs=local)
         surv = np.where(kept_for < 0, pos, kept_for)
         jac = np.full(n, np.nan)
+    return _save_rows(out, nodes, surv, jac, rows, templates)
+
+
+def _save_rows(out: str, nodes: np.ndarray, surv: np.ndarray, jac: np.ndarray,
+               rows: dict[str, np.ndarray], templates: list) -> dict[str, Any]:  # fmt: skip
+    """The decide stage's files of documents ``nodes`` (global positions, ascending) and each
+    one's survivor ``surv`` (a place in ``nodes``; itself when kept): every member of a
+    cluster of two or more as a row ``(label, pos, survivor, jaccard)`` sorted by label then
+    position, the dropped positions (``drop``), and ``rows`` (the near misses)."""
+    n = len(nodes)
+    pos = np.arange(n, dtype=np.int64)
     label = pos.copy()
     np.minimum.at(label, surv, pos)
     label = label[surv]
@@ -78,6 +92,51 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
                    jac=jac[at], drop=nodes[surv != pos], **rows)  # fmt: skip
     return {"dropped": int(np.count_nonzero(surv != pos)), "bytes": nbytes,
             "templates": templates}  # fmt: skip
+
+
+def decide_all_task(out: str, work: str, plan: DedupPlan, offsets: list[int], threads: int,
+                    aside: bool) -> dict[str, Any]:  # fmt: skip
+    """The decisions of every document of the run in one task, in the files of decide task
+    ``0`` (:func:`decide_task`): a run whose documents fit in one process's memory
+    (``plan.whole_docs``) finds its candidates and applies the rule over the whole corpus at
+    once, on ``threads`` threads, as :func:`neardup.core.verify.decide_verified` (verified) or
+    :func:`neardup.core.decide.keep_order` (fingerprints only) do, with no pairs, components
+    or exact-copy links in files. With ``aside`` the documents found in the index (with
+    sketches) take no part. Its near misses (a report) are rows of the decide files for every
+    kind of candidates."""
+    off = np.asarray(offsets, dtype=np.int64)
+    n = int(off[-1])
+    nodes = np.arange(n, dtype=np.int64)
+    values = keep_values(work, plan, off, nodes)
+    if not plan.verify:
+        fp = gather_array(work, off, nodes, "fp", np.uint64)
+        order = priority_order(n, plan.keep, values)
+        kept_for = keep_order(fp, order, plan.distance, blocks=plan.blocks, threads=threads)
+        surv = np.where(kept_for < 0, nodes, kept_for)
+        return _save_rows(out, nodes, surv, np.full(n, np.nan), {}, [])
+    stage = key_stage(plan)
+    sets = all_sets(work, off, stage)
+    sfp = gather_array(work, off, nodes, "sfp", np.uint64, stage)
+    exclude = gather_array(work, off, nodes, "found", bool, "against") if aside else None
+    how: dict[str, Any] = {"candidates": plan.candidates, "distance": plan.distance,
+                           "blocks": plan.blocks}  # fmt: skip
+    if plan.scheme is not None:
+        how.update(bands=plan.scheme[0], rows=plan.scheme[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        d = decide_verified(sets, sfp, plan.threshold, keep=plan.keep, lengths=values,
+                            threads=threads, exclude=exclude, near_misses=plan.near_misses,
+                            **how)  # fmt: skip
+    surv = np.where(d.kept_for < 0, nodes, d.kept_for)
+    jac = np.where(d.kept_for < 0, 1.0, d.jaccard)
+    rows = {}
+    if plan.near_misses:
+        rows = _near_rows(off, nodes, d.near_for, d.near_jaccard,
+                          keep_key(plan.keep, values, n))  # fmt: skip
+    templates = []
+    if plan.common_shingles is None:  # the run's hint: clusters that look like a template
+        templates = cluster_templates(sets, surv, nodes, n, lambda p: subset_sets(sets, p))
+    return _save_rows(out, nodes, surv, jac, rows, templates)
 
 
 def _decide_group(work: str, plan: DedupPlan, off: np.ndarray, nodes: np.ndarray,

@@ -87,6 +87,8 @@ STAGES: dict[str, Step] = {
         Step("cc-small", C.small_star_task, ("cc-large-*",), "cc-small-*"),
         Step("cc-route", C.route_task, ("cc-edges", "cc-labels", "cc-large-*")),
         Step("decide", D.decide_task, ("cc-route", "prefix-merge", *_SETS)),
+        # or, for a run that fits in one process, every document decided in one task
+        Step("decide-all", D.decide_all_task, ("scan", "common", "against"), "decide"),
         Step("near-kept", N.near_kept_task, ("decide", "against", *_SETS)),
         Step("near", N.near_task, ("verify", "near-kept", "scan")),
         Step("near-pick", N.near_pick_task, ("near", "decide", "near-kept", "scan")),

@@ -40,7 +40,12 @@ from neardup.pipeline import stages as S
 from neardup.pipeline import task_files as F
 from neardup.pipeline.executors import LocalExecutor, Progress
 from neardup.pipeline.parts import commit_parts, index_clusters
-from neardup.pipeline.plan import SEARCH_BYTES_PER_DOC, TASK_BYTES_PER_DOC, DedupPlan
+from neardup.pipeline.plan import (
+    ONE_PROCESS_BYTES_PER_DOC,
+    SEARCH_BYTES_PER_DOC,
+    TASK_BYTES_PER_DOC,
+    DedupPlan,
+)
 from neardup.pipeline.read_cache import renew
 from neardup.pipeline.report import json_id
 from neardup.pipeline.result import report_no_shingles
@@ -230,6 +235,16 @@ def _decide(r: Runner, plan: DedupPlan, run: StagedRun, names: list[str], pairs:
     run.template = template_hint([row for i in infos for row in i.get("templates", [])])
 
 
+def _decide_all(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
+    """Every document decided in one task (:func:`~neardup.pipeline.stage_decide.decide_all_task`),
+    on all the executor's threads, its files those of decide task 0."""
+    run.n_decide, run.whole = 1, True
+    task = dict(work=r.work, plan=plan, offsets=run.offsets, threads=r.executor.threads,
+                aside=_sketch_aside(run))  # fmt: skip
+    info = r.map("decide-all", [("0", task)], memory=ONE_PROCESS_BYTES_PER_DOC * max(run.n, 1))
+    run.template = template_hint(info[0].get("templates", []))
+
+
 def _common(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
     """The shingle sets without the common shingles, for the later stages
     (:mod:`neardup.pipeline.common_shingles`): each shard's keys counted, the counts merged by
@@ -323,7 +338,8 @@ def _near(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
            for s in shards])  # fmt: skip
     tasks = run.verify_tasks
     r.map("near", [(t, dict(work=r.work, plan=plan, offsets=off, task=t)) for t in tasks])
-    decide = run.n_decide if plan.candidates != "fingerprint" else 0  # near misses in families
+    # near misses in families (prefix, bands), or all of them (one task decided all)
+    decide = run.n_decide if plan.candidates != "fingerprint" or run.whole else 0
     picks = r.map("near-pick",
                   [(str(s), dict(work=r.work, plan=plan, offsets=off, tasks=tasks, s=s,
                                  top=REPORT_NEAR, decide=decide))
@@ -571,11 +587,14 @@ def _stages(r: Runner, plan: DedupPlan, on_bad: Any, progress: Any) -> StagedRun
         _against(r, plan, run)
     if plan.common_shingles is not None:
         _common(r, plan, run)
-    _copies(r, plan, run)  # copies of one set (without the common shingles) searched once
-    names, pairs = _search(r, plan, run)
-    if plan.verify:
-        run.verify_tasks = names
-    _decide(r, plan, run, names, pairs)
+    if run.n <= plan.whole_docs:  # the corpus fits in one process: one task decides all
+        _decide_all(r, plan, run)
+    else:
+        _copies(r, plan, run)  # copies of one set (without the common shingles) searched once
+        names, pairs = _search(r, plan, run)
+        if plan.verify:
+            run.verify_tasks = names
+        _decide(r, plan, run, names, pairs)
     if plan.verify and plan.near_misses:
         _near(r, plan, run)
     _write(r, plan, run)

@@ -25,6 +25,7 @@ class StagedRun:
     bytes_in: int = 0
     bytes_out: int = 0
     n_decide: int = 0
+    whole: bool = False  #: one task decided every document (``decide-all``)
     verify_tasks: list[str] = field(default_factory=list)  #: the verify stage's task names
     seconds: dict[str, float] = field(default_factory=dict)
     temp_bytes: dict[str, int] = field(default_factory=dict)

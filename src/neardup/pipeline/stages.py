@@ -18,7 +18,6 @@ and left out of the candidate search)."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import itertools
 import os
@@ -29,11 +28,12 @@ from typing import Any
 
 import numpy as np
 
+from neardup.core import verify_kernels as VK
 from neardup.core.decide import keep_key
 from neardup.core.order import lexorder
 from neardup.core.similarity import ShingleSets, set_fingerprints
 from neardup.errors import InputError
-from neardup.io.blocks import hash_ids, id_key, iter_blocks, line_format
+from neardup.io.blocks import id_key, iter_blocks, line_format
 from neardup.io.files import input_size, read_path
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.scan import SeenDocuments, first_kinds
@@ -157,7 +157,9 @@ def scan_shard(
         if plan.skip_bad or not bad_records:
             bad_records.append([err.source, err.line, err.message])
 
-    seen = SeenDocuments(list(plan.files), check_ids=False)  # the ids stage finds every repeat
+    seen = SeenDocuments(
+        list(plan.files), check_ids=False, hashes=True
+    )  # the ids stage finds every repeat
     set_parts: list[tuple[np.ndarray, ...]] = []  # of each block: sizes, sfp, digests
     items = _shard_items(plan, s, first_line)
     work = lambda item: fingerprint_item(item, fper=plan.fingerprinter, keys=verify)  # noqa: E731
@@ -190,7 +192,7 @@ def scan_shard(
         digests = [p[2] for p in set_parts] or [np.zeros((0, 2), dtype=np.uint64)]
         arrays.update(by_digest(np.concatenate(digests), sizes))
         no_shingles = int(np.count_nonzero(sizes == 0))
-    arrays["idh"] = hash_ids(seen.ids)  # for ids repeated across shards
+    arrays["idh"] = concat(seen.hash_parts, np.uint64)  # for ids repeated across shards
     by_hash = np.argsort(arrays["idh"], kind="stable")  # the ids stage reads hash ranges
     arrays.update(idh_sorted=arrays["idh"][by_hash], idh_place=by_hash.astype(np.int64))
     nbytes = save(out, **arrays)
@@ -225,9 +227,10 @@ _DIGESTS = ("dig_hi", "dig_lo", "dig_place")
 
 
 def set_digests(sets: ShingleSets) -> np.ndarray:
-    """The 128-bit BLAKE2b digest of each shingle set's keys (as little-endian uint32), as
-    uint64 (n, 2): equal sets have equal digests, and different sets (about 2**-128 for a pair)
-    never do in practice.
+    """A 128-bit digest of each shingle set's keys
+    (:func:`neardup.core.verify_kernels.set_digests`, compiled, without the GIL), as uint64
+    (n, 2): equal sets have equal digests, and different sets (about 2**-128 for a pair) never
+    do in practice.
 
     Parameters
     ----------
@@ -237,7 +240,7 @@ def set_digests(sets: ShingleSets) -> np.ndarray:
     Returns
     -------
     ndarray of uint64, shape (n, 2)
-        The digest's first and second 8 bytes, read little-endian.
+        The digest's two 64-bit lanes.
 
     Examples
     --------
@@ -245,12 +248,12 @@ def set_digests(sets: ShingleSets) -> np.ndarray:
     >>> (d[0] == d[1]).all(), (d[0] == d[2]).all()
     (np.True_, np.False_)
     """
-    keys = np.ascontiguousarray(sets.keys, dtype="<u4")
-    data = memoryview(keys).cast("B") if len(keys) else memoryview(b"")
-    at = (np.asarray(sets.offsets, dtype=np.int64) * 4).tolist()
-    blake = hashlib.blake2b
-    joined = b"".join([blake(data[a:z], digest_size=16).digest() for a, z in zip(at, at[1:])])
-    return np.frombuffer(joined, dtype="<u8").astype(np.uint64).reshape(-1, 2)
+    n = len(sets.offsets) - 1
+    out = np.empty((n, 2), dtype=np.uint64)
+    offsets = np.ascontiguousarray(sets.offsets, dtype=np.int64)
+    keys = np.ascontiguousarray(sets.keys, dtype=np.uint32)
+    VK.set_digests(offsets, keys, out, 0, n)
+    return out
 
 
 def by_digest(digests: np.ndarray, sizes: np.ndarray) -> dict[str, np.ndarray]:

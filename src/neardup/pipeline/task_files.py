@@ -25,6 +25,7 @@ from neardup.pipeline.read_cache import local_file
 from neardup.pipeline.stream import concat
 
 __all__ = [
+    "all_sets",
     "by_shard",
     "gather",
     "gather_array",
@@ -211,6 +212,16 @@ def shard_sets(work: str, s: int, stage: str = "scan") -> ShingleSets:
     path = layout.path(work, stage, s, "keys.u32")
     with reading_back(path):
         return ShingleSets(koff, np.memmap(local_file(path), dtype=np.uint32, mode="r", shape=(n,)))
+
+
+def all_sets(work: str, offsets: np.ndarray, stage: str = "scan") -> ShingleSets:
+    """The shingle sets of every document of the run (shards ``offsets``), end to end in
+    memory, from the spills of ``stage`` (:func:`key_stage`)."""
+    parts = [shard_sets(work, s, stage) for s in range(len(offsets) - 1)]
+    sizes = concat([np.diff(np.asarray(p.offsets)) for p in parts], np.int64)
+    out = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out[1:])
+    return ShingleSets(out, concat([p.keys for p in parts], np.uint32))
 
 
 def subset_sets(sets: ShingleSets, idx: np.ndarray) -> ShingleSets:

@@ -319,7 +319,7 @@ _MANIFEST = "manifest.json"
 #: the common stage its sets' digests too (the exact stage on the sets without common shingles);
 #: 6: the prefix candidates' stages; 7: their family links, decided with prefix candidates; 8:
 #: prefix entries hold the document's place in its shard (int32), not its global position
-_VERSION = 8
+_VERSION = 9
 
 
 @contextlib.contextmanager
