@@ -17,7 +17,10 @@ the smallest size (the cost per document as the corpus grows), and its wall, cal
 temporary disk against the one-process run of the same generator and size (``today...``).
 
 Each run's kept bytes are compared with those of the first run of the same candidates and size
-(``today``, else ``local``, else ``dask``). ``today``, ``local`` and ``dask`` take ``--candidates fingerprint``;
+(``today``, else ``local``, else ``dask``, else ``engine``). ``engine`` is this checkout's default
+run (no ``--shard-docs``: a corpus that fits in memory is decided in one task, its candidates
+and verification inside the ``decide`` stage); with ``--today-src`` of the commit before the one
+engine, ``today`` is that commit's one-process run, so one command compares the two. ``today``, ``local`` and ``dask`` take ``--candidates fingerprint``;
 runs named ``...-prefix`` (``today-prefix``, ``local-prefix``, ``dask-prefix``) take
 ``--candidates prefix`` (the default) and are compared with ``today-prefix``; runs named
 ``...-bands`` take ``--candidates bands`` and are compared with ``today-bands``.
@@ -108,19 +111,20 @@ def measure(n: int, ns: argparse.Namespace, tmp: str) -> list[dict]:
         "today": ["--memory", "1T"],  # the one-process run, whatever the size
         "local": ["--shard-docs", str(ns.shard_docs)],
         "dask": ["--shard-docs", str(ns.shard_docs), "--workers", str(ns.workers)],
+        "engine": [],  # this checkout's default run (one task decides a corpus that fits)
     }
     prefix, bands = ["--candidates", "prefix"], ["--candidates", "bands"]
     base = list(runs.items())
     runs.update({f"{k}-prefix": v + prefix for k, v in base})
     runs.update({f"{k}-bands": v + bands for k, v in base})
-    for k in ("today", "local", "dask"):  # the default is prefix: these name the other one
+    for k in ("today", "local", "dask", "engine"):  # the default is prefix: these name the other
         runs[k] = runs[k] + ["--candidates", "fingerprint"]
     for name, extra in runs.items():
         if name not in ns.runs.split(","):
             continue
         kind = next((f"-{c}" for c in ("prefix", "bands") if name.endswith(f"-{c}")), "")
         # the kept bytes are compared with the first run of the same generator (today's if run)
-        first = next(f"{k}{kind}" for k in ("today", "local", "dask")
+        first = next(f"{k}{kind}" for k in ("today", "local", "dask", "engine")
                      if f"{k}{kind}" in ns.runs.split(",") or k == "dask")  # fmt: skip
         ref = os.path.join(tmp, f"{first}-{n}.jsonl")  # what the run's kept bytes must equal
         out = ref if name == first else os.path.join(tmp, f"{name}.jsonl")

@@ -61,8 +61,9 @@ def test_child_compiles_what_the_job_then_loads(tmp_path, verify):
         return
     # this process compiled the fingerprint kernels only (with the shared primitives they call,
     # unless the child had compiled those first), and loaded what the child compiled
-    fingerprinting = ("_kernels.", "_pipeline.", "primitives.")
-    assert saved and all(name.startswith(fingerprinting) for name in saved)
+    # (and the scan's id hashes, set fingerprints and set digests: verification kernels)
+    fingerprinting = ("_kernels.", "_pipeline.", "primitives.", "_id_kernels.", "verify_kernels.")
+    assert saved and all(name.startswith(fingerprinting) for name in saved), saved
     assert decider in loaded
     assert "verify_kernels.greedy_keep" not in loaded  # the fingerprint candidates' pass
     cost = {g: c for g, (_, _, c) in compiled.GROUPS.items()}

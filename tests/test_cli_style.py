@@ -140,12 +140,13 @@ def test_progress_policy(monkeypatch, tmp_path):
     monkeypatch.setattr(config, "PROGRESS_LOG_SECONDS", 0.0)
     r = invoke("neardup", "dedup", CORPUS, "-o", str(tmp_path / "k.jsonl"), "--progress", "log",
                text=True)  # fmt: skip
-    lines = [ln for ln in r.stderr.splitlines() if "%" in ln and "fingerprint" in ln]
-    assert lines and all("of 1.4 MB" in ln and "/s" in ln for ln in lines)
-    assert any("ETA" in ln for ln in lines)
+    lines = r.stderr.splitlines()  # each stage's tasks as they finish, then its rate
+    assert "neardup dedup: scan 2/2 tasks" in lines and "neardup dedup: write 0/2 tasks" in lines
+    assert any(ln.startswith("neardup dedup: write 2/2 tasks, ") and "documents/s" in ln
+               for ln in lines)  # fmt: skip
     quiet = invoke("neardup", "dedup", CORPUS, "-o", str(tmp_path / "q.jsonl"), "--progress",
                    "none", "--json-summary", str(tmp_path / "s.json"), text=True)  # fmt: skip
-    assert not re.search(r"fingerprint \d+%", quiet.stderr) and "ETA" not in quiet.stderr
+    assert not re.search(r"\d+/\d+ task", quiet.stderr) and "ETA" not in quiet.stderr
     monkeypatch.setattr(progress, "BAR_DELAY", 0.0)
     bar = invoke("neardup", "fingerprint", CORPUS, "-o", str(tmp_path / "f.txt"), "--progress",
                  "bar", text=True)  # fmt: skip
@@ -235,8 +236,8 @@ def test_counts_agree_with_their_nouns_and_carry_separators(monkeypatch, tmp_pat
         assert [r.returncode for r in said] == [0, 0, 0], "".join(r.stderr for r in said)
         stderr = "".join(r.stderr for r in said)
         assert _count_faults(stderr) == [], stderr
-        want = ("1 document in 1 shard, 0 clusters", "added 1 document to") if name == "one" \
-            else ("1,200 documents in 1 shard, 130 clusters", "added 1,026 documents to")  # fmt: skip
+        want = ("1 document fingerprinted, 0 clusters", "added 1 document to") if name == "one" \
+            else ("1,200 documents fingerprinted, 130 clusters", "added 1,026 documents to")  # fmt: skip
         assert all(w in stderr for w in want), stderr
         assert re.search(r"scan 1/1 task\b", stderr), stderr
 

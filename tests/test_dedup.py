@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -23,9 +24,9 @@ from neardup.core.verify import (
 )
 from neardup.errors import InputError
 from neardup.fingerprints import Fingerprinter
-from neardup.pipeline import job
 from neardup.pipeline.scan import scan_files
 from neardup.pipeline.spool import subset_sets
+from neardup.pipeline.stage_table import STAGES
 from neardup.pipeline.write import write_kept
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -259,7 +260,8 @@ def test_dedup_verified_keeps_documents_without_shingles():
 
 
 def _shingle_files(directory) -> list[str]:
-    return [p for p in os.listdir(directory) if p.startswith(".neardup-shingles.neardup-")]
+    """The temporary work directories (the shingle keys among their files) in ``directory``."""
+    return [p for p in os.listdir(directory) if p.startswith(".neardup-work.neardup-")]
 
 
 def test_dedup_temporary_file_removed_after_success_and_error(tmp_path, monkeypatch):
@@ -284,7 +286,8 @@ def test_dedup_temporary_file_removed_after_success_and_error(tmp_path, monkeypa
         assert len(_shingle_files(temp)) == 1  # the keys are on disk while deciding
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(job, "decide_verified_sets", interrupt)
+    step = STAGES["decide-all"]
+    monkeypatch.setitem(STAGES, "decide-all", dataclasses.replace(step, fn=interrupt))
     with pytest.raises(KeyboardInterrupt):
         dedup(src, skip_bad=True)
     assert _shingle_files(temp) == []

@@ -11,6 +11,7 @@ import stat
 import numpy as np
 import pytest
 from cli import invoke
+from servers import small_tmpfs
 
 from neardup.index import Index
 
@@ -145,18 +146,21 @@ def test_a_run_that_fails_late_leaves_every_output_as_it_was(tmp_path, monkeypat
     for name in ("kept.jsonl", "c.jsonl", "drop.txt"):
         (tmp_path / name).write_text("OLD\n")
     before = _snapshot(tmp_path)
-    import neardup.pipeline.job as job
+    import neardup.pipeline.staged as staged
 
-    def interrupted(*a, **k):
+    commit_parts = staged.commit_parts
+
+    def interrupted(*a, **k):  # once every output is staged, before any is committed
+        commit_parts(*a, **k)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(job, "write_drop_list", interrupted)
+    monkeypatch.setattr(staged, "commit_parts", interrupted)
     r = invoke(
         "neardup", "dedup", str(src), "-o", str(tmp_path / "kept.jsonl"), "-q",
         "--clusters", str(tmp_path / "c.jsonl"), "--drop-list", str(tmp_path / "drop.txt"),
         text=True,
     )  # fmt: skip
-    assert r.returncode == 130 and "aborted" in r.stderr
+    assert r.returncode == 130 and "interrupted; nothing is kept" in r.stderr, r.stderr
     assert _snapshot(tmp_path) == before  # nothing replaced, no temporary file left
 
 
@@ -323,10 +327,12 @@ def test_running_out_of_memory_is_one_line_saying_what_was_held(tmp_path, monkey
     monkeypatch.setattr(seed, "format_json_rows", no_memory)
     err = _one_line_error(invoke("simhash-find-all", "-i", str(fps), "-q", text=True), 1)
     assert "out of memory holding the input text, its fingerprints" in err and "split" in err
-    import neardup.pipeline.job as job
+    import dataclasses
 
-    monkeypatch.setattr(job, "decide_on_arrays", no_memory)
-    monkeypatch.setattr(job, "decide_verified", no_memory)
+    from neardup.pipeline.stage_table import STAGES
+
+    step = STAGES["decide-all"]
+    monkeypatch.setitem(STAGES, "decide-all", dataclasses.replace(step, fn=no_memory))
     src = _corpus(tmp_path)
     for verify in ([], ["--no-verify"]):
         r = invoke(
@@ -336,36 +342,17 @@ def test_running_out_of_memory_is_one_line_saying_what_was_held(tmp_path, monkey
         assert not (tmp_path / "k.jsonl").exists()
 
 
-def test_a_full_disk_names_the_output_not_a_temporary_file_or_an_input(tmp_path, monkeypatch):
+def test_a_full_disk_names_the_output_not_a_temporary_file_or_an_input(tmp_path):
     pages = tmp_path / "pages"
     pages.mkdir()
-    (pages / "a.txt").write_text("one document about something")
-    import neardup.pipeline.write as write
-
-    real_open = open
-
-    class Full:
-        def __init__(self, f):
-            self.f = f
-
-        def write(self, data):
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.f.close()
-
-    def full_open(path, mode="r", *a, **k):
-        f = real_open(path, mode, *a, **k)
-        return Full(f) if "w" in mode else f
-
-    monkeypatch.setattr(write, "open", full_open, raising=False)
-    r = invoke("neardup", "dedup", str(pages), "-o", str(tmp_path / "kept"), "-q", text=True)
-    err = _one_line_error(r)
-    assert f"{tmp_path / 'kept' / 'a.txt'}: No space left on device" in err
-    assert sorted(os.listdir(tmp_path)) == ["pages"]
+    for k in range(4):  # 40 kB each: the output's 64 kB disk fills up at the second
+        (pages / f"p{k}.txt").write_text(f"page {k} " + " ".join(f"w{k}x{i}" for i in range(6000)))
+    with small_tmpfs(tmp_path / "tiny", "64k") as tiny:
+        r = invoke("neardup", "dedup", str(pages), "-o", str(tiny / "kept"), "-q", text=True)
+        err = _one_line_error(r)
+        assert f"{tiny / 'kept'}" in err and "No space left on device" in err, err
+        assert os.listdir(tiny) == []  # nothing half-written
+    assert sorted(os.listdir(tmp_path)) == ["pages", "tiny"]
     if os.path.exists("/dev/full"):
         src = _corpus(tmp_path)
         r = invoke("neardup", "fingerprint", str(src), "-o", "/dev/full", text=True)

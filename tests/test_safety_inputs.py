@@ -4,6 +4,7 @@ passes stops the run with one line naming it and nothing written; special files 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ from cli import invoke
 import neardup
 from neardup.errors import InputError
 from neardup.io.sources import InputPath
+from neardup.pipeline.stage_table import STAGES
 
 ROWS = [
     {"id": f"d{i}", "text": f"document number {i} about the {w} and the river bank today"}
@@ -49,8 +51,6 @@ def _write_parquet(path, rows) -> None:
 
 @pytest.mark.parametrize("kind", ["jsonl", "parquet-shrunk", "parquet-rewritten", "text"])
 def test_an_input_changed_between_the_passes_stops_the_run(tmp_path, monkeypatch, kind):
-    import neardup.pipeline.job as job
-
     if kind == "jsonl":
         src = tmp_path / "in.jsonl"
         _jsonl(src)
@@ -68,22 +68,25 @@ def test_an_input_changed_between_the_passes_stops_the_run(tmp_path, monkeypatch
             (src / f"{r['id']}.txt").write_text(r["text"])
         named = src / "d3.txt"
         change = lambda: named.write_text("another text altogether")  # noqa: E731
-    write_kept = job.write_kept
+    step = STAGES["write"]
 
     def second_pass(*a, **k):
-        change()
-        return write_kept(*a, **k)
+        if not changed:
+            changed.append(True)
+            change()
+        return step.fn(*a, **k)
 
-    monkeypatch.setattr(job, "write_kept", second_pass)
+    changed: list[bool] = []
+    monkeypatch.setitem(STAGES, "write", dataclasses.replace(step, fn=second_pass))
     out = tmp_path / "out"
     r = invoke("neardup", "dedup", str(src), "-o", str(out), "--drop-list",
                str(tmp_path / "drop.txt"), "-q", text=True)  # fmt: skip
     err = _one_line_error(r)
     assert err.startswith(f"neardup: error: {named}: changed while dedup ran"), err
-    assert sorted(os.listdir(tmp_path)) == [src.name]  # nothing written, no temporary file
+    assert changed and sorted(os.listdir(tmp_path)) == [src.name]  # nothing written
 
 
-@pytest.mark.parametrize("stage", ["read", "write"])
+@pytest.mark.parametrize("stage", ["scan", "write"])
 @pytest.mark.parametrize("kind", ["jsonl", "parquet"])
 def test_an_input_changed_during_a_pass_stops_the_run(tmp_path, kind, stage):
     if kind == "parquet":
@@ -104,15 +107,15 @@ def test_an_input_changed_during_a_pass_stops_the_run(tmp_path, kind, stage):
         def change() -> None:
             _rewrite_jsonl(src)
 
-    def progress(now: str, n: int) -> None:
-        if now == stage and not changed and (n or stage == "read"):
+    def progress(now: str, done: int, tasks: int) -> None:
+        if now == stage and not changed:
             changed.append(True)
             change()
 
     changed: list[bool] = []
     out = tmp_path / f"out.{kind}"
     with pytest.raises(InputError, match="changed while dedup ran") as e:
-        neardup.dedup(inputs, output=str(out), progress=progress)
+        neardup.dedup(inputs, output=str(out), stage_progress=progress)
     assert e.value.source == str(named) and changed
     assert not out.exists() and not [p for p in os.listdir(tmp_path) if p.startswith(".")]
 
@@ -122,9 +125,8 @@ def test_unchanged_inputs_read_twice_are_accepted(tmp_path):
     src, other = tmp_path / "in.jsonl", tmp_path / "other.jsonl"
     _jsonl(src)
     _jsonl(other)
-    r = neardup.dedup(
-        InputPath(str(src)), output=str(tmp_path / "k.jsonl"), progress=lambda s, n: _jsonl(other)
-    )
+    r = neardup.dedup(InputPath(str(src)), output=str(tmp_path / "k.jsonl"),
+                      stage_progress=lambda stage, done, tasks: _jsonl(other))  # fmt: skip
     assert len((tmp_path / "k.jsonl").read_text().splitlines()) == int(r.kept.sum()) > 0
 
 

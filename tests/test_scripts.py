@@ -87,7 +87,7 @@ def _terminated(proc: subprocess.Popen) -> str:
 
 
 @pytest.mark.slow
-def test_sigterm_mid_run_removes_the_shingle_spool_and_writes_nothing(tmp_path):
+def test_sigterm_mid_run_removes_the_work_directory_and_writes_nothing(tmp_path):
     big = tmp_path / "big.jsonl"
     _big_corpus(big, 200_000)
     out, tmp = tmp_path / "out", tmp_path / "tmp"
@@ -100,8 +100,8 @@ def test_sigterm_mid_run_removes_the_shingle_spool_and_writes_nothing(tmp_path):
         env=dict(os.environ, TMPDIR=str(tmp)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
 
-    def spooling() -> bool:  # the first pass is under way: shingle keys on temporary disk
-        return any(p.stat().st_size > 0 for p in tmp.glob(".neardup-shingles.neardup-*"))
+    def spooling() -> bool:  # the scan is under way: shingle keys in the work directory
+        return any(p.stat().st_size > 0 for p in tmp.glob(".neardup-work.neardup-*/scan/*/*.u32"))
 
     try:
         _wait_for(spooling, 300, proc)
@@ -111,7 +111,7 @@ def test_sigterm_mid_run_removes_the_shingle_spool_and_writes_nothing(tmp_path):
             proc.kill()
             proc.wait()
         big.unlink()  # 63 MB
-    assert list(tmp.iterdir()) == []  # the spool is gone
+    assert list(tmp.iterdir()) == []  # the work directory is gone
     assert [p.name for p in out.iterdir()] == ["kept.jsonl"]  # no output, no temporary file
     assert (out / "kept.jsonl").read_text() == "OLD\n"  # the previous file as it was
 
@@ -120,17 +120,17 @@ def test_sigterm_mid_run_removes_the_shingle_spool_and_writes_nothing(tmp_path):
 # documents are written and the clusters too, then it says so and waits for the signal.
 _PAUSE_AFTER_CLUSTERS = """
 import sys, time
-import neardup.pipeline.job as job
+import neardup.pipeline.staged as staged
 from neardup.cli.main import main
 
-write_clusters = job.write_clusters
+commit_parts = staged.commit_parts
 
 def write_then_wait(*args, **kwargs):
-    write_clusters(*args, **kwargs)
+    commit_parts(*args, **kwargs)
     open(sys.argv[1], "w").close()
     time.sleep(300)
 
-job.write_clusters = write_then_wait
+staged.commit_parts = write_then_wait
 main(sys.argv[2:])
 """
 

@@ -1,6 +1,7 @@
 """The staged dedup against an index (``--against INDEX --update``) and under a memory budget
-(``--memory``): the same outputs, byte for byte, and the same index contents as the one-process
-run; and which runs are staged."""
+(``--memory``): the same outputs, byte for byte, and the same index contents whether one task
+decides every document or the candidate, component and decide stages do; and which runs do
+which."""
 
 from __future__ import annotations
 
@@ -41,6 +42,12 @@ def _contents(ix: str, fps: np.ndarray) -> list[tuple]:
         return [len(opened), *rows]
 
 
+def _one_task(summary: dict) -> bool:
+    """Whether the run decided every document in one task (no candidate or exact stages)."""
+    stages = summary["stages"]
+    return "decide" in stages and not {"exact", "search", "split", "pairs", "prefix"} & set(stages)
+
+
 def _index(kind: str, path: Path) -> str:
     if kind == "sketch":
         Index.create(path, threshold=0.8, sketch_words=8).close()
@@ -78,7 +85,7 @@ def test_against_update_same_outputs_and_index(tmp_path, kind, extra):
         assert got == want, k
         assert s2["against"].pop("index") == staged and s1["against"].pop("index") == one
         assert s2["against"] == s1["against"] and s2["dropped"] == s1["dropped"]
-        assert s2["shards"] > 3 and "shards" not in s1
+        assert s2["shards"] > 3 and s1["shards"] == 1 and _one_task(s1) and not _one_task(s2)
         assert _contents(staged, probe) == _contents(one, probe)
         found += s1["against"]["dropped"]
     assert s1["against"]["dropped"] > 0 and b'"index": true' in want["c.jsonl"]
@@ -124,7 +131,8 @@ def test_memory_budget_sets_shards_and_keeps_outputs(tmp_path, monkeypatch):
     assert (per, search) == (20, 341)
     plan = build_plan(InputPath(src), memory=budget, parallel=2)
     assert plan.staged and len(plan.shards) >= 300 // per - 1 and plan.search_docs == 341
-    assert not build_plan(InputPath(src), memory="1G").staged  # fits in one process
+    # fits in one process: one task decides every document
+    assert build_plan(InputPath(src), memory="1G").whole_docs >= 300 > plan.whole_docs
     outs = {}
     for tag, mem in (("one", "1G"), ("budget", budget)):
         out = tmp_path / tag
@@ -152,7 +160,7 @@ def test_memory_option_on_the_command_line(tmp_path):
         assert r.returncode == 0, r.stderr
         outs[tag] = out.read_bytes()
         summary = json.loads((tmp_path / f"{tag}.json").read_text())
-        assert ("shards" in summary) == (tag == "staged")
+        assert _one_task(summary) == (tag == "one")
     assert outs["staged"] == outs["one"]
     r = _cli(str(src), "-o", str(tmp_path / "x.jsonl"), "--memory", "lots")
     assert r.returncode == 2 and "memory must be a number of bytes" in r.stderr
@@ -196,7 +204,7 @@ def test_report_from_the_staged_run(tmp_path):
                  "--against", ix, "--report", str(out / "r.html"), "--json-summary",
                  str(out / "s.json"), *extra)  # fmt: skip
         assert r.returncode == 0, r.stderr
-        assert ("shards" in json.loads((out / "s.json").read_text())) == bool(extra)
+        assert _one_task(json.loads((out / "s.json").read_text())) == (not extra)
         page = (out / "r.html").read_text()
         pages[tag] = (json.loads(_INDEX_JSON.search(page)[1]), (out / "k.jsonl").read_bytes(),
                       (out / "c.jsonl").read_bytes(), _same_page(page))  # fmt: skip

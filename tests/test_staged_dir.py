@@ -14,6 +14,7 @@ from test_staged import _cli, _write
 from neardup import dedup
 from neardup.io.sources import InputPath
 from neardup.pipeline.plan import build_plan
+from neardup.pipeline.write import is_directory_output
 
 
 def _joined(d: Path) -> bytes:
@@ -55,11 +56,11 @@ def test_directory_output_runs_staged_and_existing_directory_is_used(tmp_path):
     docs = naive.text_families(50, seed=3, vocab=40, words=(6, 14), wordless=0)
     _write(tmp_path / "in.jsonl", docs)
     src = [InputPath(tmp_path / "in.jsonl")]
-    assert build_plan(src, output=f"{tmp_path / 'new'}/").staged
+    assert is_directory_output(f"{tmp_path / 'new'}/", "jsonl")
     (tmp_path / "empty").mkdir()
-    assert build_plan(src, output=f"{tmp_path / 'empty'}/").staged
-    assert not build_plan(src, output=tmp_path / "file.jsonl").staged
-    assert not build_plan(src, output=tmp_path / "empty").staged  # a file was likely meant
+    assert is_directory_output(f"{tmp_path / 'empty'}/", "jsonl")
+    assert not is_directory_output(tmp_path / "file.jsonl", "jsonl")
+    assert not is_directory_output(tmp_path / "empty", "jsonl")  # a file was likely meant
     one = dedup(src, output=tmp_path / "one.jsonl")
     got = dedup(src, output=f"{tmp_path / 'empty'}/")
     assert got.kept.tolist() == one.kept.tolist()

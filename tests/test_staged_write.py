@@ -276,11 +276,11 @@ def test_text_commit_stopped_halfway_resumes(tmp_path, monkeypatch):
     dedup(src, output=ref)
     move, moved = parts._move, []
 
-    def stop_after_two(a, b, keep):
+    def stop_after_two(a, b, keep, shown):
         if len(moved) == 2:
             raise KeyboardInterrupt
         moved.append(a)
-        move(a, b, keep)
+        move(a, b, keep, shown)
 
     monkeypatch.setattr(parts, "_move", stop_after_two)
     (tmp_path / "out").mkdir()

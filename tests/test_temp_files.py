@@ -1,6 +1,6 @@
-"""Temporary files of a run: a full spool disk is one line naming the directory and how to choose
-another (--temp-dir); what a run killed outright (SIGKILL) staged or spooled is recognised and
-removed by a later run or by `neardup clean`, and nothing else ever is."""
+"""Temporary files of a run: a full temporary directory is one line naming it and how to choose
+another (--temp-dir); what a run killed outright (SIGKILL) staged or kept in its work directory
+is recognised and removed by a later run or by `neardup clean`, and nothing else ever is."""
 
 from __future__ import annotations
 
@@ -72,21 +72,24 @@ def test_a_spool_write_that_fails_names_the_directory(tmp_path):
 # -- leftovers of runs killed outright ---------------------------------------------------------
 
 _KILLED_DEDUP = """
-import sys, time, neardup
-import neardup.pipeline.job as job
+import dataclasses, sys, time, neardup
+import neardup.pipeline.staged as staged
+from neardup.pipeline.stage_table import STAGES
 where, src, out, spool = sys.argv[1:]
-name = "decide_verified_sets" if where == "spool" else "write_clusters"
-def stop(*a, **k):  # killed here: the shingle spool, or a staged output, exists
+def stop(*a, **k):  # killed here: the work directory, or also a staged output, exists
     print("stopped", flush=True)
     time.sleep(600)
-setattr(job, name, stop)
+if where == "spool":
+    STAGES["decide-all"] = dataclasses.replace(STAGES["decide-all"], fn=stop)
+else:
+    staged.build_result = stop
 neardup.dedup(src, output=out + "/kept.jsonl", clusters=out + "/clusters.jsonl", temp_dir=spool)
 """
 
 
 def _killed_runs(src, out_dir, spool_dir) -> set[int]:
-    """Two dedups SIGKILLed, one while its shingles are spooled, one while it stages its
-    outputs: their pids."""
+    """Two dedups SIGKILLed, one while its work directory holds its shingle keys, one while it
+    stages its outputs: their pids."""
     pids = set()
     for where in ("write", "spool"):  # (a spool removes the spools of killed runs)
         p = subprocess.Popen(
@@ -114,9 +117,10 @@ def test_a_later_run_removes_what_a_killed_run_left_and_nothing_else(tmp_path):
         (out_dir / name).write_text("mine")
     pids = _killed_runs(src, out_dir, spool_dir)
     left = find_leftovers(out_dir) + find_leftovers(spool_dir)
-    assert {x.name for x in left} == {"kept.jsonl", "neardup-shingles"}, left
+    assert {x.name for x in left} == {"kept.jsonl", "clusters.jsonl", "neardup-work"}, left
     assert {x.pid for x in left} == pids
-    assert all(x.size > 0 for x in left)
+    # (the corpus has no near-duplicates: its clusters file is empty)
+    assert all(x.size > 0 for x in left if x.name != "clusters.jsonl"), left
     # a later run in the same directories removes them, and only them
     r = invoke("neardup", "dedup", src, "-o", str(out_dir / "kept.jsonl"), "-q",
                "--temp-dir", str(spool_dir), text=True)  # fmt: skip
@@ -137,7 +141,7 @@ def test_neardup_clean_lists_and_removes_leftovers(tmp_path):
     r = invoke("neardup", "clean", "--dry-run", str(out_dir), str(spool_dir), text=True)
     assert r.returncode == 0, r.stderr
     assert all(f"left by process {pid}" in r.stdout for pid in pids), r.stdout
-    assert r.stdout.count("\n") == 2
+    assert r.stdout.count("\n") == 3
     assert sorted(os.listdir(out_dir)) == before
     r = invoke("neardup", "clean", str(out_dir), str(spool_dir), text=True)
     assert r.returncode == 0, r.stderr

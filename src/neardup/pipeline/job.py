@@ -440,9 +440,8 @@ def dedup(
         spooled(_paths(data), temp_dir) as piped,  # pipes, /dev/stdin: to files read twice
         open_executor(executor, client, threads, temp_dir) as ex,
     ):
-        bad = (on_bad or _ignore) if skip_bad else None
         opts = _Options(threads, client, ex, device, temp_dir, progress, stage_progress, log,
-                        bad, extra_outputs, already_seen)  # fmt: skip
+                        _bad(on_bad, skip_bad), extra_outputs, already_seen)  # fmt: skip
         plan = build_plan(
             data, threshold=threshold, verify=verify, distance=distance, keep=keep,
             blocks=blocks, fingerprinter=fingerprinter, preset=preset, text_field=text_field,
@@ -450,11 +449,18 @@ def dedup(
             drop_list=drop_list, json_summary=json_summary, against=against, update=update,
             shard_docs=shard_docs, work_dir=work_dir, clean_work_dir=clean_work_dir,
             memory=memory, removed=removed, device=device, common_shingles=common_shingles,
-            candidates=candidates, one_process=_only_one(already_seen), **_where(ex),
+            candidates=candidates, one_process=_only_one(already_seen), temp_dir=temp_dir,
+            **_where(ex),
         )  # fmt: skip
         if plan.staged:
             return _staged(plan, opts, collect)
         return _one_process(plan, data, opts, piped)
+
+
+def _bad(on_bad: OnBad | None, skip_bad: bool) -> OnBad | None:
+    """What a bad record is given to: ``on_bad`` (else nothing) when skipped, else None (an
+    error)."""
+    return (on_bad or _ignore) if skip_bad else None
 
 
 def _only_one(already_seen: Any) -> list[str]:

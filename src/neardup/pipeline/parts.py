@@ -163,7 +163,7 @@ def _place_parts(
         for s in range(len(run.sizes)):
             part = layout.path(run.work, "write", s, name)
             if not name.endswith(".bin"):
-                moved = _move_tree(part, tmp, keep=plan.work_dir is not None)
+                moved = _move_tree(part, tmp, plan.work_dir is not None, out.path)
                 if moved != sizes[s]:
                     raise damaged(part, f"{moved} bytes where its task wrote {sizes[s]}")
                 total += moved
@@ -171,7 +171,12 @@ def _place_parts(
             size = sizes[s]
             _open_part(part, size).close()  # there, with the bytes its task wrote
             if size:
-                _move(part, os.path.join(tmp, f"part-{s:05d}{ext}"), plan.work_dir is not None)
+                _move(
+                    part,
+                    os.path.join(tmp, f"part-{s:05d}{ext}"),
+                    plan.work_dir is not None,
+                    os.path.join(out.path, f"part-{s:05d}{ext}"),
+                )
                 total += size
     return total
 
@@ -255,9 +260,10 @@ def _copy_in_kernel(src: Any, dest: Any, size: int) -> bool:
     return done == size
 
 
-def _move(src: str, dest: str, keep: bool) -> None:
+def _move(src: str, dest: str, keep: bool, shown: str) -> None:
     """``src`` to ``dest``: renamed, or copied where ``keep`` or across file systems (an
-    object of object storage: downloaded)."""
+    object of object storage: downloaded); a copy that fails names the output ``shown`` (a
+    full disk is the output's, not the work directory's)."""
     if is_url(src):
         objects.get_file(src, dest)
         return
@@ -265,11 +271,15 @@ def _move(src: str, dest: str, keep: bool) -> None:
         with contextlib.suppress(OSError):
             os.replace(src, dest)
             return
-    shutil.copyfile(src, dest)
+    try:
+        shutil.copyfile(src, dest)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror or str(e), shown) from e
 
 
-def _move_tree(src: str, dest: str, keep: bool) -> int:
-    """Every file under ``src`` to the same place under ``dest``; returns their bytes."""
+def _move_tree(src: str, dest: str, keep: bool, shown: str) -> int:
+    """Every file under ``src`` to the same place under ``dest`` (the output ``shown``);
+    returns their bytes."""
     total = 0
     if is_url(src):
         found = objects.sizes(src)
@@ -281,7 +291,7 @@ def _move_tree(src: str, dest: str, keep: bool) -> int:
         target = os.path.join(dest, *rel.split("/"))
         os.makedirs(os.path.dirname(target), exist_ok=True)
         total += os.path.getsize(path) if n is None else n
-        _move(path, target, keep)
+        _move(path, target, keep, os.path.join(shown, *rel.split("/")))
     return total
 
 

@@ -142,6 +142,8 @@ class DedupPlan:
     #: a staged run of at most this many documents decides them all in one task (their
     #: candidates and the rule over the whole corpus at once, as one process does); 0: never
     whole_docs: int = 0
+    #: where a run without ``work_dir`` keeps its temporary work directory (None: ``TMPDIR``)
+    temp_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.clean_work_dir and self.work_dir is None:
@@ -308,7 +310,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
                work_dir: str | os.PathLike | None = None, clean_work_dir: bool = False,
                memory: int | str | None = None, parallel: int = 1, slots: int = 1,
                client: bool = False, staged_only: bool = False, device: str = "cpu",
-               one_process: Sequence[str] = (),
+               one_process: Sequence[str] = (), temp_dir: str | os.PathLike | None = None,
                common_shingles: float | int | None = None,
                candidates: str | Bands | None = None) -> DedupPlan:  # fmt: skip
     """The :class:`DedupPlan` of a dedup run: options checked, defaults applied, file inputs
@@ -363,8 +365,8 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
                        id_field=id_field, one_process=one_process,
                        output=output, removed=removed)  # fmt: skip
     per, search = sizes_for(budget, parallel, shard_docs)
-    if staged and shard_docs is None and slots > 1:
-        per = spread(per, _cut_docs(files, text_field, id_field), slots)
+    if staged and shard_docs is None and max(slots, parallel) > 1:  # every slot or thread busy
+        per = spread(per, _cut_docs(files, text_field, id_field), max(slots, parallel))
     shards = cut_shards(files, per, text_field, id_field) if staged else []
     whole = shard_docs is None and not client and not staged_only and device == "cpu"
     fper = fingerprinter if fingerprinter is not None else Fingerprinter(preset)
@@ -380,6 +382,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
         inputs=tuple(inputs), staged=staged,
         search_docs=search, device=device, common_shingles=common, candidates=candidates,
         scheme=scheme, whole_docs=budget // ONE_PROCESS_BYTES_PER_DOC if whole else 0,
+        temp_dir=_path(temp_dir),
     )  # fmt: skip
 
 
@@ -477,14 +480,7 @@ def is_staged(
                 f"with {', '.join(why)} yet"
             )
         return False
-    if asked or client:
-        return True
-    if not all(os.path.isfile(f.path) for f in files):
-        return False
-    docs = sum(input_size(f.path) for f in files) / _bytes_per_doc(files)
-    if docs * ONE_PROCESS_BYTES_PER_DOC <= budget:
-        return False
-    return all(_splittable(f, text_field, id_field) for f in files)
+    return True
 
 
 def _against_key(against: Any) -> Any:
@@ -535,6 +531,9 @@ def cut_shards(
             shards.append(Shard(k, k + 1))
             continue
         cuts = _line_cuts(f.path, max(1, int(per_doc * shard_docs)))
+        if len(cuts) <= 2:  # one shard: the whole file (read as any file is)
+            shards.append(Shard(k, k + 1))
+            continue
         for a, b in zip(cuts[:-1], cuts[1:], strict=True):
             shards.append(Shard(k, k + 1, a, b))
     return shards

@@ -9,12 +9,18 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from neardup.errors import holding
 from neardup.io.files import is_url, reading_copies
 from neardup.pipeline import layout
 from neardup.pipeline.executors import Progress, run_task
 from neardup.pipeline.read_cache import renew
 from neardup.pipeline.stage_table import STAGES
-from neardup.pipeline.workdir import finished_names
+from neardup.pipeline.workdir import (
+    filled,
+    finished_names,
+    stage_bytes_total,
+    temp_dir_error,
+)
 
 __all__ = ["Runner", "disk_reads", "peak_rss"]
 
@@ -25,8 +31,11 @@ class Runner:
     which a task reads in place of the pipe, in whatever process it runs."""
 
     def __init__(self, work: str, executor: Any, progress: Progress | None,
-                 copies: tuple[tuple[str, str], ...] = (), sums: bool = False) -> None:  # fmt: skip
+                 copies: tuple[tuple[str, str], ...] = (), sums: bool = False,
+                 temp: str | None = None) -> None:  # fmt: skip
         self.work, self.executor, self.progress = work, executor, progress
+        #: the temporary directory that holds ``work`` (None: a work directory of the user's)
+        self.temp = temp
         #: each piped input and its copy, which tasks read in its place
         self.copies = copies
         #: tasks record their files' CRC-32 (a work directory a later run may resume)
@@ -68,13 +77,26 @@ class Runner:
         # every task shares (the plan, the shard offsets) once (executors.shared_args)
         args = [(self.copies, self.sums, generation, fresh and name not in finished, self.work,
                  step, stage, name, keys, *(a[k] for k in keys)) for name, a in tasks]  # fmt: skip
-        out = self.executor.map(_run_task, args, stage, self.progress, memory=memory)
+        try:
+            with holding(f"the tasks of the {stage} stage ({len(tasks)} of them)", _FIX):
+                out = self.executor.map(_run_task, args, stage, self.progress, memory=memory)
+        except OSError as e:  # a task's files fill the temporary directory: named, with the way out
+            if self.temp is None or not filled(e):
+                raise
+            raise temp_dir_error(e, self.temp, stage_bytes_total(self.work)) from e
         self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
         self.tasks[stage] = self.tasks.get(stage, 0) + len(tasks)
         self.peak_rss[stage] = peak_rss()
         self.disk_reads[stage] = self.disk_reads.get(stage, 0) + disk_reads() - read0
         self.cpu[stage] = self.cpu.get(stage, 0.0) + time.process_time() - cpu0
         return out
+
+
+#: What a run out of memory in a stage can do (docs/guides/memory.md).
+_FIX = (
+    "give the run a smaller memory budget (--memory, memory=: smaller shards and tasks, and "
+    "no single task deciding the whole corpus), or run it on Dask (--workers, --scheduler)"
+)
 
 
 def _run_task(copies: tuple[tuple[str, str], ...], sums: bool, generation: str, fresh: bool,

@@ -18,7 +18,7 @@ from neardup.io.blocks import iter_blocks, kept_lines
 from neardup.io.files import open_input
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stages import ByteRange
-from neardup.pipeline.stream import concat
+from neardup.pipeline.stream import concat, reads_in_blocks
 from neardup.pipeline.task_files import gather_array, load, load_ids, save
 from neardup.pipeline.write import copy_file, json_id, parquet_schema, write_parquet_rows
 
@@ -171,6 +171,7 @@ def _write_lines(dest: str, plan: DedupPlan, s: int, numbers: np.ndarray, first_
     shard = plan.shards[s]
     f = plan.files[shard.first]
     written = 0
+    kernel = reads_in_blocks(list(plan.files))  # small inputs: no kernel to load or compile
     with open(dest, "wb") as w:
         if len(numbers) == 0:
             return 0
@@ -187,7 +188,7 @@ def _write_lines(dest: str, plan: DedupPlan, s: int, numbers: np.ndarray, first_
                 i = int(np.searchsorted(numbers, first))
                 if i == len(numbers):
                     break
-                data, _ = kept_lines(block, first, numbers, i, kernel=True)
+                data, _ = kept_lines(block, first, numbers, i, kernel=kernel)
                 w.write(data)
                 written += len(data)
     return written

@@ -136,7 +136,10 @@ def decide_all_task(out: str, work: str, plan: DedupPlan, offsets: list[int], th
     templates = []
     if plan.common_shingles is None:  # the run's hint: clusters that look like a template
         templates = cluster_templates(sets, surv, nodes, n, lambda p: subset_sets(sets, p))
-    return _save_rows(out, nodes, surv, jac, rows, templates)
+    info = _save_rows(out, nodes, surv, jac, rows, templates)
+    if d.family is not None:  # prefix candidates: the most documents sharing a prefix key
+        info["family"] = [int(d.family[0]), int(d.family[1])]
+    return info
 
 
 def _decide_group(work: str, plan: DedupPlan, off: np.ndarray, nodes: np.ndarray,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -38,6 +39,7 @@ from neardup.pipeline import stage_components as C
 from neardup.pipeline import stage_prefix as P
 from neardup.pipeline import stages as S
 from neardup.pipeline import task_files as F
+from neardup.pipeline.ahead import wait_ahead
 from neardup.pipeline.executors import LocalExecutor, Progress
 from neardup.pipeline.parts import commit_parts, index_clusters
 from neardup.pipeline.plan import (
@@ -243,6 +245,10 @@ def _decide_all(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
                 aside=_sketch_aside(run))  # fmt: skip
     info = r.map("decide-all", [("0", task)], memory=ONE_PROCESS_BYTES_PER_DOC * max(run.n, 1))
     run.template = template_hint(info[0].get("templates", []))
+    m, first = info[0].get("family", [0, -1])
+    if m >= 2:
+        look = PositionLookup(r.work, np.asarray(run.offsets))
+        run.family = [m, first, json_id(look.ids(np.array([first]))[0])]
 
 
 def _common(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
@@ -525,6 +531,7 @@ def _run_staged(
             progress,
             input_copies(f.path for f in plan.files),
             sums=plan.work_dir is not None,
+            temp=os.path.dirname(work) if plan.work_dir is None else None,
         )
         with _changed_first(stamps):
             run = _stages(r, plan, on_bad, progress)
@@ -549,8 +556,11 @@ def _run_staged(
             check_unchanged(path, stamp)
         _commit(plan, run, outputs, index, log)
         if log is not None:
-            log(f"{plural(run.n, 'document')} in {plural(len(plan.shards), 'shard')}, "
-                f"{plural(run.clusters, 'cluster')} found ({executor.name} executor)")  # fmt: skip
+            where = f" ({plural(len(plan.shards), 'shard')}, {executor.name} executor)"
+            log(
+                f"{plural(run.n, 'document')} fingerprinted, {plural(run.clusters, 'cluster')} "
+                f"found{where if len(plan.shards) > 1 or executor.name != 'local' else ''}"
+            )
     return run, result
 
 
@@ -587,6 +597,7 @@ def _stages(r: Runner, plan: DedupPlan, on_bad: Any, progress: Any) -> StagedRun
         _against(r, plan, run)
     if plan.common_shingles is not None:
         _common(r, plan, run)
+    wait_ahead()  # the candidates' kernels compiled in another process meanwhile (a first run)
     if run.n <= plan.whole_docs:  # the corpus fits in one process: one task decides all
         _decide_all(r, plan, run)
     else:

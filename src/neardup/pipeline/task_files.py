@@ -216,12 +216,16 @@ def shard_sets(work: str, s: int, stage: str = "scan") -> ShingleSets:
 
 def all_sets(work: str, offsets: np.ndarray, stage: str = "scan") -> ShingleSets:
     """The shingle sets of every document of the run (shards ``offsets``), end to end in
-    memory, from the spills of ``stage`` (:func:`key_stage`)."""
+    memory, from the spills of ``stage`` (:func:`key_stage`); the keys read-only, as a
+    spool's are (the kernels then take the types that a first run compiled ahead)."""
     parts = [shard_sets(work, s, stage) for s in range(len(offsets) - 1)]
     sizes = concat([np.diff(np.asarray(p.offsets)) for p in parts], np.int64)
     out = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=out[1:])
-    return ShingleSets(out, concat([p.keys for p in parts], np.uint32))
+    keys = np.concatenate([p.keys for p in parts]) if parts else np.zeros(0, np.uint32)
+    keys = np.ascontiguousarray(keys, dtype=np.uint32)
+    keys.setflags(write=False)
+    return ShingleSets(out, keys)
 
 
 def subset_sets(sets: ShingleSets, idx: np.ndarray) -> ShingleSets:

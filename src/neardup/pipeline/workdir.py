@@ -25,6 +25,7 @@ storage has no lock.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -52,8 +53,11 @@ __all__ = [
     "finished_names",
     "interrupted_note",
     "kept_tasks",
+    "filled",
     "open_work_dir",
     "stage_bytes",
+    "stage_bytes_total",
+    "temp_dir_error",
     "locked",
     "publish_task",
     "read_done",
@@ -322,6 +326,39 @@ _MANIFEST = "manifest.json"
 _VERSION = 9
 
 
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def temp_dir_error(e: OSError, where: str, nbytes: int) -> OSError:
+    """``e``, met in the temporary directory ``where`` that holds a run's work directory, as
+    one line naming the directory, what the run keeps there and how to choose another."""
+    full = e.errno in _FULL or e.errno is None  # numpy: "N requested and M written"
+    why = "is full" if full else f"cannot hold it ({e.strerror or e})"
+    return OSError(
+        e.errno or errno.ENOSPC,
+        f"the temporary directory {why}: a dedup keeps its stages' files there ({nbytes} "
+        "bytes written so far); make room, or choose a directory with room with --temp-dir "
+        "(temp_dir= in Python) or TMPDIR, or a work directory with --work-dir",
+        where,
+    )
+
+
+def filled(e: OSError) -> bool:
+    """Whether ``e`` says a disk is full."""
+    short = e.errno is None and "requested and" in str(e)  # numpy's short write
+    return e.errno in _FULL or short
+
+
+def stage_bytes_total(work: str) -> int:
+    """Bytes of the files under ``work`` (0 where it cannot be listed)."""
+    total = 0
+    for root, _, names in os.walk(work):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(os.path.join(root, name))
+    return total
+
+
 @contextlib.contextmanager
 def open_work_dir(plan: DedupPlan, stamps: Mapping[str, tuple] | None = None) -> Iterator[str]:
     """The run's work directory: ``plan.work_dir`` (made, or resumed when its manifest is this
@@ -331,9 +368,13 @@ def open_work_dir(plan: DedupPlan, stamps: Mapping[str, tuple] | None = None) ->
     removed at the end (named as :mod:`neardup.io.leftovers` says, so that one left by a run
     killed outright is removed by the next run, or ``neardup clean``)."""
     if plan.work_dir is None:
-        where = tempfile.gettempdir()
-        remove_leftovers(where)  # the work directories of runs killed outright
-        work = tempfile.mkdtemp(prefix=temp_prefix("neardup-work"), suffix=TEMP_SUFFIX, dir=where)
+        where = plan.temp_dir or tempfile.gettempdir()
+        try:
+            remove_leftovers(where)  # the work directories of runs killed outright
+            work = tempfile.mkdtemp(prefix=temp_prefix("neardup-work"), suffix=TEMP_SUFFIX,
+                                    dir=where)  # fmt: skip
+        except OSError as e:
+            raise temp_dir_error(e, where, 0) from e
         try:
             yield work
         finally:
