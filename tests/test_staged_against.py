@@ -168,13 +168,10 @@ def test_memory_option_on_the_command_line(tmp_path):
 
 def test_what_only_one_process_does_is_refused_when_staged_is_asked(tmp_path):
     src = _jsonl(tmp_path / "d.jsonl", "a", ["one two three four", "five six seven eight"])
-    with pytest.raises(ValueError, match="does not work with already_seen="):
-        neardup.dedup(InputPath(src), shard_docs=1, already_seen=np.zeros(2, bool))
     with pytest.raises(ValueError, match="Parquet files as against="):
         neardup.dedup(InputPath(src), shard_docs=1, against=str(tmp_path / "x.parquet"))
-    # not asked for: the one-process run, which does them
-    r = neardup.dedup(InputPath(src), memory=1, already_seen=np.array([True, False]))
-    assert r.kept.tolist() == [False, True]
+    with pytest.raises(TypeError, match="already_seen"):  # one engine: decide() has it
+        neardup.dedup(InputPath(src), already_seen=np.zeros(2, bool))
 
 
 _INDEX_JSON = re.compile(r'<script type="application/json" id="cluster-index">(.*?)</script>', re.S)

@@ -222,7 +222,6 @@ def dedup(
     skip_bad: bool = False,
     on_bad: OnBad | None = None,
     threads: int | None = None,
-    already_seen: np.ndarray | None = None,
     progress: Callable[[str, int], None] | None = None,
     log: Callable[[str], None] | None = None,
     against: Any = None,
@@ -311,10 +310,9 @@ def dedup(
         raising; ``on_bad`` is called with each one's error.
     threads : int, optional
         Worker threads for fingerprinting and search.
-    already_seen : ndarray of bool, optional
-        Documents to drop regardless (aligned with the documents read, bad ones excluded).
     progress : callable, optional
-        ``progress(stage, count)`` with stage ``"read"`` or ``"write"``.
+        In-memory data: ``progress(stage, count)`` with stage ``"read"`` (file input: see
+        ``stage_progress``).
     log : callable, optional
         Called with one-line messages about the stages (for a command line's stderr).
     against : path or neardup.Index, optional
@@ -357,19 +355,20 @@ def dedup(
         task resolves it where it runs: ``"cuda"`` needs a usable GPU on every worker (checked
         before any work), ``"auto"`` uses a worker's GPU when it has one.
     temp_dir : path, optional
-        Where the verified dedup spools its shingle keys (default: the system temporary
-        directory, ``TMPDIR``). A directory that fills up is named in the error.
+        Where a run keeps its temporary work directory (file input: the stages' files, the
+        shingle keys among them) or spools its shingle keys (in-memory data); default: the
+        system temporary directory, ``TMPDIR``. A directory that fills up is named in the
+        error.
     shard_docs : int, optional
-        File input: run as stages over shards of about this many documents
-        (:mod:`neardup.pipeline.staged`). The outputs are the same, byte for byte, for every
-        shard size, thread count and executor. A file input also runs staged with
-        ``work_dir`` or ``client``, and, when uncompressed local JSONL or lines, when its
-        documents would need more than ``memory`` in one process (about 350 bytes each);
-        then the shard size comes from ``memory`` (:func:`neardup.pipeline.plan.sizes_for`),
-        and, on a ``client``, from its workers too: about two shards per worker thread
-        (:func:`neardup.pipeline.plan.spread`), so that each has work.
-        Not with ``already_seen``, an open index or Parquet files as
-        ``against`` (those run in one process). ``extra_outputs`` (the report) are written
+        File input runs as stages over shards (:mod:`neardup.pipeline.staged`): of about
+        this many documents, with the candidate, component and decide stages. Without it, a
+        run whose documents fit in ``memory`` (about 350 bytes each) cuts about two shards per
+        thread (:func:`neardup.pipeline.plan.spread`) and decides every document in one task
+        (``decide-all``, the whole corpus's candidates and rule at once); a larger one takes
+        the shard size from ``memory`` (:func:`neardup.pipeline.plan.sizes_for`), and, on a
+        ``client``, from its workers too. The outputs are the same, byte for byte, for every
+        shard size, thread count and executor. An open index or Parquet files as ``against``
+        run in one process. ``extra_outputs`` (the report) are written
         from a result of the whole run, which holds arrays of every document.
     work_dir : path, optional
         Staged run: keep each finished task's results in this directory, so that running the
@@ -441,7 +440,7 @@ def dedup(
         open_executor(executor, client, threads, temp_dir) as ex,
     ):
         opts = _Options(threads, client, ex, device, temp_dir, progress, stage_progress, log,
-                        _bad(on_bad, skip_bad), extra_outputs, already_seen)  # fmt: skip
+                        _bad(on_bad, skip_bad), extra_outputs)  # fmt: skip
         plan = build_plan(
             data, threshold=threshold, verify=verify, distance=distance, keep=keep,
             blocks=blocks, fingerprinter=fingerprinter, preset=preset, text_field=text_field,
@@ -449,8 +448,7 @@ def dedup(
             drop_list=drop_list, json_summary=json_summary, against=against, update=update,
             shard_docs=shard_docs, work_dir=work_dir, clean_work_dir=clean_work_dir,
             memory=memory, removed=removed, device=device, common_shingles=common_shingles,
-            candidates=candidates, one_process=_only_one(already_seen), temp_dir=temp_dir,
-            **_where(ex),
+            candidates=candidates, temp_dir=temp_dir, **_where(ex),
         )  # fmt: skip
         if plan.staged:
             return _staged(plan, opts, collect)
@@ -461,11 +459,6 @@ def _bad(on_bad: OnBad | None, skip_bad: bool) -> OnBad | None:
     """What a bad record is given to: ``on_bad`` (else nothing) when skipped, else None (an
     error)."""
     return (on_bad or _ignore) if skip_bad else None
-
-
-def _only_one(already_seen: Any) -> list[str]:
-    """What the caller asks that only the one-process run does (a staged run refuses it)."""
-    return ["already_seen="] if already_seen is not None else []
 
 
 def _staged(plan: DedupPlan, opts: _Options, collect: bool) -> Any:
@@ -507,7 +500,6 @@ class _Options:
     log: Callable[[str], None] | None
     on_bad: OnBad | None
     extra_outputs: Sequence[ExtraOutput]
-    already_seen: Any
 
 
 @dataclass
@@ -599,7 +591,7 @@ def _open_run(stack: contextlib.ExitStack, plan: DedupPlan, data: Any, opts: _Op
     for extra in opts.extra_outputs:
         extra.register(outputs)
     spool = stack.enter_context(ShingleSpool(opts.temp_dir)) if plan.verify else None
-    return _Run(outputs, files, index, spool, already_seen=opts.already_seen)
+    return _Run(outputs, files, index, spool)
 
 
 def _read(run: _Run, plan: DedupPlan, data: Any, opts: _Options) -> None:
@@ -656,9 +648,7 @@ def _check_against(run: _Run, plan: DedupPlan, opts: _Options) -> None:
         run.checked = check_index(index, run.fps, plan.fingerprint_distance, client=opts.client,
                                   threads=opts.threads, ids=run.named_ids,
                                   device=opts.device)  # fmt: skip
-    seen = run.checked.found
-    before = run.already_seen
-    run.already_seen = seen if before is None else seen | np.asarray(before, bool)
+    run.already_seen = run.checked.found
     run.seconds["against"] = time.perf_counter() - t0
 
 

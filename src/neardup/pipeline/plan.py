@@ -359,10 +359,8 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
                          "result.dropped")  # fmt: skip
     _check_key_input(keep, files)
     budget = memory_budget(memory)
-    staged = is_staged(files, shard_docs=shard_docs, work_dir=work_dir, budget=budget,
-                       client=client, staged_only=staged_only, device=device,
-                       against=against, text_field=text_field,
-                       id_field=id_field, one_process=one_process,
+    staged = is_staged(files, shard_docs=shard_docs, work_dir=work_dir,
+                       staged_only=staged_only, against=against, one_process=one_process,
                        output=output, removed=removed)  # fmt: skip
     per, search = sizes_for(budget, parallel, shard_docs)
     if staged and shard_docs is None and max(slots, parallel) > 1:  # every slot or thread busy
@@ -438,27 +436,19 @@ def is_staged(
     *,
     shard_docs: int | None,
     work_dir: Any,
-    budget: int,
-    client: bool = False,
     staged_only: bool = False,
-    device: str = "cpu",
     against: Any = None,
-    text_field: str = "text",
-    id_field: str | None = "id",
     one_process: Sequence[str] = (),
     output: Any = None,
     removed: Any = None,
 ) -> bool:
-    """Whether a run goes as stages over shards: file input with ``shard_docs``, a
-    ``work_dir``, a Dask ``client``, an executor that runs only staged work
-    (``staged_only``: Ray) or JSONL or line files to a directory ``output`` (one
-    file per shard, :func:`~neardup.pipeline.write.is_directory_output`), or uncompressed
-    local JSONL or line files whose documents would need more than ``budget`` bytes in one
-    process
-    (:data:`ONE_PROCESS_BYTES_PER_DOC` each). What only the one-process run does
-    (``one_process``, an open index or Parquet files as ``against``) keeps a
-    run in one process, and is an error where a staged run is asked for. ``device`` runs the
-    search stage on a GPU (checked by the caller before any stage runs)."""
+    """Whether a run goes as stages over shards: every file input, unless it asks for what
+    only the one-process run does (``one_process``, an open index or Parquet files as
+    ``against``), which is an error where a staged run is asked for (``shard_docs``, a
+    ``work_dir``, an executor that runs only staged work (``staged_only``: Ray) or JSONL or
+    line files to a directory ``output``, one file per shard:
+    :func:`~neardup.pipeline.write.is_directory_output`). In-memory data runs in one
+    process."""
     if not files:
         return False
     to_dir = files[0].kind in ("jsonl", "lines") and any(
@@ -472,15 +462,13 @@ def is_staged(
         why.append("Parquet files as against=")
     elif against is not None and not isinstance(against, (str, os.PathLike)):
         why.append("an open index as against= (give its path)")
-    if why:
-        if asked:
-            raise ValueError(
-                f"a staged run (shard_docs=, work_dir=, a directory output, executor='ray'; "
-                f"--shard-docs, --work-dir, -o DIR/, --ray) does not work "
-                f"with {', '.join(why)} yet"
-            )
-        return False
-    return True
+    if why and asked:
+        raise ValueError(
+            f"a staged run (shard_docs=, work_dir=, a directory output, executor='ray'; "
+            f"--shard-docs, --work-dir, -o DIR/, --ray) does not work "
+            f"with {', '.join(why)} yet"
+        )
+    return not why
 
 
 def _against_key(against: Any) -> Any:
