@@ -62,9 +62,9 @@ SEARCH_BYTES_PER_DOC = 96
 #: Fingerprints one search task searches at once when no budget says otherwise (above, the
 #: search is split into buckets per table group).
 DEFAULT_SEARCH_DOCS = 1 << 22
-#: Memory of the one-process run per document (ids, records, fingerprints, search keys,
-#: clusters: 350 bytes measured at 4M documents); a file input whose documents need more than
-#: the memory budget runs as stages over shards.
+#: Memory of one process deciding every document per document (ids, records, fingerprints,
+#: search keys, clusters: 350 bytes measured at 4M documents); a run whose documents need more
+#: than the memory budget goes through the candidate, component and decide stages instead.
 ONE_PROCESS_BYTES_PER_DOC = 350
 #: Bytes read from the start of the first input to estimate bytes per document.
 _SAMPLE_BYTES = 1 << 20
