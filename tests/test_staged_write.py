@@ -19,6 +19,8 @@ from neardup.io.sources import InputPath
 from neardup.pipeline import parts, shard_write, staged, staged_result, task_files, write
 from neardup.pipeline.stage_table import STAGES
 
+ROOT = Path(__file__).resolve().parents[1]
+
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
@@ -344,3 +346,36 @@ def test_work_dir_of_the_previous_format_is_refused(tmp_path):
     with pytest.raises(InputError, match="holds the work of a different dedup command"):
         dedup(src, output=out, work_dir=work, collect=False)
     assert not out.exists()
+
+
+def test_kept_lines_lie_beside_the_output_until_joined_and_never_after(tmp_path, monkeypatch):
+    """A run on this process's threads with a temporary work directory writes each shard's
+    kept and removed lines beside their output files (no temporary disk for them), joins them
+    into the outputs, and leaves none behind when it stops before its commit."""
+    src = [InputPath(str(ROOT / "data" / "sample" / "corpus.jsonl"))]
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    dedup(src, output=ref / "k.jsonl", removed=ref / "r.jsonl", work_dir=tmp_path / "w")
+    out = tmp_path / "out"
+    out.mkdir()
+    task, seen = STAGES["write"].fn, []
+    _replace_step(monkeypatch, "write",
+                  lambda o, **k: task(o, **k) if seen.append(os.listdir(out)) is None else None)  # fmt: skip
+    r = dedup(src, output=out / "k.jsonl", removed=out / "r.jsonl", threads=2)
+    assert sorted(os.listdir(out)) == ["k.jsonl", "r.jsonl"]
+    assert all((out / n).read_bytes() == (ref / n).read_bytes() for n in ("k.jsonl", "r.jsonl"))
+    parts = set(os.listdir(out)) | {n for names in seen for n in names}
+    assert len(seen) == 2 and any(".k.jsonl.part-00000.neardup-" in n for n in parts)
+    kept = (ref / "k.jsonl").stat().st_size + (ref / "r.jsonl").stat().st_size
+    assert r.summary()["temp_bytes"] < kept  # the parts are not in the work directory
+    for name in ("k.jsonl", "r.jsonl"):
+        (out / name).unlink()
+
+    def stop(*a, **k):  # after the write stage, before the commit
+        assert any(".part-" in n for n in os.listdir(out))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(staged, "commit_parts", stop)
+    with pytest.raises(KeyboardInterrupt):
+        dedup(src, output=out / "k.jsonl", removed=out / "r.jsonl", threads=2)
+    assert os.listdir(out) == []

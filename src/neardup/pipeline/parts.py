@@ -20,6 +20,7 @@ from neardup.pipeline import layout
 from neardup.pipeline import task_files as F
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.read_cache import local_file
+from neardup.pipeline.shard_write import beside_part
 from neardup.pipeline.staged_run import StagedRun
 
 __all__ = ["commit_parts", "decoded", "index_clusters", "index_lines", "part_lines"]
@@ -92,7 +93,10 @@ def _commit_records(plan: DedupPlan, run: StagedRun, outputs: OutputSet, out: An
     if plan.kind in ("jsonl", "lines"):
         with outputs.open(out, "wb") as raw:
             with open_output_stream(raw, out.path) as w:
-                written = _copy_parts(w, run.work, sizes, f"{name}.bin")
+                if plan.parts_beside is not None:
+                    written = _join(w, beside_paths(plan, run, name), sizes, remove=True)
+                else:
+                    written = _copy_parts(w, run.work, sizes, f"{name}.bin")
             if out.path != "-" and _compressed(out.path):
                 written = raw.tell()
         return written
@@ -207,19 +211,37 @@ def _copy_parts(dest: Any, work: str, sizes: Sequence[int | None], name: str) ->
     """The shards' parts ``name`` end to end into ``dest``, each checked to hold the ``sizes``
     bytes its write task wrote (None: not checked); in the kernel (no copy through this
     process) where both are plain files of one file system."""
+    paths = [layout.path(work, "write", s, name) for s in range(len(sizes))]
+    return _join(dest, paths, sizes)
+
+
+def _join(dest: Any, paths: Sequence[str], sizes: Sequence[int | None],
+          remove: bool = False) -> int:  # fmt: skip
+    """The files ``paths`` end to end into ``dest`` (:func:`_copy_parts`); with ``remove``
+    each is removed once copied, so that the parts and the output never hold more than the
+    output and one part."""
     total = 0
-    for s, want in enumerate(sizes):
-        path = layout.path(work, "write", s, name)
+    for path, want in zip(paths, sizes, strict=True):
         f = _open_part(path, want)
         with f:
             size = os.fstat(f.fileno()).st_size
-            if size and _copy_in_kernel(f, dest, size):
-                total += size
-                continue
-            while chunk := f.read(1 << 22):
-                dest.write(chunk)
-                total += len(chunk)
+            if not (size and _copy_in_kernel(f, dest, size)):
+                size = 0
+                while chunk := f.read(1 << 22):
+                    dest.write(chunk)
+                    size += len(chunk)
+            total += size
+        if remove:
+            os.remove(path)
     return total
+
+
+def beside_paths(plan: DedupPlan, run: StagedRun, name: str) -> list[str]:
+    """The parts of output ``name`` (``"kept"`` or ``"removed"``) that the shards wrote
+    beside it (:attr:`DedupPlan.parts_beside`)."""
+    output = plan.output if name == "kept" else plan.removed
+    assert plan.parts_beside is not None
+    return [beside_part(output, plan.parts_beside, s) for s in range(len(run.sizes))]
 
 
 def _open_part(path: str, want: int | None) -> Any:

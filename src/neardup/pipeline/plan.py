@@ -144,6 +144,10 @@ class DedupPlan:
     whole_docs: int = 0
     #: where a run without ``work_dir`` keeps its temporary work directory (None: ``TMPDIR``)
     temp_dir: str | None = None
+    #: a run on this process's threads with a temporary work directory writes each shard's
+    #: kept (and removed) lines beside their output file, as temporary files of the run ending
+    #: in this token, and the commit joins them into it (None: in the work directory)
+    parts_beside: str | None = None
 
     def __post_init__(self) -> None:
         if self.clean_work_dir and self.work_dir is None:

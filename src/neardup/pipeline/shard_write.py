@@ -16,6 +16,7 @@ from neardup.core.bits import popcount
 from neardup.core.order import lexorder
 from neardup.io.blocks import iter_blocks, kept_lines
 from neardup.io.files import open_input
+from neardup.io.leftovers import TEMP_SUFFIX, temp_prefix
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stages import ByteRange
 from neardup.pipeline.stream import concat, reads_in_blocks
@@ -130,12 +131,26 @@ def _write_records(out: str, work: str, plan: DedupPlan, s: int, first_line: int
     as the part ``name`` (``.bin`` of lines, ``.parquet``, or text files under ``name/``)."""
     rec = np.asarray(load(work, "scan", s, "rec"))[mask]
     if plan.kind in ("jsonl", "lines"):
-        return _write_lines(os.path.join(out, f"{name}.bin"), plan, s, rec, first_line)
+        dest = os.path.join(out, f"{name}.bin")
+        if plan.parts_beside is not None:  # beside the output, which the commit joins them into
+            dest = beside_part(plan.output if name == "kept" else plan.removed,
+                               plan.parts_beside, s)  # fmt: skip
+        return _write_lines(dest, plan, s, rec, first_line)
     src = np.asarray(load(work, "scan", s, "src"))[mask]
     if plan.kind == "parquet":
         return _write_parquet_part(out, plan, s, src, rec, name)
     shown = plan.output if name == "kept" else plan.removed
     return _copy_text_files(out, plan, src, "files" if name == "kept" else name, shown)
+
+
+def beside_part(output: Any, token: str, s: int) -> str:
+    """Where shard ``s`` writes its lines of the output file ``output`` in a run whose parts
+    lie beside their output (:attr:`DedupPlan.parts_beside` ``token``): a temporary file of
+    this process in the output's directory (:mod:`neardup.io.leftovers`: removed by a later
+    run or ``neardup clean`` if the run is killed)."""
+    path = os.path.realpath(os.fspath(output))
+    name = temp_prefix(f"{os.path.basename(path)}.part-{s:05d}") + token + TEMP_SUFFIX
+    return os.path.join(os.path.dirname(path), name)
 
 
 def _write_parquet_part(out: str, plan: DedupPlan, s: int, src: np.ndarray, rec: np.ndarray,

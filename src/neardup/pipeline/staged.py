@@ -17,7 +17,9 @@ import contextlib
 import math
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -53,7 +55,7 @@ from neardup.pipeline.report import json_id
 from neardup.pipeline.result import report_no_shingles
 from neardup.pipeline.runner import Runner
 from neardup.pipeline.scan import check_key_kinds, check_parquet_schemas
-from neardup.pipeline.shard_write import PositionLookup
+from neardup.pipeline.shard_write import PositionLookup, beside_part
 from neardup.pipeline.staged_result import StagedView, build_result, summary
 from neardup.pipeline.staged_run import StagedRun
 from neardup.pipeline.workdir import (
@@ -64,7 +66,7 @@ from neardup.pipeline.workdir import (
     replace_files,
     stage_bytes,
 )
-from neardup.pipeline.write import register_outputs, write_summary
+from neardup.pipeline.write import is_directory_output, register_outputs, write_summary
 
 __all__ = ["run_staged"]
 
@@ -518,10 +520,12 @@ def _run_staged(
     check_parquet_schemas(list(plan.files))  # one output file: one schema (as in one process)
     # an input rewritten while the stages read it is refused, as in the one-process run
     stamps = {f.path: file_stamp(f.path) for f in plan.files}
+    plan = replace(plan, parts_beside=_beside(plan, executor))
     with contextlib.ExitStack() as stack:
         outputs = stack.enter_context(OutputSet(plan.inputs))
         index = _open_index(stack, plan, outputs)
         _register_outputs(plan, outputs, extra_outputs)
+        stack.callback(_remove_beside, plan)  # what a failed run left of them
         work = stack.enter_context(open_work_dir(plan, stamps))
         if plan.work_dir is not None and log is not None and (kept := kept_tasks(work)):
             log(f"resuming from {work}: {plural(kept, 'finished task')} kept there")
@@ -562,6 +566,32 @@ def _run_staged(
                 f"found{where if len(plan.shards) > 1 or executor.name != 'local' else ''}"
             )
     return run, result
+
+
+def _beside(plan: DedupPlan, executor: Any) -> str | None:
+    """A token for the parts of a run that writes them beside their output files
+    (:attr:`DedupPlan.parts_beside`): its tasks run in this process (their parts are named
+    as its temporary files), its work directory is temporary (a kept one holds them for a
+    rerun), and its kept (and removed) lines go to local files (not a directory, standard
+    output or object storage); else None."""
+    if plan.work_dir is not None or executor.name != "local" or plan.kind not in ("jsonl", "lines"):
+        return None
+    outs = [o for o in (plan.output, plan.removed) if o is not None]
+    if not outs or any(o == "-" or is_url(o) or is_directory_output(o, plan.kind) for o in outs):
+        return None
+    return uuid.uuid4().hex[:12]
+
+
+def _remove_beside(plan: DedupPlan) -> None:
+    """The parts beside the outputs that are still there (a run that failed before its
+    commit joined them)."""
+    if plan.parts_beside is None:
+        return
+    for output in (plan.output, plan.removed):
+        if output is not None:
+            for s in range(len(plan.shards)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(beside_part(output, plan.parts_beside, s))
 
 
 def _register_outputs(plan: DedupPlan, outputs: OutputSet, extra_outputs: Sequence[Any]) -> None:
