@@ -5,6 +5,7 @@ which."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import warnings
@@ -208,3 +209,31 @@ def test_report_from_the_staged_run(tmp_path):
     assert pages["staged"] == pages["one"]
     assert "Dropped as seen in the index" in pages["one"][3]
     assert b'"index": true' in pages["one"][2] and len(pages["one"][0]) > 2
+
+
+@pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
+def test_an_open_index_serves_the_stages_and_stays_open(tmp_path):
+    """An index the caller opened, as ``against``, is checked by the stages of a file run on
+    this process's threads (their tasks share it; none closes it), with the bytes and the
+    index contents of a run given its path."""
+    docs = naive.text_families(60, 9)
+    d1 = _jsonl(tmp_path / "d1.jsonl", "a", docs[:40])
+    d2 = _jsonl(tmp_path / "d2.jsonl", "b", docs[25:])
+    by_path, opened = _index("sketch", tmp_path / "p"), _index("sketch", tmp_path / "o")
+    got = {}
+    for tag, ix in (("path", by_path), ("open", opened)):
+        out = tmp_path / tag
+        out.mkdir()
+        with contextlib.ExitStack() as stack:
+            target = ix if tag == "path" else stack.enter_context(Index.open(ix, "w"))
+            for k, src in enumerate((d1, d2)):
+                r = neardup.dedup(InputPath(src), output=out / f"k{k}.jsonl", against=target,
+                                  update=True, threads=2, json_summary=out / f"s{k}.json")  # fmt: skip
+                assert "decide" in json.loads((out / f"s{k}.json").read_text())["stages"]
+            if tag == "open":
+                with Index.open(by_path) as other:
+                    assert len(target) == len(other) > 0  # still open, and usable
+        got[tag] = [(out / f"k{k}.jsonl").read_bytes() for k in (0, 1)], r.against.n_found
+    assert got["open"] == got["path"] and got["path"][1] > 0
+    probe = neardup.dedup(docs).fingerprints
+    assert _contents(opened, probe) == _contents(by_path, probe)

@@ -367,8 +367,8 @@ def dedup(
         (``decide-all``, the whole corpus's candidates and rule at once); a larger one takes
         the shard size from ``memory`` (:func:`neardup.pipeline.plan.sizes_for`), and, on a
         ``client``, from its workers too. The outputs are the same, byte for byte, for every
-        shard size, thread count and executor. An open index or Parquet files as ``against``
-        run in one process. ``extra_outputs`` (the report) are written
+        shard size, thread count and executor. Parquet files as ``against``, and an open
+        index with ``client``, run in one process. ``extra_outputs`` (the report) are written
         from a result of the whole run, which holds arrays of every document.
     work_dir : path, optional
         Staged run: keep each finished task's results in this directory, so that running the

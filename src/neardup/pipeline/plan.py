@@ -364,7 +364,8 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
     _check_key_input(keep, files)
     budget = memory_budget(memory)
     staged = is_staged(files, shard_docs=shard_docs, work_dir=work_dir,
-                       staged_only=staged_only, against=against, one_process=one_process,
+                       staged_only=staged_only, client=client, against=against,
+                       one_process=one_process,
                        output=output, removed=removed)  # fmt: skip
     per, search = sizes_for(budget, parallel, shard_docs)
     if staged and shard_docs is None and max(slots, parallel) > 1:  # every slot or thread busy
@@ -441,14 +442,16 @@ def is_staged(
     shard_docs: int | None,
     work_dir: Any,
     staged_only: bool = False,
+    client: bool = False,
     against: Any = None,
     one_process: Sequence[str] = (),
     output: Any = None,
     removed: Any = None,
 ) -> bool:
     """Whether a run goes as stages over shards: every file input, unless it asks for what
-    only the one-process run does (``one_process``, an open index or Parquet files as
-    ``against``), which is an error where a staged run is asked for (``shard_docs``, a
+    only the one-process run does (``one_process``, Parquet files as ``against``, or an open
+    index on a cluster (``client``, ``staged_only``), whose tasks cannot share it: this
+    process's tasks do), which is an error where a staged run is asked for (``shard_docs``, a
     ``work_dir``, an executor that runs only staged work (``staged_only``: Ray) or JSONL or
     line files to a directory ``output``, one file per shard:
     :func:`~neardup.pipeline.write.is_directory_output`). In-memory data runs in one
@@ -465,7 +468,8 @@ def is_staged(
     ):
         why.append("Parquet files as against=")
     elif against is not None and not isinstance(against, (str, os.PathLike)):
-        why.append("an open index as against= (give its path)")
+        if client or staged_only:
+            why.append("an open index as against= on a cluster (give its path)")
     if why and asked:
         raise ValueError(
             f"a staged run (shard_docs=, work_dir=, a directory output, executor='ray'; "

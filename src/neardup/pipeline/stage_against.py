@@ -9,13 +9,15 @@ order of its first such document).
 
 Each task opens the index read-only by its path (:func:`neardup.pipeline.against.open_index`),
 so the tasks run wherever the index can be read: threads of this process, or Dask workers that
-see the same directory or Redis server.
-"""
+see the same directory or Redis server; an index the caller opened is shared by the tasks of a
+run on this process's threads (and closed by none of them)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -65,19 +67,28 @@ def _distance(plan: DedupPlan, words: int | None) -> int:
     return plan.distance if words is not None else plan.fingerprint_distance
 
 
+@contextlib.contextmanager
+def _reading(against: Any) -> Iterator[Any]:
+    """The index ``against`` open to read in this task: opened by its path and closed after,
+    or, an index the caller opened (a run on this process's threads), used as it is."""
+    index = open_index(against, False)
+    try:
+        yield index
+    finally:
+        if index is not against:
+            index.close()
+
+
 def own_task(out: str, work: str, plan: DedupPlan, s: int) -> dict[str, Any]:
     """Shard ``s``'s documents the index holds as themselves (saved as ``own``), and the ids
     of those entries as the index stores them."""
-    index = open_index(plan.against, False)
-    try:
+    with _reading(plan.against) as index:
         words = sketch_words(index)
         sk = shard_sketches(work, s, words)
         stored = sk.fingerprints if sk is not None else np.asarray(load(work, "scan", s, "fp"))
         ids = load_ids(work, s)
         own = own_entries(index, ids, stored)
         entries = entry_ids(index, ids, own).tolist() if own.any() else []
-    finally:
-        index.close()
     save(out, own=own)
     return {"own": int(own.sum()), "entries": entries}
 
@@ -86,8 +97,7 @@ def against_task(out: str, work: str, plan: DedupPlan, s: int, aside: list[Any])
     """Shard ``s`` checked against the index (:func:`neardup.pipeline.against.check_index`),
     the entries ``aside`` (every shard's own) set aside: saves which documents were found, for
     which entry, at what distance and (sketches) estimated Jaccard."""
-    index = open_index(plan.against, False)
-    try:
+    with _reading(plan.against) as index:
         words = sketch_words(index)
         d = _distance(plan, words)
         fps = np.asarray(load(work, "scan", s, "fp"))
@@ -96,8 +106,6 @@ def against_task(out: str, work: str, plan: DedupPlan, s: int, aside: list[Any])
         checked = check_index(index, fps, d, sketches=shard_sketches(work, s, words),
                               threshold=plan.threshold, threads=1, ids=load_ids(work, s),
                               set_aside=set_aside)  # fmt: skip
-    finally:
-        index.close()
     found = checked.found
     at = np.flatnonzero(found)
     with open(os.path.join(out, "entries.json"), "w") as f:
