@@ -559,13 +559,20 @@ def _run_staged(
         for path, stamp in stamps.items():
             check_unchanged(path, stamp)
         _commit(plan, run, outputs, index, log)
-        if log is not None:
-            where = f" ({plural(len(plan.shards), 'shard')}, {executor.name} executor)"
-            log(
-                f"{plural(run.n, 'document')} fingerprinted, {plural(run.clusters, 'cluster')} "
-                f"found{where if len(plan.shards) > 1 or executor.name != 'local' else ''}"
-            )
+        _say_done(log, plan, run, executor.name)
     return run, result
+
+
+def _say_done(log: Callable[[str], None] | None, plan: DedupPlan, run: StagedRun,
+              executor: str) -> None:  # fmt: skip
+    """The run's line of what it found (its shards and executor where there is more than
+    this process's one shard)."""
+    if log is None:
+        return
+    where = f" ({plural(len(plan.shards), 'shard')}, {executor} executor)"
+    many = len(plan.shards) > 1 or executor != "local"
+    log(f"{plural(run.n, 'document')} fingerprinted, {plural(run.clusters, 'cluster')} "
+        f"found{where if many else ''}")  # fmt: skip
 
 
 def _beside(plan: DedupPlan, executor: Any) -> str | None:
