@@ -352,7 +352,15 @@ def test_a_full_disk_names_the_output_not_a_temporary_file_or_an_input(tmp_path)
         err = _one_line_error(r)
         assert f"{tiny / 'kept'}" in err and "No space left on device" in err, err
         assert os.listdir(tiny) == []  # nothing half-written
-    assert sorted(os.listdir(tmp_path)) == ["pages", "tiny"]
+        # kept lines written beside their output fill its disk: the output is named
+        src = tmp_path / "big.jsonl"
+        src.write_text("".join(json.dumps({"id": k, "text": f"doc {k} " + " ".join(
+            f"w{k}x{i}" for i in range(400))}) + "\n" for k in range(60)))  # fmt: skip
+        r = invoke("neardup", "dedup", str(src), "-o", str(tiny / "k.jsonl"), "-q", text=True)
+        err = _one_line_error(r)
+        assert f"{tiny / 'k.jsonl'}: No space left on device" in err, err
+        assert os.listdir(tiny) == []
+    assert sorted(os.listdir(tmp_path)) == ["big.jsonl", "pages", "tiny"]
     if os.path.exists("/dev/full"):
         src = _corpus(tmp_path)
         r = invoke("neardup", "fingerprint", str(src), "-o", "/dev/full", text=True)

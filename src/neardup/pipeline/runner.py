@@ -4,6 +4,7 @@ its tasks on an executor, every task through :func:`~neardup.pipeline.executors.
 from __future__ import annotations
 
 import functools
+import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -81,7 +82,8 @@ class Runner:
             with holding(f"the tasks of the {stage} stage ({len(tasks)} of them)", _FIX):
                 out = self.executor.map(_run_task, args, stage, self.progress, memory=memory)
         except OSError as e:  # a task's files fill the temporary directory: named, with the way out
-            if self.temp is None or not filled(e):
+            elsewhere = e.filename is not None and not os.fspath(e.filename).startswith(self.work)
+            if self.temp is None or not filled(e) or elsewhere:
                 raise
             raise temp_dir_error(e, self.temp, stage_bytes_total(self.work)) from e
         self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0

@@ -131,11 +131,14 @@ def _write_records(out: str, work: str, plan: DedupPlan, s: int, first_line: int
     as the part ``name`` (``.bin`` of lines, ``.parquet``, or text files under ``name/``)."""
     rec = np.asarray(load(work, "scan", s, "rec"))[mask]
     if plan.kind in ("jsonl", "lines"):
-        dest = os.path.join(out, f"{name}.bin")
-        if plan.parts_beside is not None:  # beside the output, which the commit joins them into
-            dest = beside_part(plan.output if name == "kept" else plan.removed,
-                               plan.parts_beside, s)  # fmt: skip
-        return _write_lines(dest, plan, s, rec, first_line)
+        if plan.parts_beside is None:
+            return _write_lines(os.path.join(out, f"{name}.bin"), plan, s, rec, first_line)
+        output = plan.output if name == "kept" else plan.removed
+        try:  # beside the output, which the commit joins them into: its disk, named so
+            return _write_lines(beside_part(output, plan.parts_beside, s), plan, s, rec,
+                                first_line)  # fmt: skip
+        except OSError as e:
+            raise OSError(e.errno, e.strerror or str(e), os.fspath(output)) from e
     src = np.asarray(load(work, "scan", s, "src"))[mask]
     if plan.kind == "parquet":
         return _write_parquet_part(out, plan, s, src, rec, name)
