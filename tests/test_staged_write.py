@@ -359,8 +359,13 @@ def test_kept_lines_lie_beside_the_output_until_joined_and_never_after(tmp_path,
     out = tmp_path / "out"
     out.mkdir()
     task, seen = STAGES["write"].fn, []
-    _replace_step(monkeypatch, "write",
-                  lambda o, **k: task(o, **k) if seen.append(os.listdir(out)) is None else None)  # fmt: skip
+
+    def write_then_look(o, **k):  # each task's part is beside the output once it is done
+        done = task(o, **k)
+        seen.append(os.listdir(out))
+        return done
+
+    _replace_step(monkeypatch, "write", write_then_look)
     r = dedup(src, output=out / "k.jsonl", removed=out / "r.jsonl", threads=2)
     assert sorted(os.listdir(out)) == ["k.jsonl", "r.jsonl"]
     assert all((out / n).read_bytes() == (ref / n).read_bytes() for n in ("k.jsonl", "r.jsonl"))
