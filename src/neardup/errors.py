@@ -53,6 +53,21 @@ class IdError(ValueError):
         super().__init__(reason)
 
 
+def temp_dir_error(e: OSError, where: str, held: str, other: str) -> OSError:
+    """``e``, met writing in the temporary directory ``where``, as one line naming it, what the
+    run keeps there (``held``) and how to choose another (``--temp-dir``, ``TMPDIR`` or
+    ``other``). A short write without an errno (numpy's "N requested and M written") is a
+    full disk."""
+    full = e.errno in (errno.ENOSPC, errno.EDQUOT) or e.errno is None
+    why = "is full" if full else f"cannot hold it ({e.strerror or e})"
+    return OSError(
+        e.errno or errno.ENOSPC,
+        f"the temporary directory {why}: {held}; make room, or choose a directory with room "
+        f"with --temp-dir (temp_dir= in Python) or TMPDIR, or {other}",
+        where,
+    )
+
+
 class OutOfMemory(MemoryError):
     """Memory ran out; the message says what was being held and how to need less."""
 

@@ -16,12 +16,7 @@ from neardup.pipeline import layout
 from neardup.pipeline.executors import Progress, run_task
 from neardup.pipeline.read_cache import renew
 from neardup.pipeline.stage_table import STAGES
-from neardup.pipeline.workdir import (
-    filled,
-    finished_names,
-    stage_bytes_total,
-    temp_dir_error,
-)
+from neardup.pipeline.workdir import filled, finished_names, stage_bytes, work_dir_full
 
 __all__ = ["Runner", "disk_reads", "peak_rss"]
 
@@ -85,7 +80,7 @@ class Runner:
             elsewhere = e.filename is not None and not os.fspath(e.filename).startswith(self.work)
             if self.temp is None or not filled(e) or elsewhere:
                 raise
-            raise temp_dir_error(e, self.temp, stage_bytes_total(self.work)) from e
+            raise work_dir_full(e, self.temp, sum(stage_bytes(self.work).values())) from e
         self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
         self.tasks[stage] = self.tasks.get(stage, 0) + len(tasks)
         self.peak_rss[stage] = peak_rss()

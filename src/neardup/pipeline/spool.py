@@ -8,7 +8,6 @@ removed by the next spool made in the same directory (or by ``neardup clean``).
 
 from __future__ import annotations
 
-import errno
 import os
 import tempfile
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from neardup.core.similarity import ShingleSets
+from neardup.errors import temp_dir_error
 from neardup.io.leftovers import TEMP_SUFFIX, remove_leftovers, temp_prefix
 
 __all__ = ["ShingleSpool", "subset_sets"]
@@ -90,16 +90,9 @@ class ShingleSpool:
 
     def _cannot_write(self, e: OSError) -> OSError:
         """``e`` as one line naming the directory, what it holds and how to choose another."""
-        # numpy reports a short write without an errno ("N requested and M written")
-        full = e.errno in (errno.ENOSPC, errno.EDQUOT) or e.errno is None
-        why = "is full" if full else f"cannot hold it ({e.strerror or e})"
-        return OSError(
-            e.errno or errno.ENOSPC,
-            f"the temporary directory {why}: a verified dedup spools 4 bytes per distinct "
-            f"shingle there ({self.nbytes} written so far); make room, or choose a directory "
-            "with room with --temp-dir (temp_dir= in Python) or TMPDIR, or use --no-verify",
-            self.directory,
-        )
+        held = (f"a verified dedup spools 4 bytes per distinct shingle there ({self.nbytes} "
+                "written so far)")  # fmt: skip
+        return temp_dir_error(e, self.directory, held, "use --no-verify")
 
     def close(self) -> None:
         """Remove the temporary file (idempotent)."""

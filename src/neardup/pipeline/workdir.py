@@ -34,7 +34,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from neardup.errors import InputError, damaged, reading_back
+from neardup.errors import InputError, damaged, reading_back, temp_dir_error
 from neardup.io import objects
 from neardup.io.display import size
 from neardup.io.files import file_stamp, is_url
@@ -56,8 +56,7 @@ __all__ = [
     "filled",
     "open_work_dir",
     "stage_bytes",
-    "stage_bytes_total",
-    "temp_dir_error",
+    "work_dir_full",
     "locked",
     "publish_task",
     "read_done",
@@ -329,34 +328,17 @@ _VERSION = 9
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-def temp_dir_error(e: OSError, where: str, nbytes: int) -> OSError:
-    """``e``, met in the temporary directory ``where`` that holds a run's work directory, as
-    one line naming the directory, what the run keeps there and how to choose another."""
-    full = e.errno in _FULL or e.errno is None  # numpy: "N requested and M written"
-    why = "is full" if full else f"cannot hold it ({e.strerror or e})"
-    return OSError(
-        e.errno or errno.ENOSPC,
-        f"the temporary directory {why}: a dedup keeps its stages' files there ({nbytes} "
-        "bytes written so far); make room, or choose a directory with room with --temp-dir "
-        "(temp_dir= in Python) or TMPDIR, or a work directory with --work-dir",
-        where,
-    )
+def work_dir_full(e: OSError, where: str, nbytes: int) -> OSError:
+    """``e``, met in the temporary directory ``where`` that holds a run's work directory
+    (``nbytes`` written there so far), as one line (:func:`neardup.errors.temp_dir_error`)."""
+    held = f"a dedup keeps its stages' files there ({nbytes} bytes written so far)"
+    return temp_dir_error(e, where, held, "a work directory with --work-dir")
 
 
 def filled(e: OSError) -> bool:
     """Whether ``e`` says a disk is full."""
     short = e.errno is None and "requested and" in str(e)  # numpy's short write
     return e.errno in _FULL or short
-
-
-def stage_bytes_total(work: str) -> int:
-    """Bytes of the files under ``work`` (0 where it cannot be listed)."""
-    total = 0
-    for root, _, names in os.walk(work):
-        for name in names:
-            with contextlib.suppress(OSError):
-                total += os.path.getsize(os.path.join(root, name))
-    return total
 
 
 @contextlib.contextmanager
@@ -374,7 +356,7 @@ def open_work_dir(plan: DedupPlan, stamps: Mapping[str, tuple] | None = None) ->
             work = tempfile.mkdtemp(prefix=temp_prefix("neardup-work"), suffix=TEMP_SUFFIX,
                                     dir=where)  # fmt: skip
         except OSError as e:
-            raise temp_dir_error(e, where, 0) from e
+            raise work_dir_full(e, where, 0) from e
         try:
             yield work
         finally:
@@ -551,7 +533,14 @@ def stage_bytes(work: str) -> dict[str, int]:
     for stage in sorted(os.listdir(work)):
         root = os.path.join(work, stage)
         if os.path.isdir(root):
-            out[stage] = sum(
-                os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(root) for f in fs
-            )
+            out[stage] = sum(_size(os.path.join(d, f)) for d, _, fs in os.walk(root) for f in fs)
     return out
+
+
+def _size(path: str) -> int:
+    """Bytes of the file ``path``; 0 when it went meanwhile (a task of a failed stage still
+    renaming its files while the run says what it wrote)."""
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return 0
