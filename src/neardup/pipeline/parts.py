@@ -94,7 +94,8 @@ def _commit_records(plan: DedupPlan, run: StagedRun, outputs: OutputSet, out: An
         with outputs.open(out, "wb") as raw:
             with open_output_stream(raw, out.path) as w:
                 if plan.parts_beside is not None:
-                    written = _join(w, beside_paths(plan, run, name), sizes, remove=True)
+                    beside = [beside_part(plan, name, s) for s in range(len(run.sizes))]
+                    written = _join(w, beside, sizes, remove=True)
                 else:
                     written = _copy_parts(w, run.work, sizes, f"{name}.bin")
             if out.path != "-" and _compressed(out.path):
@@ -234,14 +235,6 @@ def _join(dest: Any, paths: Sequence[str], sizes: Sequence[int | None],
         if remove:
             os.remove(path)
     return total
-
-
-def beside_paths(plan: DedupPlan, run: StagedRun, name: str) -> list[str]:
-    """The parts of output ``name`` (``"kept"`` or ``"removed"``) that the shards wrote
-    beside it (:attr:`DedupPlan.parts_beside`)."""
-    output = plan.output if name == "kept" else plan.removed
-    assert plan.parts_beside is not None
-    return [beside_part(output, plan.parts_beside, s) for s in range(len(run.sizes))]
 
 
 def _open_part(path: str, want: int | None) -> Any:

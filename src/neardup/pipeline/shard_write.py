@@ -133,27 +133,33 @@ def _write_records(out: str, work: str, plan: DedupPlan, s: int, first_line: int
     if plan.kind in ("jsonl", "lines"):
         if plan.parts_beside is None:
             return _write_lines(os.path.join(out, f"{name}.bin"), plan, s, rec, first_line)
-        output = plan.output if name == "kept" else plan.removed
         try:  # beside the output, which the commit joins them into: its disk, named so
-            return _write_lines(beside_part(output, plan.parts_beside, s), plan, s, rec,
-                                first_line)  # fmt: skip
+            return _write_lines(beside_part(plan, name, s), plan, s, rec, first_line)
         except OSError as e:
-            raise OSError(e.errno, e.strerror or str(e), os.fspath(output)) from e
+            raise OSError(e.errno, e.strerror or str(e), records_output(plan, name)) from e
     src = np.asarray(load(work, "scan", s, "src"))[mask]
     if plan.kind == "parquet":
         return _write_parquet_part(out, plan, s, src, rec, name)
-    shown = plan.output if name == "kept" else plan.removed
+    shown = records_output(plan, name)
     return _copy_text_files(out, plan, src, "files" if name == "kept" else name, shown)
 
 
-def beside_part(output: Any, token: str, s: int) -> str:
-    """Where shard ``s`` writes its lines of the output file ``output`` in a run whose parts
-    lie beside their output (:attr:`DedupPlan.parts_beside` ``token``): a temporary file of
-    this process in the output's directory (:mod:`neardup.io.leftovers`: removed by a later
-    run or ``neardup clean`` if the run is killed)."""
-    path = os.path.realpath(os.fspath(output))
-    name = temp_prefix(f"{os.path.basename(path)}.part-{s:05d}") + token + TEMP_SUFFIX
-    return os.path.join(os.path.dirname(path), name)
+def records_output(plan: DedupPlan, name: str) -> str | None:
+    """The output of the records part ``name``: ``plan.output`` for the kept records,
+    ``plan.removed`` for the removed ones."""
+    return plan.output if name == "kept" else plan.removed
+
+
+def beside_part(plan: DedupPlan, name: str, s: int) -> str:
+    """Where shard ``s`` writes its lines of the records part ``name`` (``"kept"``,
+    ``"removed"``) in a run whose parts lie beside their output file
+    (:attr:`DedupPlan.parts_beside`): a temporary file of this process in the output's
+    directory (:mod:`neardup.io.leftovers`: removed by a later run or ``neardup clean`` if the
+    run is killed)."""
+    assert plan.parts_beside is not None
+    path = os.path.realpath(os.fspath(records_output(plan, name)))
+    base = temp_prefix(f"{os.path.basename(path)}.part-{s:05d}")
+    return os.path.join(os.path.dirname(path), base + plan.parts_beside + TEMP_SUFFIX)
 
 
 def _write_parquet_part(out: str, plan: DedupPlan, s: int, src: np.ndarray, rec: np.ndarray,

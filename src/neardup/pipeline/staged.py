@@ -55,7 +55,7 @@ from neardup.pipeline.report import json_id
 from neardup.pipeline.result import report_no_shingles
 from neardup.pipeline.runner import Runner
 from neardup.pipeline.scan import check_key_kinds, check_parquet_schemas
-from neardup.pipeline.shard_write import PositionLookup, beside_part
+from neardup.pipeline.shard_write import PositionLookup, beside_part, records_output
 from neardup.pipeline.staged_result import StagedView, build_result, summary
 from neardup.pipeline.staged_run import StagedRun
 from neardup.pipeline.workdir import (
@@ -594,11 +594,11 @@ def _remove_beside(plan: DedupPlan) -> None:
     commit joined them)."""
     if plan.parts_beside is None:
         return
-    for output in (plan.output, plan.removed):
-        if output is not None:
+    for name in ("kept", "removed"):
+        if records_output(plan, name) is not None:
             for s in range(len(plan.shards)):
                 with contextlib.suppress(FileNotFoundError):
-                    os.remove(beside_part(output, plan.parts_beside, s))
+                    os.remove(beside_part(plan, name, s))
 
 
 def _register_outputs(plan: DedupPlan, outputs: OutputSet, extra_outputs: Sequence[Any]) -> None:
