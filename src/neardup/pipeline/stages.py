@@ -157,9 +157,8 @@ def scan_shard(
         if plan.skip_bad or not bad_records:
             bad_records.append([err.source, err.line, err.message])
 
-    seen = SeenDocuments(
-        list(plan.files), check_ids=False, hashes=True
-    )  # the ids stage finds every repeat
+    # the ids stage finds every repeat, by the id hashes kept here
+    seen = SeenDocuments(list(plan.files), check_ids=False, hashes=True)
     set_parts: list[tuple[np.ndarray, ...]] = []  # of each block: sizes, sfp, digests
     items = _shard_items(plan, s, first_line)
     work = lambda item: fingerprint_item(item, fper=plan.fingerprinter, keys=verify)  # noqa: E731

@@ -218,14 +218,17 @@ def all_sets(work: str, offsets: np.ndarray, stage: str = "scan") -> ShingleSets
     """The shingle sets of every document of the run (shards ``offsets``), end to end in
     memory, from the spills of ``stage`` (:func:`key_stage`); the keys read-only, as a
     spool's are (the kernels then take the types that a first run compiled ahead)."""
-    parts = [shard_sets(work, s, stage) for s in range(len(offsets) - 1)]
+    sets = _end_to_end([shard_sets(work, s, stage) for s in range(len(offsets) - 1)])
+    sets.keys.setflags(write=False)
+    return sets
+
+
+def _end_to_end(parts: list[ShingleSets]) -> ShingleSets:
+    """The sets of ``parts`` one after another, in one new pair of arrays."""
     sizes = concat([np.diff(np.asarray(p.offsets)) for p in parts], np.int64)
     out = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=out[1:])
-    keys = np.concatenate([p.keys for p in parts]) if parts else np.zeros(0, np.uint32)
-    keys = np.ascontiguousarray(keys, dtype=np.uint32)
-    keys.setflags(write=False)
-    return ShingleSets(out, keys)
+    return ShingleSets(out, np.ascontiguousarray(concat([p.keys for p in parts], np.uint32)))
 
 
 def subset_sets(sets: ShingleSets, idx: np.ndarray) -> ShingleSets:
@@ -246,12 +249,8 @@ def gather_sets(work: str, offsets: np.ndarray, pos: np.ndarray,
                  stage: str = "scan") -> ShingleSets:  # fmt: skip
     """The shingle sets of the documents at global positions ``pos`` (ascending), from their
     shards' spills (of ``stage``, :func:`key_stage`)."""
-    parts = [subset_sets(shard_sets(work, s, stage), p - offsets[s])
-             for s, p in by_shard(offsets, pos)]  # fmt: skip
-    sizes = concat([np.diff(p.offsets) for p in parts], np.int64)
-    out = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=out[1:])
-    return ShingleSets(out, concat([p.keys for p in parts], np.uint32))
+    return _end_to_end([subset_sets(shard_sets(work, s, stage), p - offsets[s])
+                        for s, p in by_shard(offsets, pos)])  # fmt: skip
 
 
 def gather_array(work: str, offsets: np.ndarray, pos: np.ndarray, name: str, dtype: Any,
