@@ -91,4 +91,4 @@ def test_a_one_process_option_with_a_directory_output_is_one_line(tmp_path):
     _write(tmp_path / "in.jsonl", ["a b c d", "a b c d"])
     with pytest.raises(ValueError, match="directory output"):
         build_plan([InputPath(tmp_path / "in.jsonl")], output=f"{tmp_path}/o/",
-                   one_process=["already_seen="])  # fmt: skip
+                   against=str(tmp_path / "seen.parquet"))  # fmt: skip

@@ -314,7 +314,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
                work_dir: str | os.PathLike | None = None, clean_work_dir: bool = False,
                memory: int | str | None = None, parallel: int = 1, slots: int = 1,
                client: bool = False, staged_only: bool = False, device: str = "cpu",
-               one_process: Sequence[str] = (), temp_dir: str | os.PathLike | None = None,
+               temp_dir: str | os.PathLike | None = None,
                common_shingles: float | int | None = None,
                candidates: str | Bands | None = None) -> DedupPlan:  # fmt: skip
     """The :class:`DedupPlan` of a dedup run: options checked, defaults applied, file inputs
@@ -329,8 +329,7 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
     cluster's threads) then cut the input into at least :data:`SHARDS_PER_SLOT` shards each
     (:func:`spread`). ``clean_work_dir``: remove ``work_dir`` once the outputs are committed
     (what the run wrote there). ``client``: a Dask client runs the work; ``staged_only``: an
-    executor that runs staged work only (Ray) does, as if a staged run were asked for;
-    ``one_process``: what the caller asks that only the one-process run does (a report, ...).
+    executor that runs staged work only (Ray) does, as if a staged run were asked for.
     ``device``: where the search stage searches, as in :func:`neardup.dedup`.
     ``common_shingles``, ``candidates``: as in :func:`neardup.dedup` (verified runs only).
 
@@ -365,7 +364,6 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
     budget = memory_budget(memory)
     staged = is_staged(files, shard_docs=shard_docs, work_dir=work_dir,
                        staged_only=staged_only, client=client, against=against,
-                       one_process=one_process,
                        output=output, removed=removed)  # fmt: skip
     per, search = sizes_for(budget, parallel, shard_docs)
     if staged and shard_docs is None and max(slots, parallel) > 1:  # every slot or thread busy
@@ -444,12 +442,11 @@ def is_staged(
     staged_only: bool = False,
     client: bool = False,
     against: Any = None,
-    one_process: Sequence[str] = (),
     output: Any = None,
     removed: Any = None,
 ) -> bool:
     """Whether a run goes as stages over shards: every file input, unless it asks for what
-    only the one-process run does (``one_process``, Parquet files as ``against``, or an open
+    only the one-process run does (Parquet files as ``against``, or an open
     index on a cluster (``client``, ``staged_only``), whose tasks cannot share it: this
     process's tasks do), which is an error where a staged run is asked for (``shard_docs``, a
     ``work_dir``, an executor that runs only staged work (``staged_only``: Ray) or JSONL or
@@ -462,7 +459,7 @@ def is_staged(
         is_directory_output(o, files[0].kind) for o in (output, removed)
     )
     asked = shard_docs is not None or work_dir is not None or to_dir or staged_only
-    why = list(one_process)
+    why = []
     if isinstance(against, (list, tuple)) or (
         isinstance(against, (str, os.PathLike)) and os.fspath(against).endswith(".parquet")
     ):

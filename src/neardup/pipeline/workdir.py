@@ -321,7 +321,8 @@ _MANIFEST = "manifest.json"
 #: near tasks keep each pair's keep key (ekey), the scan its sets' digests (the exact stage); 5:
 #: the common stage its sets' digests too (the exact stage on the sets without common shingles);
 #: 6: the prefix candidates' stages; 7: their family links, decided with prefix candidates; 8:
-#: prefix entries hold the document's place in its shard (int32), not its global position
+#: prefix entries hold the document's place in its shard (int32), not its global position; 9:
+#: the scan's set digests from a compiled kernel (two 64-bit lanes), not BLAKE2b
 _VERSION = 9
 
 
