@@ -219,6 +219,34 @@ def test_dedup_against_an_index_with_sketches_on_dask(tmp_path, client):
     assert dask.verified.kept_for.tolist() == local.verified.kept_for.tolist()
 
 
+@pytest.mark.parametrize("shard_docs", [None, 7])
+def test_dedup_against_parquet_files_on_dask(tmp_path, client, shard_docs):
+    """Parquet files as against: every document checked in one batch query on the cluster,
+    whatever the shards; a document is dropped for a stored fingerprint within 6 bits (brute
+    force), and the rest are decided as a local run against an index of the same entries
+    decides them."""
+    import neardup
+
+    words = [f"w{i}" for i in range(400)]
+    seen = [" ".join(words[i : i + 40]) for i in range(0, 200, 5)]
+    new = [t.replace("w7 ", "x7 ") for t in seen[:20]] + [
+        " ".join(words[i : i + 30]) + " fresh" for i in range(3, 300, 11)
+    ]
+    new += new[-3:]  # exact copies within the batch
+    stored = neardup.Fingerprinter().fingerprint_many(seen)
+    pq.write_table(pa.table({"fingerprint": stored, "id": [f"s{i}" for i in range(len(seen))]}),
+                   tmp_path / "seen.parquet")  # fmt: skip
+    with Index.create(tmp_path / "ix", distance=6) as ix:
+        ix.add(stored, [f"s{i}" for i in range(len(seen))])
+    local = neardup.dedup(new, against=str(tmp_path / "ix"))
+    got = neardup.dedup(new, against=str(tmp_path / "seen.parquet"), client=client,
+                        shard_docs=shard_docs)  # fmt: skip
+    mine = neardup.Fingerprinter().fingerprint_many(new)
+    near = [min(naive.popcount(int(f) ^ int(x)) for x in stored) <= 6 for f in mine]
+    assert got.against.found.tolist() == near and 0 < sum(near) < len(new)
+    assert got.kept.tolist() == local.kept.tolist() and got.against.id == local.against.id
+
+
 @pytest.mark.slow
 def test_worker_killed_mid_batch_query_gives_the_exact_answer(tmp_path):
     fps = stored_corpus(7, 60_000)

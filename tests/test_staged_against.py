@@ -131,7 +131,7 @@ def test_memory_budget_sets_shards_and_keeps_outputs(tmp_path, monkeypatch):
     per, search = sizes_for(64 << 10, 2)
     assert (per, search) == (20, 341)
     plan = build_plan(InputPath(src), memory=budget, parallel=2)
-    assert plan.staged and len(plan.shards) >= 300 // per - 1 and plan.search_docs == 341
+    assert len(plan.shards) >= 300 // per - 1 and plan.search_docs == 341
     # fits in one process: one task decides every document
     assert build_plan(InputPath(src), memory="1G").whole_docs >= 300 > plan.whole_docs
     outs = {}
@@ -167,10 +167,15 @@ def test_memory_option_on_the_command_line(tmp_path):
     assert r.returncode == 2 and "memory must be a number of bytes" in r.stderr
 
 
-def test_what_only_one_process_does_is_refused_when_staged_is_asked(tmp_path):
+def test_parquet_files_as_against_are_checked_on_a_cluster_whatever_the_shards(tmp_path):
     src = _jsonl(tmp_path / "d.jsonl", "a", ["one two three four", "five six seven eight"])
-    with pytest.raises(ValueError, match="Parquet files as against="):
-        neardup.dedup(InputPath(src), shard_docs=1, against=str(tmp_path / "x.parquet"))
+    pq = pytest.importorskip("pyarrow.parquet")
+    pa = pytest.importorskip("pyarrow")
+    pq.write_table(pa.table({"fingerprint": np.zeros(1, np.uint64), "id": [1]}),
+                   tmp_path / "x.parquet")  # fmt: skip
+    for shards in (None, 1):
+        with pytest.raises(ValueError, match="checked in batch mode on Dask: pass a client"):
+            neardup.dedup(InputPath(src), shard_docs=shards, against=str(tmp_path / "x.parquet"))
     with pytest.raises(TypeError, match="already_seen"):  # one engine: decide() has it
         neardup.dedup(InputPath(src), already_seen=np.zeros(2, bool))
 

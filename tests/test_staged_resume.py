@@ -218,7 +218,6 @@ def test_ray_options_that_do_not_fit_are_one_line(tmp_path):
         r = invoke("neardup", "dedup", src, "-o", out, *args, text=True)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and said in r.stderr, r.stderr
     refused = {
-        "runs a staged dedup, over files": dict(data=["a text", "another"], executor="ray"),
         "does not run on executor='ray' yet": dict(data=[InputPath(src)], executor="ray",
                                                    device="cuda"),
         "either client=": dict(data=[InputPath(src)], executor="ray", client=object()),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import threading
 from pathlib import Path
@@ -16,15 +17,28 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from naive import read_lines_one_by_one, scan_records
 
+import neardup
 from neardup import config
 from neardup.errors import InputError
 from neardup.fingerprints import Fingerprinter
 from neardup.io import _id_kernels
 from neardup.io.sources import expand_inputs
-from neardup.pipeline.scan import scan_files
 from neardup.pipeline.stream import fingerprint_files
+from neardup.pipeline.task_files import shard_sets
 
 FP = Fingerprinter("default")
+
+
+def _scan(paths, work=None, **kw):
+    """What the engine's scan kept of every document (``neardup.dedup``'s result, whose
+    ``scan`` holds each one's id, file, record, length and fingerprint), and, with a ``work``
+    directory (kept), the shingle keys its scan tasks spilled there, shard by shard."""
+    r = neardup.dedup([Path(p) for p in paths], fingerprinter=FP, work_dir=work, **kw)
+    if work is None:
+        return r, None
+    shards = sorted(int(d) for d in os.listdir(os.path.join(work, "scan")) if d.isdigit())
+    sets = [shard_sets(str(work), s) for s in shards]
+    return r, [(np.diff(x.offsets).tolist(), np.asarray(x.keys).tolist()) for x in sets]
 
 
 @pytest.fixture(autouse=True)
@@ -91,17 +105,10 @@ def test_scan_reads_as_one_record_at_a_time(
     config.READ_BLOCK_BYTES = config.READ_BLOCK_MIN_BYTES = block
     config.READ_KERNEL_FROM = 0 if kernel else 1 << 40  # block kernel, or line by line
     bad: list[InputError] = []
-
-    class Spool:
-        def __init__(self):
-            self.parts: list = []
-
-        def append(self, offsets, k):
-            self.parts.append((offsets, k))
-
-    spool = Spool() if keys else None
-    scan = scan_files(paths, fingerprinter=FP, threads=threads, on_bad=bad.append, spool=spool)
-    assert [str(e) for e in bad] == errors and scan.skipped == len(errors)
+    work = tmp / "work" if keys else None
+    r, spilled = _scan(paths, work, threads=threads, verify=keys, skip_bad=True, on_bad=bad.append)
+    scan = r.scan
+    assert [str(e) for e in bad] == errors and r.skipped == len(errors)
     assert scan.ids == [k[2] for k in kept] and [type(i) for i in scan.ids] == [
         type(k[2]) for k in kept
     ]
@@ -112,12 +119,12 @@ def test_scan_reads_as_one_record_at_a_time(
     assert scan.fingerprints.tolist() == FP.fingerprint_many(texts).tolist()
     if keys:
         want = FP.features_many(texts)
-        got_keys = [k for _, ks in spool.parts for k in ks.tolist()]
-        sizes = [s for offsets, _ in spool.parts for s in np.diff(offsets).tolist()]
+        got_keys = [k for _, ks in spilled for k in ks]
+        sizes = [n for ns, _ in spilled for n in ns]
         assert got_keys == want.keys.tolist() and sizes == np.diff(want.offsets).tolist()
     if errors:
         with pytest.raises(InputError) as e:
-            scan_files(paths, fingerprinter=FP, threads=threads)
+            _scan(paths, threads=threads)
         assert str(e.value) == errors[0]
 
 
@@ -128,7 +135,7 @@ def test_repeated_ids_found_when_every_hash_collides(tmp_path, monkeypatch):
     lines = [json.dumps({"text": "x", "id": i}).encode() for i in [0, "a", 1, "0", "a", 0, 1, "b"]]
     paths = _write(tmp_path, [lines], [False])
     bad: list[InputError] = []
-    scan = scan_files(paths, fingerprinter=FP, on_bad=bad.append, threads=2)
+    scan = _scan(paths, on_bad=bad.append, skip_bad=True, threads=2)[0].scan
     assert scan.ids == [0, "a", 1, "0", "b"]
     assert [(e.line, re.search(r"first at (.*?)\)", str(e)).group(1)) for e in bad] == [
         (5, f"{paths[0]}:2"),
@@ -146,12 +153,12 @@ def test_errors_before_a_broken_input_come_first(tmp_path):
     config.READ_BLOCK_BYTES = config.READ_BLOCK_MIN_BYTES = 4096
     threads = threading.active_count()
     with pytest.raises(InputError, match=r"x.jsonl.gz:3001: field 'text' is a number"):
-        scan_files([path], fingerprinter=FP, threads=2)
+        _scan([path], threads=2)
     assert threading.active_count() == threads  # the workers ended with the error
     bad: list[InputError] = []
     with pytest.raises(InputError, match="cannot decompress"):
-        scan_files([path], fingerprinter=FP, threads=2, on_bad=bad.append)
-    assert len(bad) == 1 and str(bad[0]).endswith("is a number, expected a string")
+        _scan([path], threads=2, skip_bad=True, on_bad=bad.append)
+    assert bad == []  # skips are told once every shard is read: a run that fails tells none
 
 
 def test_batches_of_every_format_in_order(tmp_path):
@@ -190,7 +197,9 @@ def test_a_fingerprinter_of_str_only(tmp_path):
     got = list(fingerprint_files(files, Lengths(), threads=1))
     assert got[0].fingerprints.tolist() == [3, 2]
     with pytest.raises(TypeError, match="does not emit shingle keys"):
-        scan_files([], files=files, fingerprinter=Lengths(), spool=object())
+        neardup.dedup(str(tmp_path / "d.jsonl"), fingerprinter=Lengths())
+    r = neardup.dedup(str(tmp_path / "d.jsonl"), fingerprinter=Lengths(), verify=False)
+    assert r.fingerprints.tolist() == [3, 2]
 
 
 def _commands_output(tmp: Path, src: Path) -> dict:
@@ -313,15 +322,14 @@ def test_parquet_batches_read_as_the_python_reader(
     for kernel in (False, True):
         config.READ_KERNEL_FROM = 0 if kernel else 1 << 40
         bad: list[InputError] = []
-        spool = _Spool() if keys else None
+        work = tmp_path_factory.mktemp("work") / "w" if keys else None
         blocks.parquet_records = counted
         try:
-            scan = scan_files(
-                [path], fingerprinter=FP, threads=threads, on_bad=bad.append, spool=spool
-            )
+            r, spilled = _scan([path], work, threads=threads, verify=keys, skip_bad=True,
+                               on_bad=bad.append)  # fmt: skip
         finally:
             blocks.parquet_records = real
-        parts = [(o.tolist(), k.tolist()) for o, k in spool.parts] if keys else None
+        scan = r.scan
         results.append(
             (
                 [str(e) for e in bad],
@@ -330,7 +338,7 @@ def test_parquet_batches_read_as_the_python_reader(
                 scan.record.tolist(),
                 scan.lengths.tolist(),
                 scan.fingerprints.tolist(),
-                [k for _, ks in parts for k in ks] if keys else None,
+                [k for _, ks in spilled for k in ks] if keys else None,
             )
         )
     assert results[0] == results[1]
@@ -340,14 +348,6 @@ def test_parquet_batches_read_as_the_python_reader(
     if clean and ids is None:  # every row a document
         want = [t.decode() if isinstance(t, bytes) else t for t in texts]
         assert results[1][5] == FP.fingerprint_many(want).tolist()
-
-
-class _Spool:
-    def __init__(self):
-        self.parts: list = []
-
-    def append(self, offsets, k):
-        self.parts.append((offsets, k))
 
 
 @settings(max_examples=60, deadline=None)
@@ -360,44 +360,41 @@ class _Spool:
     threads=st.integers(1, 2),
 )
 def test_arrow_texts_fingerprint_as_their_python_values(chunks, large, keys, threads):
+    """In-memory Arrow texts are read as stored where a chunk holds no null, else value by
+    value: the same documents, fingerprints, positions and bad records as a list of them."""
     pa = pytest.importorskip("pyarrow")
-    from neardup.io.arrow import ArrowTexts
-    from neardup.pipeline import scan as scan_module
-    from neardup.pipeline.scan import fingerprint_texts
+    from neardup.io import rows as rows_module
 
     kind = pa.large_string() if large else pa.string()
     column = pa.chunked_array([pa.array(c, type=kind) for c in chunks], type=kind)
     values = column.to_pylist()
     results = []
     as_stored = []
-    real = scan_module.arrow_utf8
+    real = rows_module.arrow_utf8
 
     def counted(chunk):
         got = real(chunk)
         as_stored.append(got is not None)
         return got
 
-    for texts in (values, ArrowTexts(column.chunks)):
+    for texts in (values, pa.table({"text": column})):
         bad: list[InputError] = []
-        spool = _Spool() if keys else None
-        scan_module.arrow_utf8 = counted
+        rows_module.arrow_utf8 = counted
         try:
-            fps, lens, pos, skipped = fingerprint_texts(texts, FP, threads, bad.append, spool)
+            r = neardup.dedup(texts, fingerprinter=FP, threads=threads, verify=keys,
+                              skip_bad=True, on_bad=bad.append, shard_docs=1000)  # fmt: skip
         finally:
-            scan_module.arrow_utf8 = real
-        got_keys = [k.tolist() for _, k in spool.parts] if keys else []
-        flat = [k for part in got_keys for k in part]
-        results.append(
-            (fps.tolist(), lens.tolist(), pos.tolist(), skipped, [str(e) for e in bad], flat)
-        )
+            rows_module.arrow_utf8 = real
+        results.append((r.fingerprints.tolist(), r.lengths.tolist(), r.positions.tolist(),
+                        r.skipped, [str(e) for e in bad], r.kept.tolist()))  # fmt: skip
     assert results[0] == results[1]
-    assert as_stored == [len(c) > 0 and None not in c for c in chunks]  # chunks without nulls
+    assert sorted(as_stored) == sorted(None not in c for c in chunks if c)  # no null: as stored
     good = [t for t in values if t is not None]
     assert results[1][0] == FP.fingerprint_many(good).tolist()
     assert results[1][2] == [i for i, t in enumerate(values) if t is not None]
     if any(t is None for t in values):
         with pytest.raises(ValueError, match="text is missing"):
-            fingerprint_texts(ArrowTexts(column.chunks), FP, threads, None)
+            neardup.dedup(pa.table({"text": column}), fingerprinter=FP, threads=threads)
 
 
 @pytest.mark.parametrize("threads", [1, 3])
@@ -409,7 +406,7 @@ def test_text_files_read_in_input_order(tmp_path, threads):
         (tmp_path / name).write_bytes(data)
     paths = [str(tmp_path / name) for name in texts]
     bad: list[InputError] = []
-    scan = scan_files(paths, fmt="text", fingerprinter=FP, threads=threads, on_bad=bad.append)
+    scan = _scan(paths, fmt="text", threads=threads, skip_bad=True, on_bad=bad.append)[0].scan
     good = [n for n in texts if n != "d3.txt"]
     assert [str(e) for e in bad] == [
         f"{paths[3]}:1: not valid UTF-8 (byte 0xe9 at file offset 3); re-encode the input as "
@@ -421,31 +418,4 @@ def test_text_files_read_in_input_order(tmp_path, threads):
     assert scan.fingerprints.tolist() == FP.fingerprint_many(want).tolist()
     assert scan.lengths.tolist() == [len(t) for t in want]
     with pytest.raises(InputError, match="d3.txt:1: not valid UTF-8"):
-        scan_files(paths, fmt="text", fingerprinter=FP, threads=threads)
-
-
-@pytest.mark.parametrize("kernel", [False, True])
-def test_an_input_cut_short_before_the_second_pass_is_named_and_nothing_is_written(
-    tmp_path, kernel
-):
-    from neardup.pipeline.write import write_kept
-
-    config.READ_KERNEL_FROM = 0 if kernel else 1 << 40
-    config.READ_BLOCK_BYTES = config.READ_BLOCK_MIN_BYTES = 300
-    src = tmp_path / "in.jsonl"
-    lines = [json.dumps({"id": i, "text": f"document {i} " * 5}) for i in range(60)]
-    src.write_text("\n".join(lines) + "\n")
-    scan = scan_files([str(src)], fingerprinter=FP, threads=2)
-    src.write_text("\n".join(lines[:40]) + "\n")  # changed after the first pass
-    out = tmp_path / "kept.jsonl"
-    for stamps in (scan.stamps, None):  # found by its stamp, else by its lines running out
-        scan.stamps = stamps
-        with pytest.raises(InputError, match="in.jsonl: changed while dedup ran"):
-            write_kept(scan, np.ones(60, dtype=bool), str(out), threads=2)
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
-    # unchanged, it writes every kept line as it was read
-    src.write_text("\n".join(lines) + "\n")
-    scan = scan_files([str(src)], fingerprinter=FP, threads=2)
-    keep = np.arange(60) % 3 != 0
-    write_kept(scan, keep, str(out), threads=2)
-    assert out.read_text().splitlines() == [ln for ln, k in zip(lines, keep) if k]
+        _scan(paths, fmt="text", threads=threads)

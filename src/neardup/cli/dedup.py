@@ -23,7 +23,7 @@ from neardup.core.bands import MAX_BANDS, MAX_ROWS, Bands
 from neardup.core.common import check_common
 from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, keep_field
 from neardup.core.verify import distance_for_threshold
-from neardup.io.files import input_size, metered, spooled
+from neardup.io.files import spooled
 from neardup.io.formats import display_name
 from neardup.io.hf import is_saved_dataset, load_saved_dataset
 from neardup.io.sources import InputPath, expand_inputs
@@ -616,16 +616,8 @@ def _run(source: Any, options: dict[str, Any], files: list[Any], quiet: bool,
     start-up."""
     from neardup.pipeline.job import dedup as run_dedup
 
-    total = sum(input_size(f.path) for f in files)
     bar = Progress(PROG, progress_mode, quiet)
     tasks = TaskProgress(PROG, progress_mode, quiet)
-    started: dict[str, int] = {}
-
-    def progress(stage: str, count: int) -> None:
-        if stage not in started:  # each pass reads the inputs again
-            started[stage] = meter.done
-            bar.stage("fingerprint" if stage == "read" else "write", total)
-        bar.update(meter.done - started[stage], count)
 
     def say(message: str) -> None:
         if not quiet:
@@ -644,10 +636,9 @@ def _run(source: Any, options: dict[str, Any], files: list[Any], quiet: bool,
         announce_compile(PROG, first if ahead else [*first, *later], quiet,
                          **({"alongside": later} if ahead else {}))  # fmt: skip
         on, where = _open_cluster(stack, cluster, options["temp_dir"])
-        meter = stack.enter_context(metered())
         stack.callback(bar.close)
         stack.callback(tasks.close)
-        result = run_dedup(source, progress=progress, stage_progress=tasks, log=say,
+        result = run_dedup(source, stage_progress=tasks, log=say,
                            on_bad=lambda e: say(f"skipped {e}"), **on, **options)  # fmt: skip
     return result.summary(), where
 

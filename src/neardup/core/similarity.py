@@ -39,6 +39,7 @@ __all__ = [
     "run_chunks",
     "set_fingerprints",
     "similar_pairs",
+    "subset_sets",
 ]
 
 #: Candidate pairs (or documents) per task when the kernels run on several threads.
@@ -484,3 +485,27 @@ def _with_identical_pairs(cand: np.ndarray, rep: np.ndarray, n: int) -> np.ndarr
     p = np.concatenate(extra)
     key = np.unique(p[:, 0].astype(np.uint64) * np.uint64(n) + p[:, 1].astype(np.uint64))
     return np.stack([key // np.uint64(n), key % np.uint64(n)], axis=1).astype(np.int64)
+
+
+def subset_sets(sets: ShingleSets, idx: np.ndarray) -> ShingleSets:
+    """The sets of the documents at positions ``idx`` (int, ascending), copied into memory
+    (of memory-mapped keys, only the span they cover is read).
+
+    Examples
+    --------
+    >>> sets = ShingleSets(np.array([0, 2, 3, 5]), np.array([1, 2, 7, 3, 4], np.uint32))
+    >>> sub = subset_sets(sets, np.array([0, 2]))
+    >>> sub.offsets.tolist(), sub.keys.tolist()
+    ([0, 2, 4], [1, 2, 3, 4])
+    """
+    idx = np.asarray(idx, dtype=np.int64)
+    starts = np.asarray(sets.offsets[idx], dtype=np.int64)
+    sizes = np.asarray(sets.offsets[idx + 1], dtype=np.int64) - starts
+    offsets = np.zeros(len(idx) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    if offsets[-1] == 0:
+        return ShingleSets(offsets, np.zeros(0, dtype=np.uint32))
+    lo, hi = int(starts.min()), int((starts + sizes).max())
+    window = np.asarray(sets.keys[lo:hi])
+    at = np.repeat(starts - lo - offsets[:-1], sizes) + np.arange(offsets[-1], dtype=np.int64)
+    return ShingleSets(offsets, np.ascontiguousarray(window[at]))

@@ -180,26 +180,28 @@ def announce(groups: list[str], log: Callable[[str], None] | None = None) -> Non
 
 
 def _compile(mode: str) -> None:
-    """Run the job's decision of ``mode`` (a key of :data:`_GROUPS`) on three documents (two
-    near-duplicates), as the job calls it."""
+    """Run the decision of ``mode`` (a key of :data:`_GROUPS`) on three documents (two
+    near-duplicates), as the task that decides a whole run calls it
+    (:func:`neardup.pipeline.stage_decide.decide_all_task`), with the same types."""
     import numpy as np
 
-    from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD
-    from neardup.pipeline.job import decide, decide_verified_sets
-    from neardup.pipeline.spool import ShingleSpool
+    from neardup.core.decide import DEFAULT_DEDUP_DISTANCE, DEFAULT_DEDUP_THRESHOLD, keep_order
+    from neardup.core.similarity import ShingleSets, set_fingerprints
+    from neardup.core.verify import decide_verified, priority_order
 
     lengths = np.array([40, 40, 40], dtype=np.int64)
     if mode == "search":
         fps = np.array([0, 1, 1 << 63], dtype=np.uint64)
-        decide(fps, lengths, distance=DEFAULT_DEDUP_DISTANCE)
+        keep_order(fps, priority_order(3, "first", lengths), DEFAULT_DEDUP_DISTANCE)
         return
-    # sorted, unique keys; the second set differs from the first in one key of ten
+    # sorted, unique keys; the second set differs from the first in one key of ten; read-only,
+    # as the run's sets of every shard are (neardup.pipeline.task_files.all_sets)
     keys = np.r_[0:10, 0:9, 99, 50:60].astype(np.uint32)
-    with ShingleSpool() as spool:  # read back memory-mapped, the type the job's sets have
-        spool.append(np.array([0, 10, 20, 30], dtype=np.int64), keys)
-        candidates = mode if mode in ("prefix", "bands") else "fingerprint"
-        decide_verified_sets(spool.sets(), lengths, DEFAULT_DEDUP_THRESHOLD,
-                             candidates=candidates)  # fmt: skip
+    keys.setflags(write=False)
+    sets = ShingleSets(np.array([0, 10, 20, 30], dtype=np.int64), keys)
+    candidates = mode if mode in ("prefix", "bands") else "fingerprint"
+    decide_verified(sets, set_fingerprints(sets), DEFAULT_DEDUP_THRESHOLD, lengths=lengths,
+                    candidates=candidates)  # fmt: skip
 
 
 def main(argv: list[str]) -> int:

@@ -1,75 +1,31 @@
-"""Common shingles in a dedup run (``--common-shingles``, :mod:`neardup.core.common`).
+"""Common shingles in a dedup run (``--common-shingles``, :mod:`neardup.core.common`), as
+stages over shards (:mod:`neardup.pipeline.staged`): common-count (per shard: each distinct key
+and its documents) -> common-merge (per range of the 32-bit key space: the counts of every
+shard summed, the common keys kept) -> common (per shard: its sets without the common keys,
+their offsets and set fingerprints and set digests, which the later stages read in place of
+the scan's: the exact stage finds the copies among the sets without the common keys).
 
-One process: the spooled keys are counted (:func:`neardup.core.common.common_keys`), the sets
-without the common keys spooled again (:func:`filter_common`). Stages over shards
-(:mod:`neardup.pipeline.staged`): common-count (per shard: each distinct key and its documents)
--> common-merge (per range of the 32-bit key space: the counts of every shard summed, the
-common keys kept) -> common (per shard: its sets without the common keys, their offsets and
-set fingerprints and set digests, which the later stages read in place of the scan's: the
-exact stage finds the copies among the sets without the common keys). Both give the same
-common keys, so the same sets and the same decisions.
-
-Without the option, :func:`templates` checks the largest clusters for a template (the run's
+Without the option, the decide stage checks the largest clusters for a template (the run's
 hint, :func:`neardup.core.common.template_hint`).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import numpy as np
 
 from neardup.core.common import (
-    cluster_templates,
     common_in_parts,
-    common_keys,
-    common_limit,
     iter_without_keys,
     key_counts,
 )
-from neardup.core.similarity import ShingleSets, resolve_threads, set_fingerprints
+from neardup.core.similarity import ShingleSets, set_fingerprints
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.spool import ShingleSpool, subset_sets
 from neardup.pipeline.stages import by_digest, set_digests
 from neardup.pipeline.task_files import load, save, shard_sets
 
-__all__ = ["count_task", "filter_common", "filter_task", "merge_task", "templates"]
-
-
-def filter_common(
-    sets: ShingleSets, common: float | int, spool: ShingleSpool, threads: int | None = None
-) -> tuple[ShingleSets, dict[str, Any]]:
-    """``sets`` without the keys in more than ``common`` (a share or a number) of them, spooled
-    to ``spool`` and read back (``sets`` itself when no key is that common), counted and
-    filtered on ``threads`` threads (default: every usable CPU); and what was left out:
-    ``limit`` (the most documents a key may be in), ``keys`` (how many keys were left out) and
-    ``all_common`` (documents with shingles of which none is left)."""
-    nthreads = resolve_threads(threads)
-    limit = common_limit(common, len(sets))
-    drop = common_keys(sets.keys, limit, nthreads)
-    if len(drop) == 0:  # nothing common: the sets as they are
-        return sets, {"limit": limit, "keys": 0, "all_common": 0}
-    for offsets, keys in iter_without_keys(sets, drop, threads=nthreads):
-        spool.append(offsets, keys)
-    out = spool.sets()
-    all_common = int(np.count_nonzero((sets.sizes > 0) & (out.sizes == 0)))
-    return out, {"limit": limit, "keys": len(drop), "all_common": all_common}
-
-
-def templates(sets: ShingleSets, kept_for: np.ndarray) -> list[list[Any]]:
-    """``[size, kept, share]`` of the largest clusters of a one-process verified run
-    (:func:`neardup.core.common.cluster_templates`; ``kept_for`` -1 for a kept document)."""
-    n = len(kept_for)
-    pos = np.arange(n, dtype=np.int64)
-    survivor = np.where(kept_for < 0, pos, kept_for)
-
-    def outside(sample: np.ndarray) -> ShingleSets:
-        wanted = np.zeros(n, dtype=bool)
-        wanted[sample] = True
-        return subset_sets(sets, wanted)
-
-    return cluster_templates(sets, survivor, pos, n, outside)
+__all__ = ["count_task", "filter_task", "merge_task"]
 
 
 def count_task(out: str, work: str, s: int) -> dict[str, int]:

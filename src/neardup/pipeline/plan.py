@@ -26,10 +26,11 @@ from neardup.errors import InputError
 from neardup.io.blocks import line_format
 from neardup.io.files import compression_of, input_size, is_url, local_path, read_path
 from neardup.io.readers import STDIN
+from neardup.io.rows import MemoryRows
 from neardup.io.sources import InputFile, expand_inputs
 from neardup.io.writers import OutputSet
 from neardup.pipeline.workdir import check_work_dir
-from neardup.pipeline.write import is_directory_output, register_outputs
+from neardup.pipeline.write import register_outputs
 
 __all__ = [
     "DEFAULT_SHARD_DOCS",
@@ -97,7 +98,8 @@ def search_distance(verify: bool, threshold: float, distance: int | None) -> int
 
 @dataclass(frozen=True)
 class DedupPlan:
-    """One dedup run (see the module docstring). ``files`` is empty for in-memory input."""
+    """One dedup run (see the module docstring). ``files`` is empty for in-memory input, whose
+    ``rows`` the shards cut."""
 
     files: tuple[InputFile, ...]
     shards: tuple[Shard, ...]
@@ -124,7 +126,6 @@ class DedupPlan:
     #: remove the work directory (what the run wrote there) once the outputs are committed
     clean_work_dir: bool = False
     inputs: tuple[str, ...] = field(default=())
-    staged: bool = False  #: the run goes as stages over ``shards`` (else in one process)
     search_docs: int = DEFAULT_SEARCH_DOCS  #: fingerprints one search task searches at once
     device: str = "cpu"  #: where the search stage searches (each task's process resolves it)
     #: the verify stage also keeps the pairs under the threshold (the report's near misses)
@@ -148,6 +149,12 @@ class DedupPlan:
     #: kept (and removed) lines beside their output file, as temporary files of the run ending
     #: in this token, and the commit joins them into it (None: in the work directory)
     parts_beside: str | None = None
+    #: in-memory input (:class:`~neardup.io.rows.MemoryRows`): its number of rows, which the
+    #: shards cut by position (``start`` to ``end``); None for file input
+    rows: int | None = None
+    #: in-memory input without ids: its ids are positions, which name no document, so the
+    #: check against an index finds none of them held by it as itself
+    position_ids: bool = False
 
     def __post_init__(self) -> None:
         if self.clean_work_dir and self.work_dir is None:
@@ -187,6 +194,7 @@ class DedupPlan:
             "search": [self.search_docs, self.whole_docs],
             "near": [self.near_misses, self.cluster_parts],
             "against": [_against_key(self.against), self.update],
+            "rows": self.rows,
         }  # fmt: skip
         if self.common_shingles is not None:
             spec["common"] = self.common_shingles
@@ -289,17 +297,36 @@ def resolve_scheme(candidates: str | Bands | None, threshold: float) -> tuple[in
     return Bands().scheme(threshold) if candidates == "bands" else None
 
 
-def _expand(data: Any, fmt: str, output: Any) -> tuple[list[str], list[InputFile]]:
-    """The paths ``data`` names (as given) and the files they expand to; none for in-memory
-    input, which cannot have an ``output``."""
+def _expand(data: Any, fmt: str, output: Any, removed: Any,
+            work_dir: Any) -> tuple[list[str], list[InputFile], int | None]:  # fmt: skip
+    """The paths ``data`` names (as given), the files they expand to and, for in-memory input
+    (:class:`~neardup.io.rows.MemoryRows`; no paths, no files), its rows; in-memory input
+    has no ``output``, ``removed`` or ``work_dir``."""
     from neardup.io.sources import is_paths
 
     if not is_paths(data):
         if output is not None:
             raise ValueError("output= needs file input; filter in-memory data with result.kept")
-        return [], []
+        if removed is not None:
+            raise ValueError("removed= needs file input; in-memory data's dropped documents "
+                             "are result.dropped")  # fmt: skip
+        if work_dir is not None:
+            raise ValueError("work_dir= keeps a run over files for a rerun to resume; "
+                             "in-memory data is read again by each call: run it without "
+                             "work_dir=")  # fmt: skip
+        if not isinstance(data, MemoryRows):
+            raise TypeError("a dedup plan takes paths, or in-memory data as MemoryRows")
+        return [], [], len(data)
     paths = [data] if isinstance(data, (str, os.PathLike)) else list(data)
-    return [os.fspath(p) for p in paths], expand_inputs(paths, fmt)
+    return [os.fspath(p) for p in paths], expand_inputs(paths, fmt), None
+
+
+def _check_fingerprinter(fper: Any, verify: bool) -> None:
+    """A verified run needs a fingerprinter that emits shingle keys."""
+    if verify and not hasattr(fper, "features_many"):
+        raise TypeError(f"{type(fper).__name__} does not emit shingle keys (features_many), "
+                        "which verification needs; use a neardup.Fingerprinter or verify=False "
+                        "(--no-verify)")  # fmt: skip
 
 
 def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify: bool = True,
@@ -318,18 +345,18 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
                common_shingles: float | int | None = None,
                candidates: str | Bands | None = None) -> DedupPlan:  # fmt: skip
     """The :class:`DedupPlan` of a dedup run: options checked, defaults applied, file inputs
-    expanded (``data`` a path or list of paths; anything else is in-memory input and gets no
-    shards) and, for a staged run (:func:`is_staged`), cut into shards.
+    expanded (``data`` a path or list of paths, or in-memory input as
+    :class:`~neardup.io.rows.MemoryRows`) and cut into shards (byte ranges or files; rows).
 
     ``memory`` (bytes or a string such as ``"8G"``; default ``NEARDUP_MEMORY`` or half the
-    available memory) is the run's budget: a file input too large for it in one process runs
-    staged, and, unless ``shard_docs`` is given, it sets the shard size (``parallel`` tasks at
+    available memory) is the run's budget: a run whose documents fit in it is decided in one
+    task (``whole_docs``), and, unless ``shard_docs`` is given, it sets the shard size (``parallel`` tasks at
     a time, :data:`TASK_BYTES_PER_DOC` each per document) and the fingerprints of one search
     task (:data:`SEARCH_BYTES_PER_DOC` each); ``slots`` tasks at a time in all (a Dask
     cluster's threads) then cut the input into at least :data:`SHARDS_PER_SLOT` shards each
     (:func:`spread`). ``clean_work_dir``: remove ``work_dir`` once the outputs are committed
-    (what the run wrote there). ``client``: a Dask client runs the work; ``staged_only``: an
-    executor that runs staged work only (Ray) does, as if a staged run were asked for.
+    (what the run wrote there). ``client``: a Dask client runs the work; ``staged_only``: another
+    executor (Ray) does; on either, no task decides the whole run.
     ``device``: where the search stage searches, as in :func:`neardup.dedup`.
     ``common_shingles``, ``candidates``: as in :func:`neardup.dedup` (verified runs only).
 
@@ -337,8 +364,8 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
     ------
     ValueError
         For options that do not fit together (``update`` without ``against``, ``blocks`` not
-        above the distance, a ``work_dir`` URL of a read-only scheme, an unknown keep policy, a bad threshold or shard size, a staged
-        run asked for with something only the one-process run does, ``common_shingles``
+        above the distance, a ``work_dir`` URL of a read-only scheme, an unknown keep policy, a bad threshold or shard size, ``work_dir`` with
+        in-memory input, ``common_shingles``
         not a share in (0, 1) or a count >= 2, or without verification).
     InputError
         For inputs that cannot be read (missing, mixed formats, stdin).
@@ -356,21 +383,17 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
                                     device=device)  # fmt: skip
     if shard_docs is not None and shard_docs < 1:
         raise ValueError(f"shard_docs must be >= 1 (got {shard_docs})")
-    inputs, files = _expand(data, fmt, output)
-    if removed is not None and not files:
-        raise ValueError("removed= needs file input; in-memory data's dropped documents are "
-                         "result.dropped")  # fmt: skip
+    inputs, files, rows = _expand(data, fmt, output, removed, work_dir)
     _check_key_input(keep, files)
     budget = memory_budget(memory)
-    staged = is_staged(files, shard_docs=shard_docs, work_dir=work_dir,
-                       staged_only=staged_only, client=client, against=against,
-                       output=output, removed=removed)  # fmt: skip
     per, search = sizes_for(budget, parallel, shard_docs)
-    if staged and shard_docs is None and max(slots, parallel) > 1:  # every slot or thread busy
-        per = spread(per, _cut_docs(files, text_field, id_field), max(slots, parallel))
-    shards = cut_shards(files, per, text_field, id_field) if staged else []
+    if shard_docs is None and max(slots, parallel) > 1:  # every slot or thread busy
+        docs = _cut_docs(files, text_field, id_field) if rows is None else rows
+        per = spread(per, docs, max(slots, parallel))
+    shards = cut_shards(files, per, text_field, id_field) if rows is None else cut_rows(rows, per)
     whole = shard_docs is None and not client and not staged_only and device == "cpu"
     fper = fingerprinter if fingerprinter is not None else Fingerprinter(preset)
+    _check_fingerprinter(fper, verify)
     return DedupPlan(
         files=tuple(files), shards=tuple(shards), fingerprinter=fper, verify=verify,
         threshold=float(threshold), distance=d,
@@ -379,11 +402,11 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
         output=_path(output), clusters=_path(clusters), drop_list=_path(drop_list),
         json_summary=_path(json_summary), removed=_path(removed), against=against,
         update=update, shard_docs=per,
-        work_dir=_work_path(work_dir) if staged else None, clean_work_dir=clean_work_dir,
-        inputs=tuple(inputs), staged=staged,
+        work_dir=_work_path(work_dir), clean_work_dir=clean_work_dir, inputs=tuple(inputs),
         search_docs=search, device=device, common_shingles=common, candidates=candidates,
         scheme=scheme, whole_docs=budget // ONE_PROCESS_BYTES_PER_DOC if whole else 0,
-        temp_dir=_path(temp_dir),
+        temp_dir=_path(temp_dir), rows=rows,
+        position_ids=isinstance(data, MemoryRows) and data.ids is None,
     )  # fmt: skip
 
 
@@ -432,48 +455,6 @@ def _cut_docs(files: Sequence[InputFile], text_field: str, id_field: str | None)
         return float(len(files))
     cut = [f for f in files if _splittable(f, text_field, id_field)]
     return sum(input_size(f.path) for f in cut) / _bytes_per_doc(files) if cut else 0.0
-
-
-def is_staged(
-    files: Sequence[InputFile],
-    *,
-    shard_docs: int | None,
-    work_dir: Any,
-    staged_only: bool = False,
-    client: bool = False,
-    against: Any = None,
-    output: Any = None,
-    removed: Any = None,
-) -> bool:
-    """Whether a run goes as stages over shards: every file input, unless it asks for what
-    only the one-process run does (Parquet files as ``against``, or an open
-    index on a cluster (``client``, ``staged_only``), whose tasks cannot share it: this
-    process's tasks do), which is an error where a staged run is asked for (``shard_docs``, a
-    ``work_dir``, an executor that runs only staged work (``staged_only``: Ray) or JSONL or
-    line files to a directory ``output``, one file per shard:
-    :func:`~neardup.pipeline.write.is_directory_output`). In-memory data runs in one
-    process."""
-    if not files:
-        return False
-    to_dir = files[0].kind in ("jsonl", "lines") and any(
-        is_directory_output(o, files[0].kind) for o in (output, removed)
-    )
-    asked = shard_docs is not None or work_dir is not None or to_dir or staged_only
-    why = []
-    if isinstance(against, (list, tuple)) or (
-        isinstance(against, (str, os.PathLike)) and os.fspath(against).endswith(".parquet")
-    ):
-        why.append("Parquet files as against=")
-    elif against is not None and not isinstance(against, (str, os.PathLike)):
-        if client or staged_only:
-            why.append("an open index as against= on a cluster (give its path)")
-    if why and asked:
-        raise ValueError(
-            f"a staged run (shard_docs=, work_dir=, a directory output, executor='ray'; "
-            f"--shard-docs, --work-dir, -o DIR/, --ray) does not work "
-            f"with {', '.join(why)} yet"
-        )
-    return not why
 
 
 def _against_key(against: Any) -> Any:
@@ -530,6 +511,17 @@ def cut_shards(
         for a, b in zip(cuts[:-1], cuts[1:], strict=True):
             shards.append(Shard(k, k + 1, a, b))
     return shards
+
+
+def cut_rows(n: int, shard_docs: int) -> list[Shard]:
+    """Shards of ``shard_docs`` rows of in-memory input (one, empty, for none).
+
+    Examples
+    --------
+    >>> [(s.start, s.end) for s in cut_rows(5, 2)]
+    [(0, 2), (2, 4), (4, 5)]
+    """
+    return [Shard(0, 0, a, min(n, a + shard_docs)) for a in range(0, max(n, 1), shard_docs)]
 
 
 def _splittable(f: InputFile, text_field: str, id_field: str | None) -> bool:

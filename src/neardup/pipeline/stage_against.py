@@ -52,6 +52,7 @@ __all__ = [
     "index_clusters_task",
     "index_split_task",
     "own_task",
+    "shard_check",
     "shard_sketches",
 ]
 
@@ -79,40 +80,63 @@ def _reading(against: Any) -> Iterator[Any]:
             index.close()
 
 
-def own_task(out: str, work: str, plan: DedupPlan, s: int) -> dict[str, Any]:
+def own_task(out: str, work: str, plan: DedupPlan, s: int,
+             checked: IndexCheck | None = None) -> dict[str, Any]:  # fmt: skip
     """Shard ``s``'s documents the index holds as themselves (saved as ``own``), and the ids
-    of those entries as the index stores them."""
+    of those entries as the index stores them; ``checked``: the shard's part of a check the
+    caller made of every shard at once, whose own documents are saved (its entries were set
+    aside there)."""
+    if checked is not None:
+        own = np.zeros(len(checked.found), bool) if checked.own is None else checked.own
+        save(out, own=own)
+        return {"own": int(own.sum()), "entries": []}
     with _reading(plan.against) as index:
         words = sketch_words(index)
         sk = shard_sketches(work, s, words)
         stored = sk.fingerprints if sk is not None else np.asarray(load(work, "scan", s, "fp"))
-        ids = load_ids(work, s)
+        ids = None if plan.position_ids else load_ids(work, s)
         own = own_entries(index, ids, stored)
         entries = entry_ids(index, ids, own).tolist() if own.any() else []
     save(out, own=own)
     return {"own": int(own.sum()), "entries": entries}
 
 
-def against_task(out: str, work: str, plan: DedupPlan, s: int, aside: list[Any]) -> dict:
+def shard_check(checked: IndexCheck, a: int, b: int) -> IndexCheck:
+    """Documents ``a`` to ``b`` of a check of many shards at once (one shard's part)."""
+    return IndexCheck(checked.found[a:b], checked.id[a:b], checked.distance[a:b],
+                      checked.jaccard[a:b], checked.how, checked.path, checked.distance_limit,
+                      None if checked.own is None else checked.own[a:b])  # fmt: skip
+
+
+def against_task(out: str, work: str, plan: DedupPlan, s: int, aside: list[Any],
+                 checked: IndexCheck | None = None) -> dict:  # fmt: skip
     """Shard ``s`` checked against the index (:func:`neardup.pipeline.against.check_index`),
     the entries ``aside`` (every shard's own) set aside: saves which documents were found, for
-    which entry, at what distance and (sketches) estimated Jaccard."""
-    with _reading(plan.against) as index:
-        words = sketch_words(index)
-        d = _distance(plan, words)
-        fps = np.asarray(load(work, "scan", s, "fp"))
-        set_aside = np.empty(len(aside), dtype=object if index.id_type == "str" else np.int64)
-        set_aside[:] = aside
-        checked = check_index(index, fps, d, sketches=shard_sketches(work, s, words),
-                              threshold=plan.threshold, threads=1, ids=load_ids(work, s),
-                              set_aside=set_aside)  # fmt: skip
+    which entry, at what distance and (sketches) estimated Jaccard. ``checked``: the shard's
+    part of a batch query the caller made for every shard (a corpus checked on Dask), saved
+    as it is."""
+    if checked is None:
+        checked = _check(work, plan, s, aside)
     found = checked.found
     at = np.flatnonzero(found)
     with open(os.path.join(out, "entries.json"), "w") as f:
         json.dump([checked.id[i] for i in at.tolist()], f)
     save(out, found=found, dist=checked.distance, jac=checked.jaccard)
     return {"found": int(found.sum()), "how": checked.how, "path": str(checked.path),
-            "distance": d}  # fmt: skip
+            "distance": checked.distance_limit}  # fmt: skip
+
+
+def _check(work: str, plan: DedupPlan, s: int, aside: list[Any]) -> IndexCheck:
+    """Shard ``s`` checked against the index by this task, the entries ``aside`` set aside."""
+    with _reading(plan.against) as index:
+        words = sketch_words(index)
+        fps = np.asarray(load(work, "scan", s, "fp"))
+        set_aside = np.empty(len(aside), dtype=object if index.id_type == "str" else np.int64)
+        set_aside[:] = aside
+        return check_index(index, fps, _distance(plan, words),
+                           sketches=shard_sketches(work, s, words), threshold=plan.threshold,
+                           threads=1, ids=None if plan.position_ids else load_ids(work, s),
+                           set_aside=set_aside)  # fmt: skip
 
 
 def found_entries(work: str, s: int) -> list[Any]:

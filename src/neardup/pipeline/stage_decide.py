@@ -53,9 +53,11 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
     pos = np.arange(n, dtype=np.int64)
     templates: list = []
     rows: dict[str, np.ndarray] = {}
+    counts: dict[str, int] = {}
     if plan.verify:
         sets = gather_sets(work, off, nodes, key_stage(plan))
         d = _decide_group(work, plan, off, nodes, sets, local, values)
+        counts = {"checks": int(d.checks), "candidates": int(d.candidates)}
         surv = np.where(d.kept_for < 0, pos, d.kept_for)
         jac = np.where(d.kept_for < 0, 1.0, d.jaccard)
         if near:
@@ -70,7 +72,7 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
         kept_for = keep_order(fp, order, plan.distance, pairs=local)
         surv = np.where(kept_for < 0, pos, kept_for)
         jac = np.full(n, np.nan)
-    return _save_rows(out, nodes, surv, jac, rows, templates)
+    return {**_save_rows(out, nodes, surv, jac, rows, templates), **counts}
 
 
 def _save_rows(out: str, nodes: np.ndarray, surv: np.ndarray, jac: np.ndarray,
@@ -137,6 +139,7 @@ def decide_all_task(out: str, work: str, plan: DedupPlan, offsets: list[int], th
     if plan.common_shingles is None:  # the run's hint: clusters that look like a template
         templates = cluster_templates(sets, surv, nodes, n, lambda p: subset_sets(sets, p))
     info = _save_rows(out, nodes, surv, jac, rows, templates)
+    info.update(checks=int(d.checks), candidates=int(d.candidates))
     if d.family is not None:  # prefix candidates: the most documents sharing a prefix key
         info["family"] = [int(d.family[0]), int(d.family[1])]
     return info

@@ -34,6 +34,7 @@ from neardup.io.files import (
     input_copies,
     is_url,
 )
+from neardup.io.rows import MemoryRows
 from neardup.io.writers import OutputSet
 from neardup.pipeline import layout
 from neardup.pipeline import stage_against as A
@@ -79,14 +80,17 @@ SEARCH_PER_SHARD_DOC = 16
 EXACT_SHARDS = 4
 
 
-def _scan(r: Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | None) -> StagedRun:
+def _scan(r: Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | None,
+          memory: MemoryRows | None) -> StagedRun:  # fmt: skip
     shards = range(len(plan.shards))
     counts = r.map("lines", [(str(s), dict(plan=plan, s=s)) for s in shards])
     first = np.concatenate([[1], 1 + np.cumsum([c["lines"] for c in counts])]).astype(np.int64)
     first_lines = [int(first[s]) if plan.shards[s].is_range else 1 for s in shards]
     per = max(1, r.executor.threads // len(shards))  # threads in each scan task
-    infos = r.map("scan", [(str(s), dict(plan=plan, s=s, first_line=first_lines[s], threads=per))
-                          for s in shards], memory=_shard_memory(plan))  # fmt: skip
+    rows = [None if memory is None else memory.rows(sh.start, sh.end) for sh in plan.shards]
+    infos = r.map("scan", [(str(s), dict(plan=plan, s=s, first_line=first_lines[s], threads=per,
+                                         rows=rows[s])) for s in shards],
+                  memory=_shard_memory(plan))  # fmt: skip
     run = StagedRun(r.work, [i["n"] for i in infos], first_lines)
     k = S.id_buckets(len(run.sizes))
     found = r.map("ids", [(str(b), dict(work=r.work, plan=plan, sizes=run.sizes, b=b, buckets=k))
@@ -96,7 +100,10 @@ def _scan(r: Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | Non
         firsts = [(s, *i["first_bad"]) for s, i in enumerate(infos) if i["first_bad"]]
         firsts += [(f["first"][0], *f["first"][2:]) for f in found if f["first"]]
         if firsts:
-            raise InputError(*min(firsts, key=order)[1:])
+            source, line, message = min(firsts, key=order)[1:]
+            if memory is not None:  # in-memory input: its documents by position
+                raise ValueError(f"document {line}: {message}")
+            raise InputError(source, line, message)
     repeats = sorted({s for f in found for s in f["shards"]})
     shingleless = [i["no_shingles"] for i in infos]
     _drop_repeats(r, plan, run, repeats, k, shingleless)
@@ -237,6 +244,8 @@ def _decide(r: Runner, plan: DedupPlan, run: StagedRun, names: list[str], pairs:
     infos = r.map("decide", [(str(t), dict(work=r.work, plan=plan, offsets=off, routes=routes, k=t))
                            for t in range(k)])  # fmt: skip
     run.template = template_hint([row for i in infos for row in i.get("templates", [])])
+    run.checks = sum(i.get("checks", 0) for i in infos)
+    run.candidates = sum(i.get("candidates", 0) for i in infos)
 
 
 def _decide_all(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
@@ -247,6 +256,7 @@ def _decide_all(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
                 aside=_sketch_aside(run))  # fmt: skip
     info = r.map("decide-all", [("0", task)], memory=ONE_PROCESS_BYTES_PER_DOC * max(run.n, 1))
     run.template = template_hint(info[0].get("templates", []))
+    run.checks, run.candidates = info[0].get("checks", 0), info[0].get("candidates", 0)
     m, first = info[0].get("family", [0, -1])
     if m >= 2:
         look = PositionLookup(r.work, np.asarray(run.offsets))
@@ -400,19 +410,60 @@ def _index_groups(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
     run.index_parts = parts
 
 
-def _against(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
+def _against(r: Runner, plan: DedupPlan, run: StagedRun, here: Any) -> None:
     """Every shard checked against the index, the entries of the documents it holds as
-    themselves (in any shard) set aside."""
+    themselves (in any shard) set aside; ``here``: an index this process checks every
+    document against at once (:func:`_check_here`), else None (each task checks its shard)."""
     shards = [s for s in range(len(run.sizes)) if run.sizes[s]]
-    owns = r.map("own", [(str(s), dict(work=r.work, plan=plan, s=s)) for s in shards])
+    checked = [None] * len(shards) if here is None else _check_here(r, plan, run, shards, here)
+    owns = r.map("own", [(str(s), dict(work=r.work, plan=plan, s=s, checked=checked[k]))
+                         for k, s in enumerate(shards)])  # fmt: skip
     aside = [e for o in owns for e in o["entries"]]
-    infos = r.map(
-        "against", [(str(s), dict(work=r.work, plan=plan, s=s, aside=aside)) for s in shards]
-    )
+    infos = r.map("against", [(str(s), dict(work=r.work, plan=plan, s=s, aside=aside,
+                                            checked=checked[k]))
+                              for k, s in enumerate(shards)])  # fmt: skip
     how = infos[0]["how"] if infos else "fingerprint"
     distance = infos[0]["distance"] if infos else plan.fingerprint_distance
     run.against = {"how": how, "path": "", "distance": distance,
                    "found": sum(i["found"] for i in infos), "own": sum(o["own"] for o in owns)}  # fmt: skip
+
+
+def checked_here(index: Any, plan: DedupPlan, executor: Any) -> bool:
+    """Whether this process checks every document against ``index`` at once, not each task
+    its shard: a corpus checked in batch mode on Dask (Parquet files as ``against``), or an
+    index the caller opened, on a cluster (whose tasks cannot share it)."""
+    return index is not None and (
+        index.needs_cluster or (index is plan.against and executor.name != "local")
+    )
+
+
+def _check_here(r: Runner, plan: DedupPlan, run: StagedRun, shards: list[int],
+                index: Any) -> list[Any]:  # fmt: skip
+    """Every document checked against ``index`` at once, here, as one process checks them
+    (the fingerprints, ids and, for an index with sketches, the sketches of every shard; on
+    a Dask executor, in batch mode on its cluster); each shard's part of the answer
+    (:func:`neardup.pipeline.stage_against.shard_check`), for its own and against tasks to
+    save."""
+    from neardup.core.sketch import set_sketches
+    from neardup.pipeline.against import check_index
+
+    words = A.sketch_words(index)
+    fps = np.concatenate([np.asarray(F.load(r.work, "scan", s, "fp")) for s in shards] or
+                         [np.zeros(0, np.uint64)])  # fmt: skip
+    sketches = None
+    if words is not None:
+        sketches = set_sketches(F.all_sets(r.work, np.asarray(run.offsets)), words,
+                                threads=r.executor.threads)  # fmt: skip
+    checked = check_index(
+        index, fps, plan.distance if words is not None else plan.fingerprint_distance,
+        sketches=sketches, threshold=plan.threshold, client=getattr(r.executor, "client", None),
+        threads=r.executor.threads, device=plan.device,
+        ids=None if plan.position_ids else [i for s in shards for i in F.load_ids(r.work, s)],
+    )  # fmt: skip
+    cuts = np.cumsum([0] + [run.sizes[s] for s in shards])
+    return [
+        A.shard_check(checked, int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+    ]
 
 
 def _check_survivors(plan: DedupPlan, run: StagedRun, index: Any) -> None:
@@ -462,6 +513,7 @@ def run_staged(
     log: Callable[[str], None] | None = None,
     collect: bool = False,
     extra_outputs: Sequence[Any] = (),
+    memory: MemoryRows | None = None,
 ) -> tuple[StagedRun, Any]:
     """Run ``plan`` as stages over its shards on ``executor`` (default: threads of this
     process) and commit its outputs together.
@@ -482,6 +534,8 @@ def run_staged(
     extra_outputs : sequence
         :mod:`neardup.pipeline.extra` outputs (the HTML report), written from that result after
         the others and committed with them.
+    memory : MemoryRows, optional
+        The in-memory input of a plan of ``rows``: each scan task is given its shard's rows.
 
     Returns
     -------
@@ -495,7 +549,8 @@ def run_staged(
         says what the work directory kept (:func:`interrupted_note`).
     """
     try:
-        run, result = _run_staged(plan, executor, progress, on_bad, log, collect, extra_outputs)
+        run, result = _run_staged(plan, executor, progress, on_bad, log, collect, extra_outputs,
+                                  memory)  # fmt: skip
     except KeyboardInterrupt:
         raise KeyboardInterrupt(interrupted_note(plan)) from None
     if plan.work_dir is not None and plan.clean_work_dir:  # once the outputs are committed
@@ -511,11 +566,12 @@ def _run_staged(
     log: Callable[[str], None] | None,
     collect: bool,
     extra_outputs: Sequence[Any],
+    memory: MemoryRows | None,
 ) -> tuple[StagedRun, Any]:
     """:func:`run_staged`, up to its outputs committed."""
     executor = executor if executor is not None else LocalExecutor()
-    if not plan.staged or not plan.shards:
-        raise ValueError("a staged dedup needs file input cut into shards (build_plan)")
+    if not plan.shards:
+        raise ValueError("a dedup needs its input cut into shards (build_plan)")
     t_all = time.perf_counter()
     check_parquet_schemas(list(plan.files))  # one output file: one schema (as in one process)
     # an input rewritten while the stages read it is refused, as in the one-process run
@@ -523,7 +579,7 @@ def _run_staged(
     plan = replace(plan, parts_beside=_beside(plan, executor))
     with contextlib.ExitStack() as stack:
         outputs = stack.enter_context(OutputSet(plan.inputs))
-        index = _open_index(stack, plan, outputs)
+        index, here, plan = _open_index(stack, plan, outputs, executor)
         _register_outputs(plan, outputs, extra_outputs)
         stack.callback(_remove_beside, plan)  # what a failed run left of them
         work = stack.enter_context(open_work_dir(plan, stamps))
@@ -538,7 +594,7 @@ def _run_staged(
             temp=os.path.dirname(work) if plan.work_dir is None else None,
         )
         with _changed_first(stamps):
-            run = _stages(r, plan, on_bad, progress)
+            run = _stages(r, plan, on_bad, progress, memory, here)
         run.reused, run.executor = r.reused, executor.name
         run.workers = executor.threads if executor.name == "local" else executor.workers
         if plan.verify:
@@ -625,13 +681,14 @@ def _changed_first(stamps: dict[str, tuple]) -> Iterator[None]:
         raise
 
 
-def _stages(r: Runner, plan: DedupPlan, on_bad: Any, progress: Any) -> StagedRun:
+def _stages(r: Runner, plan: DedupPlan, on_bad: Any, progress: Any,
+            memory: MemoryRows | None, here: Any) -> StagedRun:  # fmt: skip
     """Every stage of the run, up to the outputs' parts in the work directory."""
-    run = _scan(r, plan, on_bad)
+    run = _scan(r, plan, on_bad, memory)
     if hasattr(progress, "documents"):  # documents/s in the later stages' progress
         progress.documents = run.n
     if plan.against is not None:
-        _against(r, plan, run)
+        _against(r, plan, run, here)
     if plan.common_shingles is not None:
         _common(r, plan, run)
     wait_ahead()  # the candidates' kernels compiled in another process meanwhile (a first run)
@@ -653,17 +710,25 @@ def _stages(r: Runner, plan: DedupPlan, on_bad: Any, progress: Any) -> StagedRun
     return run
 
 
-def _open_index(stack: contextlib.ExitStack, plan: DedupPlan, outputs: OutputSet) -> Any:
+def _open_index(stack: contextlib.ExitStack, plan: DedupPlan, outputs: OutputSet,
+                executor: Any) -> tuple[Any, Any, DedupPlan]:  # fmt: skip
     """The index of ``against`` open in this process (for writing with ``update``, other
-    writers held off), its distance checked; the tasks open it again to read it."""
+    writers held off), its distance checked; the tasks open it again to read it, unless this
+    process checks every document against it (:func:`checked_here`: then it is the second
+    value, and an index the caller opened is named to the tasks by its path in the plan
+    returned)."""
     if plan.against is None:
-        return None
+        return None, None, plan
     from neardup.pipeline.against import check_distance, open_against
 
     index = open_against(stack, outputs, plan.against, plan.update, plan.verify)
     words = A.sketch_words(index)
     check_distance(index, plan.distance if words is not None else plan.fingerprint_distance)
-    return index
+    if not checked_here(index, plan, executor):
+        return index, None, plan
+    if index is plan.against:  # an object the tasks cannot share: they are given its path
+        plan = replace(plan, against=str(index.path))
+    return index, index, plan
 
 
 def _commit(plan: DedupPlan, run: StagedRun, outputs: OutputSet, index: Any, log: Any) -> None:

@@ -104,6 +104,8 @@ def build_result(plan: DedupPlan, run: StagedRun, near_arrays: bool = True) -> A
     result = DedupResult(scan.ids, fp, scan.lengths, decisions, run.skipped, dict(run.seconds),
                          scan, bytes_in=run.bytes_in, bytes_out=run.bytes_out)  # fmt: skip
     result.against = against
+    if plan.rows is not None:  # in-memory input: no files, each document's input position
+        result.scan, result.positions = None, scan.record
     result.near = run.near
     result.common, result.template = run.common, run.template
     if plan.verify:
@@ -118,8 +120,8 @@ def build_result(plan: DedupPlan, run: StagedRun, near_arrays: bool = True) -> A
             near_for, near_jac = _near_arrays(run)
         result.verified = VerifiedDecisions(kept, np.where(kept, -1, surv), jac,
                                             np.where(kept, -1, dist), sizes == 0,
-                                            near_for=near_for, near_jaccard=near_jac,
-                                            family=_family(run))  # fmt: skip
+                                            run.checks, run.candidates, near_for=near_for,
+                                            near_jaccard=near_jac, family=_family(run))  # fmt: skip
         result.threshold = plan.threshold
         result.temp_bytes = sum(run.temp_bytes.values())
     return result

@@ -54,6 +54,8 @@ class StagedRun:
     family_tasks: list[str] = field(default_factory=list)  #: pairs tasks with family links
     family_links: int = 0  #: links of documents to their family's first (prefix candidates)
     family: list[Any] | None = None  #: the largest family: documents, the first, its id
+    checks: int = 0  #: exact Jaccards the decide tasks computed (verified)
+    candidates: int = 0  #: candidate pairs the decide tasks' rule looked at (verified)
 
     @property
     def offsets(self) -> list[int]:

@@ -35,6 +35,7 @@ from neardup.core.similarity import ShingleSets, set_fingerprints
 from neardup.errors import InputError
 from neardup.io.blocks import id_key, iter_blocks, line_format
 from neardup.io.files import input_size, read_path
+from neardup.io.rows import MEMORY_SOURCE, Rows, row_blocks
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.scan import SeenDocuments, first_kinds
 from neardup.pipeline.stream import (
@@ -106,7 +107,7 @@ def count_lines(out: str, plan: DedupPlan, s: int) -> dict[str, int]:
     """Line ends in shard ``s`` (a byte range; 0 for other shards)."""
     shard = plan.shards[s]
     n = 0
-    if shard.is_range:
+    if shard.is_range and plan.rows is None:
         with contextlib.closing(
             ByteRange(plan.files[shard.first].path, shard.start, shard.end)
         ) as r:
@@ -115,9 +116,15 @@ def count_lines(out: str, plan: DedupPlan, s: int) -> dict[str, int]:
     return {"lines": n}
 
 
-def _shard_items(plan: DedupPlan, s: int, first_line: int) -> Iterator[tuple[Any, ...]]:
+def _shard_items(
+    plan: DedupPlan, s: int, first_line: int, rows: Rows | None
+) -> Iterator[tuple[Any, ...]]:
     """The reading items of :func:`neardup.pipeline.stream.fingerprint_files` for one shard,
-    file indices those of the plan."""
+    file indices those of the plan (in-memory input: its ``rows``)."""
+    if rows is not None:
+        for item in row_blocks(rows):
+            yield ("rows", *item)
+        return
     shard = plan.shards[s]
     files = list(plan.files)
     size = block_bytes(files[shard.first : shard.stop], 1)
@@ -140,9 +147,11 @@ def _shard_items(plan: DedupPlan, s: int, first_line: int) -> Iterator[tuple[Any
 
 
 def scan_shard(
-    out: str, plan: DedupPlan, s: int, first_line: int, threads: int = 1
-) -> dict[str, Any]:
-    """Read, parse and fingerprint shard ``s``; spill its arrays to ``out``.
+    out: str, plan: DedupPlan, s: int, first_line: int, threads: int = 1,
+    rows: Rows | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Read, parse and fingerprint shard ``s`` (in-memory input: its ``rows``, which travel
+    with the task); spill its arrays to ``out``.
 
     Bad records are skipped and returned as ``[source, line, message]``: all of them with
     ``plan.skip_bad``, else the first, the scan ending with its block (the caller raises the
@@ -158,18 +167,18 @@ def scan_shard(
             bad_records.append([err.source, err.line, err.message])
 
     # the ids stage finds every repeat, by the id hashes kept here
-    seen = SeenDocuments(list(plan.files), check_ids=False, hashes=True)
+    seen = SeenDocuments()
     set_parts: list[tuple[np.ndarray, ...]] = []  # of each block: sizes, sfp, digests
-    items = _shard_items(plan, s, first_line)
+    items = _shard_items(plan, s, first_line, rows)
     work = lambda item: fingerprint_item(item, fper=plan.fingerprinter, keys=verify)  # noqa: E731
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(ThreadPoolExecutor(threads)) if threads > 1 else None
         batches = stack.enter_context(contextlib.closing(in_order(pool, work, items, threads + 1)))
         keys_file = stack.enter_context(open(os.path.join(out, "keys.u32"), "wb"))
         for batch in batches:
-            keep = seen.add(batch, bad)
+            seen.add(batch, bad)
             if verify:  # keys go to disk block by block: the task holds one block's
-                set_parts.append(_spill_sets(batch, keep, keys_file))
+                set_parts.append(_spill_sets(batch, keys_file))
             if bad_records and not plan.skip_bad:
                 break  # what follows is later in the input than the error raised
     fps = concat(seen.fp_parts, np.uint64)
@@ -204,17 +213,13 @@ def scan_shard(
             "bytes": nbytes, "no_shingles": no_shingles}  # fmt: skip
 
 
-def _spill_sets(batch: Any, keep: np.ndarray, keys_file: Any) -> tuple[np.ndarray, ...]:
-    """The shingle keys of a block's ``keep`` documents appended to ``keys_file``; returns
-    their set sizes, set fingerprints and set digests."""
-    offsets, keys = batch.key_offsets, batch.keys
+def _spill_sets(batch: Any, keys_file: Any) -> tuple[np.ndarray, ...]:
+    """The shingle keys of a block's documents appended to ``keys_file``; returns their set
+    sizes, set fingerprints and set digests."""
+    given = np.asarray(batch.key_offsets, dtype=np.int64)
+    offsets = given - given[0]
     sizes = np.diff(offsets)
-    if not keep.all():
-        keys = keys[np.repeat(keep, sizes)]
-        sizes = sizes[keep]
-    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    keys = np.ascontiguousarray(keys, dtype=np.uint32)
+    keys = np.ascontiguousarray(batch.keys[given[0] : given[-1]], dtype=np.uint32)
     keys.tofile(keys_file)
     sets = ShingleSets(offsets, keys)
     return sizes, set_fingerprints(sets, threads=1), set_digests(sets)
@@ -356,12 +361,15 @@ def _confirm_repeats(
             fs, fj = where(k)
             src, rec = load(work, "scan", s, "src"), load(work, "scan", s, "rec")
             fsrc, frec = load(work, "scan", fs, "src"), load(work, "scan", fs, "rec")
-            msg = (
-                f"duplicate id {ident(p)!r} (first at {plan.files[int(fsrc[fj])].path}:"
-                f"{int(frec[fj])}); ids must be unique: choose another --id-field or use "
-                "--skip-bad"
-            )
-            found.append([s, j, plan.files[int(src[j])].path, int(rec[j]), msg])
+            if plan.rows is None:
+                msg = (f"duplicate id {ident(p)!r} (first at {plan.files[int(fsrc[fj])].path}:"
+                       f"{int(frec[fj])}); ids must be unique: choose another --id-field or "
+                       "use --skip-bad")  # fmt: skip
+                source = plan.files[int(src[j])].path
+            else:  # in-memory input: records are positions
+                msg = f"duplicate id {ident(p)!r} (first at document {int(frec[fj])}); ids must be unique"
+                source = MEMORY_SOURCE
+            found.append([s, j, source, int(rec[j]), msg])
     return found
 
 

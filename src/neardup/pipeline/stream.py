@@ -39,6 +39,7 @@ from neardup.io.readers import (
     read_parquet,
     read_text_file,
 )
+from neardup.io.rows import row_block
 from neardup.io.sources import InputFile
 
 __all__ = [
@@ -196,7 +197,8 @@ def fingerprint_item(item: tuple[Any, ...], *, fper: Any, keys: bool) -> Batch:
     ----------
     item : tuple
         A ``"raw"`` block of line-file bytes, an ``"arrow"`` record batch or a ``"docs"``
-        group of records, as :func:`input_items` yields them.
+        group of records, as :func:`input_items` yields them, or ``"rows"`` of in-memory
+        input (:func:`neardup.io.rows.row_blocks`).
     fper : Fingerprinter
         The fingerprinter (:class:`neardup.fingerprints.simhash.Fingerprinter` or one with
         ``features_many``).
@@ -216,6 +218,9 @@ def fingerprint_item(item: tuple[Any, ...], *, fper: Any, keys: bool) -> Batch:
         _, k, *batch = item
         block = arrow_block(*batch)
         where = np.full(len(block), k, dtype=np.int32)
+    elif item[0] == "rows":  # in-memory input
+        block = row_block(*item[1:])
+        where = np.zeros(len(block), dtype=np.int32)
     else:
         _, where, block = item
     fps, key_off, key_vals = _fingerprint(block, fper, keys)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from neardup.core.similarity import ShingleSets
+from neardup.core.similarity import ShingleSets, subset_sets
 from neardup.errors import reading_back
 from neardup.index.storage import NPY_HEADERS, read_npy_header
 from neardup.pipeline import layout
@@ -229,20 +229,6 @@ def _end_to_end(parts: list[ShingleSets]) -> ShingleSets:
     out = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=out[1:])
     return ShingleSets(out, np.ascontiguousarray(concat([p.keys for p in parts], np.uint32)))
-
-
-def subset_sets(sets: ShingleSets, idx: np.ndarray) -> ShingleSets:
-    """The sets at ``idx`` (ascending), copied into memory."""
-    starts = np.asarray(sets.offsets[idx], dtype=np.int64)
-    sizes = np.asarray(sets.offsets[idx + 1], dtype=np.int64) - starts
-    offsets = np.zeros(len(idx) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    if offsets[-1] == 0:
-        return ShingleSets(offsets, np.zeros(0, dtype=np.uint32))
-    lo, hi = int(starts.min()), int((starts + sizes).max())
-    window = np.asarray(sets.keys[lo:hi])
-    at = np.repeat(starts - lo - offsets[:-1], sizes) + np.arange(offsets[-1], dtype=np.int64)
-    return ShingleSets(offsets, np.ascontiguousarray(window[at]))
 
 
 def gather_sets(work: str, offsets: np.ndarray, pos: np.ndarray,

@@ -1,44 +1,31 @@
-"""Pass 2 of dedup: the kept records copied untouched, in input order and the input's format."""
+"""What the write stage's tasks share (:mod:`neardup.pipeline.shard_write`): the outputs checked
+before a run, Parquet rows and text files copied untouched, ids as JSON, the JSON summary."""
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import itertools
 import json
 import math
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 import numpy as np
 
-from neardup import config
 from neardup._optional import require
-from neardup.core.order import lexorder
 from neardup.errors import InputError
-from neardup.fingerprints.batch import threads_for
-from neardup.io.blocks import iter_blocks, kept_lines
 from neardup.io.files import (
     changed_error,
-    compression_of,
     open_input,
-    open_output_stream,
     open_parquet,
     strip_compression,
 )
 from neardup.io.sources import InputFile
-from neardup.io.writers import Output, OutputSet, atomic_output
-from neardup.pipeline.scan import Scan
-from neardup.pipeline.stream import in_order, reads_in_blocks
+from neardup.io.writers import OutputSet, atomic_output
 
 __all__ = [
     "json_id",
     "register_outputs",
-    "write_clusters",
-    "write_drop_list",
-    "write_kept",
     "write_summary",
 ]
 
@@ -48,15 +35,6 @@ PARQUET_BATCH_ROWS = 65536
 Progress = Callable[[int], None]
 #: Output names of files of records, which text inputs (written as a directory) never take.
 _RECORD_FILES = (".jsonl", ".ndjson", ".json", ".parquet", ".pq")
-
-
-def _kept_by_file(scan: Scan, kept: np.ndarray) -> list[np.ndarray]:
-    """Sorted kept record numbers of each input file."""
-    src, rec = scan.source[kept], scan.record[kept]
-    order = lexorder((rec, src))
-    src, rec = src[order], rec[order]
-    cuts = np.searchsorted(src, np.arange(len(scan.files) + 1))
-    return [rec[cuts[k] : cuts[k + 1]] for k in range(len(scan.files))]
 
 
 def is_directory_output(output: str | os.PathLike | None, kind: str) -> bool:
@@ -111,160 +89,8 @@ def _register_records(outputs: OutputSet, out: str, kind: str, what: str) -> Non
         outputs.file(out, what)
 
 
-def write_kept(
-    scan: Scan,
-    kept: np.ndarray,
-    output: str | os.PathLike,
-    progress: Progress | None = None,
-    *,
-    outputs: OutputSet | None = None,
-    threads: int | None = None,
-) -> int:
-    """Second pass: write the kept records of ``scan``'s inputs, untouched and in input order.
-
-    JSONL and line inputs give one file of the original line bytes (a newline is added only
-    after a last line that had none); Parquet inputs give one Parquet file with the inputs'
-    schema (rows copied in batches); text files give a directory holding copies of the kept
-    files (named relative to the directory given as input, else by base name). Records skipped
-    as bad are not written. The output appears only when complete.
-
-    Parameters
-    ----------
-    scan : Scan
-        The first pass's result.
-    kept : ndarray of bool, shape (n,)
-        Which scanned documents to write.
-    output : path
-        Output file (``-`` for stdout with line formats) or directory (text inputs).
-    progress : callable, optional
-        Called with the number of documents written so far.
-    outputs : OutputSet, optional
-        The run's outputs, with ``output`` registered (:func:`register_outputs`): the output is
-        staged there and appears when the caller commits. Default: written and committed now.
-    threads : int, optional
-        Threads that gather the kept lines of large JSONL and line inputs while the calling
-        thread reads and writes (default: ``NEARDUP_THREADS`` or the usable CPU count).
-
-    Returns
-    -------
-    int
-        Bytes written.
-    """
-    kept = np.asarray(kept, dtype=bool)
-    if len(kept) != len(scan.ids):
-        raise ValueError(f"kept has {len(kept)} entries for {len(scan.ids)} documents")
-    if outputs is None:
-        with OutputSet([f.path for f in scan.files]) as own:
-            register_outputs(own, scan.files, output)
-            n = write_kept(scan, kept, output, progress, outputs=own, threads=threads)
-            own.commit()
-        return n
-    out = outputs.get(output)
-    per_file = _kept_by_file(scan, kept)
-    kind = scan.files[0].kind if scan.files else "jsonl"
-    scan.check_unchanged()  # the records written are those the first pass fingerprinted
-    if kind == "text":
-        n = _write_text_dir(scan, per_file, outputs, out, progress)
-    elif kind == "parquet":
-        n = _write_parquet(scan, per_file, outputs, out, progress)
-    else:
-        n = _write_lines(scan, per_file, outputs, out, progress, threads)
-    scan.check_unchanged()  # ... also while this pass read them
-    return n
-
-
 def _read_error(e: OSError, path: str) -> OSError:
     return OSError(e.errno, e.strerror or str(e), e.filename or path)
-
-
-def _write_lines(
-    scan: Scan,
-    per_file: list[np.ndarray],
-    outputs: OutputSet,
-    out: Output,
-    progress: Progress | None,
-    threads: int | None,
-) -> int:
-    # Large inputs: the main thread reads blocks and writes the kept lines in order while
-    # worker threads gather them (GIL-free); small ones are gathered in Python, which saves
-    # loading (or, on a first run, compiling) the kernel.
-    kernel = reads_in_blocks(scan.files)
-    nthreads = threads_for(threads) if kernel else 0
-    written = done = 0
-    if progress is not None:
-        progress(0)  # reading starts
-    with outputs.open(out, "wb") as raw:
-        with (
-            open_output_stream(raw, out.path) as w,
-            ThreadPoolExecutor(nthreads) if nthreads else contextlib.nullcontext() as pool,
-        ):
-            for f, numbers in zip(scan.files, per_file, strict=True):
-                if len(numbers) == 0:
-                    continue
-                taken = 0
-                gather = functools.partial(_gather, numbers=numbers, kernel=kernel)
-                with _reading(f.path) as r:
-                    items = _kept_blocks(r, f.path, numbers)
-                    with contextlib.closing(in_order(pool, gather, items, nthreads)) as parts:
-                        for data, n in parts:
-                            w.write(data)
-                            written += len(data)
-                            taken += n
-                            if progress is not None:
-                                progress(done + taken)
-                if taken != len(numbers):
-                    raise changed_error(f.path)
-                done += taken
-        if compression_of(out.path) is not None:  # the file's size, not the lines written
-            written = raw.tell()
-    return written
-
-
-def _kept_blocks(r: IO[bytes], path: str, numbers: np.ndarray) -> Iterator[tuple[int, bytes, int]]:
-    """``(first line, block, index in numbers of its first kept line)`` of the blocks of an
-    input that may hold kept lines, until every kept line is reached; a read error names the
-    input."""
-    blocks = iter_blocks(r, config.READ_BLOCK_BYTES)
-    while True:
-        try:
-            item = next(blocks, None)
-        except OSError as e:
-            raise _read_error(e, path) from None
-        if item is None:
-            return
-        first, block = item
-        if block is None:  # a line over the size bound: never kept
-            continue
-        i = int(np.searchsorted(numbers, first))
-        if i == len(numbers):
-            return
-        yield first, block, i
-
-
-def _gather(item: tuple[int, bytes, int], numbers: np.ndarray, kernel: bool) -> tuple[Any, int]:
-    first, block, i = item
-    return kept_lines(block, first, numbers, i, kernel=kernel)
-
-
-def _write_parquet(
-    scan: Scan,
-    per_file: list[np.ndarray],
-    outputs: OutputSet,
-    out: Output,
-    progress: Progress | None,
-) -> int:
-    pq = require("pyarrow.parquet", feature="Parquet")
-    schema = parquet_schema(scan.files[0].path)
-    done = size = 0
-    with outputs.open(out, "wb") as w:
-        with pq.ParquetWriter(w, schema) as writer:
-            for f, numbers in zip(scan.files, per_file, strict=True):
-                write_parquet_rows(writer, schema, f.path, numbers)
-                done += len(numbers)
-                if progress is not None:
-                    progress(done)
-        size = w.tell()
-    return size
 
 
 def parquet_schema(path: str) -> Any:
@@ -327,27 +153,6 @@ def copy_file(src: str, dest: str, shown_dest: str) -> int:
             n += len(chunk)
 
 
-def _write_text_dir(
-    scan: Scan,
-    per_file: list[np.ndarray],
-    outputs: OutputSet,
-    out: Output,
-    progress: Progress | None,
-) -> int:
-    written = done = 0
-    with outputs.open_directory(out) as tmp:
-        for f, numbers in zip(scan.files, per_file, strict=True):
-            if len(numbers) == 0:
-                continue
-            dest = os.path.join(tmp, f.relname)
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            written += copy_file(f.path, dest, os.path.join(out.path, f.relname))
-            done += 1
-            if progress is not None:
-                progress(done)
-    return written
-
-
 def json_id(v: object) -> object:
     """An id as a standard JSON value: other types and non-finite numbers become text."""
     if isinstance(v, float) and not math.isfinite(v):
@@ -363,32 +168,6 @@ def _staged(outputs: OutputSet | None, path: str | os.PathLike, mode: str) -> It
         return
     with outputs.open(outputs.get(path), mode) as f:
         yield f
-
-
-def write_clusters(
-    result: Any, path: str | os.PathLike, *, outputs: OutputSet | None = None
-) -> None:
-    """Write each cluster of ``result`` (a :class:`~neardup.pipeline.result.DedupResult`) as a
-    JSON line: ``kept`` id, ``size``, ``members`` (ids), ``distances`` (bits to the kept one),
-    ``jaccards`` when verified; then, with an index, one line per index entry that documents
-    were dropped for (``"index": true`` and ``"verified"``: ``"sketch"`` or ``"fingerprint"``).
-
-    With ``outputs`` (where ``path`` is registered) the file is staged there, else committed now.
-    """
-    with _staged(outputs, path, "w") as f:
-        for c in itertools.chain(result.iter_clusters(), result.iter_index_clusters()):
-            c["kept"] = json_id(c["kept"])
-            c["members"] = [json_id(m) for m in c["members"]]
-            f.write(json.dumps(c, ensure_ascii=False, allow_nan=False) + "\n")
-
-
-def write_drop_list(
-    result: Any, path: str | os.PathLike, *, outputs: OutputSet | None = None
-) -> None:
-    """Write the ids of ``result``'s dropped documents, one per line, in input order."""
-    with _staged(outputs, path, "w") as f:
-        for i in result.dropped.nonzero()[0].tolist():
-            f.write(f"{result.ids[i]}\n")
 
 
 def write_summary(
