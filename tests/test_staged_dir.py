@@ -85,10 +85,3 @@ def test_directory_output_refusals_leave_everything_as_it_was(tmp_path):
     r = _cli(str(tmp_path / "in.jsonl"), "-q", "-o", str(tmp_path / "out") + "/")
     assert r.returncode == 2 and "in.jsonl:31" in r.stderr
     assert not (tmp_path / "out").exists()
-
-
-def test_a_one_process_option_with_a_directory_output_is_one_line(tmp_path):
-    _write(tmp_path / "in.jsonl", ["a b c d", "a b c d"])
-    with pytest.raises(ValueError, match="directory output"):
-        build_plan([InputPath(tmp_path / "in.jsonl")], output=f"{tmp_path}/o/",
-                   against=str(tmp_path / "seen.parquet"))  # fmt: skip

@@ -17,7 +17,6 @@ from cli import invoke
 from servers import small_tmpfs
 
 from neardup.io.leftovers import find_leftovers, temp_prefix
-from neardup.pipeline.spool import ShingleSpool
 
 
 def _corpus(path, n: int = 1500) -> str:
@@ -54,22 +53,6 @@ def test_a_full_spool_disk_names_the_directory_and_temp_dir(tmp_path, tiny_tmpfs
     assert r.returncode == 0, r.stderr
     assert out.exists() and os.listdir(room) == []
 
-
-def test_a_spool_write_that_fails_names_the_directory(tmp_path):
-    with ShingleSpool(tmp_path) as spool:
-        spool.append(np.array([0, 2]), np.array([1, 2], dtype=np.uint32))
-        spool._file.close()
-        spool._file = open("/dev/full", "wb")  # every write: ENOSPC, from the kernel
-        with pytest.raises(OSError, match="temporary directory is full") as e:
-            spool.append(np.array([0, 1 << 16]), np.zeros(1 << 16, dtype=np.uint32))
-        assert e.value.filename == str(tmp_path) and "--temp-dir" in str(e.value)
-    missing = tmp_path / "missing"
-    with pytest.raises(OSError, match="cannot hold it") as e:
-        ShingleSpool(missing)
-    assert e.value.filename == str(missing)
-
-
-# -- leftovers of runs killed outright ---------------------------------------------------------
 
 _KILLED_DEDUP = """
 import dataclasses, sys, time, neardup

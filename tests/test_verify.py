@@ -536,27 +536,25 @@ def test_exported():
 
 
 def test_gather_sets_copies_wanted_documents_from_a_mapped_spool(tmp_path):
-    from neardup.core.similarity import gather_sets, page_out
-    from neardup.pipeline.spool import ShingleSpool
+    from neardup.core.similarity import ShingleSets, gather_sets, page_out
 
     rng = np.random.default_rng(11)
     sets = [set(rng.integers(0, 2**32, rng.integers(0, 30)).tolist()) for _ in range(300)]
     offsets, keys = naive.sets_to_csr(sets)
     wanted = rng.random(300) < 0.3
-    with ShingleSpool(tmp_path) as spool:
-        spool.append(offsets, keys)
-        mapped = spool.sets()
-        assert isinstance(mapped.keys, np.memmap)
-        got = gather_sets(mapped, wanted, threads=2)
-        assert not isinstance(got.keys, np.memmap)
-        for d in range(300):
-            want = sorted(sets[d]) if wanted[d] else []
-            assert got.keys[got.offsets[d] : got.offsets[d + 1]].tolist() == want
-        page_out(mapped.keys)  # pages dropped, the data still there when touched again
-        assert mapped.keys.tolist() == keys.tolist()
-        # decisions on the mapped keys equal those on keys in memory
-        a = decide_verified(mapped, threshold=0.5, distance=20, threads=2)
-        b = decide_verified((offsets, keys), threshold=0.5, distance=20, threads=1)
-        assert a.kept_for.tolist() == b.kept_for.tolist()
+    np.asarray(keys, dtype=np.uint32).tofile(tmp_path / "keys.u32")  # as the scan spills them
+    mapped = ShingleSets(offsets, np.memmap(tmp_path / "keys.u32", np.uint32, mode="r"))
+    assert isinstance(mapped.keys, np.memmap)
+    got = gather_sets(mapped, wanted, threads=2)
+    assert not isinstance(got.keys, np.memmap)
+    for d in range(300):
+        want = sorted(sets[d]) if wanted[d] else []
+        assert got.keys[got.offsets[d] : got.offsets[d + 1]].tolist() == want
+    page_out(mapped.keys)  # pages dropped, the data still there when touched again
+    assert mapped.keys.tolist() == keys.tolist()
+    # decisions on the mapped keys equal those on keys in memory
+    a = decide_verified(mapped, threshold=0.5, distance=20, threads=2)
+    b = decide_verified((offsets, keys), threshold=0.5, distance=20, threads=1)
+    assert a.kept_for.tolist() == b.kept_for.tolist()
     in_memory = as_shingle_sets(offsets, keys)
     assert gather_sets(in_memory, wanted) is in_memory

@@ -15,7 +15,6 @@ comes, or when it exits.
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import tempfile
@@ -72,12 +71,6 @@ def forget(work: str) -> None:
         old = _COPIES.pop(work.rstrip("/"), None)
     if old is not None:
         shutil.rmtree(old.folder, ignore_errors=True)
-
-
-@atexit.register
-def _forget_all() -> None:
-    for key in list(_COPIES):
-        forget(key)
 
 
 def _copies_of(path: str) -> tuple[_Copies, str]:

@@ -1,5 +1,7 @@
-"""Pass 1 of dedup: read every document once and keep only ids, locations, lengths and
-fingerprints (uint64, bit 63 most significant); texts are never all held at once."""
+"""What a dedup's scan keeps of each document: only its id, location, length and fingerprint
+(uint64, bit 63 most significant), never its text: a scan task's record of its blocks
+(:class:`SeenDocuments`), a whole run's (:class:`Scan`, read back from the spills for a
+result), and the checks of the inputs and keep values that go with them."""
 
 from __future__ import annotations
 
@@ -11,14 +13,13 @@ import numpy as np
 
 from neardup.errors import InputError
 from neardup.io.blocks import hash_ids
-from neardup.io.files import check_unchanged, open_parquet
+from neardup.io.files import open_parquet
 from neardup.io.sources import InputFile
 from neardup.pipeline.stream import Batch
 
 __all__ = ["Scan", "SeenDocuments", "check_key_kinds", "check_parquet_schemas", "first_kinds"]
 
 OnBad = Callable[[InputError], None]
-Progress = Callable[[int], None]
 
 
 @dataclass
@@ -33,17 +34,9 @@ class Scan:
     fingerprints: np.ndarray  #: uint64
     skipped: int = 0  #: bad records skipped (only with ``on_bad``)
     bytes_in: int = 0  #: total size of the input files in bytes
-    #: each file's :func:`neardup.io.files.file_stamp` when the first pass began; the second
-    #: pass refuses a file that changed since (:meth:`check_unchanged`)
-    stamps: list[tuple] | None = None
     #: float64 values of the keep field (``keep="max:FIELD"``; else None), one kind
     #: (:func:`check_key_kinds`)
     priority: np.ndarray | None = None
-
-    def check_unchanged(self) -> None:
-        """Raise :class:`InputError` naming the first input changed since the first pass."""
-        for f, stamp in zip(self.files, self.stamps or (), strict=False):
-            check_unchanged(f.path, stamp)
 
 
 def check_parquet_schemas(files: list[InputFile]) -> None:

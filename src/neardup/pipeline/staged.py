@@ -14,7 +14,6 @@ what the run wrote there).
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import time
 import uuid
@@ -37,9 +36,9 @@ from neardup.io.files import (
 from neardup.io.rows import MemoryRows
 from neardup.io.writers import OutputSet
 from neardup.pipeline import layout
-from neardup.pipeline import stage_against as A
 from neardup.pipeline import stage_components as C
 from neardup.pipeline import stage_prefix as P
+from neardup.pipeline import staged_index as I
 from neardup.pipeline import stages as S
 from neardup.pipeline import task_files as F
 from neardup.pipeline.ahead import wait_ahead
@@ -385,123 +384,13 @@ def _write(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
     run.removed_bytes = [x.get("removed_bytes", 0) for x in results]
     run.removed_rows = [x.get("removed", 0) for x in results]
     if index_clusters(plan, run):
-        _index_groups(r, plan, run)
+        I.index_groups(r, plan, run)
 
 
 def _shard_memory(plan: DedupPlan) -> int:
     """The bytes a task of one shard (scan, verify, write) holds at its peak, as measured
     (:data:`~neardup.pipeline.plan.TASK_BYTES_PER_DOC` a document)."""
     return TASK_BYTES_PER_DOC * plan.shard_docs
-
-
-def _index_groups(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
-    """The index's rows (one per entry documents were dropped for), in tasks by the entry's
-    hash range, each about ``shard_docs`` found documents."""
-    shards = [s for s in range(len(run.sizes)) if run.sizes[s]]
-    found = run.against["found"]  # type: ignore[index]
-    parts = max(1, min(len(shards), -(-found // plan.shard_docs)))
-    off = run.offsets
-    r.map("index-split", [(str(s), dict(work=r.work, s=s, offset=off[s], parts=parts))
-                          for s in shards])  # fmt: skip
-    splits = [str(s) for s in shards]
-    how = run.against["how"]  # type: ignore[index]
-    r.map("index-clusters", [(str(p), dict(work=r.work, splits=splits, p=p, how=how))
-                             for p in range(parts)])  # fmt: skip
-    run.index_parts = parts
-
-
-def _against(r: Runner, plan: DedupPlan, run: StagedRun, here: Any) -> None:
-    """Every shard checked against the index, the entries of the documents it holds as
-    themselves (in any shard) set aside; ``here``: an index this process checks every
-    document against at once (:func:`_check_here`), else None (each task checks its shard)."""
-    shards = [s for s in range(len(run.sizes)) if run.sizes[s]]
-    checked = [None] * len(shards) if here is None else _check_here(r, plan, run, shards, here)
-    owns = r.map("own", [(str(s), dict(work=r.work, plan=plan, s=s, checked=checked[k]))
-                         for k, s in enumerate(shards)])  # fmt: skip
-    aside = [e for o in owns for e in o["entries"]]
-    infos = r.map("against", [(str(s), dict(work=r.work, plan=plan, s=s, aside=aside,
-                                            checked=checked[k]))
-                              for k, s in enumerate(shards)])  # fmt: skip
-    how = infos[0]["how"] if infos else "fingerprint"
-    distance = infos[0]["distance"] if infos else plan.fingerprint_distance
-    run.against = {"how": how, "path": "", "distance": distance,
-                   "found": sum(i["found"] for i in infos), "own": sum(o["own"] for o in owns)}  # fmt: skip
-
-
-def checked_here(index: Any, plan: DedupPlan, executor: Any) -> bool:
-    """Whether this process checks every document against ``index`` at once, not each task
-    its shard: a corpus checked in batch mode on Dask (Parquet files as ``against``), or an
-    index the caller opened, on a cluster (whose tasks cannot share it)."""
-    return index is not None and (
-        index.needs_cluster or (index is plan.against and executor.name != "local")
-    )
-
-
-def _check_here(r: Runner, plan: DedupPlan, run: StagedRun, shards: list[int],
-                index: Any) -> list[Any]:  # fmt: skip
-    """Every document checked against ``index`` at once, here, as one process checks them
-    (the fingerprints, ids and, for an index with sketches, the sketches of every shard; on
-    a Dask executor, in batch mode on its cluster); each shard's part of the answer
-    (:func:`neardup.pipeline.stage_against.shard_check`), for its own and against tasks to
-    save."""
-    from neardup.core.sketch import set_sketches
-    from neardup.pipeline.against import check_index
-
-    words = A.sketch_words(index)
-    fps = np.concatenate([np.asarray(F.load(r.work, "scan", s, "fp")) for s in shards] or
-                         [np.zeros(0, np.uint64)])  # fmt: skip
-    sketches = None
-    if words is not None:
-        sketches = set_sketches(F.all_sets(r.work, np.asarray(run.offsets)), words,
-                                threads=r.executor.threads)  # fmt: skip
-    checked = check_index(
-        index, fps, plan.distance if words is not None else plan.fingerprint_distance,
-        sketches=sketches, threshold=plan.threshold, client=getattr(r.executor, "client", None),
-        threads=r.executor.threads, device=plan.device,
-        ids=None if plan.position_ids else [i for s in shards for i in F.load_ids(r.work, s)],
-    )  # fmt: skip
-    cuts = np.cumsum([0] + [run.sizes[s] for s in shards])
-    return [
-        A.shard_check(checked, int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:], strict=True)
-    ]
-
-
-def _check_survivors(plan: DedupPlan, run: StagedRun, index: Any) -> None:
-    """Before anything is committed: every survivor's id free in the index (as in the
-    one-process run, the document named otherwise)."""
-    from types import SimpleNamespace
-
-    from neardup.pipeline.against import check_survivors
-
-    for s in range(len(run.sizes)):
-        if run.sizes[s]:
-            ids, fps, new = _survivors(run.work, s, run.sizes[s])
-            where = SimpleNamespace(files=plan.files, source=F.load(run.work, "scan", s, "src"),
-                                    record=F.load(run.work, "scan", s, "rec"))  # fmt: skip
-            check_survivors(index, ids, fps, new, where)  # type: ignore[arg-type]
-
-
-def _survivors(work: str, s: int, n: int) -> tuple[list[Any], np.ndarray, np.ndarray]:
-    """Shard ``s``'s ids, fingerprints and the documents to add to the index (kept, and not
-    held by it as themselves)."""
-    new = np.zeros(n, dtype=bool)
-    new[np.asarray(F.load(work, "write", s, "new"))] = True
-    return F.load_ids(work, s), np.asarray(F.load(work, "scan", s, "fp")), new
-
-
-def _add_parts(run: StagedRun, index: Any) -> None:
-    """The survivors of every shard added to ``index`` (one commit where it can)."""
-    from neardup.pipeline.against import add_parts
-
-    words = A.sketch_words(index)
-
-    def parts() -> Iterator[tuple[Any, ...]]:
-        for s in range(len(run.sizes)):
-            if run.sizes[s]:
-                ids, fps, new = _survivors(run.work, s, run.sizes[s])
-                yield ids, fps, new, A.shard_sketches(run.work, s, words)
-
-    run.added = add_parts(index, parts())
 
 
 def run_staged(
@@ -579,7 +468,7 @@ def _run_staged(
     plan = replace(plan, parts_beside=_beside(plan, executor))
     with contextlib.ExitStack() as stack:
         outputs = stack.enter_context(OutputSet(plan.inputs))
-        index, here, plan = _open_index(stack, plan, outputs, executor)
+        index, here, plan = I.open_index(stack, plan, outputs, executor)
         _register_outputs(plan, outputs, extra_outputs)
         stack.callback(_remove_beside, plan)  # what a failed run left of them
         work = stack.enter_context(open_work_dir(plan, stamps))
@@ -614,7 +503,7 @@ def _run_staged(
             write_summary(summary(plan, run), plan.json_summary, outputs=outputs)
         for path, stamp in stamps.items():
             check_unchanged(path, stamp)
-        _commit(plan, run, outputs, index, log)
+        I.commit(plan, run, outputs, index, log)
         _say_done(log, plan, run, executor.name)
     return run, result
 
@@ -688,7 +577,7 @@ def _stages(r: Runner, plan: DedupPlan, on_bad: Any, progress: Any,
     if hasattr(progress, "documents"):  # documents/s in the later stages' progress
         progress.documents = run.n
     if plan.against is not None:
-        _against(r, plan, run, here)
+        I.check_against(r, plan, run, here)
     if plan.common_shingles is not None:
         _common(r, plan, run)
     wait_ahead()  # the candidates' kernels compiled in another process meanwhile (a first run)
@@ -708,42 +597,3 @@ def _stages(r: Runner, plan: DedupPlan, on_bad: Any, progress: Any,
     run.temp_bytes = stage_bytes(r.work)
     run.bytes_in = S.input_bytes(plan)
     return run
-
-
-def _open_index(stack: contextlib.ExitStack, plan: DedupPlan, outputs: OutputSet,
-                executor: Any) -> tuple[Any, Any, DedupPlan]:  # fmt: skip
-    """The index of ``against`` open in this process (for writing with ``update``, other
-    writers held off), its distance checked; the tasks open it again to read it, unless this
-    process checks every document against it (:func:`checked_here`: then it is the second
-    value, and an index the caller opened is named to the tasks by its path in the plan
-    returned)."""
-    if plan.against is None:
-        return None, None, plan
-    from neardup.pipeline.against import check_distance, open_against
-
-    index = open_against(stack, outputs, plan.against, plan.update, plan.verify)
-    words = A.sketch_words(index)
-    check_distance(index, plan.distance if words is not None else plan.fingerprint_distance)
-    if not checked_here(index, plan, executor):
-        return index, None, plan
-    if index is plan.against:  # an object the tasks cannot share: they are given its path
-        plan = replace(plan, against=str(index.path))
-    return index, index, plan
-
-
-def _commit(plan: DedupPlan, run: StagedRun, outputs: OutputSet, index: Any, log: Any) -> None:
-    """Every output committed together; with ``update`` the index learns the survivors once
-    their outputs exist, or neither changes (as in the one-process run)."""
-    if index is None or not plan.update:
-        outputs.commit()
-        return
-    from neardup.pipeline.against import commit_with_update
-
-    _check_survivors(plan, run, index)
-    commit_with_update(outputs, index, lambda: _add_parts(run, index))
-    if log is not None:
-        log(f"added {plural(run.added, 'document')} to {index.path}")
-
-
-def shard_count(n: int, per: int) -> int:
-    return max(1, math.ceil(n / max(1, per)))
