@@ -148,13 +148,13 @@ def compile_notice(groups: list[str], alongside: list[str] = ()) -> str | None:
 
 
 def first_notice(groups: list[str], alongside: list[str] = ()) -> str | None:
-    """:func:`compile_notice` for the groups no earlier notice of this process named (a command
-    announces, then calls the Python API, which announces only what it adds)."""
+    """:func:`compile_notice` for the groups no earlier call of this process looked at (a
+    command announces, then calls the Python API, which announces only what it adds; a group
+    found compiled, or announced, is not looked for again: the cache is not listed per call)."""
     groups = [g for g in groups if g not in _ANNOUNCED]
     alongside = [g for g in alongside if g not in _ANNOUNCED]
     notice = compile_notice(groups, alongside)
-    if notice is not None:
-        _ANNOUNCED.update(groups, alongside)
+    _ANNOUNCED.update(groups, alongside)
     return notice
 
 

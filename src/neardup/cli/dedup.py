@@ -57,7 +57,8 @@ def _summary_lines(
         lines.append(
             f"verified         every drop{within} Jaccard >= {s['threshold']:g}; "
             f"{plural(s['no_shingles'], 'document')} without shingles kept; "
-            f"{size(s['temp_bytes'])} temporary disk"
+            f"{size(s['temp_bytes'])} temporary "
+            + ("memory" if s.get("temp_in_memory") else "disk")
         )
     lines += _common_lines(s)
     if (note := family_note(s)) is not None:

@@ -81,7 +81,8 @@ def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: An
         with open(os.path.join(tmp, DONE), "w") as f:
             json.dump(record, f)
             f.flush()
-            os.fsync(f.fileno())
+            if sums:  # a work directory kept for a rerun: its records reach the disk
+                os.fsync(f.fileno())
         try:
             os.rename(tmp, final)
         except OSError:  # the same task finished elsewhere meanwhile (a retried Dask task)

@@ -82,7 +82,9 @@ EXACT_SHARDS = 4
 def _scan(r: Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | None,
           memory: MemoryRows | None) -> StagedRun:  # fmt: skip
     shards = range(len(plan.shards))
-    counts = r.map("lines", [(str(s), dict(plan=plan, s=s)) for s in shards])
+    counts = [{"lines": 0}] * len(shards)  # in-memory rows: no lines to count
+    if plan.rows is None:
+        counts = r.map("lines", [(str(s), dict(plan=plan, s=s)) for s in shards])
     first = np.concatenate([[1], 1 + np.cumsum([c["lines"] for c in counts])]).astype(np.int64)
     first_lines = [int(first[s]) if plan.shards[s].is_range else 1 for s in shards]
     per = max(1, r.executor.threads // len(shards))  # threads in each scan task
@@ -92,8 +94,9 @@ def _scan(r: Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | Non
                   memory=_shard_memory(plan))  # fmt: skip
     run = StagedRun(r.work, [i["n"] for i in infos], first_lines)
     k = S.id_buckets(len(run.sizes))
-    found = r.map("ids", [(str(b), dict(work=r.work, plan=plan, sizes=run.sizes, b=b, buckets=k))
-                         for b in range(k)])  # fmt: skip
+    found = [] if plan.position_ids else r.map(  # positions never repeat
+        "ids", [(str(b), dict(work=r.work, plan=plan, sizes=run.sizes, b=b, buckets=k))
+                for b in range(k)])  # fmt: skip
     order = _input_order(plan)
     if not plan.skip_bad:  # the input's first error (each scan stopped at its first)
         firsts = [(s, *i["first_bad"]) for s, i in enumerate(infos) if i["first_bad"]]

@@ -150,7 +150,9 @@ def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:
     and ``shard_docs`` (documents per shard, on average), ``executor`` and its ``workers``
     (Dask's workers, Ray's CPUs) or ``threads``, ``resumed`` (tasks were reused: ``documents_per_second`` is then
     None, the earlier runs' time unknown) and, with a work directory given, ``work_dir``:
-    its ``path``, the ``bytes`` the run left there and whether it was ``removed``."""
+    its ``path``, the ``bytes`` the run left there and whether it was ``removed``; and
+    ``temp_in_memory`` (True) where the temporary work directory was on the memory file
+    system (:func:`neardup.pipeline.plan.memory_work_dir`)."""
     sec = {k: round(v, 3) for k, v in run.seconds.items()}
     total = run.seconds.get("total", 0.0)
     a = run.against
@@ -186,4 +188,6 @@ def summary(plan: DedupPlan, run: StagedRun) -> dict[str, Any]:
         if run.work_left:
             out["work_dir"]["left"] = run.work_left
     out["shuffle_bytes"] = run.moved_bytes
+    if plan.temp_in_memory:  # the work directory's bytes were pages of memory, not of a disk
+        out["temp_in_memory"] = True
     return out
