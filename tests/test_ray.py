@@ -73,6 +73,26 @@ def test_same_bytes_as_the_one_process_run(executor, tmp_path, shard_docs, verif
 
 
 @pytest.mark.slow
+def test_in_memory_data_runs_on_ray_as_on_threads(executor):
+    """A list of texts on Ray: each scan task is given its shard's rows; the decisions are
+    those of this process's threads, with bad texts skipped at the same positions."""
+    texts: list = naive.text_families(150, seed=5, vocab=60, words=(8, 20))
+    texts[7], texts[90] = None, 12
+    bad_here: list = []
+    bad_ray: list = []
+    here = dedup(texts, skip_bad=True, on_bad=bad_here.append, shard_docs=20)
+    got = dedup(texts, skip_bad=True, on_bad=bad_ray.append, shard_docs=20, executor=executor)
+    assert got.kept.tolist() == here.kept.tolist() and here.n_dropped > 0
+    assert got.labels.tolist() == here.labels.tolist()
+    assert (
+        got.positions.tolist()
+        == here.positions.tolist()
+        == [i for i in range(150) if i not in (7, 90)]
+    )
+    assert [str(e) for e in bad_ray] == [str(e) for e in bad_here] and len(bad_here) == 2
+
+
+@pytest.mark.slow
 def test_against_update_and_report_on_the_command_line(executor, tmp_path):
     pytest.importorskip("matplotlib")
     from neardup.index import Index

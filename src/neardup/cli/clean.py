@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 
 import click
 
 from neardup.io.display import size
 from neardup.io.leftovers import find_leftovers, remove_leftovers
+from neardup.pipeline.plan import MEMORY_FS
 
 PROG = "neardup clean"
 
@@ -18,14 +20,16 @@ PROG = "neardup clean"
 def clean(directories: tuple[str, ...], dry_run: bool) -> None:
     """Remove the temporary files of neardup runs that were killed outright (SIGKILL, the OOM
     killer, a power cut) from DIRECTORIES (default: the temporary directory, TMPDIR, where
-    shingles are spooled, and the current directory).
+    runs keep their work directories, the memory file system /dev/shm, where small runs keep
+    theirs, and the current directory).
 
     Only files and directories neardup named for itself are touched
     (.NAME.neardup-HOST-PID-RANDOM.tmp), made on this machine by this user, by a process that
     no longer runs; never a file you named. A run removes these by itself in the directories it
     writes to; this command is for directories no run writes to again.
     """
-    where = directories or (tempfile.gettempdir(), ".")
+    memory = [MEMORY_FS] if os.path.isdir(MEMORY_FS) else []
+    where = directories or (tempfile.gettempdir(), *memory, ".")
     total = 0
     for d in dict.fromkeys(where):
         found = find_leftovers(d) if dry_run else remove_leftovers(d)

@@ -254,7 +254,7 @@ def _check_verified_only(no_verify: bool, common: float | int | None,
 @click.option(
     "--no-verify",
     is_flag=True,
-    help="Fingerprint-only decisions: faster, no temporary disk; a document is dropped for a "
+    help="Fingerprint-only decisions: faster, no shingle keys kept; a document is dropped for a "
     "kept one within --distance bits (default 6), never through a chain, and nothing is "
     "checked against the texts.",
 )

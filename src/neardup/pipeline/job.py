@@ -166,7 +166,7 @@ def dedup(
         chained through a dropped document; documents without shingles are always kept. Shingle keys are spooled to a temporary
         file (4 bytes per distinct shingle, in ``temp_dir``), removed when the job ends.
     verify : bool, default True
-        False: fingerprint-only decisions, faster and without temporary disk: documents in
+        False: fingerprint-only decisions, faster and without shingle keys: documents in
         keep order, each dropped for the first already kept document whose fingerprint is
         within ``distance`` bits (default 6), never through a chain; nothing is checked
         against the texts.

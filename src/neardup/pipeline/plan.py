@@ -532,7 +532,11 @@ def memory_work_dir(data: Any, files: Sequence[InputFile], budget: int) -> str |
     """:data:`MEMORY_FS` for a small run (its work directory estimated at
     :data:`MEMORY_WORK_BYTES` or less, at most a 16th of the memory ``budget`` and a quarter of
     the file system's free space), where this machine has one; else None (``TMPDIR``).
-    Piped and remote inputs, whose size is unknown here, keep theirs in ``TMPDIR``."""
+    Piped and remote inputs, whose size is unknown here, keep theirs in ``TMPDIR``, and so does
+    every run where a temporary directory was chosen (``TMPDIR``, ``TEMP``, ``TMP``, or
+    Python's ``tempfile.tempdir``)."""
+    if not default_temp_dir():
+        return None
     try:
         st = os.statvfs(MEMORY_FS)
     except OSError:
@@ -547,6 +551,16 @@ def memory_work_dir(data: Any, files: Sequence[InputFile], budget: int) -> str |
         need = WORK_BYTES_PER_INPUT_BYTE * sum(input_size(f.path) for f in files)
     room = min(MEMORY_WORK_BYTES, budget // 16, st.f_bavail * st.f_frsize // 4)
     return MEMORY_FS if need <= room else None
+
+
+def default_temp_dir() -> bool:
+    """Whether the system temporary directory is the platform's default, not one the user
+    chose (``TMPDIR``, ``TEMP``, ``TMP``, ``tempfile.tempdir``)."""
+    import tempfile
+
+    if any(os.environ.get(v) for v in ("TMPDIR", "TEMP", "TMP")):
+        return False
+    return tempfile.gettempdir() in ("/tmp", "/var/tmp", "/usr/tmp")
 
 
 def cut_rows(n: int, shard_docs: int) -> list[Shard]:
