@@ -27,7 +27,6 @@ from neardup.pipeline.scan import Scan
 
 __all__ = [
     "add_parts",
-    "add_survivors",
     "check_distance",
     "check_index",
     "check_survivors",
@@ -76,7 +75,7 @@ def open_index(against: Any, update: bool) -> IndexBackend:
 @contextlib.contextmanager
 def hold_writes(index: IndexBackend) -> Iterator[None]:
     """No other writer changes ``index`` (open for writing) inside the block, so the ids checked
-    by :func:`check_survivors` are still free when :func:`add_survivors` adds them. A local index
+    by :func:`check_survivors` are still free when :func:`add_parts` adds them. A local index
     holds its writer lock while it is open for writing; a Redis index takes its writers' lease
     here (renewed while held; raises ``IndexUnavailableError`` if another writer keeps it)."""
     with index.lock():
@@ -334,7 +333,7 @@ def check_survivors(
     kept: np.ndarray,
     scan: Scan | None,
 ) -> None:
-    """Raise :class:`InputError` naming the document when :func:`add_survivors` would fail: an
+    """Raise :class:`InputError` naming the document when :func:`add_parts` would fail: an
     id of the wrong kind or already in the index. Runs before any output is written."""
     index.require("add")  # a Parquet corpus is read-only: open_index refuses update
     pos, sel = _survivor_ids(index, ids, kept)
@@ -379,26 +378,6 @@ def commit_with_update(outputs: OutputSet, index: Any, add: Callable[[], object]
         ) from None
 
 
-def add_survivors(
-    index: IndexBackend,
-    ids: list[Any],
-    fingerprints: np.ndarray,
-    kept: np.ndarray,
-    sketches: Sketches | None = None,
-) -> int:
-    """Add the kept documents to ``index`` (ids as given when all are integers and the index
-    takes integers, else as text), with their ``sketches`` in an index that keeps them (whose
-    fingerprints are the sketches' first words); return how many were added."""
-    index.require("add")
-    pos, sel = _survivor_ids(index, ids, kept)
-    if sketch_words(index) is not None:
-        assert sketches is not None
-        index.add(None, sel, sketches=sketches.take(pos))
-    else:
-        index.add(np.asarray(fingerprints, dtype=np.uint64)[pos], sel)
-    return len(sel)
-
-
 def open_against(
     stack: contextlib.ExitStack, outputs: OutputSet, against: Any, update: bool, verify: bool
 ) -> Any:
@@ -422,7 +401,9 @@ def open_against(
 
 
 def add_parts(index: IndexBackend, parts: Iterable[tuple[Any, ...]]) -> int:
-    """:func:`add_survivors` over the parts of a run (a staged run's shards), each
+    """Add the kept documents of each part of a run (its shards) to ``index`` (ids as given
+    when all are integers and the index takes integers, else as text; with their sketches in
+    an index that keeps them, whose fingerprints are the sketches' first words), each
     ``(ids, fingerprints, kept, sketches)``, committed as one add where the index can (its
     :meth:`~neardup.index.IndexBackend.session`); returns how many were added."""
     words = sketch_words(index)
