@@ -338,7 +338,7 @@ def _check_verified_only(no_verify: bool, common: float | int | None,
     "run checks each shard in its own task (on --scheduler/--workers: on the workers, which "
     "must reach INDEX). With --scheduler/--workers INDEX may also be Parquet files of the "
     "stored corpus (a path or glob ending in .parquet; columns 'fingerprint' and 'id'; not "
-    "verified; checked in batch mode in one process's run).",
+    "verified; checked in one batch query on the cluster).",
 )
 @click.option(
     "--update",
@@ -388,8 +388,8 @@ def _check_verified_only(no_verify: bool, common: float | int | None,
     default=None,
     metavar="BYTES",
     help="Memory budget of the run (e.g. 8G; default NEARDUP_MEMORY, else half the available "
-    "memory): an input larger than that holds in one process runs as stages over shards, "
-    "whose size (unless --shard-docs) and search tasks it sets (docs/guides/memory.md).",
+    "memory): a corpus that fits is decided in one task after the scan; it sets the shards' "
+    "size (unless --shard-docs) and the search tasks' (docs/guides/memory.md).",
 )
 @dask_options
 @click.option(
@@ -437,9 +437,10 @@ def dedup(inputs: tuple[str, ...], output: str, clusters_path: str | None, drop_
     dropped for the first kept document within --distance bits of it, else kept; never
     through a chain, so every dropped document is within --distance bits of the one kept.
 
-    The input is streamed twice (fingerprints, then copying); outputs appear only when
-    complete. A large input (more than --memory holds in one process), --shard-docs,
-    --work-dir, --workers, --scheduler and --ray run it as stages over shards: the same outputs.
+    The input is read twice, as stages over shards (scan, then the kept records copied);
+    outputs appear only when complete. A corpus that fits in --memory is decided in one task;
+    a larger one, --shard-docs, --workers, --scheduler and --ray take the candidate stages:
+    the same outputs.
     """
     in_format, text_field = resolve_input(in_format, lines, field, column)
     search_distance = _check_options(output, json_summary, against, update, blocks,
@@ -612,8 +613,7 @@ def _check_cluster(scheduler: str | None, workers: int | None, ray: str | None, 
 def _run(source: Any, options: dict[str, Any], files: list[Any], quiet: bool,
          progress_mode: str,
          cluster: _Cluster) -> tuple[dict[str, Any], tuple[str, float] | None]:  # fmt: skip
-    """The run with its progress (bytes read and written in one process, tasks by stage when
-    staged) and messages; its summary, and where its cluster (Dask, Ray) was with its
+    """The run with its progress (tasks by stage) and messages; its summary, and where its cluster (Dask, Ray) was with its
     start-up."""
     from neardup.pipeline.job import dedup as run_dedup
 

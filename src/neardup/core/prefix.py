@@ -227,7 +227,7 @@ def prefix_pairs(
     the document's set size): positions whose shared keys weigh ``need`` or more (one each
     that passes the positional filter there, ``need`` where one common key can reach ``t``;
     ``need`` 1 for band keys), as int64 rows ``(a, b)``, ``a < b``, each pair once, sorted:
-    the pairs the one-process pass examines (:func:`prefix_keep`), kept or not. With
+    the pairs the pass over the whole corpus examines (:func:`prefix_keep`), kept or not. With
     ``most``, a key held by more than ``most`` entries makes no pairs here
     (:func:`family_edges` links them instead)."""
     return KeyGroups(keys, pos).pairs(at, size, t, most, need)

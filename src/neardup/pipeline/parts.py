@@ -34,7 +34,7 @@ def index_clusters(plan: DedupPlan, run: StagedRun) -> bool:
 
 def index_lines(work: str, parts: int) -> Iterator[bytes]:
     """The index's rows as the index-clusters tasks wrote them, merged in input order of
-    their first documents (the one-process run's order)."""
+    their first documents (the order of the whole run's clusters)."""
 
     def lines(p: int) -> Iterator[tuple[bytes, int]]:
         path = layout.path(work, "index-clusters", p, "clusters.jsonl")
@@ -111,7 +111,7 @@ def _join_parquet_parts(plan: DedupPlan, run: StagedRun, outputs: OutputSet, out
                         rows: Sequence[int] | None = None) -> int:  # fmt: skip
     """The shards' Parquet parts ``name`` (of ``sizes`` bytes and ``rows`` rows each; default
     the kept ones') as one Parquet file, a row group at a time (this process holds one), each
-    row group as the part has it: the one-process run's row groups."""
+    row group as the part has it: the input's row groups, whatever the shards."""
     import pyarrow.parquet as pq
 
     from neardup.pipeline.write import parquet_schema

@@ -72,8 +72,8 @@ def summary_head(
     bytes_in: int = 0,
     bytes_out: int = 0,
 ) -> dict[str, Any]:
-    """The summary's keys before ``seconds``, in their order, for a run in one process
-    (:meth:`DedupResult.summary`) and a staged run
+    """The summary's keys before ``seconds``, in their order, for a result
+    (:meth:`DedupResult.summary`) and a run's summary
     (:func:`neardup.pipeline.staged_result.summary`) alike: the counts; verified, the
     threshold, candidates (``bands``: the scheme), documents without shingles, temporary bytes,
     the common shingles or the template hint and the largest family (``family``: its documents
@@ -422,8 +422,7 @@ class DedupResult:
 
 def report_no_shingles(n: int, no_shingles: int, log: Callable[[str], None] | None) -> None:
     """Say that many documents have no shingles, when more than
-    :data:`~neardup.core.verify.NO_SHINGLES_WARN_FRACTION` of them have none (the one-process
-    and the staged run say it alike).
+    :data:`~neardup.core.verify.NO_SHINGLES_WARN_FRACTION` of them have none.
 
     Parameters
     ----------

@@ -1,5 +1,5 @@
 """The write stage of a staged dedup (:mod:`neardup.pipeline.stages`): each shard its parts of
-the outputs, byte for byte as the one-process job writes them: its kept lines, its dropped ids
+the outputs, byte for byte the same whatever the shards: its kept lines, its dropped ids
 and the clusters whose first member it holds (members anywhere)."""
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def beside_part(plan: DedupPlan, name: str, s: int) -> str:
 def _write_parquet_part(out: str, plan: DedupPlan, s: int, src: np.ndarray, rec: np.ndarray,
                         name: str = "kept") -> int:  # fmt: skip
     """Shard ``s``'s rows (file indices ``src``, row numbers ``rec``) as ``name.parquet``
-    (``kept``, ``removed``), in the row groups the one-process run writes for them."""
+    (``kept``, ``removed``), in the row groups of the input (one per batch that keeps a row), whatever the shards."""
     import pyarrow.parquet as pq
 
     schema = parquet_schema(plan.files[0].path)

@@ -3,7 +3,7 @@ function of one shard as in :mod:`neardup.pipeline.stages`:
 
 own (the shard's documents that the index already holds as themselves, same id and fingerprint,
 and those entries' ids) -> against (each document checked against the index; the entries of
-every shard's own documents set aside, as the one-process run sets them aside for the whole
+every shard's own documents set aside, as a check of every document at once sets them aside for the whole
 input) -> ... -> index clusters (one line per entry that documents were dropped for, in the
 order of its first such document).
 
@@ -165,7 +165,7 @@ def index_split_task(out: str, work: str, s: int, offset: int, parts: int) -> di
 
 def index_clusters_task(out: str, work: str, splits: list[str], p: int, how: str) -> int:
     """One JSON line per index entry of hash range ``p`` that documents were dropped for (read
-    from the ``splits`` tasks of index-split), as the one-process run writes them after the
+    from the ``splits`` tasks of index-split), as a run writes them after the
     input's clusters, with ``first`` the position of each line's first document (the lines'
     order across ranges); returns how many."""
     from neardup.pipeline.write import json_id

@@ -1,7 +1,7 @@
 """The decide stage of a staged dedup (:mod:`neardup.pipeline.staged`): each group of whole
 components (the cc-route tasks' edges, :mod:`neardup.pipeline.stage_components`) decided by the
 one keep-order rule, :func:`neardup.core.verify.decide_verified` (verified) or
-:func:`neardup.core.decide.keep_order` (fingerprints only), as the one-process run decides.
+:func:`neardup.core.decide.keep_order` (fingerprints only), as the task that decides a whole run does.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def decide_task(out: str, work: str, plan: DedupPlan, offsets: list[int], routes
         if plan.common_shingles is None:  # the run's hint: clusters that look like a template
             templates = cluster_templates(sets, surv, nodes, int(off[-1]),
                                           lambda p: gather_sets(work, off, p))  # fmt: skip
-    else:  # the rule of the one-process run, over the group's whole components
+    else:  # the keep-order rule, over the group's whole components
         fp = gather_array(work, off, nodes, "fp", np.uint64)
         order = priority_order(n, plan.keep, values)
         kept_for = keep_order(fp, order, plan.distance, pairs=local)

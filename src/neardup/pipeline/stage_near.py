@@ -1,6 +1,6 @@
 """The near-miss stages of a staged dedup with a report (:mod:`neardup.pipeline.stages`): for
 each kept document, its nearest kept candidate before it in keep order (the highest exact
-Jaccard, ties to the earliest in keep order), as the one-process run finds it
+Jaccard, ties to the earliest in keep order), as a search of the whole run finds it
 (:func:`neardup.core.verify.decide_verified` with ``near_misses``), chosen in tasks so that the
 calling process never holds the candidate pairs.
 

@@ -1,7 +1,7 @@
 """The candidate stages of a staged verified dedup with prefix candidates
 (``candidates="prefix"``, :mod:`neardup.core.prefix`) or MinHash bands (``"bands"``,
 :mod:`neardup.core.bands`), in place of the fingerprint search's split and pairs: the same
-candidates as the one-process run's.
+candidates as a pass over the whole corpus finds.
 
 prefix-count (per shard: its keys counted in the rank counters) -> prefix-merge (one task: the
 counters of every shard summed: the corpus order) -> prefix (per shard: the prefixes of its

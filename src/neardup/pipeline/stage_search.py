@@ -77,7 +77,7 @@ def check_search_device(device: str, client: Any = None) -> None:
 def search_task(out: str, work: str, plan: DedupPlan, offsets: list[int], threads: int,
                 copies: int = 0) -> dict:  # fmt: skip
     """Every candidate pair (fingerprint-only: cluster edges) in one task, by the search the
-    one-process job uses (:func:`neardup.core.search.find_all`, its cost model's scheme): for
+    search of a whole run uses (:func:`neardup.core.search.find_all`, its cost model's scheme): for
     corpora whose search fingerprints fit one task. The copies that the exact stage's
     ``copies`` tasks found are left out."""
     parts = [_search_fps(work, plan, s, offsets[s], copies) for s in range(len(offsets) - 1)]

@@ -148,7 +148,7 @@ def _drop_repeats(r: Runner, plan: DedupPlan, run: StagedRun, shards: list[int],
 def _copies(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
     """Verified: the documents whose shingle set is a copy of an earlier one's in keep order,
     in tasks by digest range (:func:`neardup.pipeline.stages.exact_copies`), so that the search
-    sees each set once (the one-process rule's classes of identical sets: n copies cost O(n),
+    sees each set once (the rule's classes of identical sets: n copies cost O(n),
     not n^2 / 2 pairs)."""
     if not plan.verify:
         return
@@ -210,7 +210,7 @@ def _prefix_search(r: Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str
     run.moved_bytes = sum(f["moved"] for f in grouped) + sum(f["moved"] for f in found)
     run.family_links = sum(f["family"] for f in found)
     m, first = max((g["largest"] for g in grouped), key=lambda x: x[0], default=[0, -1])
-    if m >= 2:  # the first max: ranges ascend by key, as the one-process pass breaks ties
+    if m >= 2:  # the first max: ranges ascend by key, as the pass over the whole corpus breaks ties
         look = PositionLookup(r.work, np.asarray(off))
         run.family = [m, first, json_id(look.ids(np.array([first]))[0])]
     run.family_tasks = [nm for nm, f in zip(names, found, strict=True) if f["family"]]
@@ -465,8 +465,8 @@ def _run_staged(
     if not plan.shards:
         raise ValueError("a dedup needs its input cut into shards (build_plan)")
     t_all = time.perf_counter()
-    check_parquet_schemas(list(plan.files))  # one output file: one schema (as in one process)
-    # an input rewritten while the stages read it is refused, as in the one-process run
+    check_parquet_schemas(list(plan.files))  # one output file: one schema
+    # an input rewritten while the stages read it is refused
     stamps = {f.path: file_stamp(f.path) for f in plan.files}
     plan = replace(plan, parts_beside=_beside(plan, executor))
     with contextlib.ExitStack() as stack:

@@ -98,7 +98,7 @@ def _check_here(r: Runner, plan: DedupPlan, run: StagedRun, shards: list[int],
 
 def _check_survivors(plan: DedupPlan, run: StagedRun, index: Any) -> None:
     """Before anything is committed: every survivor's id free in the index (as in the
-    one-process run, the document named otherwise)."""
+    check of a whole run, the document named otherwise)."""
     from types import SimpleNamespace
 
     from neardup.pipeline.against import check_survivors
@@ -157,7 +157,7 @@ def open_index(stack: contextlib.ExitStack, plan: DedupPlan, outputs: OutputSet,
 
 def commit(plan: DedupPlan, run: StagedRun, outputs: OutputSet, index: Any, log: Any) -> None:
     """Every output committed together; with ``update`` the index learns the survivors once
-    their outputs exist, or neither changes (as in the one-process run)."""
+    their outputs exist, or neither changes ."""
     if index is None or not plan.update:
         outputs.commit()
         return

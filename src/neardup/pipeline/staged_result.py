@@ -77,8 +77,8 @@ def _scan_arrays(plan: DedupPlan, run: StagedRun) -> Any:
 
 
 def build_result(plan: DedupPlan, run: StagedRun, near_arrays: bool = True) -> Any:
-    """A :class:`~neardup.pipeline.result.DedupResult` of the run, as the one-process job
-    gives it; the near misses (a report asked for them) as the tasks found them, and with
+    """A :class:`~neardup.pipeline.result.DedupResult` of the run (arrays of every document,
+    read back from the work directory); the near misses (a report asked for them) as the tasks found them, and with
     ``near_arrays`` each document's (``near_for``, ``near_jaccard``) too."""
     from neardup.core.bits import popcount
     from neardup.core.decide import Decisions
@@ -133,7 +133,7 @@ def _family(run: StagedRun) -> tuple[int, int] | None:
 
 
 def _near_arrays(run: StagedRun) -> tuple[np.ndarray, np.ndarray]:
-    """(near_for, near_jaccard) of every document, as the one-process verified search finds
+    """(near_for, near_jaccard) of every document, as the verified search of a whole run finds
     them (:func:`neardup.core.verify.decide_verified` with ``near_misses``), from the shards'
     near-pick tasks; -1 and NaN where a document has none."""
     near_for, near_jac = np.full(run.n, -1, dtype=np.int64), np.full(run.n, np.nan)
