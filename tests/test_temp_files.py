@@ -312,3 +312,52 @@ def test_the_temporary_files_of_a_killed_index_writer_are_known_as_leftovers(tmp
     with Index.open(path) as r:
         assert len(r) == n and n % 300_000 == 0
         r.verify()
+
+
+# -- a small run's work directory in memory ------------------------------------------------------
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no memory file system here")
+def test_a_small_run_keeps_its_work_directory_in_memory_unless_a_temp_dir_is_chosen(
+    tmp_path, monkeypatch
+):
+    """A small run on this process's threads works in /dev/shm, and leaves nothing there; a
+    run too large for its share, one on a cluster, or one given TMPDIR or temp_dir= does not."""
+    import tempfile
+
+    import neardup
+    from neardup.io.rows import MemoryRows
+    from neardup.pipeline import plan as plan_module
+    from neardup.pipeline.plan import MEMORY_FS, build_plan
+
+    for var in ("TMPDIR", "TEMP", "TMP"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")  # the platform's default
+    texts = [f"text number {i} of a small run, some words {i % 7}" for i in range(300)]
+    assert build_plan(MemoryRows(texts)).temp_dir == MEMORY_FS
+    assert build_plan(MemoryRows(texts)).temp_in_memory
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)))
+    assert build_plan(src).temp_in_memory
+    # too large for its share: of the budget (a 16th), or of the bytes allowed
+    assert not build_plan(MemoryRows(texts), memory=16 * 1024).temp_in_memory
+    monkeypatch.setattr(plan_module, "MEMORY_WORK_BYTES", 1000)
+    assert not build_plan(src).temp_in_memory
+    monkeypatch.undo()
+    for var in ("TMPDIR", "TEMP", "TMP"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
+    assert not build_plan(MemoryRows(texts), client=True).temp_in_memory
+    assert not build_plan(MemoryRows(texts), temp_dir=tmp_path).temp_in_memory
+    before = set(os.listdir(MEMORY_FS))
+    s = neardup.dedup(src, collect=False).summary()
+    assert s["temp_in_memory"] and s["temp_bytes"] > 0
+    assert set(os.listdir(MEMORY_FS)) <= before  # nothing of the run left there
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # a temporary directory chosen: it is used
+    assert not build_plan(src).temp_in_memory
+    assert "temp_in_memory" not in neardup.dedup(src, collect=False).summary()
+    clean = [sys.executable, "-c", "from neardup.cli.main import main; main()", "clean", "-n"]
+    r = subprocess.run(clean, cwd=tmp_path, capture_output=True, text=True)  # (TMPDIR: tmp_path)
+    # it looks in the memory file system too (a killed run's leftovers there are named)
+    looked = f"{tmp_path}, {MEMORY_FS}, ." in r.stdout or f"would remove {MEMORY_FS}/" in r.stdout
+    assert r.returncode == 0 and looked, r.stdout
