@@ -705,3 +705,33 @@ def test_running_out_of_descriptors_is_not_called_damage():
     with pytest.raises(InputError, match="the work directory is damaged"):
         with reading_back("w/cc-edges/1/c.npy"):
             raise OSError(errno.EIO, "Input/output error")
+
+
+def test_each_file_cut_into_ranges_numbers_its_own_lines(tmp_path):
+    """Two JSONL files, each cut into byte ranges: a record's line is its line in its own
+    file (a bad line of the second file was named as if the first file's lines came before
+    it), in errors, skipped records, duplicate ids, ids made of lines and the result's
+    record numbers."""
+    paths = []
+    for name in ("a.jsonl", "b.jsonl"):
+        lines = [json.dumps({"id": f"{name}-{i}", "text": f"doc {i} " + "word " * 40})
+                 for i in range(900)]  # fmt: skip
+        if name == "b.jsonl":
+            lines[500] = "{broken"
+            lines[700] = json.dumps({"id": "b.jsonl-3", "text": "a repeated id"})
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+        paths.append(tmp_path / name)
+    src = [InputPath(p) for p in paths]
+    b = str(tmp_path / "b.jsonl")
+    with pytest.raises(InputError, match=rf"^{b}:501: not valid JSON"):
+        dedup(src, shard_docs=200)
+    for shard_docs in (200, 10_000):  # cut into ranges, or a file a shard
+        bad: list = []
+        r = dedup(src, shard_docs=shard_docs, skip_bad=True, on_bad=bad.append)
+        assert [(e.source, e.line) for e in bad] == [(b, 501), (b, 701)], bad
+        assert f"(first at {b}:4)" in str(bad[1])
+        assert r.scan.record.tolist() == [*range(1, 901), *range(1, 501), *range(502, 701),
+                                          *range(702, 901)]  # fmt: skip
+        assert r.scan.source.tolist() == [0] * 900 + [1] * 898
+        ids = dedup(src, shard_docs=shard_docs, skip_bad=True, id_field=None).ids
+        assert ids[900] == f"{b}:1" and ids[-1] == f"{b}:900"

@@ -85,8 +85,7 @@ def _scan(r: Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | Non
     counts = [{"lines": 0}] * len(shards)  # in-memory rows: no lines to count
     if plan.rows is None:
         counts = r.map("lines", [(str(s), dict(plan=plan, s=s)) for s in shards])
-    first = np.concatenate([[1], 1 + np.cumsum([c["lines"] for c in counts])]).astype(np.int64)
-    first_lines = [int(first[s]) if plan.shards[s].is_range else 1 for s in shards]
+    first_lines = _first_lines(plan, [c["lines"] for c in counts])
     per = max(1, r.executor.threads // len(shards))  # threads in each scan task
     rows = [None if memory is None else memory.rows(sh.start, sh.end) for sh in plan.shards]
     infos = r.map("scan", [(str(s), dict(plan=plan, s=s, first_line=first_lines[s], threads=per,
@@ -120,6 +119,17 @@ def _scan(r: Runner, plan: DedupPlan, on_bad: Callable[[InputError], None] | Non
     if plan.key_field is not None:  # a keep field of numbers or of dates, not both
         check_key_kinds([S.key_kinds(r.work, plan, s) for s in shards], plan.key_field)
     return run
+
+
+def _first_lines(plan: DedupPlan, lines: list[int]) -> list[int]:
+    """The number of each shard's first line in its file: 1 plus the line ends of the earlier
+    byte ranges of the same file (``lines``, each shard's); 1 for whole files and rows."""
+    first, seen = [], {}
+    for s, shard in enumerate(plan.shards):
+        n = seen.get(shard.first, 0) if shard.is_range and plan.rows is None else 0
+        first.append(1 + n)
+        seen[shard.first] = n + lines[s]
+    return first
 
 
 def _input_order(plan: DedupPlan) -> Callable[[tuple], tuple]:

@@ -322,8 +322,9 @@ _MANIFEST = "manifest.json"
 #: the common stage its sets' digests too (the exact stage on the sets without common shingles);
 #: 6: the prefix candidates' stages; 7: their family links, decided with prefix candidates; 8:
 #: prefix entries hold the document's place in its shard (int32), not its global position; 9:
-#: the scan's set digests from a compiled kernel (two 64-bit lanes), not BLAKE2b
-_VERSION = 9
+#: the scan's set digests from a compiled kernel (two 64-bit lanes), not BLAKE2b; 10: the lines
+#: of a file's byte ranges counted from that file's start (they ran on across files)
+_VERSION = 10
 
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
