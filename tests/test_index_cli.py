@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from cli import Result, invoke
 
+from neardup.errors import InputError
 from neardup.index import Index
 
 DOCS = [
@@ -170,3 +171,9 @@ def test_dedup_python_api_against(tmp_path):
         r2 = dedup([DOCS[1], DOCS[3]], against=ix, update=True)
         assert r2.kept.tolist() == [False, True] and len(ix) == 3
         assert sorted(ix.query_arrays(np.asarray(r2.fingerprints)).id.tolist()) == [0, 1]
+        # a new text whose position is an id the index holds for another text: named, and
+        # neither the index nor anything else changes
+        with pytest.raises(InputError, match=r"^<input>:0: id 0 is already in index"):
+            dedup(["entirely unrelated words about another subject", DOCS[3]], against=ix,
+                  update=True)  # fmt: skip
+        assert len(ix) == 3

@@ -22,6 +22,7 @@ from neardup.errors import IdError, InputError
 from neardup.index import IndexBackend
 from neardup.index import open_index as open_backend
 from neardup.index.parquet import ParquetCorpus
+from neardup.io.rows import MEMORY_SOURCE
 from neardup.io.writers import OutputSet, RolledBack
 from neardup.pipeline.scan import Scan
 
@@ -321,8 +322,11 @@ def _survivor_ids(index: Any, ids: list[Any], kept: np.ndarray) -> tuple[np.ndar
 
 
 def _where(scan: Scan | None, i: int) -> tuple[str, int | None]:
+    """The file and record of document ``i`` (in-memory input: its position)."""
     if scan is None:
-        return "<input>", i
+        return MEMORY_SOURCE, i
+    if not scan.files:  # in-memory rows: their records are positions
+        return MEMORY_SOURCE, int(scan.record[i])
     return scan.files[int(scan.source[i])].path, int(scan.record[i])
 
 
