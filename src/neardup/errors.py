@@ -53,12 +53,23 @@ class IdError(ValueError):
         super().__init__(reason)
 
 
+#: The errors of a full disk, or of a user's quota used up.
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(e: OSError) -> bool:
+    """Whether ``e`` says a disk is full: no space, no quota left, or numpy's short write
+    (``"N requested and M written"``, which has no errno)."""
+    short = e.errno is None and "requested and" in str(e)
+    return e.errno in NO_SPACE or short
+
+
 def temp_dir_error(e: OSError, where: str, held: str, other: str) -> OSError:
     """``e``, met writing in the temporary directory ``where``, as one line naming it, what the
     run keeps there (``held``) and how to choose another (``--temp-dir``, ``TMPDIR`` or
     ``other``). A short write without an errno (numpy's "N requested and M written") is a
     full disk."""
-    full = e.errno in (errno.ENOSPC, errno.EDQUOT) or e.errno is None
+    full = disk_full(e) or e.errno is None
     why = "is full" if full else f"cannot hold it ({e.strerror or e})"
     return OSError(
         e.errno or errno.ENOSPC,

@@ -10,13 +10,13 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from neardup.errors import holding
+from neardup.errors import disk_full, holding
 from neardup.io.files import is_url, reading_copies
 from neardup.pipeline import layout
 from neardup.pipeline.executors import Progress, run_task
 from neardup.pipeline.read_cache import renew
 from neardup.pipeline.stage_table import STAGES
-from neardup.pipeline.workdir import filled, finished_names, stage_bytes, work_dir_full
+from neardup.pipeline.workdir import finished_names, stage_bytes, work_dir_full
 
 __all__ = ["Runner", "disk_reads", "peak_rss"]
 
@@ -78,7 +78,7 @@ class Runner:
                 out = self.executor.map(_run_task, args, stage, self.progress, memory=memory)
         except OSError as e:  # a task's files fill the temporary directory: named, with the way out
             elsewhere = e.filename is not None and not os.fspath(e.filename).startswith(self.work)
-            if self.temp is None or not filled(e) or elsewhere:
+            if self.temp is None or not disk_full(e) or elsewhere:
                 raise
             raise work_dir_full(e, self.temp, sum(stage_bytes(self.work).values())) from e
         self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0

@@ -50,6 +50,7 @@ __all__ = [
     "against_task",
     "index_check",
     "index_clusters_task",
+    "index_distance",
     "index_split_task",
     "own_task",
     "shard_check",
@@ -64,7 +65,15 @@ def shard_sketches(work: str, s: int, words: int | None) -> Sketches | None:
     return set_sketches(shard_sets(work, s), words, threads=1)
 
 
-def _distance(plan: DedupPlan, words: int | None) -> int:
+def _named_ids(work: str, plan: DedupPlan, s: int) -> list[Any] | None:
+    """Shard ``s``'s ids where they name documents; None where they are positions (in-memory
+    input without ids), which an index never holds as the document's own."""
+    return None if plan.position_ids else load_ids(work, s)
+
+
+def index_distance(plan: DedupPlan, words: int | None) -> int:
+    """The distance of a run's check against an index: the run's search distance for an index
+    with sketches of ``words`` words, else the fingerprint-only one (None: it keeps none)."""
     return plan.distance if words is not None else plan.fingerprint_distance
 
 
@@ -94,7 +103,7 @@ def own_task(out: str, work: str, plan: DedupPlan, s: int,
         words = sketch_words(index)
         sk = shard_sketches(work, s, words)
         stored = sk.fingerprints if sk is not None else np.asarray(load(work, "scan", s, "fp"))
-        ids = None if plan.position_ids else load_ids(work, s)
+        ids = _named_ids(work, plan, s)
         own = own_entries(index, ids, stored)
         entries = entry_ids(index, ids, own).tolist() if own.any() else []
     save(out, own=own)
@@ -133,9 +142,9 @@ def _check(work: str, plan: DedupPlan, s: int, aside: list[Any]) -> IndexCheck:
         fps = np.asarray(load(work, "scan", s, "fp"))
         set_aside = np.empty(len(aside), dtype=object if index.id_type == "str" else np.int64)
         set_aside[:] = aside
-        return check_index(index, fps, _distance(plan, words),
+        return check_index(index, fps, index_distance(plan, words),
                            sketches=shard_sketches(work, s, words), threshold=plan.threshold,
-                           threads=1, ids=None if plan.position_ids else load_ids(work, s),
+                           threads=1, ids=_named_ids(work, plan, s),
                            set_aside=set_aside)  # fmt: skip
 
 

@@ -219,10 +219,9 @@ def _prefix_search(r: Runner, plan: DedupPlan, run: StagedRun) -> tuple[list[str
                   memory=_shard_memory(plan))  # fmt: skip
     run.moved_bytes = sum(f["moved"] for f in grouped) + sum(f["moved"] for f in found)
     run.family_links = sum(f["family"] for f in found)
-    m, first = max((g["largest"] for g in grouped), key=lambda x: x[0], default=[0, -1])
-    if m >= 2:  # the first max: ranges ascend by key, as the pass over the whole corpus breaks ties
-        look = PositionLookup(r.work, np.asarray(off))
-        run.family = [m, first, json_id(look.ids(np.array([first]))[0])]
+    # the first max: ranges ascend by key, as the pass over the whole corpus breaks ties
+    _largest_family(run, *max((g["largest"] for g in grouped), key=lambda x: x[0],
+                              default=[0, -1]))  # fmt: skip
     run.family_tasks = [nm for nm, f in zip(names, found, strict=True) if f["family"]]
     return _verify(r, plan, off, names, found)
 
@@ -269,9 +268,14 @@ def _decide_all(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
     info = r.map("decide-all", [("0", task)], memory=ONE_PROCESS_BYTES_PER_DOC * max(run.n, 1))
     run.template = template_hint(info[0].get("templates", []))
     run.checks, run.candidates = info[0].get("checks", 0), info[0].get("candidates", 0)
-    m, first = info[0].get("family", [0, -1])
+    _largest_family(run, *info[0].get("family", [0, -1]))
+
+
+def _largest_family(run: StagedRun, m: int, first: int) -> None:
+    """The run's largest family (prefix candidates): ``m`` documents whose prefixes share a
+    key, the first at position ``first``, with its id; none below two documents."""
     if m >= 2:
-        look = PositionLookup(r.work, np.asarray(run.offsets))
+        look = PositionLookup(run.work, np.asarray(run.offsets))
         run.family = [m, first, json_id(look.ids(np.array([first]))[0])]
 
 

@@ -85,7 +85,7 @@ def _check_here(r: Runner, plan: DedupPlan, run: StagedRun, shards: list[int],
         sketches = set_sketches(F.all_sets(r.work, np.asarray(run.offsets)), words,
                                 threads=r.executor.threads)  # fmt: skip
     checked = check_index(
-        index, fps, plan.distance if words is not None else plan.fingerprint_distance,
+        index, fps, A.index_distance(plan, words),
         sketches=sketches, threshold=plan.threshold, client=getattr(r.executor, "client", None),
         threads=r.executor.threads, device=plan.device,
         ids=None if plan.position_ids else [i for s in shards for i in F.load_ids(r.work, s)],
@@ -146,8 +146,7 @@ def open_index(stack: contextlib.ExitStack, plan: DedupPlan, outputs: OutputSet,
     from neardup.pipeline.against import check_distance, open_against
 
     index = open_against(stack, outputs, plan.against, plan.update, plan.verify)
-    words = A.sketch_words(index)
-    check_distance(index, plan.distance if words is not None else plan.fingerprint_distance)
+    check_distance(index, A.index_distance(plan, A.sketch_words(index)))
     if not checked_here(index, plan, executor):
         return index, None, plan
     if index is plan.against:  # an object the tasks cannot share: they are given its path
@@ -157,7 +156,7 @@ def open_index(stack: contextlib.ExitStack, plan: DedupPlan, outputs: OutputSet,
 
 def commit(plan: DedupPlan, run: StagedRun, outputs: OutputSet, index: Any, log: Any) -> None:
     """Every output committed together; with ``update`` the index learns the survivors once
-    their outputs exist, or neither changes ."""
+    their outputs exist, or neither changes."""
     if index is None or not plan.update:
         outputs.commit()
         return

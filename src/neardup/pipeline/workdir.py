@@ -25,7 +25,6 @@ storage has no lock.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import shutil
@@ -53,7 +52,6 @@ __all__ = [
     "finished_names",
     "interrupted_note",
     "kept_tasks",
-    "filled",
     "open_work_dir",
     "stage_bytes",
     "work_dir_full",
@@ -327,20 +325,11 @@ _MANIFEST = "manifest.json"
 _VERSION = 10
 
 
-_FULL = (errno.ENOSPC, errno.EDQUOT)
-
-
 def work_dir_full(e: OSError, where: str, nbytes: int) -> OSError:
     """``e``, met in the temporary directory ``where`` that holds a run's work directory
     (``nbytes`` written there so far), as one line (:func:`neardup.errors.temp_dir_error`)."""
     held = f"a dedup keeps its stages' files there ({nbytes} bytes written so far)"
     return temp_dir_error(e, where, held, "a work directory with --work-dir")
-
-
-def filled(e: OSError) -> bool:
-    """Whether ``e`` says a disk is full."""
-    short = e.errno is None and "requested and" in str(e)  # numpy's short write
-    return e.errno in _FULL or short
 
 
 @contextlib.contextmanager

@@ -9,7 +9,6 @@ type; its traceback goes to the server log.
 
 from __future__ import annotations
 
-import errno
 import gc
 import json
 import logging
@@ -21,6 +20,7 @@ import numpy as np
 from neardup import config
 from neardup._optional import require
 from neardup.core.decide import DEFAULT_DEDUP_THRESHOLD
+from neardup.errors import NO_SPACE
 from neardup.index.redis import IndexUnavailableError
 from neardup.index.storage import CorruptIndexError
 from neardup.server import _kernels
@@ -81,9 +81,6 @@ def _matches(m: Any, n: int) -> list[list[dict[str, Any]]]:
     ]
 
 
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
-
-
 def _failure(exc: BaseException) -> Any:
     """The one-line error response for an exception raised while answering a request."""
     if isinstance(exc, BadRequest):
@@ -93,7 +90,7 @@ def _failure(exc: BaseException) -> Any:
     if isinstance(exc, CorruptIndexError):
         log.error("index error: %s", exc)
         return _error(503, str(exc))
-    if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+    if isinstance(exc, OSError) and exc.errno in NO_SPACE:
         log.error("storage full: %s", exc)
         return _error(
             503,
