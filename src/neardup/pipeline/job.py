@@ -163,8 +163,9 @@ def dedup(
         Verified dedup: a document is dropped only when the exact Jaccard of its shingle set
         with an already kept document's is ``>= threshold`` (0 < threshold <= 1). The candidates
         compared come from ``candidates``. Documents in keep-priority order; a drop is never
-        chained through a dropped document; documents without shingles are always kept. Shingle keys are spooled to a temporary
-        file (4 bytes per distinct shingle, in ``temp_dir``), removed when the job ends.
+        chained through a dropped document; documents without shingles are always kept. The
+        shingle keys are spilled to the run's work directory (4 bytes per distinct shingle, in
+        ``temp_dir``), removed when the job ends.
     verify : bool, default True
         False: fingerprint-only decisions, faster and without shingle keys: documents in
         keep order, each dropped for the first already kept document whose fingerprint is
@@ -253,12 +254,14 @@ def dedup(
         verified run find each kept document's nearest miss (``result.verified.near_for``).
     device : {"cpu", "cuda", "auto"}
         Where the candidate search runs (verified or not), as in :func:`neardup.find_all`:
-        the same pairs, so the same decisions. Each search task resolves it where it runs: ``"cuda"`` needs a usable GPU on every worker (checked
-        before any work), ``"auto"`` uses a worker's GPU when it has one.
+        the same pairs, so the same decisions. Each search task resolves it where it runs:
+        ``"cuda"`` needs a usable GPU on every worker (checked before any work), ``"auto"``
+        uses a worker's GPU when it has one.
     temp_dir : path, optional
         Where a run keeps its temporary work directory (the stages' files, the shingle keys
-        among them); default: the system temporary directory, ``TMPDIR``. A directory that fills up is named in the
-        error.
+        among them); default: the system temporary directory, ``TMPDIR`` (a small run's: the
+        memory file system, :func:`neardup.pipeline.plan.memory_work_dir`). A directory that
+        fills up is named in the error.
     shard_docs : int, optional
         Every run goes as stages over shards (:mod:`neardup.pipeline.staged`): with this, of
         about this many documents, with the candidate, component and decide stages. Without it, a
@@ -343,7 +346,8 @@ def dedup(
                         extra_outputs)  # fmt: skip
         plan = build_plan(
             data if in_memory is None else in_memory, threshold=threshold, verify=verify,
-            distance=distance, keep=keep, blocks=blocks, fingerprinter=fingerprinter, preset=preset, text_field=text_field,
+            distance=distance, keep=keep, blocks=blocks, fingerprinter=fingerprinter,
+            preset=preset, text_field=text_field,
             id_field=id_field, fmt=fmt, skip_bad=skip_bad, output=output, clusters=clusters,
             drop_list=drop_list, json_summary=json_summary, against=against, update=update,
             shard_docs=shard_docs, work_dir=work_dir, clean_work_dir=clean_work_dir,

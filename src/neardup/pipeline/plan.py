@@ -363,8 +363,8 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
 
     ``memory`` (bytes or a string such as ``"8G"``; default ``NEARDUP_MEMORY`` or half the
     available memory) is the run's budget: a run whose documents fit in it is decided in one
-    task (``whole_docs``), and, unless ``shard_docs`` is given, it sets the shard size (``parallel`` tasks at
-    a time, :data:`TASK_BYTES_PER_DOC` each per document) and the fingerprints of one search
+    task (``whole_docs``), and, unless ``shard_docs`` is given, it sets the shard size
+    (``parallel`` tasks at a time, :data:`TASK_BYTES_PER_DOC` each per document) and the fingerprints of one search
     task (:data:`SEARCH_BYTES_PER_DOC` each); ``slots`` tasks at a time in all (a Dask
     cluster's threads) then cut the input into at least :data:`SHARDS_PER_SLOT` shards each
     (:func:`spread`). ``clean_work_dir``: remove ``work_dir`` once the outputs are committed
@@ -377,8 +377,8 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
     ------
     ValueError
         For options that do not fit together (``update`` without ``against``, ``blocks`` not
-        above the distance, a ``work_dir`` URL of a read-only scheme, an unknown keep policy, a bad threshold or shard size, ``work_dir`` with
-        in-memory input, ``common_shingles``
+        above the distance, a ``work_dir`` URL of a read-only scheme, an unknown keep policy,
+        a bad threshold or shard size, ``work_dir`` with in-memory input, ``common_shingles``
         not a share in (0, 1) or a count >= 2, or without verification).
     InputError
         For inputs that cannot be read (missing, mixed formats, stdin).
