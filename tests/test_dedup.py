@@ -466,3 +466,36 @@ def test_subset_sets_copies_the_chosen_documents():
     keep = np.array([True, True, False, True, False])
     got = subset_sets(ShingleSets(offsets, keys), np.flatnonzero(keep))
     assert naive.csr_to_sets(got.offsets, got.keys) == [s for s, k in zip(sets, keep) if k]
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_collect_false_gives_the_same_result_type_with_its_counts_but_no_arrays(tmp_path, verify):
+    """``dedup()`` gives one type: with ``collect=False`` a :class:`DedupResult` whose counts
+    and summary are those of the collected run, and whose per-document fields say they were not
+    collected (a clear error, not a wrong answer); the summary of either is what
+    ``--json-summary`` writes."""
+    from neardup import DedupResult
+    from neardup.errors import NotCollectedError
+
+    src = os.path.join(SAMPLE, "corpus.jsonl")
+    full = dedup(src, verify=verify, json_summary=tmp_path / "s.json")
+    lean = dedup(src, verify=verify, collect=False)
+    assert type(full) is type(lean) is DedupResult
+    assert full.collected and not lean.collected
+    assert (len(lean), lean.n_clusters, lean.n_dropped) == (
+        len(full), full.n_clusters, full.n_dropped) == (1200, full.summary()["clusters"],
+                                                         int(full.dropped.sum()))  # fmt: skip
+    assert full.n_dropped > 0 and full.n_clusters > 0
+    drop = ("seconds", "documents_per_second", "stages")
+    trim = lambda s: {k: v for k, v in s.items() if k not in drop}  # noqa: E731
+    assert trim(lean.summary()) == trim(full.summary())
+    assert full.summary() == json.loads((tmp_path / "s.json").read_text())
+    assert lean.summary()["stages"].keys() == full.summary()["stages"].keys()
+    figures = lambda r: (r.skipped, r.threshold, r.bytes_in, r.bytes_out, r.candidates)  # noqa: E731
+    assert figures(lean) == figures(full)
+    assert full.bytes_in == os.path.getsize(src) and full.bytes_out == 0  # nothing written
+    assert "dropped=" in repr(lean)
+    for use in (lambda r: r.kept, lambda r: r.ids[0], lambda r: len(r.fingerprints),
+                lambda r: r.clusters, lambda r: r.filter([1]), lambda r: r.verified.jaccard):  # fmt: skip
+        with pytest.raises(NotCollectedError, match=r"collect=False.*collect=True"):
+            use(lean)

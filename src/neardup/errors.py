@@ -22,6 +22,11 @@ class UnsupportedOperation(NeardupError, ValueError):
         )
 
 
+class NotCollectedError(NeardupError, AttributeError):
+    """A per-document field asked of a dedup result made with ``collect=False``, which keeps
+    only the run's summary and counts (its outputs hold the decisions)."""
+
+
 class InputError(ValueError):
     """Bad input data: names the source, the line/record (1-based) and what was wrong."""
 

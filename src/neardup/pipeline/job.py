@@ -29,6 +29,7 @@ from neardup.pipeline.ahead import announce, dedup_groups
 from neardup.pipeline.executors import open_executor
 from neardup.pipeline.extra import ExtraOutput
 from neardup.pipeline.plan import DedupPlan, build_plan
+from neardup.pipeline.result import DedupResult
 from neardup.pipeline.stage_search import check_search_device
 from neardup.pipeline.staged import run_staged
 from neardup.pipeline.staged_result import summary as staged_summary
@@ -289,8 +290,10 @@ def dedup(
         document (``decide-all``), the shard size and the search task size
         (docs/guides/memory.md).
     collect : bool, default True
-        False: return only an object with the run's ``summary()``, not a
-        :class:`DedupResult` (which holds arrays of every document).
+        False: the result holds the run's summary and its counts, but no array of every
+        document (``kept``, ``ids``, ``clusters``, ... raise
+        :class:`~neardup.errors.NotCollectedError`), so that memory stays bounded
+        however large the input; the outputs hold the decisions.
     common_shingles : float or int, optional
         Verified dedup: shingles in more than this share of the documents (a float in (0, 1))
         or this many documents (an int >= 2) take no part in the candidates or the
@@ -375,19 +378,10 @@ def _staged(plan: DedupPlan, opts: _Options, collect: bool, memory: MemoryRows |
     run, result = run_staged(plan, executor=opts.executor, progress=opts.stage_progress,
                              on_bad=opts.on_bad, log=opts.log, collect=collect,
                              extra_outputs=opts.extra_outputs, memory=memory)  # fmt: skip
-    return result if collect else StagedSummary(staged_summary(plan, run))
-
-
-class StagedSummary:
-    """What :func:`dedup` gives for a staged run with ``collect=False``: its summary only (no
-    array of every document)."""
-
-    def __init__(self, summary: dict[str, Any]) -> None:
-        self._summary = summary
-
-    def summary(self) -> dict[str, Any]:
-        """The run's summary (:func:`neardup.pipeline.staged_result.summary`)."""
-        return self._summary
+    if result is None:
+        return DedupResult.summary_only(staged_summary(plan, run))
+    result.run_summary = staged_summary(plan, run)
+    return result
 
 
 @dataclass

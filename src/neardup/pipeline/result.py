@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from neardup._optional import require
 from neardup.core.decide import Decisions
 from neardup.core.order import lexorder
 from neardup.core.verify import NO_SHINGLES_WARN_FRACTION, VerifiedDecisions
+from neardup.errors import NotCollectedError
 from neardup.pipeline.against import IndexCheck
 from neardup.pipeline.report import json_id
 from neardup.pipeline.scan import Scan
@@ -109,6 +111,33 @@ def family_note(summary: Mapping[str, Any]) -> str | None:
             f"against the family's kept documents")  # fmt: skip
 
 
+class _NotCollected:
+    """What a result made with ``collect=False`` holds in place of each per-document field:
+    any use of it raises :class:`~neardup.errors.NotCollectedError` naming the field."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _refuse(self, *_: Any) -> Any:
+        raise NotCollectedError(
+            f"this result has no {self.name}: dedup(collect=False) keeps only the run's "
+            "summary, not arrays of every document; call dedup() with collect=True (the "
+            "default), or read the outputs it wrote"
+        )
+
+    __getattr__ = __len__ = __iter__ = __getitem__ = __array__ = _refuse
+
+    def __repr__(self) -> str:
+        return f"<{self.name}: not collected>"
+
+
+#: The fields of :class:`DedupResult` that hold something of every document.
+_PER_DOCUMENT = ("ids", "fingerprints", "lengths", "decisions", "scan", "positions",
+                 "verified", "against", "near")  # fmt: skip
+
+
 @dataclass
 class DedupResult:
     """Decisions for ``n`` documents, with their ids and fingerprints.
@@ -130,7 +159,8 @@ class DedupResult:
     scan : Scan or None
         For file input: the source file and record number of every document.
     bytes_in, bytes_out : int
-        Input size and written output size in bytes (file input with an output; else 0).
+        Input size and written output size in bytes (file input; 0 for in-memory data, and
+        ``bytes_out`` 0 without an output).
     positions : ndarray of int64 or None
         In-memory input: the input position of each document. All arrays are aligned with the
         documents read, which are the whole input unless ``skip_bad`` skipped some; then map
@@ -141,7 +171,8 @@ class DedupResult:
     threshold : float or None
         Jaccard threshold of a verified dedup.
     temp_bytes : int
-        Bytes of shingle keys spooled to a temporary file (removed when the job ended).
+        Bytes the run's stages wrote to its work directory (removed at the end unless a
+        ``work_dir`` was given to keep).
     against : IndexCheck or None
         With ``against=``: for each document, the index entry it was dropped for (``id``, None
         when not found), the distance, the estimated Jaccard and ``how`` the index decided:
@@ -164,6 +195,13 @@ class DedupResult:
         ``"fingerprint"``).
     scheme : (int, int) or None
         With ``candidates="bands"``: the bands and rows (the summary's ``bands``).
+    run_summary : dict or None
+        The run's summary (:meth:`summary`).
+
+    A result made with ``collect=False`` (:meth:`summary_only`) holds the summary and its
+    figures (``len``, ``n_clusters``, ``n_dropped``, ``skipped``, ``seconds``, the bytes, ...)
+    but no per-document field: using one (``ids``, ``kept``, ``clusters``, ...) raises
+    :class:`~neardup.errors.NotCollectedError`.
     """
 
     ids: list[Any]
@@ -185,8 +223,30 @@ class DedupResult:
     scheme: tuple[int, int] | None = None
     common: dict[str, Any] | None = None
     template: dict[str, Any] | None = None
+    run_summary: dict[str, Any] | None = field(default=None, repr=False)
+
+    @classmethod
+    def summary_only(cls, summary: Mapping[str, Any]) -> DedupResult:
+        """A result of the run that ``summary`` (:meth:`summary`) describes, without its
+        per-document fields (``collect=False``)."""
+        s = dict(summary)
+        return cls(
+            **{name: _NotCollected(name) for name in _PER_DOCUMENT},  # type: ignore[arg-type]
+            skipped=s["skipped"], seconds=dict(s["seconds"]), bytes_in=s.get("bytes_in", 0),
+            bytes_out=s.get("bytes_out", 0), threshold=s.get("threshold"),
+            temp_bytes=s.get("temp_bytes", 0), candidates=s.get("candidates"),
+            scheme=tuple(s["bands"]) if "bands" in s else None,
+            common=s.get("common_shingles"), template=s.get("template_hint"), run_summary=s,
+        )  # fmt: skip
+
+    @property
+    def collected(self) -> bool:
+        """Whether the result holds arrays of every document (``collect=True``)."""
+        return not isinstance(self.decisions, _NotCollected)
 
     def __len__(self) -> int:
+        if not self.collected:
+            return int(self.summary()["documents"])
         return len(self.ids)
 
     def __repr__(self) -> str:
@@ -213,10 +273,15 @@ class DedupResult:
     @property
     def n_clusters(self) -> int:
         """Clusters with two or more members."""
+        if not self.collected:
+            return int(self.summary()["clusters"])
         return self.decisions.n_clusters
 
     @property
     def n_dropped(self) -> int:
+        """Documents removed (by a cluster's survivor or by the index)."""
+        if not self.collected:
+            return int(self.summary()["dropped"])
         return int(np.count_nonzero(self.dropped))
 
     @property
@@ -376,6 +441,8 @@ class DedupResult:
         """
         from neardup.io.hf import is_dataset, select_rows
 
+        if not self.collected:
+            self.decisions._refuse()
         if self.scan is not None:
             raise ValueError("file input was written with output=; filter in-memory data only")
         n = sum(map(len, data.values())) if type(data).__name__ == "DatasetDict" else len(data)
@@ -396,28 +463,9 @@ class DedupResult:
         return [x for x, k in zip(data, mask.tolist(), strict=True) if k]
 
     def summary(self) -> dict[str, Any]:
-        """Counts, sizes and stage times as a JSON-ready dict."""
-        total = sum(self.seconds.values())
-        ver, a, family = self.verified, self.against, None
-        if ver is not None and ver.family is not None:
-            m, first = ver.family
-            family = (m, json_id(self.ids[first]) if m >= 2 else None)
-        against = None
-        if a is not None:
-            against = {"index": a.path, "dropped": a.n_found, "already_in_index": a.n_own,
-                       "verified": a.how, "distance": a.distance_limit}  # fmt: skip
-        out = summary_head(
-            documents=len(self), skipped=self.skipped, clusters=self.n_clusters,
-            dropped=self.n_dropped, verified=ver is not None, threshold=self.threshold,
-            candidates=self.candidates, no_shingles=0 if ver is None else ver.n_no_shingles,
-            temp_bytes=self.temp_bytes, scheme=self.scheme, common=self.common,
-            template=self.template, family=family, against=against, bytes_in=self.bytes_in,
-            bytes_out=self.bytes_out,
-        )  # fmt: skip
-        out["seconds"] = {k: round(v, 3) for k, v in self.seconds.items()}
-        out["seconds"]["total"] = round(total, 3)
-        out["documents_per_second"] = round(len(self) / total) if total > 0 else None
-        return out
+        """The run's summary as a JSON-ready dict: counts, sizes, stage times and where the run
+        ran (:func:`neardup.pipeline.staged_result.summary`, what ``--json-summary`` writes)."""
+        return copy.deepcopy(self.run_summary or {})
 
 
 def report_no_shingles(n: int, no_shingles: int, log: Callable[[str], None] | None) -> None:
