@@ -735,3 +735,16 @@ def test_each_file_cut_into_ranges_numbers_its_own_lines(tmp_path):
         assert r.scan.source.tolist() == [0] * 900 + [1] * 898
         ids = dedup(src, shard_docs=shard_docs, skip_bad=True, id_field=None).ids
         assert ids[900] == f"{b}:1" and ids[-1] == f"{b}:900"
+
+
+@pytest.mark.parametrize("candidates", ["prefix", "bands", "fingerprint"])
+def test_only_the_fingerprint_search_spills_set_fingerprints(tmp_path, candidates):
+    """The scan spills each document's set fingerprint only for the fingerprint search (the
+    prefix and band candidates never read them), with the same kept documents either way."""
+    sample = os.path.join(os.path.dirname(__file__), "..", "data", "sample", "corpus.jsonl")
+    work = tmp_path / "work"
+    got = dedup(sample, candidates=candidates, shard_docs=400, work_dir=work)
+    scans = sorted((work / "scan").iterdir())
+    assert len(scans) >= 3 and all((s / "koff.npy").exists() for s in scans)
+    assert {(s / "sfp.npy").exists() for s in scans} == {candidates == "fingerprint"}
+    assert got.n_dropped == 174 and (got.decisions.distance[got.dropped] >= 0).all()

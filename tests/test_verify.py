@@ -558,3 +558,24 @@ def test_gather_sets_copies_wanted_documents_from_a_mapped_spool(tmp_path):
     assert a.kept_for.tolist() == b.kept_for.tolist()
     in_memory = as_shingle_sets(offsets, keys)
     assert gather_sets(in_memory, wanted) is in_memory
+
+
+@settings(max_examples=60, deadline=None)
+@given(families(), st.sampled_from(["prefix", "bands"]), st.sampled_from(THRESHOLDS))
+def test_candidates_other_than_the_search_fingerprint_only_the_drops(sets, candidates, t):
+    """Prefix and band candidates compute set fingerprints only for the drops and their kept
+    documents: the drops' distances are those of every set's fingerprints, given or not, and
+    ``distances=False`` leaves them -1 with the same decisions."""
+    csr = _csr(sets)
+    given_fps = decide_verified(csr, set_fingerprints(csr), t, candidates=candidates)
+    lazy = decide_verified(csr, None, t, candidates=candidates)
+    bare = decide_verified(csr, None, t, candidates=candidates, distances=False)
+    for d in (lazy, bare):
+        assert np.array_equal(d.kept_for, given_fps.kept_for)
+        assert np.array_equal(d.jaccard, given_fps.jaccard, equal_nan=True)
+    assert np.array_equal(lazy.distance, given_fps.distance)
+    assert (bare.distance == -1).all()
+    fp = set_fingerprints(csr)
+    drop = np.flatnonzero(~lazy.kept)
+    want = [bin(int(fp[i]) ^ int(fp[lazy.kept_for[i]])).count("1") for i in drop]
+    assert lazy.distance[drop].tolist() == want

@@ -62,6 +62,7 @@ from neardup.core.similarity import (
     resolve_threads,
     set_fingerprints,
     similar_pairs,
+    subset_sets,
 )
 
 __all__ = [
@@ -187,7 +188,7 @@ class _Greedy:
     def run_pairs(self, docs: np.ndarray, local: np.ndarray) -> None:
         adj_off, adj = _earlier_adjacency(len(docs), local)
         self.candidates += len(adj)
-        paired = np.zeros(len(self.fp), dtype=np.bool_)
+        paired = np.zeros(len(self.kept_for), dtype=np.bool_)
         paired[docs[local.ravel()]] = True
         o = gather_sets(self.sets, paired, self.threads)
         self.checks += VK.greedy_keep(
@@ -359,6 +360,17 @@ def _keep_or_drop(
         greedy.run_pairs(docs, _local_pairs(pairs, is_rep, docs))
 
 
+def _some_set_fingerprints(sets: ShingleSets, dropped: np.ndarray, kept_for: np.ndarray,
+                           threads: int) -> np.ndarray:  # fmt: skip
+    """:func:`set_fingerprints` of the ``dropped`` documents and of those they were dropped for
+    (``kept_for``), 0 for the others: what the drops' distances read."""
+    fp = np.zeros(len(dropped), dtype=np.uint64)
+    need = np.unique(np.concatenate([np.flatnonzero(dropped), kept_for[dropped]]))
+    if len(need):
+        fp[need] = set_fingerprints(subset_sets(sets, need), threads=threads)
+    return fp
+
+
 def decide_verified(
     shingles: ShingleSets | tuple[Any, Any],
     fingerprints: Sequence[int] | np.ndarray | None = None,
@@ -376,6 +388,7 @@ def decide_verified(
     counts: np.ndarray | None = None,
     bands: int | None = None,
     rows: int | None = None,
+    distances: bool = True,
 ) -> VerifiedDecisions:
     """Keep or drop each document, every drop verified against the document kept for it.
 
@@ -390,7 +403,9 @@ def decide_verified(
         CSR shingle sets: int64 offsets[n + 1], sorted unique uint32 keys per document.
     fingerprints : sequence of int or ndarray, optional
         Unsigned 64-bit fingerprints (bit 63 most significant) that define the candidates
-        (default: :func:`set_fingerprints` of the shingle sets).
+        and the drops' ``distance`` (default: :func:`set_fingerprints` of the shingle sets,
+        computed only for the documents that need one when the candidates are not a
+        fingerprint search).
     threshold : float, default 0.9
         Jaccard threshold in (0, 1]; 1.0 drops only identical sets.
     distance : int, optional
@@ -433,6 +448,9 @@ def decide_verified(
         With ``candidates="bands"``: the scheme, ``bands`` bands of ``rows`` MinHash rows
         (:func:`neardup.core.bands.band_scheme` chooses what is not given from the
         threshold).
+    distances : bool, default True
+        False: leave ``distance`` -1 for every document, for a caller that measures the drops
+        otherwise (set fingerprints are then computed only for a fingerprint search).
 
     Returns
     -------
@@ -454,8 +472,10 @@ def decide_verified(
     n = len(sets)
     t = check_threshold(threshold)
     nthreads = resolve_threads(threads)
-    if fingerprints is None:
-        fp = set_fingerprints(sets, threads=nthreads)
+    fp: np.ndarray | None = None
+    if fingerprints is None:  # only the fingerprint search needs every set's
+        if candidates == "fingerprint" and pairs is None:
+            fp = set_fingerprints(sets, threads=nthreads)
     else:
         fp = as_fingerprints(fingerprints)
         if fp.shape[0] != n:
@@ -487,7 +507,10 @@ def decide_verified(
     jac = np.full(n, np.nan)
     jac[dropped] = inter[dropped] / union[dropped]
     dist = np.full(n, -1, dtype=np.int64)
-    dist[dropped] = popcount(fp[dropped] ^ fp[kept_for[dropped]])
+    if distances and fp is None:  # of the drops and the documents they were dropped for only
+        fp = _some_set_fingerprints(sets, dropped, kept_for, nthreads)
+    if fp is not None and distances:
+        dist[dropped] = popcount(fp[dropped] ^ fp[kept_for[dropped]])
     near_for, near_jac = _nearest_misses(near, kept) if near_misses else (None, None)
     return VerifiedDecisions(kept, kept_for, jac, dist, empty, greedy.checks, greedy.candidates,
                              near_for, near_jac, greedy.family)  # fmt: skip

@@ -48,8 +48,8 @@ def merge_task(out: str, work: str, n_shards: int, lo: int, hi: int, limit: int)
 
 def filter_task(out: str, work: str, plan: DedupPlan, s: int, merges: int) -> dict[str, int]:
     """Shard ``s``'s sets without the common keys (of the ``merges`` common-merge tasks): its
-    ``keys.u32``, ``koff``, set fingerprints ``sfp`` and set digests (:func:`by_digest`), as
-    the scan spills them."""
+    ``keys.u32``, ``koff``, set fingerprints ``sfp`` (:attr:`DedupPlan.set_fps`) and set
+    digests (:func:`by_digest`), as the scan spills them."""
     drop = np.concatenate(
         [np.asarray(load(work, "common-merge", r, "common")) for r in range(merges)]
         or [np.zeros(0, np.uint32)]
@@ -61,14 +61,14 @@ def filter_task(out: str, work: str, plan: DedupPlan, s: int, merges: int) -> di
             keys.tofile(f)
             chunk = ShingleSets(offsets, keys)
             sizes.append(np.diff(offsets))
-            sfp.append(set_fingerprints(chunk, threads=1))
+            if plan.set_fps:
+                sfp.append(set_fingerprints(chunk, threads=1))
             digests.append(set_digests(chunk))
     size = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
     koff = np.zeros(len(size) + 1, dtype=np.int64)
     np.cumsum(size, out=koff[1:])
     digest = np.concatenate(digests) if digests else np.zeros((0, 2), np.uint64)
-    nbytes = save(
-        out, koff=koff, sfp=np.concatenate(sfp).astype(np.uint64), **by_digest(digest, size)
-    )
+    more = {"sfp": np.concatenate(sfp).astype(np.uint64)} if plan.set_fps else {}
+    nbytes = save(out, koff=koff, **more, **by_digest(digest, size))
     all_common = int(np.count_nonzero((sets.sizes > 0) & (size == 0)))
     return {"all_common": all_common, "bytes": nbytes + 4 * int(koff[-1])}

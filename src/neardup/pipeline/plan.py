@@ -186,6 +186,13 @@ class DedupPlan:
         return self.files[0].kind if self.files else "jsonl"
 
     @property
+    def set_fps(self) -> bool:
+        """Whether the stages keep each document's set fingerprint (``sfp``): only a verified
+        run whose candidates are the fingerprint search reads them; prefix and band candidates
+        never do."""
+        return self.verify and self.candidates == "fingerprint"
+
+    @property
     def fingerprint_distance(self) -> int:
         """The distance of a fingerprint-only check: ``--no-verify``'s and an index's without
         sketches (:data:`neardup.core.decide.DEFAULT_DEDUP_DISTANCE` unless given)."""

@@ -118,7 +118,7 @@ def decide_all_task(out: str, work: str, plan: DedupPlan, offsets: list[int], th
         return _save_rows(out, nodes, surv, np.full(n, np.nan), {}, [])
     stage = key_stage(plan)
     sets = all_sets(work, off, stage)
-    sfp = gather_array(work, off, nodes, "sfp", np.uint64, stage)
+    sfp = gather_array(work, off, nodes, "sfp", np.uint64, stage) if plan.set_fps else None
     exclude = gather_array(work, off, nodes, "found", bool, "against") if aside else None
     how: dict[str, Any] = {"candidates": plan.candidates, "distance": plan.distance,
                            "blocks": plan.blocks}  # fmt: skip
@@ -128,7 +128,7 @@ def decide_all_task(out: str, work: str, plan: DedupPlan, offsets: list[int], th
         warnings.simplefilter("ignore", UserWarning)
         d = decide_verified(sets, sfp, plan.threshold, keep=plan.keep, lengths=values,
                             threads=threads, exclude=exclude, near_misses=plan.near_misses,
-                            **how)  # fmt: skip
+                            distances=False, **how)  # fmt: skip
     surv = np.where(d.kept_for < 0, nodes, d.kept_for)
     jac = np.where(d.kept_for < 0, 1.0, d.jaccard)
     rows = {}
@@ -151,7 +151,8 @@ def _decide_group(work: str, plan: DedupPlan, off: np.ndarray, nodes: np.ndarray
     of prefix filtering over the group in the corpus order (the prefix-merge stage), with
     bands those of the bands, so that a family (:mod:`neardup.pipeline.stage_prefix`) costs a
     check per member and kept document; else over the group's verified pairs ``local``."""
-    sfp = gather_array(work, off, nodes, "sfp", np.uint64, key_stage(plan))
+    stage = key_stage(plan)
+    sfp = gather_array(work, off, nodes, "sfp", np.uint64, stage) if plan.set_fps else None
     how: dict[str, Any] = {"pairs": local}
     if plan.candidates == "prefix":
         counts = np.asarray(load(work, "prefix-merge", 0, "counts"))
@@ -162,7 +163,7 @@ def _decide_group(work: str, plan: DedupPlan, off: np.ndarray, nodes: np.ndarray
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         return decide_verified(sets, sfp, plan.threshold, keep=plan.keep, lengths=values,
-                               threads=1, **how)  # fmt: skip
+                               threads=1, distances=False, **how)  # fmt: skip
 
 
 def _near_rows(off: np.ndarray, nodes: np.ndarray, near_for: np.ndarray | None,
