@@ -360,15 +360,33 @@ def _keep_or_drop(
         greedy.run_pairs(docs, _local_pairs(pairs, is_rep, docs))
 
 
-def _some_set_fingerprints(sets: ShingleSets, dropped: np.ndarray, kept_for: np.ndarray,
-                           threads: int) -> np.ndarray:  # fmt: skip
-    """:func:`set_fingerprints` of the ``dropped`` documents and of those they were dropped for
-    (``kept_for``), 0 for the others: what the drops' distances read."""
-    fp = np.zeros(len(dropped), dtype=np.uint64)
-    need = np.unique(np.concatenate([np.flatnonzero(dropped), kept_for[dropped]]))
-    if len(need):
-        fp[need] = set_fingerprints(subset_sets(sets, need), threads=threads)
+def _fingerprints(fingerprints: Any, sets: ShingleSets, search: bool,
+                  threads: int) -> np.ndarray | None:  # fmt: skip
+    """The ``fingerprints`` given (one a set), else the sets' own where the fingerprint
+    ``search`` needs them, else None (only the drops' distances read some)."""
+    if fingerprints is None:
+        return set_fingerprints(sets, threads=threads) if search else None
+    fp = as_fingerprints(fingerprints)
+    if fp.shape[0] != len(sets):
+        raise ValueError(f"got {len(sets)} shingle sets but {fp.shape[0]} fingerprints")
     return fp
+
+
+def _drop_distances(sets: ShingleSets, fp: np.ndarray | None, dropped: np.ndarray,
+                    kept_for: np.ndarray, threads: int, distances: bool) -> np.ndarray:  # fmt: skip
+    """The bits between each ``dropped`` document's fingerprint and that of the document it was
+    dropped for (``kept_for``), -1 for the others (and for all without ``distances``); ``fp``
+    None: :func:`set_fingerprints` computed for those documents only."""
+    dist = np.full(len(dropped), -1, dtype=np.int64)
+    if not distances:
+        return dist
+    if fp is None:
+        fp = np.zeros(len(dropped), dtype=np.uint64)
+        need = np.unique(np.concatenate([np.flatnonzero(dropped), kept_for[dropped]]))
+        if len(need):
+            fp[need] = set_fingerprints(subset_sets(sets, need), threads=threads)
+    dist[dropped] = popcount(fp[dropped] ^ fp[kept_for[dropped]])
+    return dist
 
 
 def decide_verified(
@@ -472,14 +490,7 @@ def decide_verified(
     n = len(sets)
     t = check_threshold(threshold)
     nthreads = resolve_threads(threads)
-    fp: np.ndarray | None = None
-    if fingerprints is None:  # only the fingerprint search needs every set's
-        if candidates == "fingerprint" and pairs is None:
-            fp = set_fingerprints(sets, threads=nthreads)
-    else:
-        fp = as_fingerprints(fingerprints)
-        if fp.shape[0] != n:
-            raise ValueError(f"got {n} shingle sets but {fp.shape[0]} fingerprints")
+    fp = _fingerprints(fingerprints, sets, candidates == "fingerprint" and pairs is None, nthreads)
     order = priority_order(n, keep, lengths)
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n, dtype=np.int64)
@@ -506,11 +517,7 @@ def decide_verified(
     kept_for[kept] = -1
     jac = np.full(n, np.nan)
     jac[dropped] = inter[dropped] / union[dropped]
-    dist = np.full(n, -1, dtype=np.int64)
-    if distances and fp is None:  # of the drops and the documents they were dropped for only
-        fp = _some_set_fingerprints(sets, dropped, kept_for, nthreads)
-    if fp is not None and distances:
-        dist[dropped] = popcount(fp[dropped] ^ fp[kept_for[dropped]])
+    dist = _drop_distances(sets, fp, dropped, kept_for, nthreads, distances)
     near_for, near_jac = _nearest_misses(near, kept) if near_misses else (None, None)
     return VerifiedDecisions(kept, kept_for, jac, dist, empty, greedy.checks, greedy.candidates,
                              near_for, near_jac, greedy.family)  # fmt: skip

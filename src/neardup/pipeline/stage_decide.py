@@ -17,6 +17,7 @@ from neardup.core.order import lexorder
 from neardup.core.similarity import ShingleSets
 from neardup.core.verify import decide_verified, priority_order
 from neardup.distributed.plan import distinct_nodes
+from neardup.pages import small_pages
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.task_files import (
     all_sets,
@@ -105,7 +106,15 @@ def decide_all_task(out: str, work: str, plan: DedupPlan, offsets: list[int], th
     :func:`neardup.core.decide.keep_order` (fingerprints only) do, with no pairs, components
     or exact-copy links in files. With ``aside`` the documents found in the index (with
     sketches) take no part. Its near misses (a report) are rows of the decide files for every
-    kind of candidates."""
+    kind of candidates. Its arrays are not advised onto huge pages
+    (:func:`neardup.pages.small_pages`: measured faster for this task)."""
+    with small_pages():
+        return _decide_everything(out, work, plan, offsets, threads, aside)
+
+
+def _decide_everything(out: str, work: str, plan: DedupPlan, offsets: list[int], threads: int,
+                       aside: bool) -> dict[str, Any]:  # fmt: skip
+    """:func:`decide_all_task`'s work."""
     off = np.asarray(offsets, dtype=np.int64)
     n = int(off[-1])
     nodes = np.arange(n, dtype=np.int64)
