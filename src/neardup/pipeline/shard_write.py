@@ -106,10 +106,10 @@ def write_task(out: str, work: str, plan: DedupPlan, offsets: list[int], n_decid
         if plan.update:  # the survivors the index does not hold as themselves yet
             own = np.asarray(load(work, "own", s, "own"))
             save(out, new=np.flatnonzero(~dropped & ~own))
-    ids = load_ids(work, s)
     result = {"dropped": int(dropped.sum()), "clusters": 0, "kept_bytes": 0,
               "kept": int(hi - lo - dropped.sum())}  # fmt: skip
     if plan.drop_list is not None:
+        ids = load_ids(work, s)  # only the drop list names documents by id here
         with open(os.path.join(out, "drop.txt"), "w") as f:
             f.writelines(f"{ids[i]}\n" for i in np.flatnonzero(dropped).tolist())
     label = rows["label"]

@@ -212,7 +212,7 @@ def scan_shard(
         arrays.update(by_digest(np.concatenate(digests), sizes))
         no_shingles = int(np.count_nonzero(sizes == 0))
     arrays["idh"] = concat(seen.hash_parts, np.uint64)  # for ids repeated across shards
-    by_hash = np.argsort(arrays["idh"], kind="stable")  # the ids stage reads hash ranges
+    by_hash = np.argsort(arrays["idh"])  # the ids stage reads hash ranges (ties: any order)
     arrays.update(idh_sorted=arrays["idh"][by_hash], idh_place=by_hash.astype(np.int64))
     nbytes = save(out, **arrays)
     with open(os.path.join(out, "ids.pkl"), "wb") as f:
@@ -315,7 +315,7 @@ def repeated_ids(out: str, work: str, plan: DedupPlan, sizes: list[int], b: int,
         hashes.append(np.asarray(h[lo:hi]))
         places.append(np.asarray(load(work, "scan", s, "idh_place")[lo:hi]) + offsets[s])
     h, pos = concat(hashes, np.uint64), concat(places, np.int64)
-    order = lexorder((pos, h))
+    order = np.argsort(h)  # equal hashes side by side, in any order: their places are kept
     h, pos = h[order], pos[order]
     same = np.flatnonzero(h[1:] == h[:-1])
     docs = np.unique(np.concatenate([pos[same], pos[same + 1]]))
