@@ -142,6 +142,11 @@ _PER_DOCUMENT = ("ids", "fingerprints", "lengths", "decisions", "scan", "positio
 class DedupResult:
     """Decisions for ``n`` documents, with their ids and fingerprints.
 
+    A result made with ``collect=False`` (:meth:`summary_only`) holds the summary and its
+    figures (``len``, ``n_clusters``, ``n_dropped``, ``skipped``, ``seconds``, the bytes, ...)
+    but no per-document field: using one (``ids``, ``kept``, ``clusters``, ...) raises
+    :class:`~neardup.errors.NotCollectedError`.
+
     Attributes
     ----------
     ids : list
@@ -197,11 +202,6 @@ class DedupResult:
         With ``candidates="bands"``: the bands and rows (the summary's ``bands``).
     run_summary : dict or None
         The run's summary (:meth:`summary`).
-
-    A result made with ``collect=False`` (:meth:`summary_only`) holds the summary and its
-    figures (``len``, ``n_clusters``, ``n_dropped``, ``skipped``, ``seconds``, the bytes, ...)
-    but no per-document field: using one (``ids``, ``kept``, ``clusters``, ...) raises
-    :class:`~neardup.errors.NotCollectedError`.
     """
 
     ids: list[Any]
