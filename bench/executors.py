@@ -52,7 +52,7 @@ def child(args: argparse.Namespace) -> None:
 
             options["client"] = stack.enter_context(connect(None, args.workers))
         elif args.child == "ray":
-            from neardup.pipeline.ray_executor import RayExecutor, ray_session
+            from neardup.distributed.ray_executor import RayExecutor, ray_session
 
             stack.enter_context(ray_session("local", args.workers))
             options["executor"] = RayExecutor()

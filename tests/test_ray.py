@@ -25,10 +25,10 @@ from cli import interruptible, invoke  # noqa: E402
 from test_staged import _MAIN, ROOT, _buckets, _outputs, _read, _write  # noqa: E402
 
 from neardup import dedup  # noqa: E402
+from neardup.distributed.ray_executor import RayExecutor, ray_session  # noqa: E402
 from neardup.errors import InputError  # noqa: E402
 from neardup.io.sources import InputPath  # noqa: E402
 from neardup.pipeline.executors import run_task  # noqa: E402
-from neardup.pipeline.ray_executor import RayExecutor, ray_session  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*no shingles:UserWarning")
 

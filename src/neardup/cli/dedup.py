@@ -678,7 +678,7 @@ def _open_cluster(
     took to start, for the summary."""
     t0 = time.perf_counter()
     if cluster.ray is not None:
-        from neardup.pipeline.ray_executor import RayExecutor, ray_session
+        from neardup.distributed.ray_executor import RayExecutor, ray_session
 
         where = stack.enter_context(ray_session(cluster.ray, cluster.workers, temp_dir))
         return {"executor": RayExecutor()}, (f"on Ray ({where}):", time.perf_counter() - t0)

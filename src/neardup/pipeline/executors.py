@@ -1,5 +1,6 @@
-"""Executors: what maps a stage function over its tasks (threads of this process, Dask, or Ray:
-:mod:`neardup.pipeline.ray_executor`).
+"""Executors: what maps a stage function over its tasks (threads of this process here; a Dask
+cluster and Ray: :mod:`neardup.distributed.executors`, :mod:`neardup.distributed.ray_executor`),
+and the task wrapper every executor runs (:func:`run_task`).
 
 An executor only runs ``fn(*args)`` for each task and gives the results back in task order; it
 knows nothing of dedup. Besides ``map`` it tells its ``name``, the ``threads`` each task may use,
@@ -18,29 +19,23 @@ import json
 import os
 import shutil
 import tempfile
-import types
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
+from neardup.distributed.executors import DaskExecutor, Progress
 from neardup.errors import InputError
 from neardup.io.files import is_url
 from neardup.io.leftovers import TEMP_SUFFIX, temp_prefix
 from neardup.pipeline.workdir import DONE, check_task, publish_task, read_done, record_files
 
 __all__ = [
-    "DaskExecutor",
     "LocalExecutor",
-    "Progress",
     "TaskInputError",
     "open_executor",
     "run_task",
-    "shared_args",
 ]
-
-#: ``progress(stage, tasks done, tasks in the stage)``
-Progress = Callable[[str, int, int], None]
 
 
 def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: Any,
@@ -154,64 +149,6 @@ class LocalExecutor:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-class DaskExecutor:
-    """Tasks on a Dask cluster (``client``), named ``neardup-<stage>`` in its dashboard; a
-    task lost with its worker is run again (:data:`neardup.distributed.RETRIES` times)."""
-
-    name = "dask"
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-        self.threads = 1
-        self.workers = len(client.scheduler_info().get("workers", {})) or 1
-        nthreads = client.nthreads().values()
-        self.parallel, self.slots = max(nthreads, default=1), sum(nthreads) or 1
-
-    def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], stage: str,
-            progress: Progress | None = None, memory: int | None = None) -> list[Any]:  # fmt: skip
-        """As :meth:`LocalExecutor.map`, on the cluster."""
-        from distributed import as_completed
-
-        from neardup.distributed import RETRIES
-
-        total = len(tasks)
-        if progress is not None:
-            progress(stage, 0, total)
-        if total == 0:
-            return []
-        token = uuid.uuid4().hex[:8]
-        # an argument that every task shares (the plan, the shard offsets) goes to the cluster
-        # once, as a task of its own, not in each task: the scheduler and its message logs,
-        # in this process with a LocalCluster, keep each task's arguments
-        shared = {
-            i: self.client.submit(
-                _value, a, key=f"neardup-{stage}-args-{token}-{i}", pure=False, retries=RETRIES
-            )
-            for i, a in shared_args(tasks).items()
-        }
-        futures = [
-            self.client.submit(
-                fn,
-                *[shared.get(j, a) for j, a in enumerate(args)],
-                key=f"neardup-{stage}-{token}-{i}",
-                pure=False,
-                retries=RETRIES,
-            )  # fmt: skip
-            for i, args in enumerate(tasks)
-        ]
-        try:
-            done = 0
-            for f in as_completed(futures):
-                if f.status == "error":
-                    break
-                done += 1
-                if progress is not None:
-                    progress(stage, done, total)
-            return [f.result() for f in futures]
-        finally:
-            self.client.cancel([*futures, *shared.values()])
-
-
 @contextlib.contextmanager
 def open_executor(executor: Any = None, client: Any = None, threads: int | None = None,
                   temp_dir: str | os.PathLike | None = None) -> Iterator[Any]:  # fmt: skip
@@ -223,8 +160,8 @@ def open_executor(executor: Any = None, client: Any = None, threads: int | None 
         ``"local"`` (the default without ``client``): ``threads`` threads of this process;
         ``"ray"``: the Ray this process is connected to, else a local Ray of ``threads`` CPUs
         (default: all) started for the block, its session in ``temp_dir``, and shut down at its
-        end (:func:`neardup.pipeline.ray_executor.ray_session`); an object with ``map`` (a
-        :class:`LocalExecutor`, a :class:`~neardup.pipeline.ray_executor.RayExecutor`): itself.
+        end (:func:`neardup.distributed.ray_executor.ray_session`); an object with ``map`` (a
+        :class:`LocalExecutor`, a :class:`~neardup.distributed.ray_executor.RayExecutor`): itself.
     client : distributed.Client, optional
         A Dask cluster (not with ``executor``).
     """
@@ -233,7 +170,7 @@ def open_executor(executor: Any = None, client: Any = None, threads: int | None 
     if executor is None or executor == "local":
         yield DaskExecutor(client) if client is not None else LocalExecutor(threads)
     elif executor == "ray":
-        from neardup.pipeline.ray_executor import RayExecutor, ray_session
+        from neardup.distributed.ray_executor import RayExecutor, ray_session
 
         with ray_session("local", threads, temp_dir):
             yield RayExecutor()
@@ -242,26 +179,3 @@ def open_executor(executor: Any = None, client: Any = None, threads: int | None 
                          f"method (got {executor!r})")  # fmt: skip
     else:
         yield executor
-
-
-#: Argument types sent with each task as they are (small, or pickled by reference).
-_INLINE = (str, bytes, int, float, bool, type(None), types.FunctionType, types.BuiltinFunctionType)
-
-
-def shared_args(tasks: Sequence[tuple[Any, ...]]) -> dict[int, Any]:
-    """The arguments (by place) that every task of a stage holds as the same object, other than
-    strings, numbers and functions: a cluster's executor sends each of them once, not with
-    every task."""
-    if len(tasks) < 2:
-        return {}
-    first = tasks[0]
-    return {
-        i: a
-        for i, a in enumerate(first)
-        if not isinstance(a, _INLINE) and all(len(t) > i and t[i] is a for t in tasks)
-    }
-
-
-def _value(x: Any) -> Any:
-    """``x`` (a task whose result the tasks of a stage take as an argument)."""
-    return x

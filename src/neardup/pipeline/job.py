@@ -241,7 +241,7 @@ def dedup(
         this process is connected to (``ray.init(address="auto")`` first), else a local Ray of
         ``threads`` CPUs (default: all) started for the run and shut down at its end, its
         session in ``temp_dir``; or an executor object
-        (:class:`~neardup.pipeline.ray_executor.RayExecutor`,
+        (:class:`~neardup.distributed.ray_executor.RayExecutor`,
         :class:`~neardup.pipeline.executors.LocalExecutor`). On Ray the outputs are the
         same; its workers must reach the inputs, the outputs' and the work directory
         (``work_dir``, or the temporary one in ``TMPDIR``) at the same paths (in-memory data

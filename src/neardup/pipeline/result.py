@@ -85,13 +85,13 @@ def summary_head(
                            "dropped": dropped, "kept": documents - dropped,
                            "verified": verified}  # fmt: skip
     if verified:
-        out.update(threshold=threshold, candidates=candidates, no_shingles=no_shingles,
-                   temp_bytes=temp_bytes)  # fmt: skip
+        out.update(threshold=threshold, candidates=candidates, no_shingles=no_shingles)
         if scheme is not None:
             out["bands"] = list(scheme)
         out.update(common_figures(common, template))
         if family is not None:
             out.update(family_figures(*family))
+    out["temp_bytes"] = temp_bytes
     if against is not None:
         out["against"] = against
     if bytes_in:

@@ -10,10 +10,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from neardup.distributed.executors import Progress
 from neardup.errors import disk_full, holding
 from neardup.io.files import is_url, reading_copies
 from neardup.pipeline import layout
-from neardup.pipeline.executors import Progress, run_task
+from neardup.pipeline.executors import run_task
 from neardup.pipeline.read_cache import renew
 from neardup.pipeline.stage_table import STAGES
 from neardup.pipeline.workdir import finished_names, stage_bytes, work_dir_full
@@ -70,7 +71,7 @@ class Runner:
         if odd is not None:  # every task of a step names the same arguments
             raise TypeError(f"step {step!r}: task {odd!r} names other arguments than {keys}")
         # the arguments by place, the same for every task, so that an executor sends one that
-        # every task shares (the plan, the shard offsets) once (executors.shared_args)
+        # every task shares (the plan, the shard offsets) once (neardup.distributed.executors.shared_args)
         args = [(self.copies, self.sums, generation, fresh and name not in finished, self.work,
                  step, stage, name, keys, *(a[k] for k in keys)) for name, a in tasks]  # fmt: skip
         try:

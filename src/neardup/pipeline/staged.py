@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from neardup.core.common import common_limit, key_ranges, template_hint
+from neardup.distributed.executors import Progress
 from neardup.distributed.plan import make_plan
 from neardup.errors import InputError
 from neardup.io.display import plural
@@ -42,7 +43,7 @@ from neardup.pipeline import staged_index as I
 from neardup.pipeline import stages as S
 from neardup.pipeline import task_files as F
 from neardup.pipeline.ahead import wait_ahead
-from neardup.pipeline.executors import LocalExecutor, Progress
+from neardup.pipeline.executors import LocalExecutor
 from neardup.pipeline.parts import commit_parts, index_clusters
 from neardup.pipeline.plan import (
     ONE_PROCESS_BYTES_PER_DOC,

@@ -123,7 +123,7 @@ def build_result(plan: DedupPlan, run: StagedRun, near_arrays: bool = True) -> A
                                             run.checks, run.candidates, near_for=near_for,
                                             near_jaccard=near_jac, family=_family(run))  # fmt: skip
         result.threshold = plan.threshold
-        result.temp_bytes = sum(run.temp_bytes.values())
+    result.temp_bytes = sum(run.temp_bytes.values())
     result.run_summary = StagedView(plan, run).summary()  # dedup() gives the final one
     return result
 

@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from neardup._optional import require
+from neardup.distributed.executors import Progress, shared_args
 from neardup.errors import InputError, OutOfMemory
 from neardup.io.display import plural
 from neardup.io.leftovers import TEMP_SUFFIX, remove_leftovers, temp_prefix
-from neardup.pipeline.executors import Progress, shared_args
 
 __all__ = ["RayExecutor", "ray_session"]
 
