@@ -323,7 +323,7 @@ def dedup(
     -------
     DedupResult
         ``kept``/``dropped`` masks, ``kept_ids``, ``labels``, ``clusters`` (pyarrow Table),
-        ``fingerprints``, ``summary()``.
+        ``fingerprints``, ``summary()``; with ``collect=False`` the summary and counts only.
 
     Raises
     ------
