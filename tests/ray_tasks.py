@@ -35,8 +35,9 @@ def bad_line(out: str, i: int) -> int:
 
 def sleepy(marks: str, i: int) -> int:
     """Marks ``marks/started-i``, then (the first task) waits for another task to start, or
-    (the others) waits for ``marks/interrupted`` (the caller's Ctrl-C) and half a second more,
-    then marks ``marks/done-i``: a task still running after the interrupt ends that way."""
+    (the others) waits for ``marks/interrupted`` (the caller's Ctrl-C) and 3 s more (time
+    for the executor to stop it, on a loaded machine too), then marks ``marks/done-i``: a task
+    still running after the interrupt ends that way."""
     open(os.path.join(marks, f"started-{i}"), "w").close()
     deadline = time.monotonic() + 60
     if i == 0:
@@ -47,6 +48,6 @@ def sleepy(marks: str, i: int) -> int:
             if time.monotonic() > deadline:
                 break
             time.sleep(0.02)
-        time.sleep(0.5)
+        time.sleep(3)
     open(os.path.join(marks, f"done-{i}"), "w").close()
     return i
