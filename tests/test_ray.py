@@ -198,9 +198,12 @@ def test_an_interrupt_cancels_the_tasks_not_started(executor, tmp_path):
         executor.map(ray_tasks.sleepy, tasks, "sleepy", progress)
     started = sorted(p.name for p in tmp_path.glob("started-*"))
     done = sorted(p.name for p in tmp_path.glob("done-*"))
-    time.sleep(4)  # a running task would end 3 s after the interrupt: none starts or ends
+    # a task running at the interrupt is asked to stop (Ray interrupts it as by Ctrl-C; on a
+    # loaded machine it may end first) and waited for: once map has returned, none starts or
+    # ends (a running task would end 3 s after the interrupt)
+    time.sleep(4)
     assert sorted(p.name for p in tmp_path.glob("started-*")) == started and len(started) < 12
-    assert sorted(p.name for p in tmp_path.glob("done-*")) == done and len(done) < len(started)
+    assert sorted(p.name for p in tmp_path.glob("done-*")) == done
     # the cluster is free again: the next stage runs at once
     assert executor.map(ray_tasks.bad_line, [(str(tmp_path), 0)], "next") == [0]
 
