@@ -116,12 +116,10 @@ def _line_ends(path: str, start: int, end: int) -> int:
     (:func:`~neardup.io.blocks.count_line_ends`: measured on 1M documents, 0.04 s against
     0.13 s with ``bytes.count``, two threads). A file cut short meanwhile ends the count (the
     run's check of its inputs then refuses it)."""
-    n, left = 0, end - start
-    with open(read_path(path), "rb") as f:
-        f.seek(start)
-        while left > 0 and (chunk := f.read(min(left, 1 << 22))):
+    n = 0
+    with contextlib.closing(ByteRange(path, start, end)) as r:
+        while chunk := r.read(1 << 22):
             n += count_line_ends(chunk)
-            left -= len(chunk)
     return n
 
 
