@@ -103,6 +103,8 @@ def rank_counts(keys: np.ndarray, threads: int = 1, bits: int = COUNT_BITS) -> n
         return c
 
     k = max(1, min(threads, len(keys) // 1_000_000))
+    if k == 1 and len(keys) <= 0xFFFFFFFF:  # one counter array, which cannot overflow
+        return count(0, len(keys))
     cuts = np.linspace(0, len(keys), k + 1).astype(np.int64).tolist()
     with ThreadPoolExecutor(k) as pool:
         parts = list(pool.map(count, cuts[:-1], cuts[1:]))
