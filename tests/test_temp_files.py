@@ -334,8 +334,10 @@ def test_a_small_run_keeps_its_work_directory_in_memory_unless_a_temp_dir_is_cho
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(tempfile, "tempdir", "/tmp")  # the platform's default
     texts = [f"text number {i} of a small run, some words {i % 7}" for i in range(300)]
-    assert build_plan(MemoryRows(texts)).temp_dir == MEMORY_FS
+    # in-memory data keeps its work in the process's memory (test_a_small_in_memory_run_...)
+    assert build_plan(MemoryRows(texts)).work_in_memory
     assert build_plan(MemoryRows(texts)).temp_in_memory
+    assert build_plan(MemoryRows(texts), temp_dir=tmp_path).temp_dir == str(tmp_path)
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)))
     assert build_plan(src).temp_in_memory
@@ -361,3 +363,77 @@ def test_a_small_run_keeps_its_work_directory_in_memory_unless_a_temp_dir_is_cho
     # it looks in the memory file system too (a killed run's leftovers there are named)
     looked = f"{tmp_path}, {MEMORY_FS}, ." in r.stdout or f"would remove {MEMORY_FS}/" in r.stdout
     assert r.returncode == 0 and looked, r.stdout
+
+
+def test_a_small_in_memory_run_keeps_its_work_in_the_process_memory(tmp_path, monkeypatch):
+    """Five texts in a list (and a DataFrame with outputs) run their stages with no file made
+    for their work: the temporary directory named does not even exist. The results, outputs
+    and summary are those of the same run working in files (temp_dir=), verified and not;
+    in-memory data too large for its share works in files."""
+    import tempfile
+
+    import pandas as pd
+
+    import neardup
+    from neardup.io.rows import MemoryRows
+    from neardup.pipeline.plan import build_plan
+
+    texts = ["the quick brown fox jumps over the lazy dog"] * 3 + [
+        "hello world this is a small test of the work store",
+        "hello world this is a small test of the work store!",
+        "something else entirely, with no near copy at all",
+    ]
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))  # no file can be made
+    frame = pd.DataFrame({"text": texts, "id": list("abcdef")})
+    for verify in (True, False):
+        mem = neardup.dedup(texts, verify=verify)
+        outs = {
+            k: tmp_path / f"{k}-{verify}.out" for k in ("clusters", "drop_list", "json_summary")
+        }
+        neardup.dedup(frame, verify=verify, **outs)
+        assert not (tmp_path / "missing").exists()
+        files = neardup.dedup(texts, verify=verify, temp_dir=tmp_path)
+        assert mem.kept.tolist() == files.kept.tolist() == [True, False, False, True, False, True]
+        assert mem.clusters.to_pylist() == files.clusters.to_pylist() != []
+        assert mem.n_dropped == 3 and mem.summary()["temp_in_memory"]
+        assert mem.temp_bytes > 0 and mem.summary()["temp_bytes"] == mem.temp_bytes
+        other = {k: tmp_path / f"{k}-{verify}.files" for k in outs}
+        neardup.dedup(frame, verify=verify, temp_dir=tmp_path, **other)
+        for k in ("clusters", "drop_list"):
+            assert outs[k].read_bytes() == other[k].read_bytes() != b""
+        assert json.loads(outs["json_summary"].read_text())["dropped"] == mem.n_dropped
+    assert [n for n in os.listdir(tmp_path) if n.startswith("neardup")] == []
+    # in-memory data estimated over its share works in files (test above: /dev/shm or TMPDIR)
+    assert not build_plan(MemoryRows(texts), memory=16 * 1024).work_in_memory
+
+
+def test_a_memory_store_holds_its_files_for_the_run_only():
+    """A memory store's files are arrays and bytes for as long as the block lasts; its root
+    names no file (a path of it reaching the file system fails), and once the block ends its
+    paths are not found."""
+    import numpy as np
+
+    from neardup.pipeline import store
+
+    with store.memory_store() as root:
+        a = np.arange(10, dtype=np.int64)
+        task = os.path.join(root, "scan", "0.tmp-x")
+        assert store.save_array(os.path.join(task, "fp.npy"), a) == 80
+        a[0] = 99  # the store kept its own copy
+        with store.create(os.path.join(task, "ids.pkl")) as f:
+            f.write(b"abc")
+        assert store.sizes(task) == {"fp.npy": 80, "ids.pkl": 3}
+        store.move(task, os.path.join(root, "scan", "0"))
+        assert store.sizes(task) == {}
+        got = store.load_array(os.path.join(root, "scan", "0", "fp.npy"))
+        assert got.tolist() == list(range(10)) and not got.flags.writeable
+        with store.open_bytes(os.path.join(root, "scan", "0", "ids.pkl")) as f:
+            assert f.read() == b"abc" and store.file_size(f) == 3
+        with pytest.raises(FileNotFoundError, match="no file 'bad.npy'"):
+            store.load_array(os.path.join(root, "scan", "0", "bad.npy"))
+        with pytest.raises(ValueError, match="null"):
+            open(os.path.join(root, "scan", "0", "ids.pkl"), "rb")
+        store.remove(os.path.join(root, "scan"))
+        assert store.sizes(root) == {}
+    with pytest.raises(FileNotFoundError, match="memory store has ended"):
+        store.load_array(os.path.join(root, "scan", "0", "fp.npy"))

@@ -21,6 +21,7 @@ from neardup.core.common import (
     key_counts,
 )
 from neardup.core.similarity import ShingleSets, set_fingerprints
+from neardup.pipeline import store
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stages import by_digest, set_digests
 from neardup.pipeline.task_files import load, save, shard_sets
@@ -56,9 +57,9 @@ def filter_task(out: str, work: str, plan: DedupPlan, s: int, merges: int) -> di
     ).astype(np.uint32)
     sets = shard_sets(work, s)
     sizes, sfp, digests = [], [], []
-    with open(os.path.join(out, "keys.u32"), "wb") as f:
+    with store.create(os.path.join(out, "keys.u32")) as f:
         for offsets, keys in iter_without_keys(sets, drop):
-            keys.tofile(f)
+            f.write(memoryview(np.ascontiguousarray(keys)).cast("B"))
             chunk = ShingleSets(offsets, keys)
             sizes.append(np.diff(offsets))
             if plan.set_fps:

@@ -28,6 +28,7 @@ from neardup.distributed.executors import DaskExecutor, Progress
 from neardup.errors import InputError
 from neardup.io.files import is_url
 from neardup.io.leftovers import TEMP_SUFFIX, temp_prefix
+from neardup.pipeline import store
 from neardup.pipeline.workdir import DONE, check_task, publish_task, read_done, record_files
 
 __all__ = [
@@ -53,6 +54,8 @@ def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: An
     ``check``: called with the stage and the names of the files the task wrote, before anything
     records it finished (:func:`neardup.pipeline.layout.check_written`)."""
     final = os.path.join(work, stage, name)
+    if store.in_memory(work):
+        return _run_in_memory(final, stage, fn, args, check)
     remote = is_url(work)
     if not fresh and _finished(final, remote):
         record = read_done(final)
@@ -89,6 +92,25 @@ def run_task(work: str, stage: str, name: str, fn: Callable[..., Any], *args: An
         raise TaskInputError(e.source, e.line, e.message) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return result
+
+
+def _run_in_memory(final: str, stage: str, fn: Callable[..., Any], args: tuple[Any, ...],
+                   check: Callable[[str, Iterable[str]], None] | None) -> Any:  # fmt: skip
+    """:func:`run_task` in a memory store (:mod:`neardup.pipeline.store`): no record, since
+    such a run is never resumed."""
+    tmp = f"{final}.tmp-{uuid.uuid4().hex[:12]}"
+    try:
+        result = fn(tmp, *args)
+        if check is not None:
+            check(stage, store.sizes(tmp))
+        store.move(tmp, final)
+    except InputError as e:
+        store.remove(tmp)
+        raise TaskInputError(e.source, e.line, e.message) from None
+    except BaseException:
+        store.remove(tmp)
         raise
     return result
 

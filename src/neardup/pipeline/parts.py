@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import io
 import json
 import os
 import shutil
@@ -16,10 +17,9 @@ from neardup.errors import damaged, reading_back
 from neardup.io import objects
 from neardup.io.files import is_url, open_output_stream
 from neardup.io.writers import OutputSet
-from neardup.pipeline import layout
+from neardup.pipeline import layout, store
 from neardup.pipeline import task_files as F
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.read_cache import local_file
 from neardup.pipeline.shard_write import beside_part
 from neardup.pipeline.staged_run import StagedRun
 
@@ -225,7 +225,7 @@ def _join(dest: Any, paths: Sequence[str], sizes: Sequence[int | None],
     for path, want in zip(paths, sizes, strict=True):
         f = _open_part(path, want)
         with f:
-            size = os.fstat(f.fileno()).st_size
+            size = store.file_size(f)
             if not (size and _copy_in_kernel(f, dest, size)):
                 size = 0
                 while chunk := f.read(1 << 22):
@@ -241,8 +241,8 @@ def _open_part(path: str, want: int | None) -> Any:
     """A part a task wrote, open for reading; missing, unreadable or not of the ``want`` bytes
     its task wrote: the work directory is damaged (never taken as empty)."""
     with reading_back(path):
-        f = open(local_file(path), "rb")  # noqa: SIM115 (closed by the caller)
-    size = os.fstat(f.fileno()).st_size
+        f = store.open_bytes(path)
+    size = store.file_size(f)
     if want is not None and size != want:
         f.close()
         raise damaged(path, f"{size} bytes where its task wrote {want}")
@@ -253,6 +253,8 @@ def _copy_in_kernel(src: Any, dest: Any, size: int) -> bool:
     """``size`` bytes of ``src`` appended to ``dest`` by ``os.copy_file_range``; False (nothing
     copied) where that cannot be used."""
     copy = getattr(os, "copy_file_range", None)
+    if store.in_memory(getattr(src, "path", "")) or isinstance(src, io.BytesIO):
+        return False
     try:
         fd = dest.fileno()
     except (AttributeError, OSError, ValueError):

@@ -163,8 +163,12 @@ class DedupPlan:
     #: in-memory input (:class:`~neardup.io.rows.MemoryRows`): its number of rows, which the
     #: shards cut by position (``start`` to ``end``); None for file input
     rows: int | None = None
-    #: the temporary work directory is on the memory file system (:data:`MEMORY_FS`)
+    #: the temporary work directory is on the memory file system (:data:`MEMORY_FS`), or the
+    #: work is in this process's memory (``work_in_memory``)
     temp_in_memory: bool = False
+    #: the run keeps its work in this process's memory, not in files
+    #: (:func:`neardup.pipeline.store.memory_store`: in-memory data, this process's threads)
+    work_in_memory: bool = False
     #: in-memory input without ids: its ids are positions, which name no document, so the
     #: check against an index finds none of them held by it as itself
     position_ids: bool = False
@@ -412,7 +416,9 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
         per = spread(per, docs, max(slots, parallel))
     shards = cut_shards(files, per, text_field, id_field) if rows is None else cut_rows(rows, per)
     whole = shard_docs is None and not client and not staged_only and device == "cpu"
-    if temp_dir is None and work_dir is None and not client and not staged_only:
+    here = temp_dir is None and work_dir is None and not client and not staged_only
+    in_memory = here and work_in_memory(data, budget)
+    if here and not in_memory:
         temp_dir = memory_work_dir(data, files, budget)
     fper = fingerprinter if fingerprinter is not None else Fingerprinter(preset)
     _check_fingerprinter(fper, verify)
@@ -427,7 +433,8 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
         work_dir=_work_path(work_dir), clean_work_dir=clean_work_dir, inputs=tuple(inputs),
         search_docs=search, device=device, common_shingles=common, candidates=candidates,
         scheme=scheme, whole_docs=budget // ONE_PROCESS_BYTES_PER_DOC if whole else 0,
-        temp_dir=_path(temp_dir), rows=rows, temp_in_memory=temp_dir == MEMORY_FS,
+        temp_dir=_path(temp_dir), rows=rows, work_in_memory=in_memory,
+        temp_in_memory=in_memory or temp_dir == MEMORY_FS,
         position_ids=isinstance(data, MemoryRows) and data.ids is None,
     )  # fmt: skip
 
@@ -533,6 +540,16 @@ def cut_shards(
         for a, b in zip(cuts[:-1], cuts[1:], strict=True):
             shards.append(Shard(k, k + 1, a, b))
     return shards
+
+
+def work_in_memory(data: Any, budget: int) -> bool:
+    """Whether a run of ``data`` keeps its work in this process's memory
+    (:func:`neardup.pipeline.store.memory_store`): in-memory data whose work is estimated at
+    :data:`MEMORY_WORK_BYTES` or less, and at most a 16th of the memory ``budget``."""
+    if not isinstance(data, MemoryRows):
+        return False
+    need = WORK_BYTES_PER_TEXT_BYTE * data.text_bytes() + WORK_BYTES_PER_DOC * len(data)
+    return need <= min(MEMORY_WORK_BYTES, budget // 16)
 
 
 def memory_work_dir(data: Any, files: Sequence[InputFile], budget: int) -> str | None:

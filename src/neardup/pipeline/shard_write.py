@@ -17,6 +17,7 @@ from neardup.core.order import lexorder
 from neardup.io.blocks import iter_blocks, kept_lines
 from neardup.io.files import open_input
 from neardup.io.leftovers import TEMP_SUFFIX, temp_prefix
+from neardup.pipeline import store
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.stages import ByteRange
 from neardup.pipeline.stream import concat, reads_in_blocks
@@ -110,13 +111,14 @@ def write_task(out: str, work: str, plan: DedupPlan, offsets: list[int], n_decid
               "kept": int(hi - lo - dropped.sum())}  # fmt: skip
     if plan.drop_list is not None:
         ids = load_ids(work, s)  # only the drop list names documents by id here
-        with open(os.path.join(out, "drop.txt"), "w") as f:
-            f.writelines(f"{ids[i]}\n" for i in np.flatnonzero(dropped).tolist())
+        with store.create(os.path.join(out, "drop.txt")) as f:
+            f.writelines(f"{ids[i]}\n".encode() for i in np.flatnonzero(dropped).tolist())
     label = rows["label"]
     result["clusters"] = int(len(np.unique(label)))
     if plan.clusters is not None or plan.cluster_parts:
-        with open(os.path.join(out, "clusters.jsonl"), "w") as f:
-            f.writelines(_cluster_lines(rows, PositionLookup(work, off), plan.verify))
+        with store.create(os.path.join(out, "clusters.jsonl")) as f:
+            lines = _cluster_lines(rows, PositionLookup(work, off), plan.verify)
+            f.writelines(line.encode() for line in lines)
     for path, name, mask in ((plan.output, "kept", ~dropped), (plan.removed, "removed", dropped)):
         if path is not None:
             result[f"{name}_bytes"] = _write_records(out, work, plan, s, first_line, mask, name)

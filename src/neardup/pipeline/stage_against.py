@@ -24,7 +24,7 @@ import numpy as np
 
 from neardup.core.sketch import Sketches, set_sketches
 from neardup.io.blocks import hash_ids
-from neardup.pipeline import layout
+from neardup.pipeline import layout, store
 from neardup.pipeline.against import (
     IndexCheck,
     check_index,
@@ -128,8 +128,8 @@ def against_task(out: str, work: str, plan: DedupPlan, s: int, aside: list[Any],
         checked = _check(work, plan, s, aside)
     found = checked.found
     at = np.flatnonzero(found)
-    with open(os.path.join(out, "entries.json"), "w") as f:
-        json.dump([checked.id[i] for i in at.tolist()], f)
+    with store.create(os.path.join(out, "entries.json")) as f:
+        f.write(json.dumps([checked.id[i] for i in at.tolist()]).encode())
     save(out, found=found, dist=checked.distance, jac=checked.jaccard)
     return {"found": int(found.sum()), "how": checked.how, "path": str(checked.path),
             "distance": checked.distance_limit}  # fmt: skip
@@ -186,7 +186,7 @@ def index_clusters_task(out: str, work: str, splits: list[str], p: int, how: str
             key = json.dumps(entry, sort_keys=True)
             groups.setdefault(key, (entry, pos, []))[2].append((ident, bits, j))
     first = np.asarray([g[1] for g in groups.values()], dtype=np.int64)
-    with open(os.path.join(out, "clusters.jsonl"), "w") as f:
+    with store.create(os.path.join(out, "clusters.jsonl")) as f:
         for entry, _, members in groups.values():
             row: dict[str, Any] = {
                 "kept": json_id(entry),
@@ -198,7 +198,7 @@ def index_clusters_task(out: str, work: str, splits: list[str], p: int, how: str
                 row["jaccards"] = [1.0] + [m[2] for m in members]
             row["index"] = True
             row["verified"] = how
-            f.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+            f.write((json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode())
     save(out, first=first)
     return len(groups)
 

@@ -498,7 +498,9 @@ def _run_staged(
             progress,
             input_copies(f.path for f in plan.files),
             sums=plan.work_dir is not None,
-            temp=os.path.dirname(work) if plan.work_dir is None else None,
+            temp=os.path.dirname(work)
+            if plan.work_dir is None and not plan.work_in_memory
+            else None,
         )
         with _changed_first(stamps):
             run = _stages(r, plan, on_bad, progress, memory, here)

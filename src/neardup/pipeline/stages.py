@@ -36,6 +36,7 @@ from neardup.errors import InputError
 from neardup.io.blocks import count_line_ends, id_key, iter_blocks, line_format
 from neardup.io.files import input_size, read_path
 from neardup.io.rows import MEMORY_SOURCE, Rows, row_blocks
+from neardup.pipeline import store
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.scan import SeenDocuments, first_kinds
 from neardup.pipeline.stream import (
@@ -181,13 +182,14 @@ def scan_shard(
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(ThreadPoolExecutor(threads)) if threads > 1 else None
         batches = stack.enter_context(contextlib.closing(in_order(pool, work, items, threads + 1)))
-        keys_file = stack.enter_context(open(os.path.join(out, "keys.u32"), "wb"))
+        keys_file = stack.enter_context(store.create(os.path.join(out, "keys.u32")))
         for batch in batches:
             seen.add(batch, bad)
             if verify:  # keys go to disk block by block: the task holds one block's
                 set_parts.append(_spill_sets(batch, keys_file, plan.set_fps))
             if bad_records and not plan.skip_bad:
                 break  # what follows is later in the input than the error raised
+        key_bytes = keys_file.tell()
     fps = concat(seen.fp_parts, np.uint64)
     arrays = {
         "fp": fps,
@@ -212,14 +214,17 @@ def scan_shard(
     arrays["idh"] = concat(seen.hash_parts, np.uint64)  # for ids repeated across shards
     by_hash = np.argsort(arrays["idh"])  # the ids stage reads hash ranges (ties: any order)
     arrays.update(idh_sorted=arrays["idh"][by_hash], idh_place=by_hash.astype(np.int64))
-    nbytes = save(out, **arrays)
-    with open(os.path.join(out, "ids.pkl"), "wb") as f:
-        pickle.dump(seen.ids, f, protocol=pickle.HIGHEST_PROTOCOL)
-    nbytes += os.path.getsize(os.path.join(out, "ids.pkl"))
-    nbytes += os.path.getsize(os.path.join(out, "keys.u32"))
+    nbytes = save(out, **arrays) + _save_ids(out, seen.ids) + key_bytes
     nbytes += save_records(out, "bad", bad_records)
     return {"n": len(fps), "bad": len(bad_records), "first_bad": (bad_records or [None])[0],
             "bytes": nbytes, "no_shingles": no_shingles}  # fmt: skip
+
+
+def _save_ids(out: str, ids: list[Any]) -> int:
+    """The ids of a shard's documents as ``ids.pkl``; the bytes written."""
+    with store.create(os.path.join(out, "ids.pkl")) as f:
+        pickle.dump(ids, f, protocol=pickle.HIGHEST_PROTOCOL)
+        return f.tell()
 
 
 def _spill_sets(batch: Any, keys_file: Any, sfp: bool) -> tuple[Any, ...]:
@@ -229,7 +234,7 @@ def _spill_sets(batch: Any, keys_file: Any, sfp: bool) -> tuple[Any, ...]:
     offsets = given - given[0]
     sizes = np.diff(offsets)
     keys = np.ascontiguousarray(batch.keys[given[0] : given[-1]], dtype=np.uint32)
-    keys.tofile(keys_file)
+    keys_file.write(memoryview(np.ascontiguousarray(keys)).cast("B"))
     sets = ShingleSets(offsets, keys)
     return sizes, set_fingerprints(sets, threads=1) if sfp else None, set_digests(sets)
 
@@ -396,16 +401,15 @@ def drop_docs(out: str, work: str, plan: DedupPlan, s: int, buckets: int) -> dic
         arrays["koff"] = sub.offsets
         if plan.set_fps:
             arrays["sfp"] = np.asarray(load(work, "scan", s, "sfp"))[keep]
-        sub.keys.tofile(os.path.join(out, "keys.u32"))
+        with store.create(os.path.join(out, "keys.u32")) as f:
+            f.write(memoryview(np.ascontiguousarray(sub.keys)).cast("B"))
         no_shingles = int(np.count_nonzero(sub.sizes == 0))
         place = np.asarray(load(work, "scan", s, "dig_place"))
         live = keep[place]  # the order by digest stays: new places keep the old ones' order
         arrays.update({k: np.asarray(load(work, "scan", s, k))[live] for k in _DIGESTS[:2]},
                       dig_place=(np.cumsum(keep) - 1)[place[live]])  # fmt: skip
     nbytes = save(out, **arrays)
-    ids = list(itertools.compress(load_ids(work, s), keep.tolist()))
-    with open(os.path.join(out, "ids.pkl"), "wb") as f:
-        pickle.dump(ids, f, protocol=pickle.HIGHEST_PROTOCOL)
+    nbytes += _save_ids(out, list(itertools.compress(load_ids(work, s), keep.tolist())))
     return {"n": int(keep.sum()), "bytes": nbytes, "no_shingles": no_shingles}
 
 

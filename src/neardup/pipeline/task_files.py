@@ -18,8 +18,8 @@ import numpy as np
 
 from neardup.core.similarity import ShingleSets, subset_sets
 from neardup.errors import reading_back
-from neardup.index.storage import NPY_HEADERS, read_npy_header
-from neardup.pipeline import layout
+from neardup.index.storage import read_npy_header
+from neardup.pipeline import layout, store
 from neardup.pipeline.plan import DedupPlan
 from neardup.pipeline.read_cache import local_file
 from neardup.pipeline.stream import concat
@@ -48,19 +48,12 @@ __all__ = [
 
 def save(out: str, **arrays: np.ndarray) -> int:
     """Write each array as ``out/NAME.npy``; the bytes written."""
-    n = 0
-    for name, a in arrays.items():
-        path = os.path.join(out, f"{name}.npy")
-        np.save(path, a)
-        n += os.path.getsize(path)
-    return n
+    return sum(store.save_array(os.path.join(out, f"{name}.npy"), a) for name, a in arrays.items())
 
 
 def load(work: str, stage: str, task: str | int, name: str) -> np.ndarray:
     """Array ``name`` written by task ``task`` of ``stage`` (memory-mapped)."""
-    path = layout.path(work, stage, task, name)
-    with reading_back(path), NPY_HEADERS:  # np.load parses its header with ast
-        return np.load(local_file(path), mmap_mode="r")
+    return store.load_array(layout.path(work, stage, task, name))
 
 
 #: Each array file's header (shape, dtype, data offset) by the file's device, inode, change
@@ -78,6 +71,8 @@ def read_rows(work: str, stage: str, task: str | int, name: str, lo: int = 0,
     costs less read than mapped); with ``into`` (``hi - lo`` rows, contiguous), read straight
     into it where the dtypes match, else converted into it, and ``into`` returned."""
     path = layout.path(work, stage, task, name)
+    if store.in_memory(path):
+        return _rows_of(store.load_array(path), lo, hi, into)
     with reading_back(path), open(local_file(path), "rb") as f:
         shape, dtype, offset = _header(f)
         n = shape[0] if shape else 1
@@ -96,6 +91,17 @@ def read_rows(work: str, stage: str, task: str | int, name: str, lo: int = 0,
         into[...] = out
         return into
     return out if shape else out.reshape(())
+
+
+def _rows_of(a: np.ndarray, lo: int, hi: int | None, into: np.ndarray | None) -> np.ndarray:
+    """:func:`read_rows` of an array in memory."""
+    hi = len(a) if hi is None else hi
+    if not 0 <= lo <= hi <= len(a):
+        raise ValueError(f"rows {lo} to {hi} of an array of {len(a)}")
+    if into is None:
+        return np.array(a[lo:hi])
+    into[...] = a[lo:hi]
+    return into
 
 
 def _header(f: Any) -> tuple[tuple[int, ...], np.dtype, int]:
@@ -165,7 +171,7 @@ def inbox(work: str, stage: str, tasks: list[str], p: int, name: str = "e",
 def load_ids(work: str, shard: int) -> list[Any]:
     """The ids of shard ``shard``'s documents, in input order."""
     path = layout.path(work, "scan", shard, "ids.pkl")
-    with reading_back(path), open(local_file(path), "rb") as f:
+    with reading_back(path), store.open_bytes(path) as f:
         return pickle.load(f)
 
 
@@ -173,13 +179,11 @@ def save_records(out: str, name: str, records: list[list[Any]]) -> int:
     """Bad records ``[source, line, message]`` as JSON lines ``name.jsonl``, with ``name.npy``
     the byte offset of each line and of the end; returns the bytes written."""
     at = [0]
-    with open(os.path.join(out, f"{name}.jsonl"), "wb") as f:
+    with store.create(os.path.join(out, f"{name}.jsonl")) as f:
         for rec in records:
             f.write(json.dumps(rec, ensure_ascii=False).encode("utf-8") + b"\n")
             at.append(f.tell())
-    return os.path.getsize(os.path.join(out, f"{name}.jsonl")) + save(
-        out, **{name: np.asarray(at, dtype=np.int64)}
-    )
+    return at[-1] + save(out, **{name: np.asarray(at, dtype=np.int64)})
 
 
 def read_records(work: str, stage: str, task: str | int, name: str, lo: int = 0,
@@ -190,7 +194,7 @@ def read_records(work: str, stage: str, task: str | int, name: str, lo: int = 0,
     if hi <= lo:
         return []
     path = layout.path(work, stage, task, f"{name}.jsonl")
-    with reading_back(path), open(local_file(path), "rb") as f:
+    with reading_back(path), store.open_bytes(path) as f:
         f.seek(int(at[lo]))
         return [json.loads(line) for line in f.read(int(at[hi] - at[lo])).splitlines()]
 
@@ -209,9 +213,7 @@ def shard_sets(work: str, s: int, stage: str = "scan") -> ShingleSets:
     n = int(koff[-1])
     if n == 0:  # an empty file cannot be mapped
         return ShingleSets(koff, np.zeros(0, dtype=np.uint32))
-    path = layout.path(work, stage, s, "keys.u32")
-    with reading_back(path):
-        return ShingleSets(koff, np.memmap(local_file(path), dtype=np.uint32, mode="r", shape=(n,)))
+    return ShingleSets(koff, store.raw_array(layout.path(work, stage, s, "keys.u32"), np.uint32, n))
 
 
 def all_sets(work: str, offsets: np.ndarray, stage: str = "scan") -> ShingleSets:

@@ -38,6 +38,7 @@ from neardup.io import objects
 from neardup.io.display import size
 from neardup.io.files import file_stamp, is_url
 from neardup.io.leftovers import TEMP_SUFFIX, remove_leftovers, temp_prefix
+from neardup.pipeline import store
 from neardup.pipeline.read_cache import forget, renew
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def read_json(path: str, kind: type = dict, fields: Mapping[str, type] | None = 
         if is_url(path):
             found = json.loads(objects.cat(path).decode("utf-8"))
         else:
-            with open(path, encoding="utf-8") as f:
+            with store.open_bytes(path) as f:
                 found = json.load(f)
     if not isinstance(found, kind):
         what = "JSON object" if kind is dict else f"JSON {_json_type(kind())}"
@@ -247,7 +248,11 @@ def replace_files(src: str, dest: str) -> None:
     the scan's), the completion records following them, so that a run stopped at any point
     finds both tasks whole and completes the move when run again: ``dest`` accepts either
     version while the files move, ``src`` records what it handed over. On object storage a
-    file moves as a copy by the store, then the original removed."""
+    file moves as a copy by the store, then the original removed; in a memory store (never
+    resumed), the files move."""
+    if store.in_memory(src):
+        store.move(src, dest)
+        return
     new = read_done(src)
     if new["files"]:
         old = read_done(dest)
@@ -340,6 +345,10 @@ def open_work_dir(plan: DedupPlan, stamps: Mapping[str, tuple] | None = None) ->
     (:func:`~neardup.pipeline.workdir.locked`: a second run is refused), else a temporary one
     removed at the end (named as :mod:`neardup.io.leftovers` says, so that one left by a run
     killed outright is removed by the next run, or ``neardup clean``)."""
+    if plan.work_in_memory:
+        with store.memory_store() as root:
+            yield root
+        return
     if plan.work_dir is None:
         where = plan.temp_dir or tempfile.gettempdir()
         try:
@@ -506,6 +515,8 @@ def _finished(work: str, stage: str, name: str) -> bool:
 def finished_names(work: str, stage: str, names: Sequence[str]) -> set[str]:
     """The tasks of ``names`` of ``stage`` that finished in ``work`` (on object storage: by one
     listing)."""
+    if store.in_memory(work):  # never resumed
+        return set()
     if not is_url(work):
         return {name for name in names if _finished(work, stage, name)}
     found = objects.sizes(f"{work}/{stage}")
@@ -513,9 +524,11 @@ def finished_names(work: str, stage: str, names: Sequence[str]) -> set[str]:
 
 
 def stage_bytes(work: str) -> dict[str, int]:
-    if is_url(work):
+    """The bytes of each stage's files in the work store ``work``, by stage."""
+    if is_url(work) or store.in_memory(work):
         out: dict[str, int] = {}
-        for name, n in objects.sizes(work).items():
+        found = store.sizes(work) if store.in_memory(work) else objects.sizes(work)
+        for name, n in found.items():
             if "/" in name:
                 stage = name.split("/", 1)[0]
                 out[stage] = out.get(stage, 0) + n
