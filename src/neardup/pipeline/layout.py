@@ -119,6 +119,7 @@ def stage_files(stage: str) -> tuple[str, ...]:
     return tuple(name if "." in name or "*" in name else f"{name}.npy" for name in entry)
 
 
+@functools.lru_cache(maxsize=4096)
 def _declared(stage: str, name: str) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in stage_files(stage))
 

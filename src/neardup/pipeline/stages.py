@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from neardup import config
 from neardup.core import verify_kernels as VK
 from neardup.core.decide import keep_key
 from neardup.core.order import lexorder
@@ -169,6 +170,8 @@ def scan_shard(
     """
     verify = plan.verify
     bad_records: list[list[Any]] = []
+    if rows is not None and len(rows) <= config.BATCH_DOCS:  # one block: no pool to start
+        threads = 1
 
     def bad(err: InputError) -> None:
         if plan.skip_bad or not bad_records:
