@@ -338,6 +338,10 @@ def test_a_small_run_keeps_its_work_directory_in_memory_unless_a_temp_dir_is_cho
     assert build_plan(MemoryRows(texts)).work_in_memory
     assert build_plan(MemoryRows(texts)).temp_in_memory
     assert build_plan(MemoryRows(texts), temp_dir=tmp_path).temp_dir == str(tmp_path)
+    monkeypatch.setattr(plan_module, "MEMORY_STORE_BYTES", 1000)  # larger: in /dev/shm
+    larger = build_plan(MemoryRows(texts))
+    assert not larger.work_in_memory and larger.temp_dir == MEMORY_FS and larger.temp_in_memory
+    monkeypatch.setattr(plan_module, "MEMORY_STORE_BYTES", 8 << 20)
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)))
     assert build_plan(src).temp_in_memory

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 _PREFIX = "\0neardup-memory-"
-#: each memory store's files by path: ndarray (an array file) or bytes
+#: each memory store's files by path: ndarray (an array file) or bytearray
 _STORES: dict[str, dict[str, Any]] = {}
 _LOCK = threading.Lock()
 
@@ -107,27 +107,59 @@ def raw_array(path: str, dtype: Any, n: int) -> np.ndarray:
         with reading_back(path):
             return np.memmap(local_file(path), dtype=dtype, mode="r", shape=(n,))
     a = np.frombuffer(_get(path), dtype=dtype)
+    a.flags.writeable = False
     if len(a) != n:
         raise ValueError(f"{len(a)} values in {os.path.basename(path)!r} where {n} were due")
     return a
 
 
-class _Written(io.BytesIO):
-    """A file of a memory store being written: its bytes stored when it is closed."""
+class _Written:
+    """A file of a memory store being written: the chunks written (copies: a writer may reuse
+    its buffer), joined into one buffer when it is closed, each dropped once placed (the whole
+    is never held twice)."""
 
     def __init__(self, path: str) -> None:
-        super().__init__()
-        self.path = path
+        self.path, self.closed = path, False
+        self._chunks: list[bytes] = []
+        self._n = 0
+
+    def write(self, data: Any) -> int:
+        chunk = bytes(data)
+        self._chunks.append(chunk)
+        self._n += len(chunk)
+        return len(chunk)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def tell(self) -> int:
+        return self._n
 
     def close(self) -> None:
-        if not self.closed:
-            _files(self.path)[self.path] = self.getvalue()
-        super().close()
+        if self.closed:
+            return
+        self.closed = True
+        out, at = bytearray(self._n), 0
+        chunks, self._chunks = self._chunks[::-1], []
+        while chunks:
+            chunk = chunks.pop()
+            out[at : at + len(chunk)] = chunk
+            at += len(chunk)
+        _files(self.path)[self.path] = out
+
+    def __enter__(self) -> _Written:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def create(path: str) -> IO[bytes]:
     """The file ``path`` of a task's directory, new and open for writing bytes."""
-    return _Written(path) if in_memory(path) else open(path, "wb")  # noqa: SIM115
+    if in_memory(path):
+        return _Written(path)  # type: ignore[return-value]
+    return open(path, "wb")  # noqa: SIM115
 
 
 def open_bytes(path: str) -> IO[bytes]:
@@ -135,7 +167,7 @@ def open_bytes(path: str) -> IO[bytes]:
     local copy)."""
     if in_memory(path):
         got = _get(path)
-        return io.BytesIO(got if isinstance(got, bytes) else got.tobytes())
+        return io.BytesIO(got.tobytes() if isinstance(got, np.ndarray) else got)
     return open(local_file(path), "rb")  # noqa: SIM115
 
 
