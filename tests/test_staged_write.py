@@ -195,14 +195,14 @@ def test_input_changed_during_the_run_is_refused(tmp_path, monkeypatch, kind):
     changed = tmp_path / ("in2.parquet" if kind == "parquet" else "dir/s1/001.txt")
     task = STAGES["write"].fn
 
-    def rewrite_then_write(out, work, plan, offsets, n_decide, s, first_line):
+    def rewrite_then_write(out, work, plan, offsets, n_decide, s, first_line, **kw):
         if s == 0:  # the input rewritten (same size) after it was scanned
             data = bytearray(changed.read_bytes())
             if kind == "text":
                 data[0] ^= 1
             os.remove(changed)
             changed.write_bytes(bytes(data))
-        return task(out, work, plan, offsets, n_decide, s, first_line)
+        return task(out, work, plan, offsets, n_decide, s, first_line, **kw)
 
     _replace_step(monkeypatch, "write", rewrite_then_write)
     (tmp_path / "out").mkdir()
@@ -220,12 +220,12 @@ def test_parquet_input_changed_before_written_is_named(tmp_path, monkeypatch, ho
     task = STAGES["write"].fn
     short = tmp_path / "in2.parquet"
 
-    def cut_then_write(out, work, plan, offsets, n_decide, s, first_line):
+    def cut_then_write(out, work, plan, offsets, n_decide, s, first_line, **kw):
         if s == 0 and how == "cut":
             pq.write_table(pq.read_table(short).slice(0, 3), short)
         elif s == 0:
             short.write_bytes(b"PAR1" + b"x" * 100)
-        return task(out, work, plan, offsets, n_decide, s, first_line)
+        return task(out, work, plan, offsets, n_decide, s, first_line, **kw)
 
     _replace_step(monkeypatch, "write", cut_then_write)
     (tmp_path / "out").mkdir()
@@ -383,4 +383,125 @@ def test_kept_lines_lie_beside_the_output_until_joined_and_never_after(tmp_path,
     monkeypatch.setattr(staged, "commit_parts", stop)
     with pytest.raises(KeyboardInterrupt):
         dedup(src, output=out / "k.jsonl", removed=out / "r.jsonl", threads=2)
+    assert os.listdir(out) == []
+
+
+def _messy_jsonl(docs: list[str], seed: int) -> bytes:
+    """JSONL of ``docs`` with what a crawl's files hold: CRLF line ends, blank lines, bad
+    records, escapes, text that is not ASCII, and no newline after the last line."""
+    import json
+    import random
+
+    rng = random.Random(seed)
+    lines = []
+    for i, t in enumerate(docs):
+        if rng.random() < 0.1:
+            lines.append(b"")
+        if rng.random() < 0.05:
+            lines.append(b"{not json")
+        text = t if rng.random() < 0.7 else t + ' \u00e9t\u00e9 \u4e16\u754c "q"'
+        line = json.dumps({"id": i, "text": text}, ensure_ascii=rng.random() < 0.5).encode()
+        lines.append(line + (b"\r" if rng.random() < 0.2 else b""))
+    return b"\n".join(lines)
+
+
+@pytest.mark.parametrize("shard_docs,threads", [(7, 2), (40, 1), (1000, 2)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_kept_lines_written_in_place_are_the_joined_parts(tmp_path, shard_docs, threads, seed):
+    """Inputs read a block at a time write each shard's kept and removed lines straight into
+    their output files at its offset (the scan measured each line): no part beside them, no
+    join; the outputs are byte for byte those of the run that joins parts (a compressed
+    output, decompressed), and are the kept and the dropped documents' lines of the input,
+    each ending in one newline."""
+    import gzip
+
+    from neardup import config
+
+    docs = naive.text_families(120, seed=seed, vocab=30, words=(4, 12), wordless=0)
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(_messy_jsonl(docs, seed))
+    config.READ_KERNEL_FROM = 0  # the block reader, whatever the size
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        common = dict(shard_docs=shard_docs, threads=threads, skip_bad=True)
+        r = dedup(src, output=out / "k.jsonl", removed=out / "r.jsonl", **common)
+        assert "kept-bytes" in r.summary()["stages"]  # written in place
+        assert sorted(os.listdir(out)) == ["k.jsonl", "r.jsonl"]
+        dedup(src, output=tmp_path / "k.jsonl.gz", removed=tmp_path / "r.jsonl.gz", **common)
+    finally:
+        config._reset()
+    for name in ("k", "r"):
+        joined = gzip.decompress((tmp_path / f"{name}.jsonl.gz").read_bytes())
+        assert (out / f"{name}.jsonl").read_bytes() == joined
+    lines = {}  # each document's line, by id
+    for raw in src.read_bytes().split(b"\n"):
+        if raw.startswith(b'{"id"'):
+            lines[int(raw.split(b",")[0].split(b":")[1])] = raw + b"\n"
+    ids = r.ids.tolist() if hasattr(r.ids, "tolist") else list(r.ids)
+    kept = [lines[i] for i, k in zip(ids, r.kept.tolist(), strict=True) if k]
+    dropped = [lines[i] for i, k in zip(ids, r.kept.tolist(), strict=True) if not k]
+    assert dropped and (out / "k.jsonl").read_bytes() == b"".join(kept)
+    assert (out / "r.jsonl").read_bytes() == b"".join(dropped)
+
+
+def test_a_run_that_fails_while_writing_in_place_leaves_no_output(tmp_path, monkeypatch):
+    """A write task that fails after others filled their ranges: the output file written in
+    place is removed with the run's other temporary files; what stood at the output path
+    stays as it was."""
+    from neardup import config
+
+    src = tmp_path / "in.jsonl"
+    docs = naive.text_families(60, seed=3, vocab=30, words=(4, 12), wordless=0)
+    src.write_bytes(_messy_jsonl(docs, 3))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "k.jsonl").write_bytes(b"the user's file\n")
+    copy, seen = shard_write._copy_lines, []
+
+    def fail_last(w, plan, s, numbers, first_line):  # the disk fills up at the last shard
+        seen.append(w.name)
+        if s == len(plan.shards) - 1:
+            raise OSError(28, "No space left on device")
+        return copy(w, plan, s, numbers, first_line)
+
+    monkeypatch.setattr(shard_write, "_copy_lines", fail_last)
+    config.READ_KERNEL_FROM = 0
+    try:
+        with pytest.raises(OSError, match="No space left on device: '.*k.jsonl'") as e:
+            dedup(src, output=out / "k.jsonl", shard_docs=10, threads=2, skip_bad=True)
+    finally:
+        config._reset()
+    assert "temporary directory" not in str(e.value)  # the output's disk, not the work's
+    assert len(set(seen)) == 1 and os.path.dirname(seen[0]) == str(out)  # one file, in place
+    assert os.listdir(out) == ["k.jsonl"]
+    assert (out / "k.jsonl").read_bytes() == b"the user's file\n"
+
+
+def test_input_changed_before_its_lines_are_written_in_place_is_refused(tmp_path, monkeypatch):
+    """An input rewritten between the scan and the write of a run that writes its lines in
+    place: the error names it, and no output is left (nor a partial one)."""
+    from neardup import config
+
+    src = tmp_path / "in.jsonl"
+    docs = naive.text_families(60, seed=4, vocab=30, words=(4, 12), wordless=0)
+    src.write_bytes(_messy_jsonl(docs, 4))
+    task = STAGES["write"].fn
+
+    def rewrite_then_write(o, **k):
+        if k["s"] == 0:  # each line one byte longer: the lines no longer fit their places
+            data = src.read_bytes().replace(b'"text": "', b'"text": "x')
+            os.remove(src)
+            src.write_bytes(data)
+        return task(o, **k)
+
+    _replace_step(monkeypatch, "write", rewrite_then_write)
+    out = tmp_path / "out"
+    out.mkdir()
+    config.READ_KERNEL_FROM = 0
+    try:
+        with pytest.raises(InputError, match="in.jsonl: changed while dedup ran"):
+            dedup(src, output=out / "k.jsonl", shard_docs=10, threads=2, skip_bad=True)
+    finally:
+        config._reset()
     assert os.listdir(out) == []

@@ -226,7 +226,8 @@ def _commands_output(tmp: Path, src: Path) -> dict:
             "neardup", *args, *([] if name == "index create" else ["--threads", "2"]), text=True
         )
         lines = [
-            ln
+            # the block reader's run also measures each line (it writes its output in place)
+            re.sub(r"[\d.]+ [kMG]?B temporary", "B temporary", ln)
             for ln in r.stderr.replace(str(tmp), "TMP").splitlines()
             if ": time " not in ln and "compiling kernels" not in ln  # timings, first run
         ]

@@ -212,6 +212,9 @@ class DocBlock:
     priority: np.ndarray | None = None
     #: ... int8[n]: its kind (:data:`~neardup.io.readers.KEY_NUMBER` or ``KEY_DATE``)
     priority_kind: np.ndarray | None = None
+    #: int64[n]: the bytes of each document's line with one newline, as :func:`kept_lines`
+    #: writes it (from :func:`parse_block`; None from other readers)
+    line_bytes: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -283,6 +286,9 @@ def parse_block(fmt: LineFormat, number: int, data: bytes | None) -> DocBlock:
         _python_lines(block, fmt, number, data, slow, too_big, line_end, np.cumsum(ok)[slow])
         at = np.searchsorted(block.numbers, [e.line for e in block.bad])
         block.bad_at = at.tolist()
+    # line k is buf[line_end[k - 1] + 1 : line_end[k]]; kept_lines writes it with a newline
+    span = np.diff(line_end, prepend=np.int64(-1))
+    block.line_bytes = span[block.numbers - number]
     return block
 
 

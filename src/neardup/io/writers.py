@@ -391,6 +391,32 @@ class OutputSet:
                     f.close()
         out.staged = True
 
+    def place(self, out: Output) -> str:
+        """The temporary file of output file ``out`` (empty), for writers that fill it in
+        place, each its own range, by path; :meth:`placed` once they all have. Removed by
+        :meth:`abort` (the run failed) like any output's."""
+        self._check_usable(out)
+        if out.kind != "file" or out.stream:
+            raise ValueError(f"{out.name} is not a file of this file system to write in place")
+        self._new_temp(out)
+        assert out.tmp is not None
+        return out.tmp
+
+    def placed(self, out: Output) -> None:
+        """Output ``out``, filled in place (:meth:`place`), made durable and staged."""
+        assert out.tmp is not None
+        try:
+            fd = os.open(out.tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            err = self._named(e, out)
+            self._discard(out)
+            raise err from None
+        out.staged = True
+
     @contextlib.contextmanager
     def open_objects(self, out: Output) -> Iterator[Callable[[str, str], None]]:
         """Fill the output directory ``out`` on object storage: yields ``add(name, source)``,

@@ -28,11 +28,12 @@ __all__ = ["FILES", "check_written", "path", "reading", "stage_files", "task_dir
 
 #: What a scan task writes of its shard (the dedup-ids stage writes the same, without the
 #: documents of repeated ids, and its files then take the scan's place): fingerprints (fp),
-#: characters (len), where each record is (src: file, rec: place), id hashes (idh, sorted:
+#: characters (len), where each record is (src: file, rec: place), its line's bytes (nb: a run
+#: that writes its kept lines into their output in place), id hashes (idh, sorted:
 #: idh_sorted, idh_place), keep-field values (prio, pkind), shingle keys (keys.u32, koff: each
 #: document's offsets), set fingerprints (sfp), set digests (dig_hi, dig_lo, dig_place), the
 #: ids (ids.pkl) and bad records (bad.jsonl, bad: their offsets).
-_SCAN = ("fp", "len", "rec", "src", "idh", "idh_sorted", "idh_place", "prio", "pkind",
+_SCAN = ("fp", "len", "rec", "src", "nb", "idh", "idh_sorted", "idh_place", "prio", "pkind",
          "keys.u32", "koff", "sfp", "dig_hi", "dig_lo", "dig_place", "ids.pkl",
          "bad", "bad.jsonl")  # fmt: skip
 
@@ -65,6 +66,7 @@ FILES: dict[str, tuple[str, ...]] = {
     "cc-route": ("e", "c"),
     "decide": ("label", "pos", "surv", "jac", "drop", "nd", "ne", "njac", "nekey", "ncuts"),
     "near-kept": ("part",),
+    "kept-bytes": (),
     "near": ("d", "e", "jac", "ekey", "cuts"),
     "near-pick": ("d", "e", "jac"),
     "write": (

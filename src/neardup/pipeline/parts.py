@@ -88,6 +88,9 @@ def _commit_records(plan: DedupPlan, run: StagedRun, outputs: OutputSet, out: An
     ``"removed"``); returns its bytes."""
     sizes, rows = (run.part_bytes, run.part_rows) if name == "kept" else (
         run.removed_bytes, run.removed_rows)  # fmt: skip
+    if plan.placed:  # the write tasks wrote the lines into it in place
+        outputs.placed(out)
+        return sum(sizes)
     if plan.kind in ("jsonl", "lines") and out.kind == "directory":
         return _place_parts(plan, run, outputs, out, f"{name}.bin", sizes)
     if plan.kind in ("jsonl", "lines"):

@@ -166,6 +166,9 @@ class DedupPlan:
     #: kept (and removed) lines beside their output file, as temporary files of the run ending
     #: in this token, and the commit joins them into it (None: in the work directory)
     parts_beside: str | None = None
+    #: the kept (and removed) lines are written straight into their output file, each shard's
+    #: at its offset (the scan saves each document's line bytes; set by the run)
+    placed: bool = False
     #: in-memory input (:class:`~neardup.io.rows.MemoryRows`): its number of rows, which the
     #: shards cut by position (``start`` to ``end``); None for file input
     rows: int | None = None

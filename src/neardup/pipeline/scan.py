@@ -96,6 +96,9 @@ class SeenDocuments:
         self.prio_parts: list[np.ndarray] = []  #: keep-field values (with a keep field)
         self.kind_parts: list[np.ndarray] = []
         self.hash_parts: list[np.ndarray] = []  #: id hashes
+        #: each document's line bytes (:attr:`~neardup.io.blocks.DocBlock.line_bytes`)
+        self.nb_parts: list[np.ndarray] = []
+        self.nb_missing = False  #: a block of documents came without them
 
     def add(self, batch: Batch, bad: OnBad) -> None:
         """Keep the batch's documents; its bad records go to ``bad`` in input order."""
@@ -108,6 +111,10 @@ class SeenDocuments:
         self.len_parts.append(d.lengths)
         self.fp_parts.append(batch.fingerprints)
         self.hash_parts.append(d.id_hashes if d.id_hashes is not None else hash_ids(d.ids))
+        if d.line_bytes is not None:
+            self.nb_parts.append(d.line_bytes)
+        elif len(d):
+            self.nb_missing = True
         if d.priority is not None and d.priority_kind is not None:
             self.prio_parts.append(d.priority)
             self.kind_parts.append(d.priority_kind)

@@ -14,6 +14,7 @@ import numpy as np
 
 from neardup.core.bits import popcount
 from neardup.core.order import lexorder
+from neardup.errors import InputError
 from neardup.io.blocks import iter_blocks, kept_lines
 from neardup.io.files import open_input
 from neardup.io.leftovers import TEMP_SUFFIX, temp_prefix
@@ -24,7 +25,7 @@ from neardup.pipeline.stream import concat, reads_in_blocks
 from neardup.pipeline.task_files import gather_array, load, load_ids, save
 from neardup.pipeline.write import copy_file, json_id, parquet_schema, write_parquet_rows
 
-__all__ = ["PositionLookup", "write_task"]
+__all__ = ["PositionLookup", "kept_bytes_task", "write_task"]
 
 
 class PositionLookup:
@@ -93,17 +94,41 @@ def _cluster_lines(
         yield json.dumps(c, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def write_task(out: str, work: str, plan: DedupPlan, offsets: list[int], n_decide: int, s: int,
-               first_line: int) -> dict[str, int]:  # fmt: skip
-    """Shard ``s``'s parts of the outputs: its kept lines (JSONL and line inputs), its dropped
-    ids and the clusters whose first member it holds."""
-    off = np.asarray(offsets, dtype=np.int64)
+def _dropped(work: str, plan: DedupPlan, off: np.ndarray, n_decide: int,
+             s: int) -> tuple[dict[str, np.ndarray], np.ndarray]:  # fmt: skip
+    """Shard ``s``'s cluster rows (:func:`_rows_for`) and which of its documents are dropped:
+    by the rule, or found in the index."""
     lo, hi = int(off[s]), int(off[s + 1])
     rows = _rows_for(work, n_decide, lo, hi)
     dropped = np.zeros(hi - lo, dtype=bool)
     dropped[rows["drop"] - lo] = True
     if plan.against is not None and hi > lo:  # dropped as seen in the index
         dropped |= np.asarray(load(work, "against", s, "found"))
+    return rows, dropped
+
+
+def kept_bytes_task(out: str, work: str, plan: DedupPlan, offsets: list[int], n_decide: int,
+                    s: int) -> dict[str, int]:  # fmt: skip
+    """The bytes of shard ``s``'s kept lines and of its removed ones in their outputs (each
+    line with one newline), from the line bytes its scan saved: where each shard's lines go
+    in an output written in place (:attr:`DedupPlan.placed`)."""
+    _, dropped = _dropped(work, plan, np.asarray(offsets, dtype=np.int64), n_decide, s)
+    nb = np.asarray(load(work, "scan", s, "nb"))
+    kept = int(nb[~dropped].sum(dtype=np.int64))
+    return {"kept": kept, "removed": int(nb[dropped].sum(dtype=np.int64))}
+
+
+def write_task(out: str, work: str, plan: DedupPlan, offsets: list[int], n_decide: int, s: int,
+               first_line: int,
+               place: dict[str, tuple[str, int, int]] | None = None) -> dict[str, int]:  # fmt: skip
+    """Shard ``s``'s parts of the outputs: its kept lines (JSONL and line inputs), its dropped
+    ids and the clusters whose first member it holds. ``place``: for each records output
+    written in place (``"kept"``, ``"removed"``), its temporary file and where this shard's
+    lines go in it, and their bytes (:func:`kept_bytes_task`)."""
+    off = np.asarray(offsets, dtype=np.int64)
+    lo, hi = int(off[s]), int(off[s + 1])
+    rows, dropped = _dropped(work, plan, off, n_decide, s)
+    if plan.against is not None and hi > lo:
         if plan.update:  # the survivors the index does not hold as themselves yet
             own = np.asarray(load(work, "own", s, "own"))
             save(out, new=np.flatnonzero(~dropped & ~own))
@@ -121,17 +146,26 @@ def write_task(out: str, work: str, plan: DedupPlan, offsets: list[int], n_decid
             f.writelines(line.encode() for line in lines)
     for path, name, mask in ((plan.output, "kept", ~dropped), (plan.removed, "removed", dropped)):
         if path is not None:
-            result[f"{name}_bytes"] = _write_records(out, work, plan, s, first_line, mask, name)
+            at = (place or {}).get(name)
+            result[f"{name}_bytes"] = _write_records(out, work, plan, s, first_line, mask, name,
+                                                     at)  # fmt: skip
     if plan.removed is not None:
         result["removed"] = int(dropped.sum())
     return result
 
 
 def _write_records(out: str, work: str, plan: DedupPlan, s: int, first_line: int,
-                   mask: np.ndarray, name: str) -> int:  # fmt: skip
+                   mask: np.ndarray, name: str,
+                   at: tuple[str, int, int] | None = None) -> int:  # fmt: skip
     """Shard ``s``'s records where ``mask`` is True (its kept or its removed ones), untouched,
-    as the part ``name`` (``.bin`` of lines, ``.parquet``, or text files under ``name/``)."""
+    as the part ``name`` (``.bin`` of lines, ``.parquet``, or text files under ``name/``), or
+    with ``at`` (a file, an offset, the bytes due) into that file at that offset."""
     rec = np.asarray(load(work, "scan", s, "rec"))[mask]
+    if at is not None:
+        try:  # into the output's temporary file: its disk, named so
+            return _write_lines(at[0], plan, s, rec, first_line, at=at[1], due=at[2])
+        except OSError as e:
+            raise OSError(e.errno, e.strerror or str(e), records_output(plan, name)) from e
     if plan.kind in ("jsonl", "lines"):
         if plan.parts_beside is None:
             return _write_lines(os.path.join(out, f"{name}.bin"), plan, s, rec, first_line)
@@ -192,29 +226,45 @@ def _copy_text_files(out: str, plan: DedupPlan, src: np.ndarray, under: str = "f
     return written
 
 
-def _write_lines(dest: str, plan: DedupPlan, s: int, numbers: np.ndarray, first_line: int) -> int:
-    """The lines of shard ``s`` numbered ``numbers`` (ascending), byte for byte, to ``dest``."""
+def _write_lines(dest: str, plan: DedupPlan, s: int, numbers: np.ndarray, first_line: int,
+                 at: int | None = None, due: int | None = None) -> int:  # fmt: skip
+    """The lines of shard ``s`` numbered ``numbers`` (ascending), byte for byte, to ``dest``,
+    or, with ``at``, into the file ``dest`` from byte ``at`` on: the ``due`` bytes the scan
+    measured (else the input changed meanwhile: an error naming it)."""
+    shard = plan.shards[s]
+    f = plan.files[shard.first]
+    with open(dest, "wb" if at is None else "r+b") as w:
+        if at is not None:
+            w.seek(at)
+        written = _copy_lines(w, plan, s, numbers, first_line)
+    if due is not None and written != due:
+        raise InputError(f.path, None, f"changed while dedup ran: {written} bytes of kept "
+                         f"lines where its first reading measured {due}")  # fmt: skip
+    return written
+
+
+def _copy_lines(w: Any, plan: DedupPlan, s: int, numbers: np.ndarray, first_line: int) -> int:
+    """:func:`_write_lines` into the open file ``w``."""
     shard = plan.shards[s]
     f = plan.files[shard.first]
     written = 0
     kernel = reads_in_blocks(list(plan.files))  # small inputs: no kernel to load or compile
-    with open(dest, "wb") as w:
-        if len(numbers) == 0:
-            return 0
-        if shard.is_range:
-            reader: Any = contextlib.closing(ByteRange(f.path, shard.start, shard.end))
-        else:
-            reader = open_input(f.path)
-            first_line = 1
-        with reader as r:
-            for first, block in iter_blocks(r, 4 << 20):
-                if block is None:
-                    continue
-                first += first_line - 1
-                i = int(np.searchsorted(numbers, first))
-                if i == len(numbers):
-                    break
-                data, _ = kept_lines(block, first, numbers, i, kernel=kernel)
-                w.write(data)
-                written += len(data)
+    if len(numbers) == 0:
+        return 0
+    if shard.is_range:
+        reader: Any = contextlib.closing(ByteRange(f.path, shard.start, shard.end))
+    else:
+        reader = open_input(f.path)
+        first_line = 1
+    with reader as r:
+        for first, block in iter_blocks(r, 4 << 20):
+            if block is None:
+                continue
+            first += first_line - 1
+            i = int(np.searchsorted(numbers, first))
+            if i == len(numbers):
+                break
+            data, _ = kept_lines(block, first, numbers, i, kernel=kernel)
+            w.write(data)
+            written += len(data)
     return written

@@ -29,7 +29,7 @@ from neardup.pipeline import stage_near as N
 from neardup.pipeline import stage_prefix as P
 from neardup.pipeline import stage_search as Q
 from neardup.pipeline import stages as S
-from neardup.pipeline.shard_write import write_task
+from neardup.pipeline.shard_write import kept_bytes_task, write_task
 
 __all__ = ["STAGES", "Step"]
 
@@ -92,6 +92,8 @@ STAGES: dict[str, Step] = {
         Step("near-kept", N.near_kept_task, ("decide", "against", *_SETS)),
         Step("near", N.near_task, ("verify", "near-kept", "scan")),
         Step("near-pick", N.near_pick_task, ("near", "decide", "near-kept", "scan")),
+        # the bytes of each shard's lines in an output written in place, then the write
+        Step("kept-bytes", kept_bytes_task, ("scan", "decide", "against")),
         Step("write", write_task, ("scan", "decide", "against", "own")),
         Step("index-split", A.index_split_task, ("scan", "against", "decide")),
         Step("index-clusters", A.index_clusters_task, ("index-split", "scan", "against")),

@@ -30,6 +30,7 @@ from neardup.errors import InputError
 from neardup.io.display import plural
 from neardup.io.files import (
     check_unchanged,
+    compression_of,
     file_stamp,
     input_copies,
     is_url,
@@ -59,6 +60,7 @@ from neardup.pipeline.scan import check_key_kinds, check_parquet_schemas
 from neardup.pipeline.shard_write import PositionLookup, beside_part, records_output
 from neardup.pipeline.staged_result import StagedView, build_result, summary
 from neardup.pipeline.staged_run import StagedRun
+from neardup.pipeline.stream import reads_in_blocks
 from neardup.pipeline.workdir import (
     clean_work_dir,
     interrupted_note,
@@ -388,10 +390,11 @@ def _near(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
                 "reach": reach}  # fmt: skip
 
 
-def _write(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
+def _write(r: Runner, plan: DedupPlan, run: StagedRun, outputs: OutputSet) -> None:
     off = run.offsets
+    place = _place(r, plan, run, outputs) if plan.placed else [None] * len(run.sizes)
     tasks = [(str(s), dict(work=r.work, plan=plan, offsets=off, n_decide=run.n_decide, s=s,
-                           first_line=run.first_lines[s]))
+                           first_line=run.first_lines[s], place=place[s]))
              for s in range(len(run.sizes))]  # fmt: skip
     results = r.map("write", tasks, memory=_shard_memory(plan))
     run.clusters = sum(x["clusters"] for x in results)
@@ -403,6 +406,38 @@ def _write(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
     run.removed_rows = [x.get("removed", 0) for x in results]
     if index_clusters(plan, run):
         I.index_groups(r, plan, run)
+
+
+def _place(r: Runner, plan: DedupPlan, run: StagedRun,
+           outputs: OutputSet) -> list[dict[str, tuple[str, int, int]]]:  # fmt: skip
+    """Where each shard's kept (and removed) lines go in their output files, written in place
+    (:attr:`DedupPlan.placed`): for each, the output's temporary file, the shard's offset in
+    it and its bytes (:func:`~neardup.pipeline.shard_write.kept_bytes_task`)."""
+    sizes = r.map("kept-bytes", [(str(s), dict(work=r.work, plan=plan, offsets=run.offsets,
+                                               n_decide=run.n_decide, s=s))
+                                 for s in range(len(run.sizes))])  # fmt: skip
+    place: list[dict[str, tuple[str, int, int]]] = [{} for _ in sizes]
+    for name in ("kept", "removed"):
+        path = records_output(plan, name)
+        if path is not None:
+            tmp = outputs.place(outputs.get(path))
+            at = 0
+            for s, x in enumerate(sizes):
+                place[s][name] = (tmp, at, x[name])
+                at += x[name]
+    return place
+
+
+def _placed(plan: DedupPlan) -> DedupPlan:
+    """``plan``, with :attr:`DedupPlan.placed` where the run writes its kept (and removed) lines straight into their output files
+    (:attr:`DedupPlan.placed`): their parts would lie beside them (:func:`_beside`), the
+    inputs are read a block at a time (the scan measures each line), and each output is a
+    plain file (or none yet) whose bytes are the lines (not compressed)."""
+    if plan.parts_beside is None or not reads_in_blocks(list(plan.files)):
+        return plan
+    outs = [os.fspath(o) for o in (plan.output, plan.removed) if o is not None]
+    odd = any(compression_of(o) or (os.path.exists(o) and not os.path.isfile(o)) for o in outs)
+    return plan if odd else replace(plan, placed=True)
 
 
 def _shard_memory(plan: DedupPlan) -> int:
@@ -483,7 +518,7 @@ def _run_staged(
     check_parquet_schemas(list(plan.files))  # one output file: one schema
     # an input rewritten while the stages read it is refused
     stamps = {f.path: file_stamp(f.path) for f in plan.files}
-    plan = replace(plan, parts_beside=_beside(plan, executor))
+    plan = _placed(replace(plan, parts_beside=_beside(plan, executor)))
     with contextlib.ExitStack() as stack:
         outputs = stack.enter_context(OutputSet(plan.inputs))
         index, here, plan = I.open_index(stack, plan, outputs, executor)
@@ -503,7 +538,7 @@ def _run_staged(
             else None,
         )
         with _changed_first(stamps):
-            run = _stages(r, plan, on_bad, progress, memory, here)
+            run = _stages(r, plan, on_bad, progress, memory, here, outputs)
         run.reused, run.executor = r.reused, executor.name
         run.workers = executor.threads if executor.name == "local" else executor.workers
         if plan.verify:
@@ -591,7 +626,7 @@ def _changed_first(stamps: dict[str, tuple]) -> Iterator[None]:
 
 
 def _stages(r: Runner, plan: DedupPlan, on_bad: Any, progress: Any,
-            memory: MemoryRows | None, here: Any) -> StagedRun:  # fmt: skip
+            memory: MemoryRows | None, here: Any, outputs: OutputSet) -> StagedRun:  # fmt: skip
     """Every stage of the run, up to the outputs' parts in the work directory."""
     run = _scan(r, plan, on_bad, memory)
     if hasattr(progress, "documents"):  # documents/s in the later stages' progress
@@ -611,7 +646,7 @@ def _stages(r: Runner, plan: DedupPlan, on_bad: Any, progress: Any,
         _decide(r, plan, run, names, pairs)
     if plan.verify and plan.near_misses:
         _near(r, plan, run)
-    _write(r, plan, run)
+    _write(r, plan, run, outputs)
     run.seconds, run.tasks, run.peak_rss = r.seconds, r.tasks, r.peak_rss
     run.disk_reads, run.cpu = r.disk_reads, r.cpu
     run.temp_bytes = stage_bytes(r.work)

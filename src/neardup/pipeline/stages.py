@@ -200,6 +200,7 @@ def scan_shard(
         "rec": concat(seen.rec_parts, np.int64),
         "src": concat(seen.src_parts, np.int32),
     }
+    arrays.update(_line_bytes(plan, seen))
     if plan.key_field is not None:  # the keep field's values and kinds
         arrays.update(prio=concat(seen.prio_parts, np.float64),
                       pkind=concat(seen.kind_parts, np.int8))  # fmt: skip
@@ -221,6 +222,17 @@ def scan_shard(
     nbytes += save_records(out, "bad", bad_records)
     return {"n": len(fps), "bad": len(bad_records), "first_bad": (bad_records or [None])[0],
             "bytes": nbytes, "no_shingles": no_shingles}  # fmt: skip
+
+
+def _line_bytes(plan: DedupPlan, seen: SeenDocuments) -> dict[str, np.ndarray]:
+    """Each document's line bytes (``nb``) for a run that writes its lines in place."""
+    if not plan.placed:
+        return {}
+    if seen.nb_missing:
+        raise RuntimeError("a block of a placed run's input was read without its line bytes")
+    nb = concat(seen.nb_parts, np.int64)
+    small = nb.max(initial=0) <= 0xFFFFFFFF  # lines are at most MAX_RECORD_BYTES: 4 bytes each
+    return {"nb": nb.astype(np.uint32) if small else nb}
 
 
 def _save_ids(out: str, ids: list[Any]) -> int:
@@ -396,6 +408,7 @@ def drop_docs(out: str, work: str, plan: DedupPlan, s: int, buckets: int) -> dic
     keep = np.ones(len(load(work, "scan", s, "fp")), dtype=bool)
     keep[shard_repeats(work, buckets, s)[0]] = False
     names = ("fp", "len", "rec", "src", "idh") + (("prio", "pkind") if plan.key_field else ())
+    names += ("nb",) if plan.placed else ()
     arrays = {k: np.asarray(load(work, "scan", s, k))[keep] for k in names}
     no_shingles = 0
     if plan.verify:
