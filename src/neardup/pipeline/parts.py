@@ -11,19 +11,32 @@ import json
 import os
 import shutil
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from neardup.errors import damaged, reading_back
 from neardup.io import objects
-from neardup.io.files import is_url, open_output_stream
+from neardup.io.files import compression_of, is_url, open_output_stream
 from neardup.io.writers import OutputSet
 from neardup.pipeline import layout, store
 from neardup.pipeline import task_files as F
 from neardup.pipeline.plan import DedupPlan
-from neardup.pipeline.shard_write import beside_part
+from neardup.pipeline.shard_write import beside_part, records_output
 from neardup.pipeline.staged_run import StagedRun
+from neardup.pipeline.stream import reads_in_blocks
 
-__all__ = ["commit_parts", "decoded", "index_clusters", "index_lines", "part_lines"]
+if TYPE_CHECKING:
+    from neardup.pipeline.runner import Runner
+
+__all__ = [
+    "commit_parts",
+    "decoded",
+    "index_clusters",
+    "index_lines",
+    "part_lines",
+    "place_records",
+    "placed_plan",
+]
 
 
 def index_clusters(plan: DedupPlan, run: StagedRun) -> bool:
@@ -319,3 +332,35 @@ def _compressed(path: str) -> bool:
     from neardup.io.files import compression_of
 
     return compression_of(path) is not None
+
+
+def place_records(r: Runner, plan: DedupPlan, run: StagedRun,
+           outputs: OutputSet) -> list[dict[str, tuple[str, int, int]]]:  # fmt: skip
+    """Where each shard's kept (and removed) lines go in their output files, written in place
+    (:attr:`DedupPlan.placed`): for each, the output's temporary file, the shard's offset in
+    it and its bytes (:func:`~neardup.pipeline.shard_write.kept_bytes_task`)."""
+    sizes = r.map("kept-bytes", [(str(s), dict(work=r.work, plan=plan, offsets=run.offsets,
+                                               n_decide=run.n_decide, s=s))
+                                 for s in range(len(run.sizes))])  # fmt: skip
+    place: list[dict[str, tuple[str, int, int]]] = [{} for _ in sizes]
+    for name in ("kept", "removed"):
+        path = records_output(plan, name)
+        if path is not None:
+            tmp = outputs.place(outputs.get(path))
+            at = 0
+            for s, x in enumerate(sizes):
+                place[s][name] = (tmp, at, x[name])
+                at += x[name]
+    return place
+
+
+def placed_plan(plan: DedupPlan) -> DedupPlan:
+    """``plan``, with :attr:`DedupPlan.placed` where the run writes its kept (and removed) lines straight into their output files
+    (:attr:`DedupPlan.placed`): their parts would lie beside them (:func:`neardup.pipeline.staged._beside`), the
+    inputs are read a block at a time (the scan measures each line), and each output is a
+    plain file (or none yet) whose bytes are the lines (not compressed)."""
+    if plan.parts_beside is None or not reads_in_blocks(list(plan.files)):
+        return plan
+    outs = [os.fspath(o) for o in (plan.output, plan.removed) if o is not None]
+    odd = any(compression_of(o) or (os.path.exists(o) and not os.path.isfile(o)) for o in outs)
+    return plan if odd else replace(plan, placed=True)

@@ -74,11 +74,9 @@ MEMORY_FS = "/dev/shm"
 #: budget and of the file system's free space, too): there, creating, renaming and removing
 #: the stages' files costs 3x less (five texts: 6 ms a call against 20 ms on disk)
 MEMORY_WORK_BYTES = 64 << 20
-#: In-memory data whose work is estimated at this many bytes or fewer keeps it in the process's
-#: memory (:func:`work_in_memory`): no file at all, five texts in 0.7 ms a call against 3.4 ms
-#: on the memory file system. Larger, it goes to that file system (its pages then count in the
-#: process's peak only while a task maps them): at 100,000 texts (33 MB of work) the store in
-#: the process raised the peak RSS 9% for no gain in wall.
+#: In-memory data with this much estimated work or less keeps it in the process's memory
+#: (:func:`work_in_memory`; five texts: 0.7 ms a call, 3.4 ms on the memory file system); at
+#: 100,000 texts (33 MB of work) that raised the peak RSS 9% for no gain in wall.
 MEMORY_STORE_BYTES = 8 << 20
 #: The work directory's bytes per byte of text and per document, about (the shingle keys and
 #: the spills of the scan: 344 MB for the 1M documents of ``bench/scale.py``, 400 MB of
@@ -166,8 +164,8 @@ class DedupPlan:
     #: kept (and removed) lines beside their output file, as temporary files of the run ending
     #: in this token, and the commit joins them into it (None: in the work directory)
     parts_beside: str | None = None
-    #: the kept (and removed) lines are written straight into their output file, each shard's
-    #: at its offset (the scan saves each document's line bytes; set by the run)
+    #: the kept (and removed) lines go straight into their output file, each shard's at its
+    #: offset (the scan saves each line's bytes; set by the run)
     placed: bool = False
     #: in-memory input (:class:`~neardup.io.rows.MemoryRows`): its number of rows, which the
     #: shards cut by position (``start`` to ``end``); None for file input

@@ -30,7 +30,6 @@ from neardup.errors import InputError
 from neardup.io.display import plural
 from neardup.io.files import (
     check_unchanged,
-    compression_of,
     file_stamp,
     input_copies,
     is_url,
@@ -45,7 +44,7 @@ from neardup.pipeline import stages as S
 from neardup.pipeline import task_files as F
 from neardup.pipeline.ahead import wait_ahead
 from neardup.pipeline.executors import LocalExecutor
-from neardup.pipeline.parts import commit_parts, index_clusters
+from neardup.pipeline.parts import commit_parts, index_clusters, place_records, placed_plan
 from neardup.pipeline.plan import (
     ONE_PROCESS_BYTES_PER_DOC,
     SEARCH_BYTES_PER_DOC,
@@ -60,7 +59,6 @@ from neardup.pipeline.scan import check_key_kinds, check_parquet_schemas
 from neardup.pipeline.shard_write import PositionLookup, beside_part, records_output
 from neardup.pipeline.staged_result import StagedView, build_result, summary
 from neardup.pipeline.staged_run import StagedRun
-from neardup.pipeline.stream import reads_in_blocks
 from neardup.pipeline.workdir import (
     clean_work_dir,
     interrupted_note,
@@ -392,7 +390,7 @@ def _near(r: Runner, plan: DedupPlan, run: StagedRun) -> None:
 
 def _write(r: Runner, plan: DedupPlan, run: StagedRun, outputs: OutputSet) -> None:
     off = run.offsets
-    place = _place(r, plan, run, outputs) if plan.placed else [None] * len(run.sizes)
+    place = place_records(r, plan, run, outputs) if plan.placed else [None] * len(run.sizes)
     tasks = [(str(s), dict(work=r.work, plan=plan, offsets=off, n_decide=run.n_decide, s=s,
                            first_line=run.first_lines[s], place=place[s]))
              for s in range(len(run.sizes))]  # fmt: skip
@@ -406,38 +404,6 @@ def _write(r: Runner, plan: DedupPlan, run: StagedRun, outputs: OutputSet) -> No
     run.removed_rows = [x.get("removed", 0) for x in results]
     if index_clusters(plan, run):
         I.index_groups(r, plan, run)
-
-
-def _place(r: Runner, plan: DedupPlan, run: StagedRun,
-           outputs: OutputSet) -> list[dict[str, tuple[str, int, int]]]:  # fmt: skip
-    """Where each shard's kept (and removed) lines go in their output files, written in place
-    (:attr:`DedupPlan.placed`): for each, the output's temporary file, the shard's offset in
-    it and its bytes (:func:`~neardup.pipeline.shard_write.kept_bytes_task`)."""
-    sizes = r.map("kept-bytes", [(str(s), dict(work=r.work, plan=plan, offsets=run.offsets,
-                                               n_decide=run.n_decide, s=s))
-                                 for s in range(len(run.sizes))])  # fmt: skip
-    place: list[dict[str, tuple[str, int, int]]] = [{} for _ in sizes]
-    for name in ("kept", "removed"):
-        path = records_output(plan, name)
-        if path is not None:
-            tmp = outputs.place(outputs.get(path))
-            at = 0
-            for s, x in enumerate(sizes):
-                place[s][name] = (tmp, at, x[name])
-                at += x[name]
-    return place
-
-
-def _placed(plan: DedupPlan) -> DedupPlan:
-    """``plan``, with :attr:`DedupPlan.placed` where the run writes its kept (and removed) lines straight into their output files
-    (:attr:`DedupPlan.placed`): their parts would lie beside them (:func:`_beside`), the
-    inputs are read a block at a time (the scan measures each line), and each output is a
-    plain file (or none yet) whose bytes are the lines (not compressed)."""
-    if plan.parts_beside is None or not reads_in_blocks(list(plan.files)):
-        return plan
-    outs = [os.fspath(o) for o in (plan.output, plan.removed) if o is not None]
-    odd = any(compression_of(o) or (os.path.exists(o) and not os.path.isfile(o)) for o in outs)
-    return plan if odd else replace(plan, placed=True)
 
 
 def _shard_memory(plan: DedupPlan) -> int:
@@ -518,7 +484,7 @@ def _run_staged(
     check_parquet_schemas(list(plan.files))  # one output file: one schema
     # an input rewritten while the stages read it is refused
     stamps = {f.path: file_stamp(f.path) for f in plan.files}
-    plan = _placed(replace(plan, parts_beside=_beside(plan, executor)))
+    plan = placed_plan(replace(plan, parts_beside=_beside(plan, executor)))
     with contextlib.ExitStack() as stack:
         outputs = stack.enter_context(OutputSet(plan.inputs))
         index, here, plan = I.open_index(stack, plan, outputs, executor)
