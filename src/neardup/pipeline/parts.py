@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from neardup.errors import damaged, reading_back
 from neardup.io import objects
-from neardup.io.files import compression_of, is_url, open_output_stream
+from neardup.io.files import is_url, open_output_stream
 from neardup.io.writers import OutputSet
 from neardup.pipeline import layout, store
 from neardup.pipeline import task_files as F
@@ -269,7 +269,7 @@ def _copy_in_kernel(src: Any, dest: Any, size: int) -> bool:
     """``size`` bytes of ``src`` appended to ``dest`` by ``os.copy_file_range``; False (nothing
     copied) where that cannot be used."""
     copy = getattr(os, "copy_file_range", None)
-    if store.in_memory(getattr(src, "path", "")) or isinstance(src, io.BytesIO):
+    if isinstance(src, io.BytesIO):  # a file of a memory store
         return False
     try:
         fd = dest.fileno()
@@ -335,7 +335,7 @@ def _compressed(path: str) -> bool:
 
 
 def place_records(r: Runner, plan: DedupPlan, run: StagedRun,
-           outputs: OutputSet) -> list[dict[str, tuple[str, int, int]]]:  # fmt: skip
+                  outputs: OutputSet) -> list[dict[str, tuple[str, int, int]]]:  # fmt: skip
     """Where each shard's kept (and removed) lines go in their output files, written in place
     (:attr:`DedupPlan.placed`): for each, the output's temporary file, the shard's offset in
     it and its bytes (:func:`~neardup.pipeline.shard_write.kept_bytes_task`)."""
@@ -355,12 +355,13 @@ def place_records(r: Runner, plan: DedupPlan, run: StagedRun,
 
 
 def placed_plan(plan: DedupPlan) -> DedupPlan:
-    """``plan``, with :attr:`DedupPlan.placed` where the run writes its kept (and removed) lines straight into their output files
-    (:attr:`DedupPlan.placed`): their parts would lie beside them (:func:`neardup.pipeline.staged._beside`), the
-    inputs are read a block at a time (the scan measures each line), and each output is a
-    plain file (or none yet) whose bytes are the lines (not compressed)."""
+    """``plan``, with :attr:`DedupPlan.placed` where the run writes its kept (and removed)
+    lines straight into their output files: their parts would lie beside them
+    (:attr:`DedupPlan.parts_beside`), the inputs are read a block at a time (the scan measures
+    each line), and each output is a plain file (or none yet) whose bytes are the lines (not
+    compressed)."""
     if plan.parts_beside is None or not reads_in_blocks(list(plan.files)):
         return plan
     outs = [os.fspath(o) for o in (plan.output, plan.removed) if o is not None]
-    odd = any(compression_of(o) or (os.path.exists(o) and not os.path.isfile(o)) for o in outs)
+    odd = any(_compressed(o) or (os.path.exists(o) and not os.path.isfile(o)) for o in outs)
     return plan if odd else replace(plan, placed=True)
