@@ -59,7 +59,7 @@ def filter_task(out: str, work: str, plan: DedupPlan, s: int, merges: int) -> di
     sizes, sfp, digests = [], [], []
     with store.create(os.path.join(out, "keys.u32")) as f:
         for offsets, keys in iter_without_keys(sets, drop):
-            f.write(memoryview(np.ascontiguousarray(keys)).cast("B"))
+            store.write_values(f, keys)
             chunk = ShingleSets(offsets, keys)
             sizes.append(np.diff(offsets))
             if plan.set_fps:

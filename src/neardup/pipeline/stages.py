@@ -249,7 +249,7 @@ def _spill_sets(batch: Any, keys_file: Any, sfp: bool) -> tuple[Any, ...]:
     offsets = given - given[0]
     sizes = np.diff(offsets)
     keys = np.ascontiguousarray(batch.keys[given[0] : given[-1]], dtype=np.uint32)
-    keys_file.write(memoryview(np.ascontiguousarray(keys)).cast("B"))
+    store.write_values(keys_file, keys)
     sets = ShingleSets(offsets, keys)
     return sizes, set_fingerprints(sets, threads=1) if sfp else None, set_digests(sets)
 
@@ -418,7 +418,7 @@ def drop_docs(out: str, work: str, plan: DedupPlan, s: int, buckets: int) -> dic
         if plan.set_fps:
             arrays["sfp"] = np.asarray(load(work, "scan", s, "sfp"))[keep]
         with store.create(os.path.join(out, "keys.u32")) as f:
-            f.write(memoryview(np.ascontiguousarray(sub.keys)).cast("B"))
+            store.write_values(f, sub.keys)
         no_shingles = int(np.count_nonzero(sub.sizes == 0))
         place = np.asarray(load(work, "scan", s, "dig_place"))
         live = keep[place]  # the order by digest stays: new places keep the old ones' order
