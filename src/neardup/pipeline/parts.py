@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import io
 import json
 import os
 import shutil
@@ -269,8 +268,6 @@ def _copy_in_kernel(src: Any, dest: Any, size: int) -> bool:
     """``size`` bytes of ``src`` appended to ``dest`` by ``os.copy_file_range``; False (nothing
     copied) where that cannot be used."""
     copy = getattr(os, "copy_file_range", None)
-    if isinstance(src, io.BytesIO):  # a file of a memory store
-        return False
     try:
         fd = dest.fileno()
     except (AttributeError, OSError, ValueError):

@@ -74,9 +74,8 @@ MEMORY_FS = "/dev/shm"
 #: budget and of the file system's free space, too): there, creating, renaming and removing
 #: the stages' files costs 3x less (five texts: 6 ms a call against 20 ms on disk)
 MEMORY_WORK_BYTES = 64 << 20
-#: In-memory data with this much estimated work or less keeps it in the process's memory
-#: (:func:`work_in_memory`; five texts: 0.7 ms a call, 3.4 ms on the memory file system); at
-#: 100,000 texts (33 MB of work) that raised the peak RSS 9% for no gain in wall.
+#: In-memory data's work up to this stays in the process (:func:`work_in_memory`; five texts:
+#: 0.7 ms a call, 3.4 ms in /dev/shm); 100,000 texts' 33 MB there: peak RSS +9%, no faster.
 MEMORY_STORE_BYTES = 8 << 20
 #: The work directory's bytes per byte of text and per document, about (the shingle keys and
 #: the spills of the scan: 344 MB for the 1M documents of ``bench/scale.py``, 400 MB of
@@ -424,9 +423,10 @@ def build_plan(data: Any, *, threshold: float = DEFAULT_DEDUP_THRESHOLD, verify:
     shards = cut_shards(files, per, text_field, id_field) if rows is None else cut_rows(rows, per)
     whole = shard_docs is None and not client and not staged_only and device == "cpu"
     here = temp_dir is None and work_dir is None and not client and not staged_only
-    in_memory = here and work_in_memory(data, budget)
+    need = work_bytes(data, files) if here else None
+    in_memory = isinstance(data, MemoryRows) and work_in_memory(need, budget)
     if here and not in_memory:
-        temp_dir = memory_work_dir(data, files, budget)
+        temp_dir = memory_work_dir(need, budget)
     fper = fingerprinter if fingerprinter is not None else Fingerprinter(preset)
     _check_fingerprinter(fper, verify)
     return DedupPlan(
@@ -549,24 +549,30 @@ def cut_shards(
     return shards
 
 
-def work_in_memory(data: Any, budget: int) -> bool:
-    """Whether a run of ``data`` keeps its work in this process's memory
-    (:func:`neardup.pipeline.store.memory_store`): in-memory data whose work is estimated at
-    :data:`MEMORY_STORE_BYTES` or less, and at most a 16th of the memory ``budget``."""
-    if not isinstance(data, MemoryRows):
-        return False
-    need = WORK_BYTES_PER_TEXT_BYTE * data.text_bytes() + WORK_BYTES_PER_DOC * len(data)
-    return need <= min(MEMORY_STORE_BYTES, budget // 16)
+def work_bytes(data: Any, files: Sequence[InputFile]) -> int | None:
+    """A run's work in bytes, estimated from in-memory data's texts or the files' sizes; None
+    where those are unknown here (piped or remote inputs)."""
+    if isinstance(data, MemoryRows):
+        return WORK_BYTES_PER_TEXT_BYTE * data.text_bytes() + WORK_BYTES_PER_DOC * len(data)
+    if any(f.path == STDIN or is_url(f.path) for f in files):
+        return None
+    return WORK_BYTES_PER_INPUT_BYTE * sum(input_size(f.path) for f in files)
 
 
-def memory_work_dir(data: Any, files: Sequence[InputFile], budget: int) -> str | None:
-    """:data:`MEMORY_FS` for a small run (its work directory estimated at
-    :data:`MEMORY_WORK_BYTES` or less, at most a 16th of the memory ``budget`` and a quarter of
-    the file system's free space), where this machine has one; else None (``TMPDIR``).
-    Piped and remote inputs, whose size is unknown here, keep theirs in ``TMPDIR``, and so does
-    every run where a temporary directory was chosen (``TMPDIR``, ``TEMP``, ``TMP``, or
-    Python's ``tempfile.tempdir``)."""
-    if not default_temp_dir():
+def work_in_memory(need: int | None, budget: int) -> bool:
+    """Whether in-memory data whose work is estimated at ``need`` bytes (:func:`work_bytes`)
+    keeps it in the process's memory (:func:`neardup.pipeline.store.memory_store`): at
+    :data:`MEMORY_STORE_BYTES` or less, a 16th of the memory ``budget`` at most."""
+    return need is not None and need <= min(MEMORY_STORE_BYTES, budget // 16)
+
+
+def memory_work_dir(need: int | None, budget: int) -> str | None:
+    """:data:`MEMORY_FS` for a run whose work is estimated at ``need`` bytes (:func:`work_bytes`;
+    None: piped or remote inputs): :data:`MEMORY_WORK_BYTES` or less, a 16th of ``budget`` and
+    a quarter of the file system's free space at most, where this machine has one and no
+    temporary directory was chosen (``TMPDIR``, ``TEMP``, ``TMP``, ``tempfile.tempdir``); else
+    None (``TMPDIR``)."""
+    if need is None or not default_temp_dir():
         return None
     try:
         st = os.statvfs(MEMORY_FS)
@@ -574,12 +580,6 @@ def memory_work_dir(data: Any, files: Sequence[InputFile], budget: int) -> str |
         return None
     if not os.access(MEMORY_FS, os.W_OK):
         return None
-    if isinstance(data, MemoryRows):
-        need = WORK_BYTES_PER_TEXT_BYTE * data.text_bytes() + WORK_BYTES_PER_DOC * len(data)
-    elif any(f.path == STDIN or is_url(f.path) for f in files):
-        return None
-    else:
-        need = WORK_BYTES_PER_INPUT_BYTE * sum(input_size(f.path) for f in files)
     room = min(MEMORY_WORK_BYTES, budget // 16, st.f_bavail * st.f_frsize // 4)
     return MEMORY_FS if need <= room else None
 
